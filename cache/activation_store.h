@@ -1,0 +1,125 @@
+// ActivationStore: the activation cache on RocksDB.
+//
+// Column families:
+//   records  key (16 bytes) -> encoded record (see record.h); shared by all splits
+//   samples  split '\0' position (u64 big-endian) -> key (16 bytes) label (i64 little-endian)
+//   default  "manifest" -> Manifest JSON; "blob/<name>" -> opaque bytes (e.g. the head's
+//            initial weights)
+// Invariant kept by writers: a samples entry is written in the same batch as, or after, the
+// record it points to, so every index entry has its record.
+//
+// Thread safety: all const methods may be called from many threads at once. Open read-only
+// for training and inspection; many read-only instances may share a directory with one
+// writer.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/manifest.h"
+#include "cache/status.h"
+#include "keyers/key.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace recycle {
+
+struct StoreOptions {
+  bool read_only = false;               // open with DB::OpenForReadOnly
+  bool create_if_missing = true;        // writers only
+  size_t block_cache_bytes = 64 << 20;  // LRU block cache shared by the column families
+  std::string compression = "lz4";      // records' compression: none, lz4, zstd
+};
+
+struct IndexEntry {
+  Key key;
+  int64_t label = 0;
+  friend bool operator==(const IndexEntry& a, const IndexEntry& b) {
+    return a.key == b.key && a.label == b.label;
+  }
+};
+
+class ActivationStore {
+ public:
+  // A batch of writes for one store, applied atomically by ActivationStore::write().
+  class Batch {
+   public:
+    explicit Batch(const ActivationStore& store);
+    ~Batch();
+    void put_record(const Key& key, std::string_view record);
+    void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
+    // Deletes the split's index entries at positions >= from.
+    void truncate_index(const std::string& split, int64_t from);
+    void put_manifest(const Manifest& manifest);
+    void put_blob(const std::string& name, std::string_view bytes);
+    size_t count() const;
+    size_t record_bytes() const { return record_bytes_; }
+
+   private:
+    friend class ActivationStore;
+    const ActivationStore& store_;
+    std::unique_ptr<rocksdb::WriteBatch> batch_;
+    size_t record_bytes_ = 0;
+  };
+
+  // Opens (or, for writers with create_if_missing, creates) the cache in `dir`.
+  static Status open(const std::string& dir, const StoreOptions& options,
+                     std::unique_ptr<ActivationStore>* out);
+  ~ActivationStore();
+  ActivationStore(const ActivationStore&) = delete;
+  ActivationStore& operator=(const ActivationStore&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  bool read_only() const { return read_only_; }
+
+  // NotFound when the cache has no manifest yet (a new cache).
+  Status read_manifest(Manifest* out) const;
+  Status get_blob(const std::string& name, std::string* out) const;
+  Status get_record(const Key& key, std::string* out) const;
+
+  // Batched lookup (RocksDB MultiGet). Calls fn(i, bytes) for each key found, in order;
+  // `bytes` is valid only during the call. statuses[i] is OK, NotFound, or an error.
+  void multi_get(const std::vector<Key>& keys,
+                 const std::function<void(size_t, std::string_view)>& fn,
+                 std::vector<Status>* statuses) const;
+
+  // The split's index in position order. An empty vector when the split has none.
+  Status read_index(const std::string& split, std::vector<IndexEntry>* out) const;
+
+  // Calls fn for every record in key order until fn returns false. Stops with the iterator's
+  // status (Corruption when a block fails its checksum).
+  Status for_each_record(const std::function<bool(const Key&, std::string_view)>& fn) const;
+
+  // RocksDB's whole-file checksum verification of every SST file.
+  Status verify_files() const;
+  // Live SST and WAL bytes on disk.
+  uint64_t disk_bytes() const;
+
+  // Applies the batch atomically. sync: wait for the WAL to reach the disk.
+  Status write(Batch* batch, bool sync = false);
+  // Flushes memtables to SST files (used at the end of a build).
+  Status flush();
+
+  // Deletes the cache in `dir` (RocksDB's DestroyDB, then the directory if it is empty).
+  // Refuses a non-empty directory that is not a cache.
+  static Status destroy(const std::string& dir);
+
+  // Checks a split name: 1-64 characters of [A-Za-z0-9._-].
+  static Status check_split_name(const std::string& split);
+
+ private:
+  ActivationStore() = default;
+  std::string dir_;
+  bool read_only_ = false;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
+};
+
+}  // namespace recycle

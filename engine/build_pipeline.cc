@@ -1,0 +1,252 @@
+#include "engine/build_pipeline.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "cache/activation_store.h"
+#include "cache/record.h"
+#include "engine/block_model.h"
+#include "engine/model_setup.h"
+#include "engine/preprocess.h"
+#include "engine/progress.h"
+#include "keyers/keyer_registry.h"
+
+namespace recycle {
+
+std::string BuildReport::to_json() const {
+  nlohmann::json j = {{"cache", cache_dir},       {"split", split},
+                      {"samples", samples},       {"unique", unique},
+                      {"computed", computed},     {"skipped", skipped},
+                      {"index_written", index_written},
+                      {"bytes", bytes},           {"records", records},
+                      {"seconds", seconds},       {"samples_per_s", samples_per_s}};
+  return j.dump();
+}
+
+namespace {
+
+void check(const Status& st) {
+  if (!st.ok()) throw std::runtime_error(st.to_string());
+}
+
+// Keys of every sample, computed in parallel. Exceptions are caught inside the OpenMP region
+// and rethrown after it.
+std::vector<Key> compute_keys(const Dataset& data, const Keyer& keyer) {
+  std::vector<Key> keys(data.size());
+  std::exception_ptr error;
+  const int64_t n = static_cast<int64_t>(data.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      TensorView view;
+      keys[i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return keys;
+}
+
+// The manifest this run asks for: identity plus record shapes.
+Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec,
+                            Codec codec, const Dataset& data, const torch::Device& device) {
+  Manifest m;
+  m.model = pm.model.spec.to_string();
+  m.fingerprint = module_fingerprint(*pm.split.prefix);
+  m.split_at = pm.split.split_at;
+  m.prefix_blocks = pm.split.prefix_blocks;
+  m.total_blocks = pm.split.total_blocks;
+  m.keyer = keyer_spec;
+  m.codec = codec_name(codec);
+  m.preprocess = preprocess_spec();
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> shape = {1};
+  shape.insert(shape.end(), data.item_shape.begin(), data.item_shape.end());
+  torch::Tensor probe = pm.split.prefix->forward(torch::zeros(shape, device));
+  m.record_shapes = {probe.sizes().slice(1).vec()};
+  m.class_names = data.class_names;
+  m.classifier = pm.classifier_is_new ? "new" : "pretrained";
+  return m;
+}
+
+}  // namespace
+
+BuildReport run_build(const BuildOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
+  if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
+  Codec codec;
+  if (!parse_codec(o.codec, &codec)) {
+    throw std::invalid_argument("unknown codec '" + o.codec + "' (fp32, fp16, bf16)");
+  }
+  check(ActivationStore::check_split_name(o.data.split));
+  set_thread_count(o.threads);
+  const torch::Device device(o.device);
+
+  const Dataset data = load_dataset(o.data);
+  if (data.is_text) {
+    throw std::runtime_error("text data needs a text model, which this version does not have yet");
+  }
+  const std::string keyer_spec = o.keyer.empty() ? "xxh3" : o.keyer;
+  const std::unique_ptr<Keyer> keyer = make_keyer(keyer_spec);
+
+  PreparedModel pm = prepare_model(o.model, data, o.recycle, o.split_at, device);
+  if (pm.split.prefix_blocks == 0) {
+    throw std::invalid_argument(
+        "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
+  }
+  Manifest manifest = requested_manifest(pm, keyer->spec(), codec, data, device);
+
+  if (o.rebuild) check(ActivationStore::destroy(o.cache_dir));
+  std::unique_ptr<ActivationStore> store;
+  check(ActivationStore::open(o.cache_dir, StoreOptions(), &store));
+
+  ActivationStore::Batch first(*store);
+  Manifest stored;
+  const Status have = store->read_manifest(&stored);
+  if (have.ok()) {
+    const auto diffs = stored.identity_differences(manifest);
+    if (!diffs.empty()) {
+      std::string msg = "cache " + o.cache_dir + " was built for another setup: " + diffs[0];
+      for (size_t i = 1; i < diffs.size(); ++i) msg += "; " + diffs[i];
+      throw std::runtime_error(msg + " (use --rebuild to start over)");
+    }
+    if (stored.class_names != manifest.class_names) {
+      throw std::runtime_error("cache " + o.cache_dir +
+                               " holds other classes than this data (check --classes)");
+    }
+    manifest = stored;
+  } else if (have.is_not_found()) {
+    first.put_blob("head", module_to_bytes(*pm.split.head));
+  } else {
+    check(have);
+  }
+
+  const std::string& split = o.data.split;
+  std::vector<IndexEntry> existing;
+  check(store->read_index(split, &existing));
+  const std::vector<Key> keys = compute_keys(data, *keyer);
+  const int64_t n = static_cast<int64_t>(data.size());
+
+  // Positions whose index entry must be written: new, or different from what is stored.
+  std::vector<int64_t> todo;
+  for (int64_t i = 0; i < n; ++i) {
+    const IndexEntry want{keys[i], data.labels[i]};
+    if (i >= static_cast<int64_t>(existing.size()) || !(existing[i] == want)) todo.push_back(i);
+  }
+  std::unordered_set<Key, KeyHash> distinct(keys.begin(), keys.end());
+
+  BuildReport report;
+  report.cache_dir = o.cache_dir;
+  report.split = split;
+  report.samples = n;
+  report.unique = static_cast<int64_t>(distinct.size());
+
+  const auto it = manifest.splits.find(split);
+  const bool unchanged = todo.empty() && static_cast<int64_t>(existing.size()) == n &&
+                         it != manifest.splits.end() && it->second.complete &&
+                         it->second.data == data.description;
+  if (!unchanged) {
+    // Keys known to have a record: everything the stored index points to.
+    std::unordered_set<Key, KeyHash> present;
+    for (const IndexEntry& e : existing) present.insert(e.key);
+
+    SplitInfo& info = manifest.splits[split];
+    info.data = data.description;
+    info.samples = n;
+    info.unique = report.unique;
+    info.complete = false;
+    first.put_manifest(manifest);
+    if (static_cast<int64_t>(existing.size()) > n) first.truncate_index(split, n);
+    check(store->write(&first));
+
+    Progress progress("build " + split, static_cast<int64_t>(todo.size()), o.progress);
+    const int64_t per_sample = [&] {
+      int64_t v = 1;
+      for (int64_t d : manifest.record_shapes[0]) v *= d;
+      return v;
+    }();
+    torch::NoGradGuard no_grad;
+    for (size_t begin = 0; begin < todo.size(); begin += static_cast<size_t>(o.batch)) {
+      const size_t end = std::min(todo.size(), begin + static_cast<size_t>(o.batch));
+      // Distinct keys of this chunk that are not known to be stored yet.
+      std::vector<Key> unknown;
+      std::vector<int64_t> unknown_pos;
+      std::unordered_set<Key, KeyHash> in_chunk;
+      for (size_t t = begin; t < end; ++t) {
+        const Key& k = keys[todo[t]];
+        if (!present.count(k) && in_chunk.insert(k).second) {
+          unknown.push_back(k);
+          unknown_pos.push_back(todo[t]);
+        }
+      }
+      std::vector<Status> found;
+      store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
+      std::vector<int64_t> compute_pos;
+      std::vector<Key> compute_keys_;
+      for (size_t u = 0; u < unknown.size(); ++u) {
+        if (found[u].ok()) {
+          present.insert(unknown[u]);
+        } else if (found[u].is_not_found()) {
+          compute_pos.push_back(unknown_pos[u]);
+          compute_keys_.push_back(unknown[u]);
+        } else {
+          check(found[u]);
+        }
+      }
+
+      ActivationStore::Batch batch(*store);
+      if (!compute_pos.empty()) {
+        const int64_t m = static_cast<int64_t>(compute_pos.size());
+        torch::Tensor out = pm.split.prefix->forward(image_batch(data, compute_pos.data(), m, device))
+                                .to(torch::kCPU, torch::kFloat32)
+                                .contiguous();
+        const float* base = out.data_ptr<float>();
+        std::vector<std::string> records(m);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < m; ++r) {
+          records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample,
+                                                           manifest.record_shapes[0]}});
+        }
+        for (int64_t r = 0; r < m; ++r) {
+          batch.put_record(compute_keys_[r], records[r]);
+          present.insert(compute_keys_[r]);
+        }
+        report.computed += m;
+        report.bytes += static_cast<int64_t>(batch.record_bytes());
+        manifest.records += m;
+        manifest.record_bytes += static_cast<int64_t>(batch.record_bytes());
+      }
+      for (size_t t = begin; t < end; ++t) {
+        batch.put_index(split, todo[t], IndexEntry{keys[todo[t]], data.labels[todo[t]]});
+      }
+      report.index_written += static_cast<int64_t>(end - begin);
+      batch.put_manifest(manifest);  // counts stay consistent with the data after a crash
+      check(store->write(&batch));
+      progress.advance(static_cast<int64_t>(end - begin));
+    }
+    progress.finish();
+
+    manifest.splits[split].complete = true;
+    ActivationStore::Batch last(*store);
+    last.put_manifest(manifest);
+    check(store->write(&last, /*sync=*/true));
+    check(store->flush());
+  }
+
+  report.records = manifest.records;
+  report.skipped = report.samples - report.computed;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.samples_per_s = report.seconds > 0 ? report.samples / report.seconds : 0.0;
+  return report;
+}
+
+}  // namespace recycle

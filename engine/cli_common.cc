@@ -1,0 +1,66 @@
+#include "engine/cli_common.h"
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+namespace recycle {
+
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  const std::string tool = app.get_name();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << tool << ": " << e.what() << " (see --help)" << std::endl;
+    return 2;
+  }
+  try {
+    return body();
+  } catch (const std::invalid_argument& e) {
+    std::cerr << tool << ": " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    const size_t nl = msg.find('\n');  // LibTorch appends backtraces: keep the first line
+    if (nl != std::string::npos) msg.resize(nl);
+    std::cerr << tool << ": error: " << msg << std::endl;
+    return 1;
+  }
+}
+
+void add_data_flags(CLI::App& app, DatasetOptions* data) {
+  app.add_option("--data", data->spec,
+                 "fashion-mnist[:DIR] (Debian's IDX .gz files) or tsv:FILE (label<TAB>text)");
+  app.add_option("--split", data->split, "split to read and name: train or test")
+      ->capture_default_str();
+  app.add_option("--classes", data->classes, "keep these classes, relabelled 0..k-1 (e.g. 5-9)");
+  app.add_option("--limit", data->limit, "keep the first N samples (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+void add_model_flags(CLI::App& app, ModelOptions* model) {
+  app.add_option("--model", model->arch, "model architecture")
+      ->check(CLI::IsMember({"resnet18"}))
+      ->capture_default_str();
+  app.add_option("--width", model->width, "channels of the first stage (no --weights)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
+      ->check(CLI::ExistingFile);
+}
+
+CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at) {
+  CLI::Option* r = app.add_option("--recycle", *recycle,
+                                  "fraction of encoder blocks frozen and cached (0.25, 0.5, 0.75, 1)")
+                       ->check(CLI::Range(0.0, 1.0));
+  CLI::Option* s = app.add_option("--split-at", *split_at,
+                                  "name of the last frozen block (e.g. layer2.1), instead of --recycle");
+  r->excludes(s);
+  return r;
+}
+
+}  // namespace recycle

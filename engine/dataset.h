@@ -1,0 +1,52 @@
+// Datasets: the samples a build or a training run reads, held in memory. No LibTorch here.
+//   fashion-mnist[:DIR]  Debian's IDX .gz files (DIR defaults to /usr/share/datasets/fashion-mnist);
+//                        split "train" reads train-*, "test" reads t10k-*.
+//   tsv:FILE             `label<TAB>text` lines (see tsv_reader.h); the split only names it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keyers/keyer.h"
+
+namespace recycle {
+
+constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+struct DatasetOptions {
+  std::string spec;             // "fashion-mnist[:DIR]" or "tsv:FILE"
+  std::string split = "train";  // fashion-mnist: train | test
+  std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
+  int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
+};
+
+struct Dataset {
+  std::string description;  // canonical: spec, split, classes and limit
+  bool is_text = false;
+  std::vector<int64_t> item_shape;  // images: {channels, height, width}
+  std::vector<uint8_t> pixels;      // images: size() * product(item_shape) bytes, row-major
+  std::vector<std::string> texts;   // text: one per sample
+  std::vector<int64_t> labels;      // 0..class_names.size()-1
+  std::vector<std::string> ids;     // stable per-sample ids, e.g. "train/123" (source position)
+  std::vector<std::string> class_names;
+
+  size_t size() const { return labels.size(); }
+  int64_t item_bytes() const;
+  const uint8_t* item_pixels(size_t i) const { return pixels.data() + i * item_bytes(); }
+  // What a keyer sees for sample i: the pixel tensor (uint8, item_shape), the text and the id.
+  // `view` is storage for the tensor view and must outlive the returned input.
+  KeyInput key_input(size_t i, TensorView* view) const;
+};
+
+// Loads a dataset. Throws std::runtime_error with one clear line (naming the file) on bad
+// input, std::invalid_argument on bad options.
+Dataset load_dataset(const DatasetOptions& options);
+
+// Parses "5-9", "0,2,4" or "1-3,7" into sorted, distinct class ids. Throws on bad syntax.
+std::vector<int64_t> parse_class_list(const std::string& text);
+
+// The ten Fashion-MNIST class names in label order.
+const std::vector<std::string>& fashion_mnist_class_names();
+
+}  // namespace recycle

@@ -1,0 +1,3 @@
+#include "engine/commands.h"
+
+int main(int argc, char** argv) { return recycle::train_main(argc, argv); }
