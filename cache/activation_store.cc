@@ -7,7 +7,9 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 
 namespace recycle {
 
@@ -63,12 +65,13 @@ void ActivationStore::Batch::put_record(const Key& key, std::string_view record)
 
 void ActivationStore::Batch::put_index(const std::string& split, int64_t position,
                                        const IndexEntry& entry) {
+  if (position < 0) throw std::invalid_argument("put_index: negative position");
   batch_->Put(store_.handles_[kSamples], index_key(split, position), index_value(entry));
 }
 
 void ActivationStore::Batch::truncate_index(const std::string& split, int64_t from) {
   const std::string end = split + std::string(1, '\1');  // just past every key of the split
-  batch_->DeleteRange(store_.handles_[kSamples], index_key(split, from), end);
+  batch_->DeleteRange(store_.handles_[kSamples], index_key(split, std::max<int64_t>(from, 0)), end);
 }
 
 void ActivationStore::Batch::put_manifest(const Manifest& manifest) {

@@ -54,8 +54,9 @@ class ActivationStore {
     explicit Batch(const ActivationStore& store);
     ~Batch();
     void put_record(const Key& key, std::string_view record);
+    // Throws std::invalid_argument for a negative position.
     void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
-    // Deletes the split's index entries at positions >= from.
+    // Deletes the split's index entries at positions >= from (every entry when from <= 0).
     void truncate_index(const std::string& split, int64_t from);
     void put_manifest(const Manifest& manifest);
     void put_blob(const std::string& name, std::string_view bytes);

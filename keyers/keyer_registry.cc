@@ -24,7 +24,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 void no_args(const std::string& name, const std::string& args) {
-  if (!args.empty()) throw std::invalid_argument("keyer " + name + " takes no options, got '" + args + "'");
+  if (!args.empty()) throw std::invalid_argument("keyer " + name + " takes no options");
 }
 
 const std::map<std::string, Factory>& factories() {
@@ -43,6 +43,7 @@ const std::map<std::string, Factory>& factories() {
        [](const std::string& args) -> std::unique_ptr<Keyer> {
          TextKeyerOptions options;
          for (const std::string& opt : split_commas(args)) {
+           if (opt.empty()) throw std::invalid_argument("keyer text: unknown option ''");
            if (opt == "space") {
              options.normalize_space = true;
            } else if (opt == "lower") {
@@ -70,7 +71,14 @@ std::unique_ptr<Keyer> make_keyer(const std::string& spec) {
     for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
     throw std::invalid_argument("unknown keyer '" + spec + "' (known: " + known + ")");
   }
-  return it->second(args);
+  try {
+    return it->second(args);
+  } catch (const std::invalid_argument& e) {
+    std::string known;
+    for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("bad keyer spec '" + spec + "': " + e.what() + " (known: " +
+                                known + "; text takes space and lower)");
+  }
 }
 
 std::vector<std::string> keyer_names() {

@@ -1,0 +1,498 @@
+// Tests for cache/codec.h (fp32 exact; fp16 and bf16 round to nearest even) and cache/record.h
+// (encode_record / parse_record, and Corruption for any damaged record).
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/codec.h"
+#include "cache/record.h"
+#include "cache/status.h"
+#include "tests/test_util.h"
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The 2-byte code of one value (fp16 or bf16), read as a little-endian integer.
+uint16_t encode_one(recycle::Codec codec, float x) {
+  unsigned char out[2];
+  recycle::encode_values(codec, &x, 1, reinterpret_cast<char*>(out));
+  return static_cast<uint16_t>(out[0] | (out[1] << 8));
+}
+
+float decode_one(recycle::Codec codec, uint16_t bits) {
+  const char in[2] = {static_cast<char>(bits & 0xFF), static_cast<char>(bits >> 8)};
+  float out = 0;
+  recycle::decode_values(codec, in, 1, &out);
+  return out;
+}
+
+float round_trip(recycle::Codec codec, float x) { return decode_one(codec, encode_one(codec, x)); }
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+float float_of(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+std::vector<float> random_floats(std::mt19937* rng, size_t n) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(*rng);
+  return v;
+}
+
+// Rewrites the trailing checksum so that only the deliberate damage is left to find.
+std::string reseal(std::string record) {
+  const size_t body = record.size() - 8;
+  const uint64_t sum = XXH3_64bits(record.data(), body);
+  for (int i = 0; i < 8; ++i) record[body + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+  return record;
+}
+
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+// The Corruption message parse_record gives for `bytes`, or a description of what it gave.
+std::string corruption_of(const std::string& bytes) {
+  std::vector<recycle::RecordTensor> tensors;
+  const recycle::Status st = recycle::parse_record(bytes, &tensors);
+  if (!st.is_corruption()) return "<not corruption: " + st.to_string() + ">";
+  return st.message();
+}
+
+// A small record of two fp16 tensors, shapes {2} and {1, 3}: 46 bytes.
+std::string small_record() {
+  const float a[] = {1.5f, -2.0f};
+  const float b[] = {0.25f, 3.0f, -7.5f};
+  return recycle::encode_record(recycle::Codec::kFp16, {{a, {2}}, {b, {1, 3}}});
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Codec
+
+TEST(Codec, NamesRoundTrip) {
+  EXPECT_EQ(recycle::codec_names(), (std::vector<std::string>{"fp32", "fp16", "bf16"}));
+  const std::vector<std::pair<recycle::Codec, std::string>> all = {{recycle::Codec::kFp32, "fp32"},
+                                                                   {recycle::Codec::kFp16, "fp16"},
+                                                                   {recycle::Codec::kBf16, "bf16"}};
+  for (const auto& [codec, name] : all) {
+    EXPECT_EQ(recycle::codec_name(codec), name);
+    recycle::Codec parsed = recycle::Codec::kFp32;
+    ASSERT_TRUE(recycle::parse_codec(name, &parsed)) << name;
+    EXPECT_EQ(parsed, codec);
+    recycle::Codec from_byte = recycle::Codec::kFp32;
+    ASSERT_TRUE(recycle::codec_from_byte(static_cast<uint8_t>(codec), &from_byte));
+    EXPECT_EQ(from_byte, codec);
+  }
+  EXPECT_EQ(static_cast<int>(recycle::Codec::kFp32), 1);
+  EXPECT_EQ(static_cast<int>(recycle::Codec::kFp16), 2);
+  EXPECT_EQ(static_cast<int>(recycle::Codec::kBf16), 3);
+  EXPECT_EQ(recycle::codec_value_bytes(recycle::Codec::kFp32), 4u);
+  EXPECT_EQ(recycle::codec_value_bytes(recycle::Codec::kFp16), 2u);
+  EXPECT_EQ(recycle::codec_value_bytes(recycle::Codec::kBf16), 2u);
+}
+
+TEST(Codec, RejectsUnknownNamesAndBytes) {
+  for (const char* name : {"", "FP32", "fp 16", "fp16 ", "float16", "int8", "fp8", "bf"}) {
+    recycle::Codec c = recycle::Codec::kBf16;
+    EXPECT_FALSE(recycle::parse_codec(name, &c)) << name;
+  }
+  for (int byte : {0, 4, 5, 128, 255}) {
+    recycle::Codec c = recycle::Codec::kBf16;
+    EXPECT_FALSE(recycle::codec_from_byte(static_cast<uint8_t>(byte), &c)) << byte;
+    EXPECT_EQ(c, recycle::Codec::kBf16) << "left alone for byte " << byte;
+  }
+}
+
+TEST(Codec, Fp32IsExactBitForBit) {
+  std::mt19937 rng(21);
+  std::vector<float> in(1000);
+  for (float& x : in) x = float_of(static_cast<uint32_t>(rng()));  // any bits, NaNs included
+  in[0] = 0.0f;
+  in[1] = -0.0f;
+  in[2] = kInf;
+  in[3] = std::numeric_limits<float>::denorm_min();
+  // Unaligned on both sides.
+  std::vector<char> buf(in.size() * 4 + 1);
+  recycle::encode_values(recycle::Codec::kFp32, in.data(), in.size(), buf.data() + 1);
+  EXPECT_EQ(std::memcmp(buf.data() + 1, in.data(), in.size() * 4), 0);
+  std::vector<float> out(in.size());
+  recycle::decode_values(recycle::Codec::kFp32, buf.data() + 1, in.size(), out.data());
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(bits_of(out[i]), bits_of(in[i])) << i;
+  // Little-endian bytes: 1.0f is 00 00 80 3f.
+  const float one = 1.0f;
+  char b[4];
+  recycle::encode_values(recycle::Codec::kFp32, &one, 1, b);
+  EXPECT_EQ(std::string(b, 4), std::string("\x00\x00\x80\x3f", 4));
+}
+
+TEST(Codec, Fp16KnownValues) {
+  const recycle::Codec c = recycle::Codec::kFp16;
+  EXPECT_EQ(encode_one(c, 1.0f), 0x3C00);
+  EXPECT_EQ(encode_one(c, -2.0f), 0xC000);
+  EXPECT_EQ(encode_one(c, 0.5f), 0x3800);
+  EXPECT_EQ(encode_one(c, 65504.0f), 0x7BFF);  // the largest finite half
+  EXPECT_EQ(encode_one(c, 0.0f), 0x0000);
+  EXPECT_EQ(encode_one(c, -0.0f), 0x8000);
+  EXPECT_EQ(encode_one(c, kInf), 0x7C00);
+  EXPECT_EQ(encode_one(c, -kInf), 0xFC00);
+  EXPECT_EQ(encode_one(c, std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(encode_one(c, std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  // Round to nearest, ties to even.
+  EXPECT_EQ(encode_one(c, 1.0f + std::ldexp(1.0f, -11)), 0x3C00);
+  EXPECT_EQ(encode_one(c, 1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+  EXPECT_EQ(encode_one(c, 1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3C01);
+  EXPECT_EQ(encode_one(c, std::ldexp(1.0f, -25)), 0x0000);  // a tie between 0 and 2^-24
+  EXPECT_EQ(encode_one(c, 1.5f * std::ldexp(1.0f, -25)), 0x0001);
+  EXPECT_EQ(encode_one(c, std::ldexp(1.0f, -27)), 0x0000);
+  EXPECT_EQ(encode_one(c, -std::ldexp(1.0f, -27)), 0x8000);
+
+  EXPECT_EQ(decode_one(c, 0x3C00), 1.0f);
+  EXPECT_EQ(decode_one(c, 0x7BFF), 65504.0f);
+  EXPECT_EQ(decode_one(c, 0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(decode_one(c, 0x3555), (1.0f + 0x155 / 1024.0f) * 0.25f);
+  // Little-endian bytes: 1.0 is 00 3c.
+  const float one = 1.0f;
+  char b[2];
+  recycle::encode_values(c, &one, 1, b);
+  EXPECT_EQ(std::string(b, 2), std::string("\x00\x3c", 2));
+}
+
+TEST(Codec, Fp16ZerosInfinitiesNaNAndOverflow) {
+  const recycle::Codec c = recycle::Codec::kFp16;
+  const float zero = round_trip(c, 0.0f);
+  EXPECT_EQ(zero, 0.0f);
+  EXPECT_FALSE(std::signbit(zero));
+  const float neg_zero = round_trip(c, -0.0f);
+  EXPECT_EQ(neg_zero, 0.0f);
+  EXPECT_TRUE(std::signbit(neg_zero));
+  EXPECT_EQ(round_trip(c, kInf), kInf);
+  EXPECT_EQ(round_trip(c, -kInf), -kInf);
+  EXPECT_TRUE(std::isnan(round_trip(c, kNaN)));
+  EXPECT_TRUE(std::isnan(round_trip(c, -kNaN)));
+  const uint16_t nan_bits = encode_one(c, kNaN);
+  EXPECT_EQ(nan_bits & 0x7C00, 0x7C00);
+  EXPECT_NE(nan_bits & 0x03FF, 0);
+  // Overflow: past the midpoint between 65504 and 2^16 (65520) values become infinite.
+  EXPECT_EQ(round_trip(c, 65519.0f), 65504.0f);
+  EXPECT_EQ(round_trip(c, 65520.0f), kInf);
+  EXPECT_EQ(round_trip(c, 70000.0f), kInf);
+  EXPECT_EQ(round_trip(c, 1e6f), kInf);
+  EXPECT_EQ(round_trip(c, -1e6f), -kInf);
+  EXPECT_EQ(round_trip(c, std::numeric_limits<float>::max()), kInf);
+  EXPECT_EQ(round_trip(c, std::numeric_limits<float>::lowest()), -kInf);
+}
+
+TEST(Codec, Fp16RandomNormalRangeWithinTolerance) {
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> log2_mag(-14.0f, 15.99f);
+  const recycle::Codec c = recycle::Codec::kFp16;
+  for (int i = 0; i < 20000; ++i) {
+    const float x = (rng() & 1 ? -1.0f : 1.0f) * std::exp2(log2_mag(rng));
+    if (std::fabs(x) > 65504.0f) continue;
+    const uint16_t code = encode_one(c, x);
+    const float y = decode_one(c, code);
+    ASSERT_LE(std::fabs(y - x), 1e-3f * std::fabs(x)) << x;
+    ASSERT_EQ(std::signbit(y), std::signbit(x)) << x;
+    // Nearest: the neighbouring codes are no closer.
+    if ((code & 0x7FFF) < 0x7BFF) {
+      ASSERT_GE(std::fabs(decode_one(c, code + 1) - x), std::fabs(y - x)) << x;
+    }
+    if ((code & 0x7FFF) > 0x0400) {
+      ASSERT_GE(std::fabs(decode_one(c, code - 1) - x), std::fabs(y - x)) << x;
+    }
+    // Decoded values are representable: encoding them again is exact.
+    ASSERT_EQ(encode_one(c, y), code) << x;
+  }
+  // Subnormal halves: absolute error at most half the smallest step, 2^-25.
+  std::uniform_real_distribution<float> small(0.0f, std::ldexp(1.0f, -14));
+  for (int i = 0; i < 2000; ++i) {
+    const float x = small(rng);
+    ASSERT_LE(std::fabs(round_trip(c, x) - x), std::ldexp(1.0f, -25)) << x;
+  }
+}
+
+TEST(Codec, Bf16KnownValues) {
+  const recycle::Codec c = recycle::Codec::kBf16;
+  EXPECT_EQ(encode_one(c, 1.0f), 0x3F80);
+  EXPECT_EQ(encode_one(c, -2.0f), 0xC000);
+  EXPECT_EQ(encode_one(c, 0.0f), 0x0000);
+  EXPECT_EQ(encode_one(c, -0.0f), 0x8000);
+  EXPECT_EQ(encode_one(c, kInf), 0x7F80);
+  EXPECT_EQ(encode_one(c, -kInf), 0xFF80);
+  // Round to nearest, ties to even.
+  EXPECT_EQ(encode_one(c, 1.0f + std::ldexp(1.0f, -8)), 0x3F80);
+  EXPECT_EQ(encode_one(c, 1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);
+  EXPECT_EQ(encode_one(c, 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3F81);
+  // bf16 keeps fp32's range: 1e30 is finite, the largest bf16 stays, FLT_MAX rounds up to inf.
+  EXPECT_EQ(encode_one(c, float_of(0x7F7F0000)), 0x7F7F);
+  EXPECT_EQ(round_trip(c, std::numeric_limits<float>::max()), kInf);
+  EXPECT_NEAR(round_trip(c, 1e30f), 1e30f, 1e28f);
+  EXPECT_EQ(decode_one(c, 0x3F80), 1.0f);
+  EXPECT_EQ(decode_one(c, 0x4049), float_of(0x40490000));
+  const float one = 1.0f;
+  char b[2];
+  recycle::encode_values(c, &one, 1, b);
+  EXPECT_EQ(std::string(b, 2), std::string("\x80\x3f", 2));
+}
+
+TEST(Codec, Bf16ZerosInfinitiesNaN) {
+  const recycle::Codec c = recycle::Codec::kBf16;
+  const float zero = round_trip(c, 0.0f);
+  EXPECT_EQ(zero, 0.0f);
+  EXPECT_FALSE(std::signbit(zero));
+  const float neg_zero = round_trip(c, -0.0f);
+  EXPECT_EQ(neg_zero, 0.0f);
+  EXPECT_TRUE(std::signbit(neg_zero));
+  EXPECT_EQ(round_trip(c, kInf), kInf);
+  EXPECT_EQ(round_trip(c, -kInf), -kInf);
+  EXPECT_TRUE(std::isnan(round_trip(c, kNaN)));
+  EXPECT_TRUE(std::isnan(round_trip(c, -kNaN)));
+  // A NaN whose payload sits only in the low 16 bits must not turn into infinity.
+  EXPECT_TRUE(std::isnan(round_trip(c, float_of(0x7F800001))));
+}
+
+TEST(Codec, Bf16RandomValuesWithinTolerance) {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> log2_mag(-120.0f, 120.0f);
+  const recycle::Codec c = recycle::Codec::kBf16;
+  for (int i = 0; i < 20000; ++i) {
+    const float x = (rng() & 1 ? -1.0f : 1.0f) * std::exp2(log2_mag(rng));
+    const uint16_t code = encode_one(c, x);
+    const float y = decode_one(c, code);
+    ASSERT_LE(std::fabs(y - x), 1e-2f * std::fabs(x)) << x;
+    ASSERT_EQ(std::signbit(y), std::signbit(x)) << x;
+    ASSERT_GE(std::fabs(decode_one(c, code + 1) - x), std::fabs(y - x)) << x;
+    ASSERT_GE(std::fabs(decode_one(c, code - 1) - x), std::fabs(y - x)) << x;
+    ASSERT_EQ(encode_one(c, y), code) << x;
+  }
+}
+
+TEST(Codec, ArraysAtAnyAlignment) {
+  std::mt19937 rng(24);
+  const std::vector<float> in = random_floats(&rng, 257);
+  for (recycle::Codec c : {recycle::Codec::kFp16, recycle::Codec::kBf16}) {
+    std::vector<char> buf(in.size() * 2 + 3);
+    for (size_t shift : {0, 1, 3}) {
+      recycle::encode_values(c, in.data(), in.size(), buf.data() + shift);
+      std::vector<float> out(in.size() + 1, 123.0f);
+      recycle::decode_values(c, buf.data() + shift, in.size(), out.data());
+      for (size_t i = 0; i < in.size(); ++i) {
+        ASSERT_EQ(bits_of(out[i]), bits_of(round_trip(c, in[i]))) << i;
+      }
+      EXPECT_EQ(out[in.size()], 123.0f) << "decode writes exactly n values";
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record
+
+TEST(Record, OneTensorRoundTripAndLayout) {
+  const float v[] = {1.0f, -2.0f, 0.5f, 3.25f, -0.0f, 100.0f};
+  const std::string rec = recycle::encode_record(recycle::Codec::kFp16, {{v, {2, 3}}});
+  // prefix 8, tensor header 4 + 2 dims x 4, payload 6 x 2, checksum 8.
+  ASSERT_EQ(rec.size(), 8u + 12u + 12u + 8u);
+  EXPECT_EQ(rec.substr(0, 8), std::string("RCR\x01\x01\x00\x00\x00", 8));
+  EXPECT_EQ(rec.substr(8, 12), std::string("\x01\x02\x02\x00\x02\x00\x00\x00\x03\x00\x00\x00", 12));
+  EXPECT_EQ(rec.substr(20, 2), std::string("\x00\x3c", 2));  // 1.0 in fp16
+  uint64_t sum = 0;
+  for (int i = 7; i >= 0; --i) sum = (sum << 8) | static_cast<uint8_t>(rec[32 + i]);
+  EXPECT_EQ(sum, XXH3_64bits(rec.data(), 32));
+
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(rec, &tensors));
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].codec, recycle::Codec::kFp16);
+  EXPECT_EQ(tensors[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(tensors[0].numel(), 6);
+  EXPECT_EQ(tensors[0].payload, rec.data() + 20);
+  float out[6];
+  recycle::decode_tensor(tensors[0], out);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(bits_of(out[i]), bits_of(v[i])) << i;  // all exact halves
+}
+
+TEST(Record, ThreeTensorsOfDifferentShapesRoundTrip) {
+  std::mt19937 rng(31);
+  const std::vector<std::vector<int64_t>> shapes = {{5}, {2, 3, 4}, {1, 1, 7}};
+  std::vector<std::vector<float>> values;
+  std::vector<recycle::FloatArrayRef> refs;
+  for (const auto& s : shapes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    values.push_back(random_floats(&rng, static_cast<size_t>(n)));
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) refs.push_back({values[i].data(), shapes[i]});
+  for (recycle::Codec c : {recycle::Codec::kFp32, recycle::Codec::kFp16, recycle::Codec::kBf16}) {
+    const std::string rec = recycle::encode_record(c, refs);
+    const size_t vb = recycle::codec_value_bytes(c);
+    const size_t header = 8 + (4 + 4) + (4 + 12) + (4 + 12);
+    ASSERT_EQ(rec.size(), header + (5 + 24 + 7) * vb + 8) << recycle::codec_name(c);
+    std::vector<recycle::RecordTensor> tensors;
+    ASSERT_OK(recycle::parse_record(rec, &tensors));
+    ASSERT_EQ(tensors.size(), 3u);
+    size_t offset = header;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(tensors[i].codec, c);
+      EXPECT_EQ(tensors[i].shape, shapes[i]);
+      EXPECT_EQ(tensors[i].payload, rec.data() + offset);
+      offset += values[i].size() * vb;
+      std::vector<float> out(values[i].size());
+      recycle::decode_tensor(tensors[i], out.data());
+      for (size_t j = 0; j < out.size(); ++j) {
+        const float expected =
+            c == recycle::Codec::kFp32 ? values[i][j] : round_trip(c, values[i][j]);
+        ASSERT_EQ(bits_of(out[j]), bits_of(expected)) << recycle::codec_name(c) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(Record, ScalarRank8And255Tensors) {
+  const float x = 4.0f;
+  std::vector<recycle::RecordTensor> tensors;
+  const std::string scalar = recycle::encode_record(recycle::Codec::kFp32, {{&x, {}}});
+  ASSERT_OK(recycle::parse_record(scalar, &tensors));
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_TRUE(tensors[0].shape.empty());
+  EXPECT_EQ(tensors[0].numel(), 1);
+  float back = 0;
+  recycle::decode_tensor(tensors[0], &back);
+  EXPECT_EQ(back, 4.0f);
+
+  std::vector<float> v(256, 1.0f);
+  const std::string rank8 =
+      recycle::encode_record(recycle::Codec::kBf16, {{v.data(), {2, 2, 2, 2, 2, 2, 2, 2}}});
+  ASSERT_OK(recycle::parse_record(rank8, &tensors));
+  EXPECT_EQ(tensors[0].shape, std::vector<int64_t>(8, 2));
+
+  std::vector<recycle::FloatArrayRef> many(255, {&x, {1}});
+  const std::string rec = recycle::encode_record(recycle::Codec::kFp16, many);
+  ASSERT_OK(recycle::parse_record(rec, &tensors));
+  EXPECT_EQ(tensors.size(), 255u);
+}
+
+TEST(Record, EncodeRejectsBadInput) {
+  const std::vector<float> v(512, 1.0f);
+  const recycle::Codec c = recycle::Codec::kFp32;
+  EXPECT_THROW(recycle::encode_record(c, {}), std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, {{v.data(), std::vector<int64_t>(9, 2)}}),
+               std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, {{v.data(), {2}}, {v.data(), std::vector<int64_t>(9, 1)}}),
+               std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, std::vector<recycle::FloatArrayRef>(256, {v.data(), {1}})),
+               std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, {{v.data(), {0}}}), std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, {{v.data(), {3, -1}}}), std::invalid_argument);
+  EXPECT_THROW(recycle::encode_record(c, {{v.data(), {int64_t{1} << 31}}}), std::invalid_argument);
+}
+
+TEST(Record, EverySingleBitFlipIsCorruption) {
+  const std::string rec = small_record();
+  ASSERT_EQ(rec.size(), 46u);
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(rec, &tensors));
+  for (size_t offset = 0; offset < rec.size(); ++offset) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = rec;
+      bad[offset] = static_cast<char>(bad[offset] ^ (1 << bit));
+      const recycle::Status st = recycle::parse_record(bad, &tensors);
+      ASSERT_TRUE(st.is_corruption())
+          << "offset " << offset << " bit " << bit << ": " << st.to_string();
+    }
+  }
+}
+
+TEST(Record, BitFlipsInALargerRecordAreCorruption) {
+  std::mt19937 rng(32);
+  const std::vector<float> a = random_floats(&rng, 3 * 16);
+  const std::vector<float> b = random_floats(&rng, 40);
+  const std::string rec =
+      recycle::encode_record(recycle::Codec::kFp32, {{a.data(), {3, 16}}, {b.data(), {40}}});
+  std::vector<recycle::RecordTensor> tensors;
+  for (size_t offset = 0; offset < rec.size(); ++offset) {
+    std::string bad = rec;
+    bad[offset] = static_cast<char>(bad[offset] ^ (1 << (offset % 8)));
+    ASSERT_TRUE(recycle::parse_record(bad, &tensors).is_corruption()) << offset;
+  }
+}
+
+TEST(Record, TruncationAtEveryLengthIsCorruption) {
+  const std::string rec = small_record();
+  for (size_t len = 0; len < rec.size(); ++len) {
+    const std::string msg = corruption_of(rec.substr(0, len));
+    EXPECT_EQ(msg.find("<not corruption"), std::string::npos) << len << ": " << msg;
+    if (len < 16) {
+      EXPECT_TRUE(contains(msg, "too short")) << len;
+    } else {
+      EXPECT_TRUE(contains(msg, "checksum")) << len;
+    }
+  }
+  EXPECT_TRUE(contains(corruption_of(rec + '\0'), "checksum"));
+  EXPECT_TRUE(contains(corruption_of(""), "0 bytes"));
+}
+
+TEST(Record, WrongMagicIsCorruption) {
+  const std::string rec = small_record();
+  for (size_t i = 0; i < 3; ++i) {
+    std::string bad = rec;
+    bad[i] = 'X';
+    EXPECT_TRUE(contains(corruption_of(bad), "magic")) << i;
+    EXPECT_TRUE(contains(corruption_of(reseal(bad)), "magic")) << i;
+  }
+  EXPECT_TRUE(contains(corruption_of(std::string(46, '\0')), "magic"));
+}
+
+TEST(Record, BadVersionIsCorruption) {
+  const std::string rec = small_record();
+  for (int version : {0, 2, 255}) {
+    std::string bad = rec;
+    bad[3] = static_cast<char>(version);
+    const std::string msg = corruption_of(reseal(bad));
+    EXPECT_TRUE(contains(msg, "version " + std::to_string(version))) << msg;
+  }
+}
+
+TEST(Record, BadHeadersWithValidChecksumAreCorruption) {
+  const std::string rec = small_record();
+  // Offsets: prefix 0-7, tensor 0 header 8-15 (dtype 8, codec 9, ndim 10, dim 12-15),
+  // tensor 1 header 16-27 (dims 20-23 and 24-27), payload 28-37, checksum 38-45.
+  auto with = [&](size_t offset, uint8_t value) {
+    std::string bad = rec;
+    bad[offset] = static_cast<char>(value);
+    return reseal(bad);
+  };
+  EXPECT_TRUE(contains(corruption_of(with(4, 0)), "no tensors"));
+  EXPECT_FALSE(contains(corruption_of(with(4, 3)), "<not corruption"));  // one tensor too many
+  EXPECT_FALSE(contains(corruption_of(with(4, 1)), "<not corruption"));  // one too few
+  EXPECT_TRUE(contains(corruption_of(with(8, 2)), "dtype"));
+  EXPECT_TRUE(contains(corruption_of(with(9, 0)), "codec"));
+  EXPECT_TRUE(contains(corruption_of(with(9, 4)), "codec"));
+  EXPECT_TRUE(contains(corruption_of(with(10, 9)), "rank"));
+  EXPECT_TRUE(contains(corruption_of(with(12, 0)), "bad dimension"));
+  EXPECT_TRUE(contains(corruption_of(with(27, 0x80)), "bad dimension"));             // 2^31 + 3
+  EXPECT_TRUE(contains(corruption_of(with(24, 4)), "is 10 bytes, header says 12"));  // {1, 4}
+  EXPECT_TRUE(contains(corruption_of(with(26, 1)), "larger than the record"));
+  EXPECT_FALSE(contains(corruption_of(with(9, 1)), "<not corruption"));   // fp32 needs more bytes
+  EXPECT_FALSE(contains(corruption_of(with(18, 3)), "<not corruption"));  // ndim 2 -> 3
+}

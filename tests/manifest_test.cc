@@ -1,0 +1,262 @@
+// Tests for cache/manifest.h: the JSON round trip, identity comparison, and the statuses
+// from_json_string gives for damaged or foreign manifests.
+#include "cache/manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/status.h"
+#include "tests/test_util.h"
+
+namespace {
+
+recycle::Manifest full_manifest() {
+  recycle::Manifest m;
+  m.model = "resnet18:width=16,in_channels=1";
+  m.fingerprint = "0123456789abcdef0123456789abcdef";
+  m.split_at = "layer2.1";
+  m.prefix_blocks = 4;
+  m.total_blocks = 8;
+  m.keyer = "xxh3";
+  m.codec = "fp16";
+  m.preprocess = "normalize:mean=0.2860,std=0.3530";
+  m.record_shapes = {{32, 7, 7}, {1}};
+  m.class_names = {"sandal", "shirt", "sneaker", "bag", "ankle boot"};
+  m.classifier = "new";
+  m.splits["train"] = {"fashion-mnist:/data/fm", 30000, 29876, true};
+  m.splits["test-2"] = {"tsv:/tmp/a \"quoted\"\tfile.tsv", 5000, 4999, false};
+  m.records = 34875;
+  m.record_bytes = int64_t{1} << 40;
+  return m;
+}
+
+void expect_same_manifest(const recycle::Manifest& a, const recycle::Manifest& b) {
+  EXPECT_EQ(a.format_version, b.format_version);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+  EXPECT_EQ(a.split_at, b.split_at);
+  EXPECT_EQ(a.prefix_blocks, b.prefix_blocks);
+  EXPECT_EQ(a.total_blocks, b.total_blocks);
+  EXPECT_EQ(a.keyer, b.keyer);
+  EXPECT_EQ(a.codec, b.codec);
+  EXPECT_EQ(a.preprocess, b.preprocess);
+  EXPECT_EQ(a.record_shapes, b.record_shapes);
+  EXPECT_EQ(a.class_names, b.class_names);
+  EXPECT_EQ(a.classifier, b.classifier);
+  EXPECT_EQ(a.records, b.records);
+  EXPECT_EQ(a.record_bytes, b.record_bytes);
+  ASSERT_EQ(a.splits.size(), b.splits.size());
+  for (const auto& [name, info] : a.splits) {
+    const auto it = b.splits.find(name);
+    ASSERT_NE(it, b.splits.end()) << name;
+    EXPECT_EQ(info.data, it->second.data) << name;
+    EXPECT_EQ(info.samples, it->second.samples) << name;
+    EXPECT_EQ(info.unique, it->second.unique) << name;
+    EXPECT_EQ(info.complete, it->second.complete) << name;
+  }
+}
+
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+recycle::Status parse(const std::string& text) {
+  recycle::Manifest m;
+  return recycle::Manifest::from_json_string(text, &m);
+}
+
+}  // namespace
+
+TEST(Manifest, Defaults) {
+  const recycle::Manifest m;
+  EXPECT_EQ(m.format_version, recycle::kCacheFormatVersion);
+  EXPECT_EQ(recycle::kCacheFormatVersion, 1);
+  EXPECT_EQ(m.recycle_ratio(), 0.0);
+  EXPECT_TRUE(m.splits.empty());
+  EXPECT_EQ(full_manifest().recycle_ratio(), 0.5);
+}
+
+TEST(Manifest, JsonRoundTripOfAFullyPopulatedManifest) {
+  const recycle::Manifest m = full_manifest();
+  for (int indent : {2, -1, 0}) {
+    const std::string text = m.to_json_string(indent);
+    recycle::Manifest back;
+    ASSERT_OK(recycle::Manifest::from_json_string(text, &back));
+    expect_same_manifest(back, m);
+    EXPECT_TRUE(m.identity_differences(back).empty());
+    EXPECT_EQ(back.to_json_string(indent), text) << "re-encoding is stable";
+  }
+  // Pretty by default, one line with indent -1.
+  EXPECT_NE(m.to_json_string().find('\n'), std::string::npos);
+  EXPECT_EQ(m.to_json_string(-1).find('\n'), std::string::npos);
+
+  // The JSON carries the documented field names and values.
+  const nlohmann::json j = nlohmann::json::parse(m.to_json_string());
+  EXPECT_EQ(j.at("format_version"), 1);
+  EXPECT_EQ(j.at("model"), "resnet18:width=16,in_channels=1");
+  EXPECT_EQ(j.at("split_at"), "layer2.1");
+  EXPECT_EQ(j.at("prefix_blocks"), 4);
+  EXPECT_EQ(j.at("total_blocks"), 8);
+  EXPECT_EQ(j.at("codec"), "fp16");
+  EXPECT_EQ(j.at("record_bytes"), int64_t{1} << 40);
+  EXPECT_EQ(j.at("splits").size(), 2u);
+  EXPECT_EQ(j.at("splits").at("train").at("samples"), 30000);
+  EXPECT_EQ(j.at("splits").at("train").at("complete"), true);
+  EXPECT_EQ(j.at("splits").at("test-2").at("unique"), 4999);
+  EXPECT_EQ(j.at("record_shapes"), nlohmann::json::parse("[[32, 7, 7], [1]]"));
+}
+
+TEST(Manifest, EmptyManifestRoundTrips) {
+  const recycle::Manifest m;
+  recycle::Manifest back = full_manifest();
+  ASSERT_OK(recycle::Manifest::from_json_string(m.to_json_string(), &back));
+  expect_same_manifest(back, m);
+}
+
+TEST(Manifest, IdentityDifferencesEmptyForEqualIdentity) {
+  const recycle::Manifest a = full_manifest();
+  const recycle::Manifest b = full_manifest();
+  EXPECT_TRUE(a.identity_differences(b).empty());
+  EXPECT_TRUE(recycle::Manifest().identity_differences(recycle::Manifest()).empty());
+}
+
+TEST(Manifest, IdentityDifferencesNameTheField) {
+  struct Case {
+    const char* field;
+    void (*change)(recycle::Manifest*);
+    const char* have;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"model", [](recycle::Manifest* m) { m->model = "transformer:layers=4"; },
+       "resnet18:width=16,in_channels=1", "transformer:layers=4"},
+      {"fingerprint", [](recycle::Manifest* m) { m->fingerprint = "ffff"; },
+       "0123456789abcdef0123456789abcdef", "ffff"},
+      {"split point", [](recycle::Manifest* m) { m->split_at = "layer3.1"; }, "layer2.1",
+       "layer3.1"},
+      {"split point", [](recycle::Manifest* m) { m->prefix_blocks = 6; }, "4/8", "6/8"},
+      {"split point", [](recycle::Manifest* m) { m->total_blocks = 12; }, "4/8", "4/12"},
+      {"keyer", [](recycle::Manifest* m) { m->keyer = "text:space"; }, "xxh3", "text:space"},
+      {"codec", [](recycle::Manifest* m) { m->codec = "fp32"; }, "fp16", "fp32"},
+      {"preprocessing", [](recycle::Manifest* m) { m->preprocess = "none"; },
+       "normalize:mean=0.2860,std=0.3530", "none"},
+  };
+  const recycle::Manifest cache = full_manifest();
+  for (const Case& c : cases) {
+    recycle::Manifest run = full_manifest();
+    c.change(&run);
+    const std::vector<std::string> diffs = cache.identity_differences(run);
+    ASSERT_EQ(diffs.size(), 1u) << c.field;
+    const std::string& line = diffs[0];
+    // "<field ...>: the cache has <have ...>, this run asks for <want ...>"
+    const size_t colon = line.find(": the cache has ");
+    const size_t comma = line.find(", this run asks for ");
+    ASSERT_NE(colon, std::string::npos) << line;
+    ASSERT_NE(comma, std::string::npos) << line;
+    EXPECT_TRUE(contains(line.substr(0, colon), c.field)) << line;
+    EXPECT_TRUE(contains(line.substr(colon, comma - colon), c.have)) << line;
+    EXPECT_TRUE(contains(line.substr(comma), c.want)) << line;
+  }
+  // The documented example, exactly.
+  recycle::Manifest run = full_manifest();
+  run.codec = "fp32";
+  EXPECT_EQ(cache.identity_differences(run),
+            (std::vector<std::string>{"codec: the cache has fp16, this run asks for fp32"}));
+}
+
+TEST(Manifest, SeveralDifferencesGiveOneLineEach) {
+  const recycle::Manifest cache = full_manifest();
+  recycle::Manifest run = full_manifest();
+  run.model = "transformer";
+  run.keyer = "id";
+  run.codec = "bf16";
+  const std::vector<std::string> diffs = cache.identity_differences(run);
+  ASSERT_EQ(diffs.size(), 3u);
+  EXPECT_TRUE(contains(diffs[0], "model"));
+  EXPECT_TRUE(contains(diffs[1], "keyer: the cache has xxh3, this run asks for id"));
+  EXPECT_TRUE(contains(diffs[2], "codec: the cache has fp16, this run asks for bf16"));
+  // Symmetric in the fields it names.
+  EXPECT_EQ(run.identity_differences(cache).size(), 3u);
+}
+
+TEST(Manifest, ContentsDoNotCountAsIdentity) {
+  const recycle::Manifest cache = full_manifest();
+  recycle::Manifest run = full_manifest();
+  run.splits.clear();
+  run.splits["other"] = {"tsv:x", 1, 1, false};
+  run.records = 1;
+  run.record_bytes = 2;
+  run.class_names = {"a"};
+  run.record_shapes = {{3}};
+  run.classifier = "pretrained";
+  EXPECT_TRUE(cache.identity_differences(run).empty());
+  EXPECT_TRUE(recycle::Manifest().identity_differences(run).size() > 0u);
+}
+
+TEST(Manifest, GarbageIsCorruption) {
+  for (const std::string text : {"", "garbage", "{", "{\"format_version\": 1,", "null", "[]", "42",
+                                 "\"manifest\"", "{\"format_version\": \"1\"}", "{}"}) {
+    const recycle::Status st = parse(text);
+    EXPECT_TRUE(st.is_corruption()) << "'" << text << "': " << st.to_string();
+  }
+}
+
+TEST(Manifest, EveryMissingFieldIsCorruption) {
+  const nlohmann::json full = nlohmann::json::parse(full_manifest().to_json_string());
+  size_t checked = 0;
+  for (const auto& item : full.items()) {
+    nlohmann::json j = full;
+    j.erase(item.key());
+    const recycle::Status st = parse(j.dump());
+    EXPECT_TRUE(st.is_corruption()) << item.key() << ": " << st.to_string();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 15u);
+  for (const char* field : {"data", "samples", "unique", "complete"}) {
+    nlohmann::json j = full;
+    j["splits"]["train"].erase(field);
+    EXPECT_TRUE(parse(j.dump()).is_corruption()) << field;
+  }
+  // A field of the wrong type.
+  for (const char* field : {"model", "prefix_blocks", "record_shapes", "class_names", "splits"}) {
+    nlohmann::json j = full;
+    j[field] = nlohmann::json::array({true});
+    EXPECT_TRUE(parse(j.dump()).is_corruption()) << field;
+  }
+}
+
+TEST(Manifest, ImpossibleSplitPointIsCorruption) {
+  const auto with_blocks = [](int64_t prefix, int64_t total) {
+    recycle::Manifest m = full_manifest();
+    m.prefix_blocks = prefix;
+    m.total_blocks = total;
+    return m.to_json_string();
+  };
+  for (const auto& [prefix, total] :
+       std::vector<std::pair<int64_t, int64_t>>{{9, 8}, {-1, 8}, {0, -1}, {-2, -1}, {1, 0}}) {
+    const recycle::Status st = parse(with_blocks(prefix, total));
+    EXPECT_TRUE(st.is_corruption()) << prefix << "/" << total;
+    EXPECT_TRUE(contains(st.message(), "split point")) << st.message();
+  }
+  for (const auto& [prefix, total] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {0, 8}, {8, 8}, {2, 8}}) {
+    EXPECT_OK(parse(with_blocks(prefix, total)));
+  }
+}
+
+TEST(Manifest, OtherFormatVersionIsMismatch) {
+  for (int version : {0, 2, 99}) {
+    recycle::Manifest m = full_manifest();
+    m.format_version = version;
+    const recycle::Status st = parse(m.to_json_string());
+    EXPECT_TRUE(st.is_mismatch()) << version << ": " << st.to_string();
+    EXPECT_TRUE(contains(st.message(), std::to_string(version))) << st.message();
+  }
+  // Mismatch even when the rest is of a layout this build does not know.
+  EXPECT_TRUE(parse("{\"format_version\": 2, \"something\": \"else\"}").is_mismatch());
+}
