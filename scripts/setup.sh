@@ -8,7 +8,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp
   librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev
-  dataset-fashion-mnist jq
+  dataset-fashion-mnist jq bc
 )
 
 missing=()
