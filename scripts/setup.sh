@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
 # Idempotent; needs root (or sudo) only when something is missing.
+# Usage: setup.sh [bench]   ("bench" adds what recycle-bench needs: gnuplot and PyTorch for the peer)
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,9 @@ packages=(
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist jq bc
 )
+if [ "${1:-}" = bench ]; then
+  packages+=(gnuplot-nox python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,432 @@
+// recycle-bench: recycle ratio against accuracy and speed on the transfer task.
+//
+// Runs the real tools as child processes, so it measures exactly what users run: full
+// fine-tuning (r = 0), recycling at each ratio (cache build + head training from the cache),
+// and freezing without recycling at 0.5 (prefix recomputed every step), with the same
+// pretrained encoder, data, batch size and thread count, over several seeds. Each child's
+// peak resident memory comes from wait4(). Writes a Markdown table to stdout and bench.json,
+// bench.csv and bench.png (gnuplot) to --out. With --peer it also runs the eager PyTorch
+// peer (bench/peers/eager_peer.py) and reports the engine's throughput over the peer's.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct BenchOptions {
+  bool quick = false;
+  std::string weights;           // pretrained encoder; "" = pretrain one here
+  int64_t pretrain_epochs = 3;
+  int64_t pretrain_limit = 0;    // 0 = all 30,000 samples of classes 0-4
+  int64_t samples = 5000;        // training samples of classes 5-9
+  int64_t epochs = 4;
+  int64_t seeds = 3;
+  int64_t batch = 128;
+  int threads = 0;
+  std::string codec = "fp16";
+  std::vector<double> ratios = {0.25, 0.5, 0.75, 1.0};
+  std::string out = "bench-out";
+  std::string tools_dir;         // where recycle-build and recycle-train are
+  bool peer = false;
+  std::string peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/eager_peer.py";
+  std::string python = "/usr/bin/python3";
+};
+
+struct ChildRun {
+  json result;          // the child's last stdout line, parsed
+  double seconds = 0;   // wall time
+  double peak_mb = 0;   // peak resident set size
+};
+
+// Runs argv[0] with argv, stdout and stderr to files under `dir`. Throws with the child's
+// stderr when it fails or its last stdout line is not JSON.
+ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir) {
+  const std::string out = dir + "/child.stdout", err = dir + "/child.stderr";
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    std::perror(args[0]);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  if (wait4(pid, &status, 0, &usage) < 0) throw std::runtime_error("wait4 failed");
+  ChildRun run;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.peak_mb = usage.ru_maxrss / 1024.0;
+  std::ifstream so(out), se(err);
+  std::string line, last, errors((std::istreambuf_iterator<char>(se)), std::istreambuf_iterator<char>());
+  while (std::getline(so, line)) {
+    if (!line.empty()) last = line;
+  }
+  std::string cmd;
+  for (const auto& a : argv) cmd += a + " ";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("failed: " + cmd + "\n" + errors);
+  }
+  run.result = json::parse(last, nullptr, false);
+  if (run.result.is_discarded()) throw std::runtime_error("no JSON from: " + cmd);
+  return run;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / (v.size() - 1));
+}
+
+std::string fmt(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// One configuration's measurements over all seeds.
+struct Config {
+  std::string name;          // full, recycle, frozen
+  double ratio = 0;
+  std::vector<double> accuracy;
+  std::vector<double> epoch_seconds;  // every epoch of every seed
+  std::vector<double> train_seconds;  // wall time of each training run
+  double build_seconds = 0;           // cache build, train + test split (wall)
+  double bytes_per_sample = 0;        // encoded record bytes per cached sample
+  double peak_mb = 0;
+  double samples_per_s = 0;           // training samples over the median epoch
+  double build_samples_per_s = 0;     // training split build, whole command
+
+  double epoch() const { return median(epoch_seconds); }
+  double total() const { return build_seconds + median(train_seconds); }
+};
+
+std::string label(const Config& c) {
+  if (c.name == "full") return "full fine-tuning";
+  if (c.name == "frozen") return "frozen, no cache";
+  if (c.ratio == 1.0) return "head only (cached)";
+  return "recycle " + fmt(c.ratio, 2);
+}
+
+class Bench {
+ public:
+  explicit Bench(BenchOptions o) : o_(std::move(o)) {}
+
+  int run() {
+    fs::create_directories(o_.out);
+    work_ = fs::absolute(o_.out).string();
+    const auto start = std::chrono::steady_clock::now();
+    if (o_.weights.empty()) pretrain();
+    std::vector<Config> configs;
+    configs.push_back(train_raw("full", 0.0));
+    for (double r : o_.ratios) configs.push_back(recycle(r));
+    configs.push_back(train_raw("frozen", 0.5));
+    json peer;
+    if (o_.peer) peer = run_peer(configs);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report(configs, peer, seconds);
+    return 0;
+  }
+
+ private:
+  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
+
+  std::vector<std::string> common_train_flags(int64_t seed) const {
+    return {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
+            "--seed", std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
+  }
+
+  void note(const std::string& line) const { std::cerr << "recycle-bench: " << line << std::endl; }
+
+  void pretrain() {
+    o_.weights = work_ + "/encoder.pt";
+    if (fs::exists(o_.weights)) {
+      note("reusing " + o_.weights);
+      return;
+    }
+    note("pretraining the encoder on classes 0-4 (" + std::to_string(o_.pretrain_epochs) + " epochs)");
+    std::vector<std::string> argv = {tool("recycle-train"), "--data", "fashion-mnist", "--classes",
+                                     "0-4", "--limit", std::to_string(o_.pretrain_limit),
+                                     "--recycle", "0", "--epochs", std::to_string(o_.pretrain_epochs),
+                                     "--threads", std::to_string(o_.threads),
+                                     "--save-model", o_.weights, "--json"};
+    const ChildRun r = run_child(argv, work_);
+    pretrain_acc_ = r.result.value("test_acc", 0.0);
+    note("encoder test accuracy on classes 0-4: " + fmt(pretrain_acc_, 4));
+  }
+
+  void add_train_run(Config* c, const ChildRun& r) {
+    c->accuracy.push_back(r.result.at("test_acc").get<double>());
+    for (double e : r.result.at("epoch_seconds")) c->epoch_seconds.push_back(e);
+    c->train_seconds.push_back(r.seconds);
+    c->peak_mb = std::max(c->peak_mb, r.peak_mb);
+    c->samples_per_s = r.result.at("train_samples").get<double>() / c->epoch();
+  }
+
+  Config train_raw(const std::string& name, double ratio) {
+    Config c;
+    c.name = name;
+    c.ratio = ratio;
+    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+      note(label(c) + ", seed " + std::to_string(seed));
+      std::vector<std::string> argv = {tool("recycle-train"), "--data", "fashion-mnist",
+                                       "--classes", "5-9", "--limit", std::to_string(o_.samples),
+                                       "--weights", o_.weights, "--recycle", fmt(ratio, 2)};
+      if (name == "frozen") argv.push_back("--no-cache");
+      for (const auto& f : common_train_flags(seed)) argv.push_back(f);
+      add_train_run(&c, run_child(argv, work_));
+    }
+    return c;
+  }
+
+  Config recycle(double ratio) {
+    Config c;
+    c.name = "recycle";
+    c.ratio = ratio;
+    const std::string cache = work_ + "/cache-r" + fmt(ratio * 100, 0);
+    note(label(c) + ": building the cache");
+    for (const std::string split : {"train", "test"}) {
+      std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist",
+                                       "--classes", "5-9", "--split", split, "--weights",
+                                       o_.weights, "--recycle", fmt(ratio, 2), "--codec", o_.codec,
+                                       "--cache", cache, "--rebuild", "--threads",
+                                       std::to_string(o_.threads), "--json"};
+      if (split == "train") argv.insert(argv.end(), {"--limit", std::to_string(o_.samples)});
+      if (split == "test") argv.erase(std::find(argv.begin(), argv.end(), "--rebuild"));
+      const ChildRun r = run_child(argv, work_);
+      c.build_seconds += r.seconds;
+      c.peak_mb = std::max(c.peak_mb, r.peak_mb);
+      if (split == "train") {
+        c.bytes_per_sample = r.result.at("bytes").get<double>() /
+                             std::max<int64_t>(1, r.result.at("computed").get<int64_t>());
+        c.build_samples_per_s = r.result.at("samples").get<double>() / r.seconds;
+      }
+    }
+    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+      note(label(c) + ", seed " + std::to_string(seed));
+      std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
+      for (const auto& f : common_train_flags(seed)) argv.push_back(f);
+      add_train_run(&c, run_child(argv, work_));
+    }
+    return c;
+  }
+
+  json run_peer(const std::vector<Config>& configs) {
+    note("running the eager PyTorch peer");
+    const int threads = o_.threads > 0 ? o_.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    const ChildRun r = run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit",
+                                  std::to_string(o_.samples), "--epochs", std::to_string(o_.epochs),
+                                  "--batch", std::to_string(o_.batch), "--threads",
+                                  std::to_string(threads)},
+                                 work_);
+    json peer = r.result;
+    const Config* full = nullptr;
+    const Config* half = nullptr;
+    for (const Config& c : configs) {
+      if (c.name == "full") full = &c;
+      if (c.name == "recycle" && c.ratio == 0.5) half = &c;
+    }
+    json ratios;
+    ratios["full_epoch"] = full->samples_per_s / peer.at("full_samples_per_s").get<double>();
+    if (half != nullptr) {
+      ratios["head_epoch_r50"] = half->samples_per_s / peer.at("head_samples_per_s").get<double>();
+      ratios["build_r50"] = half->build_samples_per_s / peer.at("prefix_samples_per_s").get<double>();
+    }
+    peer["engine_over_peer"] = ratios;
+    return peer;
+  }
+
+  void report(const std::vector<Config>& configs, const json& peer, double seconds) {
+    const Config& full = configs.front();
+    json j;
+    j["options"] = {{"quick", o_.quick},       {"samples", o_.samples}, {"epochs", o_.epochs},
+                    {"seeds", o_.seeds},       {"batch", o_.batch},     {"threads", o_.threads},
+                    {"codec", o_.codec},       {"weights", o_.weights}};
+    j["machine"] = {{"cores", sysconf(_SC_NPROCESSORS_ONLN)}, {"cpu", cpu_name()}};
+    if (pretrain_acc_ > 0) j["pretrain_test_acc"] = pretrain_acc_;
+    j["seconds"] = seconds;
+    std::ofstream csv(o_.out + "/bench.csv");
+    csv << "config,ratio,acc_mean,acc_std,build_s,epoch_s,total_s,epoch_speedup,total_speedup,"
+           "bytes_per_sample,peak_mb\n";
+    std::ostringstream md;
+    md << "| configuration | r | test acc (mean ± sd over " << o_.seeds << " seed" << (o_.seeds == 1 ? "" : "s") << ") | cache build s | "
+       << "epoch s (median) | total s | epoch speedup | total speedup | cache bytes/sample | peak MB |\n"
+       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (const Config& c : configs) {
+      const double epoch_speedup = full.epoch() / c.epoch();
+      const double total_speedup = full.total() / c.total();
+      j["configs"].push_back({{"config", c.name},
+                              {"label", label(c)},
+                              {"ratio", c.ratio},
+                              {"accuracy", c.accuracy},
+                              {"acc_mean", mean(c.accuracy)},
+                              {"acc_std", stddev(c.accuracy)},
+                              {"build_seconds", c.build_seconds},
+                              {"epoch_seconds", c.epoch_seconds},
+                              {"epoch_seconds_median", c.epoch()},
+                              {"total_seconds", c.total()},
+                              {"epoch_speedup", epoch_speedup},
+                              {"total_speedup", total_speedup},
+                              {"samples_per_s", c.samples_per_s},
+                              {"bytes_per_sample", c.bytes_per_sample},
+                              {"peak_mb", c.peak_mb}});
+      csv << c.name << "," << c.ratio << "," << mean(c.accuracy) << "," << stddev(c.accuracy)
+          << "," << c.build_seconds << "," << c.epoch() << "," << c.total() << ","
+          << epoch_speedup << "," << total_speedup << "," << c.bytes_per_sample << ","
+          << c.peak_mb << "\n";
+      md << "| " << label(c) << " | " << fmt(c.ratio, 2) << " | " << fmt(mean(c.accuracy), 4)
+         << " ± " << fmt(stddev(c.accuracy), 4) << " | "
+         << (c.name == "recycle" ? fmt(c.build_seconds, 1) : "-") << " | " << fmt(c.epoch(), 2)
+         << " | " << fmt(c.total(), 1) << " | " << fmt(epoch_speedup, 2) << "x | "
+         << fmt(total_speedup, 2) << "x | "
+         << (c.name == "recycle" ? fmt(c.bytes_per_sample, 0) : "-") << " | "
+         << fmt(c.peak_mb, 0) << " |\n";
+    }
+    csv.close();
+    if (!peer.is_null()) {
+      j["peer"] = peer;
+      const json& r = peer["engine_over_peer"];
+      md << "\nEngine throughput / eager PyTorch peer throughput (same model, data, batch, "
+            "threads): full fine-tuning epoch "
+         << fmt(r.value("full_epoch", 0.0), 2) << "x, head epoch at 0.5 "
+         << fmt(r.value("head_epoch_r50", 0.0), 2) << "x, cache build vs the peer's no-grad "
+         << "prefix pass " << fmt(r.value("build_r50", 0.0), 2) << "x\n";
+    }
+    std::ofstream(o_.out + "/bench.json") << j.dump(2) << "\n";
+    plot();
+    std::cout << md.str();
+    std::cout << "\nwrote " << o_.out << "/bench.json, bench.csv"
+              << (fs::exists(o_.out + "/bench.png") ? ", bench.png" : " (no bench.png: gnuplot missing)")
+              << " in " << fmt(seconds, 0) << " s" << std::endl;
+  }
+
+  static std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    }
+    return "unknown";
+  }
+
+  // Accuracy and epoch speedup against the ratio, from bench.csv, with gnuplot.
+  void plot() const {
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;
+    const std::string script = o_.out + "/bench.gp";
+    std::ofstream gp(script);
+    gp << "set terminal pngcairo size 900,560 noenhanced\n"
+       << "set output '" << o_.out << "/bench.png'\n"
+       << "set datafile separator ','\n"
+       << "set title 'Fashion-MNIST classes 5-9: " << o_.samples << " samples, " << o_.epochs
+       << " epochs, " << o_.seeds << (o_.seeds == 1 ? " seed" : " seeds") << "'\n"
+       << "set xlabel 'recycle ratio (fraction of encoder blocks frozen and cached)'\n"
+       << "set ylabel 'test accuracy'\nset y2label 'epoch speedup over full fine-tuning (x)'\n"
+       << "set ytics nomirror\nset y2tics\nset key bottom right\nset grid\n"
+       << "set xrange [-0.05:1.05]\nset logscale y2\nset y2range [1:*]\n"
+       << "plot '" << o_.out << "/bench.csv' every ::1 using (strcol(1) eq 'frozen' ? NaN : $2):3:4 "
+       << "with yerrorlines lw 2 title 'accuracy (cache)', \\\n"
+       << "  '' every ::1 using (strcol(1) eq 'frozen' ? NaN : $2):8 axes x1y2 with linespoints lw 2 "
+       << "title 'epoch speedup (cache)', \\\n"
+       << "  '' every ::1 using (strcol(1) eq 'frozen' ? $2 : NaN):3 with points pt 7 ps 1.5 "
+       << "title 'accuracy (frozen, no cache)', \\\n"
+       << "  '' every ::1 using (strcol(1) eq 'frozen' ? $2 : NaN):8 axes x1y2 with points pt 5 ps 1.5 "
+       << "title 'epoch speedup (frozen, no cache)'\n";
+    gp.close();
+    if (std::system(("gnuplot '" + script + "' 2>'" + o_.out + "/gnuplot.log'").c_str()) != 0) {
+      note("gnuplot failed; see " + o_.out + "/gnuplot.log");
+    }
+  }
+
+  BenchOptions o_;
+  std::string work_;
+  double pretrain_acc_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions o;
+  CLI::App app("Measures recycle ratio against accuracy and speed on the Fashion-MNIST transfer "
+               "task (encoder pretrained on classes 0-4, fine-tuned on 5-9), running the real "
+               "tools side by side.",
+               "recycle-bench");
+  app.add_flag("--quick", o.quick, "fewer samples and epochs, one seed (under 10 minutes)");
+  app.add_option("--weights", o.weights, "pretrained encoder (default: pretrain one in --out)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--pretrain-epochs", o.pretrain_epochs)->capture_default_str();
+  app.add_option("--pretrain-limit", o.pretrain_limit, "0 = all")->capture_default_str();
+  app.add_option("--samples", o.samples, "training samples of classes 5-9")->capture_default_str();
+  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seeds", o.seeds)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", o.batch)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--threads", o.threads, "0 = every core")->capture_default_str();
+  app.add_option("--codec", o.codec)->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
+  app.add_option("--ratios", o.ratios, "recycle ratios to cache")->check(CLI::Range(0.01, 1.0));
+  app.add_option("--out", o.out, "output directory")->capture_default_str();
+  app.add_option("--tools-dir", o.tools_dir, "where recycle-build and recycle-train are "
+                                             "(default: beside this program)");
+  app.add_flag("--peer", o.peer, "also run the eager PyTorch peer and report engine/peer ratios");
+  app.add_option("--peer-script", o.peer_script)->capture_default_str();
+  app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "recycle-bench: " << e.what() << " (see --help)" << std::endl;
+    return 2;
+  }
+  if (o.quick) {
+    auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+    if (!given("--samples")) o.samples = 2000;
+    if (!given("--epochs")) o.epochs = 2;
+    if (!given("--seeds")) o.seeds = 1;
+    if (!given("--pretrain-epochs")) o.pretrain_epochs = 1;
+    if (!given("--pretrain-limit")) o.pretrain_limit = 10000;
+  }
+  if (o.tools_dir.empty()) o.tools_dir = fs::canonical("/proc/self/exe").parent_path().string();
+  try {
+    return Bench(o).run();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    std::cerr << "recycle-bench: error: " << msg << std::endl;
+    return 1;
+  }
+}
