@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/Half.h>
+
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "cache/status.h"
@@ -495,4 +497,47 @@ TEST(Record, BadHeadersWithValidChecksumAreCorruption) {
   EXPECT_TRUE(contains(corruption_of(with(26, 1)), "larger than the record"));
   EXPECT_FALSE(contains(corruption_of(with(9, 1)), "<not corruption"));   // fp32 needs more bytes
   EXPECT_FALSE(contains(corruption_of(with(18, 3)), "<not corruption"));  // ndim 2 -> 3
+}
+
+// The fp16 codec may take a vectorised path (F16C); it must give the same bits as c10's
+// scalar conversions, for every half-precision pattern and for floats around every boundary.
+TEST(Codec, Fp16MatchesScalarReferenceBitForBit) {
+  std::vector<char> halves(2 * 65536 + 2 * 3);  // a tail not a multiple of 8
+  for (uint32_t h = 0; h < 65536 + 3; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h & 0xFFFF);
+    std::memcpy(halves.data() + 2 * h, &bits, 2);
+  }
+  const size_t n = halves.size() / 2;
+  std::vector<float> decoded(n);
+  recycle::decode_values(recycle::Codec::kFp16, halves.data(), n, decoded.data());
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, halves.data() + 2 * i, 2);
+    const float want = c10::detail::fp16_ieee_to_fp32_value(bits);
+    uint32_t a, b;
+    std::memcpy(&a, &decoded[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << "half bits " << bits;
+  }
+
+  std::mt19937 rng(7);
+  std::vector<float> floats;
+  for (int i = 0; i < 100003; ++i) {
+    uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (!std::isnan(f)) floats.push_back(f);  // NaN payloads may differ; NaN-ness is tested above
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.99f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-9f,
+                  std::numeric_limits<float>::infinity()}) {
+    floats.push_back(f);
+    floats.push_back(-f);
+  }
+  std::vector<char> encoded(2 * floats.size());
+  recycle::encode_values(recycle::Codec::kFp16, floats.data(), floats.size(), encoded.data());
+  for (size_t i = 0; i < floats.size(); ++i) {
+    uint16_t got;
+    std::memcpy(&got, encoded.data() + 2 * i, 2);
+    ASSERT_EQ(got, c10::detail::fp16_ieee_from_fp32_value(floats[i])) << floats[i];
+  }
 }
