@@ -60,6 +60,7 @@ struct ChildRun {
 ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir) {
   const std::string out = dir + "/child.stdout", err = dir + "/child.stderr";
   const auto start = std::chrono::steady_clock::now();
+  std::fflush(nullptr);  // else the child's freopen writes our buffered output again
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

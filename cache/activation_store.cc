@@ -8,7 +8,9 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <stdexcept>
 
 namespace recycle {
@@ -151,17 +153,55 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
       {"samples", cf_options(false)},
   };
 
+  auto open_db = [&](const std::string& path, bool read_only, ActivationStore* store,
+                     rocksdb::DB** db) {
+    store->handles_.clear();
+    return read_only ? rocksdb::DB::OpenForReadOnly(db_options, path, cfs, &store->handles_, db)
+                     : rocksdb::DB::Open(db_options, path, cfs, &store->handles_, db);
+  };
+
   std::unique_ptr<ActivationStore> store(new ActivationStore());
   store->dir_ = dir;
   store->read_only_ = options.read_only;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s;
   if (options.read_only) {
-    s = rocksdb::DB::OpenForReadOnly(db_options, dir, cfs, &store->handles_, &db);
+    // A writer may delete an old WAL or SST file while this instance opens (after a flush or
+    // a compaction): retry a few times before calling it an error.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      s = open_db(dir, true, store.get(), &db);
+      if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
   } else {
-    fs::create_directories(dir, ec);
-    if (ec) return Status::io_error("cannot create cache directory " + dir + ": " + ec.message());
-    s = rocksdb::DB::Open(db_options, dir, cfs, &store->handles_, &db);
+    if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
+      // A new cache is made whole in a sibling directory, then renamed into place, so that a
+      // kill during creation never leaves a half-made cache behind.
+      if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+        return Status::invalid_argument(dir + " exists and is not a cache; not writing into it");
+      }
+      const fs::path parent = fs::absolute(dir).parent_path();
+      fs::create_directories(parent, ec);
+      if (ec) return Status::io_error("cannot create " + parent.string() + ": " + ec.message());
+      const std::string staging = dir + ".creating";
+      fs::remove_all(staging, ec);
+      ActivationStore scratch;
+      rocksdb::DB* fresh = nullptr;
+      s = open_db(staging, false, &scratch, &fresh);
+      if (!s.ok()) return from_rocks(s, "cannot create cache " + dir);
+      for (auto* h : scratch.handles_) fresh->DestroyColumnFamilyHandle(h);
+      scratch.handles_.clear();
+      s = fresh->Close();
+      delete fresh;
+      if (!s.ok()) return from_rocks(s, "cannot create cache " + dir);
+      fs::remove(dir, ec);  // an empty directory the user made
+      fs::rename(staging, dir, ec);
+      if (ec) return Status::io_error("cannot create cache " + dir + ": " + ec.message());
+    }
+    s = open_db(dir, false, store.get(), &db);
+  }
+  if (s.IsInvalidArgument() && s.ToString().find("Column family not found") != std::string::npos) {
+    return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
   }
   if (!s.ok()) return from_rocks(s, "cannot open cache " + dir);
   store->db_.reset(db);

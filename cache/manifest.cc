@@ -94,4 +94,10 @@ std::vector<std::string> Manifest::identity_differences(const Manifest& requeste
   return out;
 }
 
+std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences) {
+  std::string msg = "cache " + dir + " was built for another setup: ";
+  for (size_t i = 0; i < differences.size(); ++i) msg += (i ? "; " : "") + differences[i];
+  return msg + " (use --rebuild to start over)";
+}
+
 }  // namespace recycle

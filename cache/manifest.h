@@ -52,4 +52,8 @@ struct Manifest {
   std::vector<std::string> identity_differences(const Manifest& requested) const;
 };
 
+// "cache DIR was built for another setup: A; B (use --rebuild to start over)", for the
+// lines identity_differences() returned.
+std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences);
+
 }  // namespace recycle

@@ -113,11 +113,7 @@ BuildReport run_build(const BuildOptions& o) {
   const Status have = store->read_manifest(&stored);
   if (have.ok()) {
     const auto diffs = stored.identity_differences(manifest);
-    if (!diffs.empty()) {
-      std::string msg = "cache " + o.cache_dir + " was built for another setup: " + diffs[0];
-      for (size_t i = 1; i < diffs.size(); ++i) msg += "; " + diffs[i];
-      throw std::runtime_error(msg + " (use --rebuild to start over)");
-    }
+    if (!diffs.empty()) throw std::runtime_error(mismatch_message(o.cache_dir, diffs));
     if (stored.class_names != manifest.class_names) {
       throw std::runtime_error("cache " + o.cache_dir +
                                " holds other classes than this data (check --classes)");

@@ -22,7 +22,7 @@ struct TrainHyper {
 };
 
 struct TrainOptions {
-  // From a cache: train the head from split `split`, evaluate on `eval_split`.
+  // From a cache: train the head from split data.split, evaluate on `eval_split`.
   std::string cache_dir;
   bool allow_partial = false;       // train on a split whose build did not finish
   // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
@@ -33,7 +33,7 @@ struct TrainOptions {
   std::string split_at;
   bool no_cache = false;
 
-  std::string split = "train";
+  // data.split names the split to train on, in a cache or in the raw data (default train).
   std::string eval_split;           // "" = test when there is one; "none" = no evaluation
   TrainHyper hyper;
   std::string save_head;            // the trained head's weights

@@ -60,6 +60,31 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
 }
 
+// With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
+// was not built from those weights at that split point.
+void check_cache_identity(const TrainOptions& o, const Manifest& m) {
+  if (o.model.weights.empty()) {
+    if (o.recycle >= 0 || !o.split_at.empty()) {
+      throw std::invalid_argument("--recycle/--split-at with --cache need --weights to check "
+                                  "the cache against");
+    }
+    return;
+  }
+  BlockModel model = load_block_model(o.model.weights);
+  const int64_t blocks = o.recycle >= 0          ? prefix_blocks_for_ratio(model, o.recycle)
+                         : !o.split_at.empty() ? prefix_blocks_for_name(model, o.split_at)
+                                               : m.prefix_blocks;
+  const SplitModel split = split_block_model(model, blocks);
+  Manifest want = m;
+  want.model = model.spec.to_string();
+  want.fingerprint = module_fingerprint(*split.prefix);
+  want.split_at = split.split_at;
+  want.prefix_blocks = split.prefix_blocks;
+  want.total_blocks = split.total_blocks;
+  const auto diffs = m.identity_differences(want);
+  if (!diffs.empty()) throw std::runtime_error(mismatch_message(o.cache_dir, diffs));
+}
+
 TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device) {
   TrainReport report;
   report.mode = "cache";
@@ -69,6 +94,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   check(ActivationStore::open(o.cache_dir, so, &store));
   Manifest m;
   check(store->read_manifest(&m));
+  check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
   auto split_info = [&](const std::string& split) -> const SplitInfo& {
@@ -86,7 +112,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
     }
     return it->second;
   };
-  split_info(o.split);
+  split_info(o.data.split);
   std::string eval_split = o.eval_split;
   if (eval_split.empty()) eval_split = m.splits.count("test") ? "test" : "none";
   if (eval_split != "none") split_info(eval_split);
@@ -110,7 +136,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   }
   split.head->to(device);
 
-  CachedBatches train(*store, m, o.split, device);
+  CachedBatches train(*store, m, o.data.split, device);
   report.train_samples = train.size();
   fill_report(&report, train_module(split.head, train, o.hyper, o.progress));
   if (eval_split != "none") {

@@ -1,51 +1,22 @@
 // End-to-end tests: the real recycle-build, recycle-train and recycle-inspect binaries on small
 // slices of real Fashion-MNIST, and on tiny IDX files these tests write.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "test_util.h"
+#include "tool_runner.h"
 
 namespace {
 
 using nlohmann::json;
 using recycle::testing::TempDir;
 
-struct ToolRun {
-  int code = -1;
-  std::string out, err;
-  json last;  // the last stdout line, parsed, when it is JSON
-};
+using recycle::testing::count_lines;
+using recycle::testing::describe;
+using recycle::testing::ToolRun;
 
-// Runs a built tool with `args` (shell words), capturing stdout and stderr.
 ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string cmd = std::string(RECYCLE_TOOLS_DIR) + "/" + tool + " " + args + " >" + out +
-                          " 2>" + err + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  ToolRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = recycle::testing::read_file(out);
-  r.err = recycle::testing::read_file(err);
-  std::string line, last;
-  std::istringstream lines(r.out);
-  while (std::getline(lines, line)) {
-    if (!line.empty()) last = line;
-  }
-  r.last = json::parse(last, nullptr, /*allow_exceptions=*/false);
-  return r;
-}
-
-std::string describe(const ToolRun& r) { return "exit " + std::to_string(r.code) + "\nstdout:\n" + r.out + "stderr:\n" + r.err; }
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
+  return recycle::testing::run_tool(dir, tool, args);
 }
 
 bool have_fashion_mnist() {
@@ -137,6 +108,27 @@ TEST(Tools, TransferTaskEndToEnd) {
   ASSERT_EQ(again.code, 0) << describe(again);
   EXPECT_EQ(again.last["test_acc"], r.last["test_acc"]);
   EXPECT_EQ(again.last["epoch_loss"], r.last["epoch_loss"]);
+
+  // Training checks the cache against weights it is given, and refuses other weights or
+  // another split point with one line naming what differs.
+  const std::string other = dir.file("other.pt");
+  r = run(dir, "recycle-train",
+          "--data fashion-mnist --classes 0-4 --limit 128 --recycle 0 --epochs 1 "
+          "--eval-split none --save-model " + other);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-train", "--cache " + cache + " --weights " + other + " --epochs 1");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("prefix fingerprint (weights)"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run(dir, "recycle-train", "--cache " + cache + " --weights " + enc + " --recycle 0.75");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("split point"), std::string::npos) << r.err;
+  // --split picks the cached split to train on.
+  r = run(dir, "recycle-train",
+          "--cache " + cache + " --weights " + enc +
+              " --recycle 0.5 --split test --eval-split none --epochs 1 --json");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["train_samples"], 1000);
 
   // Freezing without recycling, from raw data, trains the same head shape.
   r = run(dir, "recycle-train",

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs the tools on hostile and broken input and checks each gives a clear one-line error and a
+# non-zero exit, and that a cache built before stays intact and readable (recycle-inspect
+# --verify after every case). Writes the table of inputs and messages to docs/hostile-inputs.md
+# with --write-doc. The full-disk and read-only cases mount small tmpfs filesystems (root only;
+# skipped otherwise). Usage: scripts/hostile_inputs.sh [--write-doc] [BUILD_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+write_doc=0
+if [ "${1:-}" = --write-doc ]; then write_doc=1; shift; fi
+bin=$(realpath "${1:-build}")
+fm=/usr/share/datasets/fashion-mnist
+work=$(mktemp -d)
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+good="$work/good-cache"
+"$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --cache "$good" >/dev/null 2>&1 \
+  || { echo "hostile_inputs: could not build the reference cache" >&2; exit 1; }
+
+rows=()
+failures=0
+# case DESCRIPTION EXPECTED_EXIT CACHE_TO_CHECK COMMAND...
+case_() {
+  local what=$1 want=$2 cache=$3; shift 3
+  "$@" >"$work/out" 2>"$work/err" </dev/null
+  local code=$?
+  local msg lines
+  msg=$(head -n 1 "$work/err" | sed "s|$work|TMP|g; s/|/\\\\|/g")
+  lines=$(wc -l <"$work/err")
+  local verdict=ok
+  if [ "$code" -eq 0 ] || { [ "$want" != any ] && [ "$code" -ne "$want" ]; }; then verdict="FAIL (exit $code)"; fi
+  if [ "$lines" -ne 1 ]; then verdict="FAIL ($lines lines on stderr)"; fi
+  if [ -n "$cache" ] && ! "$bin/recycle-inspect" --cache "$cache" --verify >/dev/null 2>&1; then
+    verdict="FAIL (cache $cache no longer verifies)"
+  fi
+  [ "$verdict" = ok ] || failures=$((failures + 1))
+  echo "$verdict: $what: exit $code: $msg"
+  rows+=("| $what | $code | \`$msg\` |")
+}
+
+# IDX files: a copy of the test split, broken in one way each.
+idx() {  # idx NAME: a directory with good test-split files to break
+  local d="$work/$1"; mkdir -p "$d"
+  cp "$fm"/t10k-* "$d/"; echo "$d"
+}
+d=$(idx short);   gzip -dc "$fm/t10k-images-idx3-ubyte.gz" | head -c 1000000 >"$d/t10k-images-idx3-ubyte.gz"
+case_ "IDX images with short data (plain file cut at 1 MB)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+d=$(idx magic);   { printf '\x00\x00\x09\x03'; gzip -dc "$fm/t10k-images-idx3-ubyte.gz" | tail -c +5; } >"$d/t10k-images-idx3-ubyte.gz"
+case_ "IDX images with a wrong magic (type code 0x09)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+d=$(idx counts);  cp "$fm/train-labels-idx1-ubyte.gz" "$d/t10k-labels-idx1-ubyte.gz"
+case_ "IDX image and label counts that disagree (10,000 vs 60,000)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+d=$(idx gzcut);   head -c 200000 "$fm/t10k-images-idx3-ubyte.gz" >"$d/t10k-images-idx3-ubyte.gz"
+case_ "gzip stream cut short" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+d=$(idx gzbad);   { head -c 5000 "$fm/t10k-images-idx3-ubyte.gz"; head -c 5000 /dev/urandom; tail -c +10001 "$fm/t10k-images-idx3-ubyte.gz"; } >"$d/t10k-images-idx3-ubyte.gz"
+case_ "gzip stream with 5 KB of garbage inside" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+d=$(idx label);   { gzip -dc "$fm/t10k-labels-idx1-ubyte.gz" | head -c 8; printf '\x0c'; gzip -dc "$fm/t10k-labels-idx1-ubyte.gz" | tail -c +10; } >"$d/t10k-labels-idx1-ubyte.gz"
+case_ "a label outside Fashion-MNIST's classes (12)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$d" --split test --recycle 0.5 --cache "$good"
+case_ "missing data directory" 1 "$good" "$bin/recycle-build" --data fashion-mnist:/nonexistent --split test --recycle 0.5 --cache "$good"
+
+# TSV files.
+printf '0\tgood line\n1 no tab here\n' >"$work/notab.tsv"
+case_ "TSV line without a tab" 1 "" "$bin/recycle-build" --data "tsv:$work/notab.tsv" --recycle 0.5 --cache "$work/tsv-cache"
+printf '0\tgood line\n1\t\n' >"$work/empty.tsv"
+case_ "TSV line with empty text" 1 "" "$bin/recycle-build" --data "tsv:$work/empty.tsv" --recycle 0.5 --cache "$work/tsv-cache"
+printf '0\tgood line\n1\tbad \xff\xfe bytes\n' >"$work/utf8.tsv"
+case_ "TSV text that is not UTF-8" 1 "" "$bin/recycle-build" --data "tsv:$work/utf8.tsv" --recycle 0.5 --cache "$work/tsv-cache"
+{ printf '0\t'; head -c 3000000 /dev/zero | tr '\0' a; printf '\n'; } >"$work/long.tsv"
+case_ "TSV line of 3 MB (limit 1 MiB)" 1 "" "$bin/recycle-build" --data "tsv:$work/long.tsv" --recycle 0.5 --cache "$work/tsv-cache"
+: >"$work/none.tsv"
+case_ "empty TSV file" 1 "" "$bin/recycle-build" --data "tsv:$work/none.tsv" --recycle 0.5 --cache "$work/tsv-cache"
+
+# Nonsense flags.
+case_ "--recycle 1.7" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 1.7 --cache "$good"
+case_ "--batch 0" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 0.5 --batch 0 --cache "$good"
+case_ "--classes 12 (no such class)" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --classes 12 --recycle 0.5 --cache "$good"
+case_ "--split validation (no such split)" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split validation --recycle 0.5 --cache "$good"
+case_ "--codec int3" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 0.5 --codec int3 --cache "$good"
+case_ "--epochs 0" 2 "$good" "$bin/recycle-train" --cache "$good" --epochs 0
+case_ "an unknown flag" 2 "$good" "$bin/recycle-train" --cache "$good" --turbo
+case_ "recycle-train on a missing cache directory" 1 "" "$bin/recycle-train" --cache "$work/nowhere"
+case_ "recycle-inspect on a directory that is not a cache" 1 "" "$bin/recycle-inspect" --cache "$work"
+case_ "--rebuild on a directory that is not a cache" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/short"
+case_ "another codec than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec fp32 --cache "$good"
+case_ "another split point than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.75 --cache "$good"
+case_ "another keyer than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --keyer id --cache "$good"
+case_ "other weights than the cache's (another seed)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --seed 1 --cache "$good"
+
+# A read-only cache directory and a full disk (small tmpfs filesystems).
+if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then
+  mounts+=("$work/ro")
+  cp -a "$good" "$work/ro/cache"
+  mount -o remount,ro "$work/ro"
+  case_ "a cache on a read-only filesystem (build)" 1 "$work/ro/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 100 --recycle 0.5 --cache "$work/ro/cache"
+  mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" && mounts+=("$work/full")
+  "$bin/recycle-build" --data fashion-mnist --split test --limit 100 --recycle 0.5 --cache "$work/full/cache" >/dev/null 2>&1
+  case_ "a full disk during a build (4 MB filesystem)" 1 "$work/full/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 2000 --recycle 0.5 --cache "$work/full/cache"
+  if ! "$bin/recycle-inspect" --cache "$work/full/cache" --json | tail -n 1 | grep -q '"test":{"complete":true'; then
+    echo "FAIL: the split built before the disk filled is no longer complete" >&2; failures=$((failures + 1))
+  fi
+else
+  echo "skipped: read-only and full-disk cases need root and tmpfs mounts"
+fi
+
+if [ "$write_doc" -eq 1 ]; then
+  {
+    echo "# Hostile and broken input"
+    echo
+    echo "Made by \`bash scripts/hostile_inputs.sh --write-doc\`, which runs every case below with the real"
+    echo "tools and checks: a non-zero exit (1 for failures, 2 for bad usage), exactly one line on"
+    echo "stderr, and that a cache built before the case still passes \`recycle-inspect --verify\`. The"
+    echo "test suite runs the same script (ctest test \`hostile_inputs\`). TMP stands for a temporary"
+    echo "directory."
+    echo
+    echo "| input | exit | message (stderr) |"
+    echo "| --- | --- | --- |"
+    printf '%s\n' "${rows[@]}"
+  } >docs/hostile-inputs.md
+  echo "wrote docs/hostile-inputs.md"
+fi
+echo "hostile inputs: ${#rows[@]} cases, $failures failed"
+[ "$failures" -eq 0 ]

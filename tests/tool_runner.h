@@ -1,0 +1,82 @@
+// Running the built tools from tests: to completion with captured output, or in the
+// background to be killed. Tool names are resolved in RECYCLE_TOOLS_DIR (the build directory).
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace recycle::testing {
+
+struct ToolRun {
+  int code = -1;
+  std::string out, err;
+  nlohmann::json last;  // the last non-empty stdout line, parsed (discarded when not JSON)
+};
+
+inline std::string tool_path(const std::string& tool) {
+  return std::string(RECYCLE_TOOLS_DIR) + "/" + tool;
+}
+
+// Runs a built tool with `args` (shell words) to completion; stdout and stderr go to files
+// in `dir` and are read back.
+inline ToolRun run_tool(const TempDir& dir, const std::string& tool, const std::string& args) {
+  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+  const std::string cmd = tool_path(tool) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  ToolRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::string line, last;
+  std::istringstream lines(r.out);
+  while (std::getline(lines, line)) {
+    if (!line.empty()) last = line;
+  }
+  r.last = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  return r;
+}
+
+inline std::string describe(const ToolRun& r) {
+  return "exit " + std::to_string(r.code) + "\nstdout:\n" + r.out + "stderr:\n" + r.err;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Starts a built tool in the background with output discarded; returns its pid.
+inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>& args) {
+  std::fflush(nullptr);  // else the child's freopen writes the parent's buffered output again
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+    const std::string path = tool_path(tool);
+    std::vector<char*> argv = {const_cast<char*>(path.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for a spawned tool; returns its exit code, or -signal when a signal ended it.
+inline int wait_tool(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+}  // namespace recycle::testing
