@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <unordered_set>
@@ -74,6 +75,24 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec,
   m.class_names = data.class_names;
   m.classifier = pm.classifier_is_new ? "new" : "pretrained";
   return m;
+}
+
+// Stops the build cleanly while the cache's filesystem still has room: RocksDB needs headroom
+// to flush its memtables (up to ~96 MB here), and Debian's RocksDB aborts on an assertion
+// rather than returning an error when a write fails for lack of space.
+constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
+
+void check_free_space(const std::string& dir, uint64_t batch_bytes) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return;  // cannot tell; RocksDB will report real errors
+  const uint64_t need = kFreeSpaceReserve + 2 * batch_bytes;
+  if (space.available < need) {
+    throw std::runtime_error("not enough free space for cache " + dir + ": " +
+                             std::to_string(space.available >> 20) + " MB free, the build stops "
+                             "below " + std::to_string(need >> 20) +
+                             " MB (what it wrote so far is kept; rerun to resume)");
+  }
 }
 
 }  // namespace
@@ -225,6 +244,7 @@ BuildReport run_build(const BuildOptions& o) {
       }
       report.index_written += static_cast<int64_t>(end - begin);
       batch.put_manifest(manifest);  // counts stay consistent with the data after a crash
+      check_free_space(o.cache_dir, batch.record_bytes());
       check(store->write(&batch));
       progress.advance(static_cast<int64_t>(end - begin));
     }

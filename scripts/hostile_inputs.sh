@@ -96,10 +96,11 @@ if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpf
   cp -a "$good" "$work/ro/cache"
   mount -o remount,ro "$work/ro"
   case_ "a cache on a read-only filesystem (build)" 1 "$work/ro/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 100 --recycle 0.5 --cache "$work/ro/cache"
-  mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" && mounts+=("$work/full")
+  mkdir -p "$work/full" && mount -t tmpfs -o size=256m tmpfs "$work/full" && mounts+=("$work/full")
   "$bin/recycle-build" --data fashion-mnist --split test --limit 100 --recycle 0.5 --cache "$work/full/cache" >/dev/null 2>&1
-  case_ "a full disk during a build (4 MB filesystem)" 1 "$work/full/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 2000 --recycle 0.5 --cache "$work/full/cache"
-  if ! "$bin/recycle-inspect" --cache "$work/full/cache" --json | tail -n 1 | grep -q '"test":{"complete":true'; then
+  case_ "a disk filling up during a build (256 MB filesystem, 8,000 records of 12.5 KB)" 1 "$work/full/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 8000 --recycle 0.5 --cache "$work/full/cache"
+  if ! "$bin/recycle-inspect" --cache "$work/full/cache" --verify --json | tail -n 1 \
+       | jq -e '.splits.test.complete and .splits.test.samples == 100 and .corrupt == 0' >/dev/null; then
     echo "FAIL: the split built before the disk filled is no longer complete" >&2; failures=$((failures + 1))
   fi
 else
