@@ -92,31 +92,55 @@ void expect_same_cache(const Snapshot& got, const Snapshot& want, const std::str
   std::cout << what << ": " << bit_equal << "/" << want.records.size() << " records bit-equal\n";
 }
 
+// Bytes of the regular files under dir (0 while it does not exist).
+uint64_t dir_bytes(const std::string& dir) {
+  std::error_code ec;
+  uint64_t total = 0;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  }
+  return total;
+}
+
 TEST(Reliability, KilledBuildsResumeToTheSameCache) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
   const int64_t samples = 2000;
   const std::string ref = dir.file("reference");
-  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(recycle::testing::wait_tool(
                 recycle::testing::spawn_tool("recycle-build", build_args(ref, samples))),
             0);
-  const double ref_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Snapshot want = snapshot(ref, "test");
   ASSERT_EQ(static_cast<int64_t>(want.index.size()), samples);
+  // What the build writes to its WAL before the final flush: the moments to kill at are drawn
+  // as fractions of it, so they do not depend on how busy the machine is.
+  uint64_t wal_bytes = 0;
+  for (const auto& [key, bytes] : want.records) wal_bytes += bytes.size();
 
   std::mt19937 rng(20261122);
-  std::uniform_real_distribution<double> when(0.05, 1.0);
+  std::uniform_real_distribution<double> when(0.0, 1.1);
   const int trials = 20;
   int no_cache_yet = 0, incomplete = 0, finished = 0, failed_open_or_verify = 0;
   for (int t = 0; t < trials; ++t) {
     const std::string cache = dir.file("kill-" + std::to_string(t));
+    const uint64_t target = static_cast<uint64_t>(when(rng) * static_cast<double>(wal_bytes));
     const pid_t pid = recycle::testing::spawn_tool("recycle-build", build_args(cache, samples));
-    const double delay = when(rng) * ref_seconds;
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    kill(pid, SIGKILL);
-    const int code = recycle::testing::wait_tool(pid);
+    int code = 0;
+    bool exited = false;
+    while (true) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        exited = true;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        break;
+      }
+      if (dir_bytes(cache) >= target) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (!exited) {
+      kill(pid, SIGKILL);
+      code = recycle::testing::wait_tool(pid);
+    }
 
     if (!fs::exists(fs::path(cache) / "CURRENT")) {
       ++no_cache_yet;  // killed before RocksDB made the cache: nothing to check but the rerun
