@@ -1,5 +1,6 @@
 #include "cache/manifest.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace recycle {
@@ -33,34 +34,58 @@ std::string Manifest::to_json_string(int indent) const {
   return j.dump(indent);
 }
 
+namespace {
+
+// An integer field: refuses floats and out-of-range numbers (a cast would be undefined).
+int64_t get_int(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) {
+    throw json::type_error::create(302, std::string("field ") + key + " is not an integer", &v);
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw json::type_error::create(302, std::string("field ") + key + " is out of range", &v);
+  }
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
 Status Manifest::from_json_string(const std::string& text, Manifest* out) {
   try {
     const json j = json::parse(text);
     Manifest m;
-    m.format_version = j.at("format_version").get<int>();
+    const int64_t version = get_int(j, "format_version");
+    m.format_version = version == kCacheFormatVersion ? kCacheFormatVersion : -1;
     if (m.format_version != kCacheFormatVersion) {
-      return Status::mismatch("cache format version " + std::to_string(m.format_version) +
+      return Status::mismatch("cache format version " + std::to_string(version) +
                               ", this build reads version " +
                               std::to_string(kCacheFormatVersion));
     }
     m.model = j.at("model").get<std::string>();
     m.fingerprint = j.at("fingerprint").get<std::string>();
     m.split_at = j.at("split_at").get<std::string>();
-    m.prefix_blocks = j.at("prefix_blocks").get<int64_t>();
-    m.total_blocks = j.at("total_blocks").get<int64_t>();
+    m.prefix_blocks = get_int(j, "prefix_blocks");
+    m.total_blocks = get_int(j, "total_blocks");
     m.keyer = j.at("keyer").get<std::string>();
     m.codec = j.at("codec").get<std::string>();
     m.preprocess = j.at("preprocess").get<std::string>();
-    m.record_shapes = j.at("record_shapes").get<std::vector<std::vector<int64_t>>>();
+    for (const json& shape : j.at("record_shapes")) {
+      std::vector<int64_t> dims;
+      for (const json& d : shape) {
+        if (!d.is_number_integer()) return Status::corruption("manifest: a record shape is not integers");
+        dims.push_back(d.get<int64_t>());
+      }
+      m.record_shapes.push_back(dims);
+    }
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.classifier = j.at("classifier").get<std::string>();
-    m.records = j.at("records").get<int64_t>();
-    m.record_bytes = j.at("record_bytes").get<int64_t>();
+    m.records = get_int(j, "records");
+    m.record_bytes = get_int(j, "record_bytes");
     for (const auto& [name, s] : j.at("splits").items()) {
       SplitInfo info;
       info.data = s.at("data").get<std::string>();
-      info.samples = s.at("samples").get<int64_t>();
-      info.unique = s.at("unique").get<int64_t>();
+      info.samples = get_int(s, "samples");
+      info.unique = get_int(s, "unique");
       info.complete = s.at("complete").get<bool>();
       m.splits[name] = info;
     }

@@ -115,9 +115,19 @@ IdxArray read_idx_file(const std::string& path, int expected_ndim) {
     out.dims.push_back(static_cast<int64_t>(dim));
   }
 
-  out.data.resize(static_cast<size_t>(total));
-  const size_t got = read_fully(file.get(), path, out.data.data(), out.data.size());
-  if (got != out.data.size()) {
+  // Grow the buffer as data arrives (at most 64 MiB ahead), so that a header claiming
+  // gigabytes over a short file fails on the missing data, not by allocating them.
+  constexpr uint64_t kChunk = uint64_t{64} << 20;
+  size_t got = 0;
+  while (got < total) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, total - got));
+    out.data.resize(got + want);
+    const size_t r = read_fully(file.get(), path, out.data.data() + got, want);
+    got += r;
+    if (r < want) break;
+  }
+  out.data.resize(got);
+  if (got != total) {
     fail(path, "has " + std::to_string(got) + " bytes of data, header says " +
                    std::to_string(total));
   }

@@ -15,7 +15,7 @@ namespace {
 
 // Integer labels name class ids directly, so a stray huge number would otherwise allocate
 // millions of empty class names.
-constexpr int64_t kMaxIntegerClassId = (int64_t{1} << 24) - 1;
+constexpr int64_t kMaxIntegerClassId = 99999;
 constexpr size_t kReadChunkBytes = size_t{1} << 16;
 constexpr size_t kNoError = static_cast<size_t>(-1);
 

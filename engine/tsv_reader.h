@@ -31,7 +31,7 @@ struct TsvData {
 //
 // A label is an integer class id or a class name: if every label is a non-negative integer
 // (ASCII digits only), ids are those integers and class_names are their decimal strings for
-// 0..max (ids above 2^24 - 1 are refused); otherwise all labels are names, mapped to ids in
+// 0..max (ids above 99999 are refused); otherwise all labels are names, mapped to ids in
 // sorted (byte-wise) order, and class_names lists them in that order.
 //
 // Throws std::runtime_error "FILE:LINE: reason" for: a line without a tab, an empty label, empty

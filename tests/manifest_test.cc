@@ -260,3 +260,24 @@ TEST(Manifest, OtherFormatVersionIsMismatch) {
   // Mismatch even when the rest is of a layout this build does not know.
   EXPECT_TRUE(parse("{\"format_version\": 2, \"something\": \"else\"}").is_mismatch());
 }
+
+// Found by the manifest fuzzer: numbers that are floats or out of int64's range must be
+// refused as corruption, not cast (which is undefined behaviour).
+TEST(Manifest, NonIntegerOrHugeCountsAreCorruption) {
+  recycle::Manifest m;
+  m.model = "resnet18:width=16,in_channels=1";
+  m.prefix_blocks = 4;
+  m.total_blocks = 8;
+  const std::string good = m.to_json_string(-1);  // compact: "records":0
+  for (const std::string& bad : {std::string("1e300"), std::string("-1e300"), std::string("2.5"),
+                                 std::string("18446744073709551615")}) {
+    std::string text = good;
+    const std::string field = "\"records\":0";
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, field.size(), "\"records\":" + bad);
+    recycle::Manifest out;
+    const recycle::Status st = recycle::Manifest::from_json_string(text, &out);
+    EXPECT_TRUE(st.is_corruption()) << bad << ": " << st.to_string();
+  }
+}

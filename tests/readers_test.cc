@@ -315,7 +315,7 @@ TEST(TsvReader, RejectsHugeIntegerLabel) {
   TempDir dir;
   const std::string path = dir.file("data.tsv");
   const std::string msg = tsv_error(dir, "0\ta\n99999999999999999999999\tb\n");
-  EXPECT_EQ(msg, path + ":2: class id 99999999999999999999999 is larger than 16777215");
+  EXPECT_EQ(msg, path + ":2: class id 99999999999999999999999 is larger than 99999");
 }
 
 TEST(TsvReader, NameLabelsSortedToIds) {
@@ -507,3 +507,33 @@ TEST(TsvReader, Utf8Validator) {
 
 }  // namespace
 }  // namespace recycle
+
+// Found by the idx_reader fuzzer: a 16-byte file whose header claims 2 x 2 x 0x2d0a1118 bytes
+// (about 3 GB) must fail on the missing data without allocating what the header claims.
+TEST(IdxReader, HugeHeaderOverShortFileFailsWithoutAllocatingIt) {
+  recycle::testing::TempDir dir;
+  const std::string path = dir.file("huge.idx");
+  recycle::testing::write_file(
+      path, std::string("\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x2d\x0a\x11\x18", 16));
+  try {
+    recycle::read_idx_file(path, 3);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("has 0 bytes of data, header says 3022537824"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Found by the tsv_reader fuzzer: one large integer label made millions of class names.
+TEST(TsvReader, LargeIntegerClassIdIsRefused) {
+  recycle::testing::TempDir dir;
+  const std::string path = dir.file("big.tsv");
+  recycle::testing::write_file(path, "16554432\ttoo big\n");
+  try {
+    recycle::read_tsv_file(path);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":1: class id 16554432 is larger than 99999");
+  }
+}
