@@ -205,13 +205,13 @@ BuildReport run_build(const BuildOptions& o) {
       std::vector<Status> found;
       store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
       std::vector<int64_t> compute_pos;
-      std::vector<Key> compute_keys_;
+      std::vector<Key> new_keys;
       for (size_t u = 0; u < unknown.size(); ++u) {
         if (found[u].ok()) {
           present.insert(unknown[u]);
         } else if (found[u].is_not_found()) {
           compute_pos.push_back(unknown_pos[u]);
-          compute_keys_.push_back(unknown[u]);
+          new_keys.push_back(unknown[u]);
         } else {
           check(found[u]);
         }
@@ -231,8 +231,8 @@ BuildReport run_build(const BuildOptions& o) {
                                                            manifest.record_shapes[0]}});
         }
         for (int64_t r = 0; r < m; ++r) {
-          batch.put_record(compute_keys_[r], records[r]);
-          present.insert(compute_keys_[r]);
+          batch.put_record(new_keys[r], records[r]);
+          present.insert(new_keys[r]);
         }
         report.computed += m;
         report.bytes += static_cast<int64_t>(batch.record_bytes());
