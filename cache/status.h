@@ -2,6 +2,7 @@
 // from an I/O error and from corruption, so callers can tell "not cached yet" from "broken".
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -29,6 +30,12 @@ class Status {
   bool is_mismatch() const { return code_ == Code::kMismatch; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+
+  // For callers that report errors by exception (engine/): throws std::runtime_error with
+  // to_string() unless OK.
+  void throw_if_error() const {
+    if (!ok()) throw std::runtime_error(to_string());
+  }
 
   std::string to_string() const {
     switch (code_) {

@@ -32,7 +32,7 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
                              const std::string& split, const torch::Device& device)
     : store_(store), device_(device) {
   const Status st = store.read_index(split, &entries_);
-  if (!st.ok()) throw std::runtime_error(st.to_string());
+  st.throw_if_error();
   if (entries_.empty()) throw std::runtime_error("cache split " + split + " has no samples");
   if (manifest.record_shapes.size() != 1) {
     throw std::runtime_error("cache records hold " + std::to_string(manifest.record_shapes.size()) +

@@ -31,10 +31,6 @@ std::string BuildReport::to_json() const {
 
 namespace {
 
-void check(const Status& st) {
-  if (!st.ok()) throw std::runtime_error(st.to_string());
-}
-
 // Keys of every sample, computed in parallel. Exceptions are caught inside the OpenMP region
 // and rethrown after it.
 std::vector<Key> compute_keys(const Dataset& data, const Keyer& keyer) {
@@ -105,7 +101,7 @@ BuildReport run_build(const BuildOptions& o) {
   if (!parse_codec(o.codec, &codec)) {
     throw std::invalid_argument("unknown codec '" + o.codec + "' (fp32, fp16, bf16)");
   }
-  check(ActivationStore::check_split_name(o.data.split));
+  ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
   const torch::Device device(o.device);
 
@@ -123,9 +119,9 @@ BuildReport run_build(const BuildOptions& o) {
   }
   Manifest manifest = requested_manifest(pm, keyer->spec(), codec, data, device);
 
-  if (o.rebuild) check(ActivationStore::destroy(o.cache_dir));
+  if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();
   std::unique_ptr<ActivationStore> store;
-  check(ActivationStore::open(o.cache_dir, StoreOptions(), &store));
+  ActivationStore::open(o.cache_dir, StoreOptions(), &store).throw_if_error();
 
   ActivationStore::Batch first(*store);
   Manifest stored;
@@ -141,12 +137,12 @@ BuildReport run_build(const BuildOptions& o) {
   } else if (have.is_not_found()) {
     first.put_blob("head", module_to_bytes(*pm.split.head));
   } else {
-    check(have);
+    have.throw_if_error();
   }
 
   const std::string& split = o.data.split;
   std::vector<IndexEntry> existing;
-  check(store->read_index(split, &existing));
+  store->read_index(split, &existing).throw_if_error();
   const std::vector<Key> keys = compute_keys(data, *keyer);
   const int64_t n = static_cast<int64_t>(data.size());
 
@@ -180,7 +176,7 @@ BuildReport run_build(const BuildOptions& o) {
     info.complete = false;
     first.put_manifest(manifest);
     if (static_cast<int64_t>(existing.size()) > n) first.truncate_index(split, n);
-    check(store->write(&first));
+    store->write(&first).throw_if_error();
 
     Progress progress("build " + split, static_cast<int64_t>(todo.size()), o.progress);
     const int64_t per_sample = [&] {
@@ -213,7 +209,7 @@ BuildReport run_build(const BuildOptions& o) {
           compute_pos.push_back(unknown_pos[u]);
           new_keys.push_back(unknown[u]);
         } else {
-          check(found[u]);
+          found[u].throw_if_error();
         }
       }
 
@@ -245,7 +241,7 @@ BuildReport run_build(const BuildOptions& o) {
       report.index_written += static_cast<int64_t>(end - begin);
       batch.put_manifest(manifest);  // counts stay consistent with the data after a crash
       check_free_space(o.cache_dir, batch.record_bytes());
-      check(store->write(&batch));
+      store->write(&batch).throw_if_error();
       progress.advance(static_cast<int64_t>(end - begin));
     }
     progress.finish();
@@ -253,8 +249,8 @@ BuildReport run_build(const BuildOptions& o) {
     manifest.splits[split].complete = true;
     ActivationStore::Batch last(*store);
     last.put_manifest(manifest);
-    check(store->write(&last, /*sync=*/true));
-    check(store->flush());
+    store->write(&last, /*sync=*/true).throw_if_error();
+    store->flush().throw_if_error();
   }
 
   report.records = manifest.records;

@@ -71,11 +71,11 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
   so.read_only = true;
   std::unique_ptr<ActivationStore> store;
   Status st = ActivationStore::open(dir, so, &store);
-  if (!st.ok()) throw std::runtime_error(st.to_string());
+  st.throw_if_error();
   InspectReport report;
   report.cache_dir = dir;
   st = store->read_manifest(&report.manifest);
-  if (!st.ok()) throw std::runtime_error(st.to_string());
+  st.throw_if_error();
   report.disk_bytes = store->disk_bytes();
   if (!verify) return report;
 

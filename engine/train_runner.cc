@@ -36,10 +36,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-void check(const Status& st) {
-  if (!st.ok()) throw std::runtime_error(st.to_string());
-}
-
 void save_head(BlockStack& head, const std::string& path) {
   torch::serialize::OutputArchive archive;
   head->save(archive);
@@ -91,9 +87,9 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   StoreOptions so;
   so.read_only = true;
   std::unique_ptr<ActivationStore> store;
-  check(ActivationStore::open(o.cache_dir, so, &store));
+  ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
   Manifest m;
-  check(store->read_manifest(&m));
+  store->read_manifest(&m).throw_if_error();
   check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
@@ -123,7 +119,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   BlockModel model = make_block_model(ModelSpec::parse(m.model), classes);
   SplitModel split = split_block_model(model, m.prefix_blocks);
   std::string head_bytes;
-  check(store->get_blob("head", &head_bytes));
+  store->get_blob("head", &head_bytes).throw_if_error();
   try {
     module_from_bytes(*split.head, head_bytes);
   } catch (const c10::Error& e) {

@@ -195,10 +195,10 @@ torch::Tensor read_split(const std::string& dir, const std::string& split) {
   so.read_only = true;
   std::unique_ptr<ActivationStore> store;
   recycle::Status st = ActivationStore::open(dir, so, &store);
-  if (!st.ok()) throw std::runtime_error(st.to_string());
+  st.throw_if_error();
   Manifest m;
   st = store->read_manifest(&m);
-  if (!st.ok()) throw std::runtime_error(st.to_string());
+  st.throw_if_error();
   recycle::CachedBatches batches(*store, m, split, torch::kCPU);
   batches.start_epoch(false, 0);
   std::vector<torch::Tensor> parts;
