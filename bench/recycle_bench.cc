@@ -86,7 +86,12 @@ ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir)
   std::string cmd;
   for (const auto& a : argv) cmd += a + " ";
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("failed: " + cmd + "\n" + errors);
+    // One line: which child, how it ended, and the first line it wrote on stderr.
+    const std::string first = errors.substr(0, errors.find('\n'));
+    const std::string how = WIFEXITED(status) ? "exited " + std::to_string(WEXITSTATUS(status))
+                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+    throw std::runtime_error(fs::path(argv[0]).filename().string() + " " + how + " (" + first +
+                             "); the command was: " + cmd + "; see " + err);
   }
   run.result = json::parse(last, nullptr, false);
   if (run.result.is_discarded()) throw std::runtime_error("no JSON from: " + cmd);
@@ -390,16 +395,42 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", o.quick, "fewer samples and epochs, one seed (under 10 minutes)");
   app.add_option("--weights", o.weights, "pretrained encoder (default: pretrain one in --out)")
       ->check(CLI::ExistingFile);
-  app.add_option("--pretrain-epochs", o.pretrain_epochs)->capture_default_str();
-  app.add_option("--pretrain-limit", o.pretrain_limit, "0 = all")->capture_default_str();
-  app.add_option("--samples", o.samples, "training samples of classes 5-9")->capture_default_str();
-  app.add_option("--epochs", o.epochs)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seeds", o.seeds)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch", o.batch)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--threads", o.threads, "0 = every core")->capture_default_str();
+  // Every flag is checked here, so that bad usage exits 2 with this tool's own message
+  // rather than failing later in a child.
+  app.add_option("--pretrain-epochs", o.pretrain_epochs)
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->capture_default_str();
+  app.add_option("--pretrain-limit", o.pretrain_limit, "0 = all")
+      ->check(CLI::Range(int64_t{0}, int64_t{30000}))
+      ->capture_default_str();
+  app.add_option("--samples", o.samples, "training samples of classes 5-9")
+      ->check(CLI::Range(int64_t{1}, int64_t{30000}))
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs)->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->capture_default_str();
+  app.add_option("--seeds", o.seeds)->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->capture_default_str();
+  app.add_option("--batch", o.batch)->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "0 = every core")->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_option("--codec", o.codec)->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
-  app.add_option("--ratios", o.ratios, "recycle ratios to cache")->check(CLI::Range(0.01, 1.0));
-  app.add_option("--out", o.out, "output directory")->capture_default_str();
+  const CLI::Validator on_a_block(
+      [](std::string& value) {
+        double r = 0;
+        if (!CLI::detail::lexical_cast(value, r) || !(r > 0 && r <= 1) ||
+            std::abs(r * 8 - std::round(r * 8)) > 1e-6) {
+          return "ratio " + value + " is not a multiple of 1/8 in (0, 1] (ResNet-18 has 8 blocks)";
+        }
+        return std::string();
+      },
+      "RATIO");
+  app.add_option("--ratios", o.ratios, "recycle ratios to cache")->check(on_a_block);
+  app.add_option("--out", o.out, "output directory")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); },
+          "DIR"))
+      ->capture_default_str();
   app.add_option("--tools-dir", o.tools_dir, "where recycle-build and recycle-train are "
                                              "(default: beside this program)");
   app.add_flag("--peer", o.peer, "also run the eager PyTorch peer and report engine/peer ratios");

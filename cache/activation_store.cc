@@ -1,11 +1,15 @@
 #include "cache/activation_store.h"
 
+#include "cache/cache_dir.h"
+
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -65,6 +69,12 @@ void ActivationStore::Batch::put_record(const Key& key, std::string_view record)
   record_bytes_ += record.size();
 }
 
+void ActivationStore::Batch::delete_record(const Key& key) {
+  char k[Key::kBytes];
+  key.to_bytes(k);
+  batch_->Delete(store_.handles_[kRecords], rocksdb::Slice(k, Key::kBytes));
+}
+
 void ActivationStore::Batch::put_index(const std::string& split, int64_t position,
                                        const IndexEntry& entry) {
   if (position < 0) throw std::invalid_argument("put_index: negative position");
@@ -100,18 +110,109 @@ Status ActivationStore::check_split_name(const std::string& split) {
   return Status();
 }
 
-Status ActivationStore::destroy(const std::string& dir) {
+namespace {
+
+// How long an open waits for another process to finish opening, closing or deleting the cache.
+constexpr double kOpenLockSeconds = 60.0;
+
+bool is_lock_error(const rocksdb::Status& s) {
+  return s.IsIOError() && s.ToString().find("lock") != std::string::npos;
+}
+
+// Why `real` (the resolved `dir`) cannot be opened as a cache when it has no CURRENT file.
+Status no_cache_status(const std::string& dir, const std::string& real) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return Status();
-  if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
-    if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return Status();
-    return Status::invalid_argument(dir + " is not a cache; not deleting it");
+  if (!fs::exists(real, ec)) return Status::not_found("no cache at " + dir);
+  if (!fs::is_directory(real, ec)) {
+    return Status::invalid_argument(dir + " is not a directory, so not a cache");
   }
-  rocksdb::Options options;
-  Status st = from_rocks(rocksdb::DestroyDB(dir, options), "deleting cache " + dir);
+  if (looks_like_a_database(real)) {
+    return Status::corruption("cache " + dir + " is damaged: its CURRENT file is missing");
+  }
+  return Status::not_found(dir + " is not a cache (no CURRENT file)");
+}
+
+// Makes a new, empty cache at `real`: created whole in a staging directory of this process,
+// marked, then renamed into place, so that a kill never leaves a half-made cache and two
+// processes creating the same cache never touch each other's files. When another process
+// wins the race, its cache is left as it is and opened by the caller.
+Status create_cache(const std::string& dir, const std::string& real,
+                    const std::function<rocksdb::Status(const std::string&)>& create_db) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(real);
+  fs::create_directories(target.parent_path(), ec);
+  if (ec) return Status::io_error("cannot create " + target.parent_path().string() + ": " + ec.message());
+  fs::path staging;
+  for (int attempt = 0;; ++attempt) {
+    staging = target.parent_path() / ("." + target.filename().string() + ".recycle-creating-" +
+                                      std::to_string(::getpid()) + "-" + std::to_string(attempt));
+    if (fs::create_directory(staging, ec)) break;  // false when it exists: not ours, try another
+    if (ec) return Status::io_error("cannot create " + staging.string() + ": " + ec.message());
+  }
+  auto discard = [&] { fs::remove_all(staging, ec); };  // only the directory made above
+  const rocksdb::Status s = create_db(staging.string());
+  if (!s.ok()) {
+    discard();
+    return from_rocks(s, "cannot create cache " + dir);
+  }
+  Status st = write_cache_marker(staging.string());
+  if (!st.ok()) {
+    discard();
+    return st;
+  }
+  // rename(2) replaces an empty directory (one the user made) but never a non-empty one.
+  fs::rename(staging, target, ec);
+  if (ec) {
+    discard();
+    if (fs::exists(target / "CURRENT")) return Status();  // another process made it first
+    if (fs::exists(target)) {
+      return Status::invalid_argument(dir + " exists and is not a cache; not writing into it");
+    }
+    return Status::io_error("cannot create cache " + dir + ": " + ec.message());
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status ActivationStore::destroy(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string real;
+  bool link = false;
+  Status st = resolve_cache_path(dir, &real, &link);
   if (!st.ok()) return st;
-  fs::remove(dir, ec);  // only succeeds when empty; anything else the user put there stays
+  std::error_code ec;
+  if (!fs::exists(real, ec)) return Status();
+  if (fs::is_directory(real, ec) && fs::is_empty(real, ec)) return Status();
+  // Nothing is deleted until the directory is known to be a cache: its marker, or (caches made
+  // before the marker) a manifest that reads back.
+  if (!has_cache_marker(real)) {
+    bool legacy = false;
+    if (fs::exists(fs::path(real) / "CURRENT", ec)) {
+      StoreOptions ro;
+      ro.read_only = true;
+      std::unique_ptr<ActivationStore> store;
+      Manifest m;
+      legacy = open(dir, ro, &store).ok() && store->read_manifest(&m).ok();
+    }
+    if (!legacy) {
+      return Status::invalid_argument(dir + " is not a recycle cache (no " + kCacheMarkerName +
+                                      " marker, no manifest); not deleting anything in it");
+    }
+  }
+  OpenLock lock;
+  st = OpenLock::acquire(real, /*exclusive=*/true, kOpenLockSeconds, &lock);
+  if (!st.ok()) return st;
+  const rocksdb::Status s = rocksdb::DestroyDB(real, rocksdb::Options());
+  if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
+  st = from_rocks(s, "deleting cache " + dir);
+  if (!st.ok()) return st;
+  fs::remove(fs::path(real) / kCacheMarkerName, ec);
+  // The directory goes too when empty (anything else the user put there stays), except the
+  // target of a link, which stays for the link to lead to.
+  if (!link) fs::remove(real, ec);
   return Status();
 }
 
@@ -120,20 +221,25 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   Status st;
   const rocksdb::CompressionType compression = compression_of(options.compression, &st);
   if (!st.ok()) return st;
+  std::string real;
+  st = resolve_cache_path(dir, &real);
+  if (!st.ok()) return st;
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (options.read_only || !options.create_if_missing) {
-    if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
-      return Status::not_found("no cache at " + dir);
-    }
+  const bool exists = fs::exists(fs::path(real) / "CURRENT", ec);
+  if (!exists && (options.read_only || !options.create_if_missing)) {
+    return no_cache_status(dir, real);
   }
 
   rocksdb::DBOptions db_options;
-  db_options.create_if_missing = options.create_if_missing && !options.read_only;
+  db_options.create_if_missing = false;
   db_options.create_missing_column_families = !options.read_only;
   db_options.paranoid_checks = true;
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 3;
+  // Every table file is opened when the cache is opened, so a reader's view never depends on
+  // a file that a writer deletes later.
+  db_options.max_open_files = -1;
 
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   auto cf_options = [&](bool records) {
@@ -153,67 +259,82 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
       {"samples", cf_options(false)},
   };
 
-  auto open_db = [&](const std::string& path, bool read_only, ActivationStore* store,
-                     rocksdb::DB** db) {
-    store->handles_.clear();
-    return read_only ? rocksdb::DB::OpenForReadOnly(db_options, path, cfs, &store->handles_, db)
-                     : rocksdb::DB::Open(db_options, path, cfs, &store->handles_, db);
-  };
+  if (!exists) {
+    st = create_cache(dir, real, [&](const std::string& path) {
+      rocksdb::DBOptions create = db_options;
+      create.create_if_missing = true;
+      std::vector<rocksdb::ColumnFamilyHandle*> handles;
+      rocksdb::DB* fresh = nullptr;
+      rocksdb::Status s = rocksdb::DB::Open(create, path, cfs, &handles, &fresh);
+      if (!s.ok()) return s;
+      for (auto* h : handles) fresh->DestroyColumnFamilyHandle(h);
+      s = fresh->Close();
+      delete fresh;
+      return s;
+    });
+    if (!st.ok()) return st;
+  }
 
   std::unique_ptr<ActivationStore> store(new ActivationStore());
   store->dir_ = dir;
+  store->real_dir_ = real;
   store->read_only_ = options.read_only;
+  // Readers open under the shared open lock, writers under the exclusive one: a reader never
+  // opens while a writer opens (RocksDB's recovery deletes old WAL files), closes or deletes
+  // the cache. While a writer is open it keeps RocksDB from deleting any file (below), so the
+  // files a reader's open lists stay whole: it replays a whole prefix of the write batches.
+  OpenLock lock;
+  st = OpenLock::acquire(real, /*exclusive=*/!options.read_only, kOpenLockSeconds, &lock);
+  if (!st.ok()) return st;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s;
   if (options.read_only) {
-    // A writer may delete an old WAL or SST file while this instance opens (after a flush or
-    // a compaction): retry a few times before calling it an error.
+    // Retries cover file systems that report a transient error; the open lock already keeps
+    // this process's writers from deleting files under the open.
     for (int attempt = 0; attempt < 20; ++attempt) {
-      s = open_db(dir, true, store.get(), &db);
+      store->handles_.clear();
+      s = rocksdb::DB::OpenForReadOnly(db_options, real, cfs, &store->handles_, &db);
       if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   } else {
-    if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
-      // A new cache is made whole in a sibling directory, then renamed into place, so that a
-      // kill during creation never leaves a half-made cache behind.
-      if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
-        return Status::invalid_argument(dir + " exists and is not a cache; not writing into it");
+    s = rocksdb::DB::Open(db_options, real, cfs, &store->handles_, &db);
+    if (s.ok()) {
+      store->db_.reset(db);
+      s = db->DisableFileDeletions();
+      if (s.ok() && !has_cache_marker(real)) {
+        st = write_cache_marker(real);  // a cache made before the marker existed
+        if (!st.ok()) return st;
       }
-      const fs::path parent = fs::absolute(dir).parent_path();
-      fs::create_directories(parent, ec);
-      if (ec) return Status::io_error("cannot create " + parent.string() + ": " + ec.message());
-      const std::string staging = dir + ".creating";
-      fs::remove_all(staging, ec);
-      ActivationStore scratch;
-      rocksdb::DB* fresh = nullptr;
-      s = open_db(staging, false, &scratch, &fresh);
-      if (!s.ok()) return from_rocks(s, "cannot create cache " + dir);
-      for (auto* h : scratch.handles_) fresh->DestroyColumnFamilyHandle(h);
-      scratch.handles_.clear();
-      s = fresh->Close();
-      delete fresh;
-      if (!s.ok()) return from_rocks(s, "cannot create cache " + dir);
-      fs::remove(dir, ec);  // an empty directory the user made
-      fs::rename(staging, dir, ec);
-      if (ec) return Status::io_error("cannot create cache " + dir + ": " + ec.message());
     }
-    s = open_db(dir, false, store.get(), &db);
   }
+  if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
   if (s.IsInvalidArgument() && s.ToString().find("Column family not found") != std::string::npos) {
     return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
   }
   if (!s.ok()) return from_rocks(s, "cannot open cache " + dir);
-  store->db_.reset(db);
+  if (!store->db_) store->db_.reset(db);
   *out = std::move(store);
   return Status();
 }
 
 ActivationStore::~ActivationStore() {
-  if (db_) {
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-    db_->Close();
+  if (!db_) return;
+  OpenLock lock;
+  if (!read_only_ &&
+      OpenLock::acquire(real_dir_, /*exclusive=*/true, kOpenLockSeconds, &lock).ok()) {
+    // Files made obsolete while this writer ran (old WAL files, compaction inputs) go now,
+    // while no reader is opening; without the lock they stay until the next writer's open.
+    db_->EnableFileDeletions(/*force=*/true);
   }
+  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+  db_->Close();
+  db_.reset();
+}
+
+std::string ActivationStore::other_writer() const {
+  if (!read_only_ || writer_pid(real_dir_) == 0) return "";
+  return writer_lock_message(dir_, real_dir_);
 }
 
 Status ActivationStore::read_manifest(Manifest* out) const {
@@ -287,6 +408,19 @@ Status ActivationStore::read_index(const std::string& split, std::vector<IndexEn
   return from_rocks(it->status(), "reading the samples index of split " + split);
 }
 
+Status ActivationStore::read_split_index(const std::string& split, const SplitInfo& info,
+                                         std::vector<IndexEntry>* out) const {
+  Status st = read_index(split, out);
+  if (!st.ok()) return st;
+  const int64_t n = static_cast<int64_t>(out->size());
+  if ((info.complete && n != info.samples) || n > info.samples) {
+    return Status::corruption("split " + split + " of cache " + dir_ + " has " +
+                              std::to_string(n) + " index entries, its manifest says " +
+                              std::to_string(info.samples));
+  }
+  return Status();
+}
+
 Status ActivationStore::for_each_record(
     const std::function<bool(const Key&, std::string_view)>& fn) const {
   rocksdb::ReadOptions ro;
@@ -310,7 +444,7 @@ Status ActivationStore::verify_files() const {
 uint64_t ActivationStore::disk_bytes() const {
   uint64_t total = 0;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(real_dir_, ec)) {
     const std::string ext = entry.path().extension().string();
     if (ext == ".sst" || ext == ".log") total += entry.file_size(ec);
   }
@@ -329,6 +463,14 @@ Status ActivationStore::flush() {
   if (read_only_) return Status();
   rocksdb::FlushOptions fo;
   return from_rocks(db_->Flush(fo, handles_), "flushing cache " + dir_);
+}
+
+Status ActivationStore::compact_records() {
+  if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
+  rocksdb::CompactRangeOptions co;
+  co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return from_rocks(db_->CompactRange(co, handles_[kRecords], nullptr, nullptr),
+                    "compacting cache " + dir_);
 }
 
 }  // namespace recycle

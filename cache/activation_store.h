@@ -10,7 +10,13 @@
 //
 // Thread safety: all const methods may be called from many threads at once. Open read-only
 // for training and inspection; many read-only instances may share a directory with one
-// writer.
+// writer, in other processes too. A read-only instance is a point-in-time view: it sees a
+// whole prefix of the writer's batches as they were when it opened, never a part of one.
+// How: writers open, close and delete under an exclusive lock on the directory, readers open
+// under a shared one, and a writer keeps RocksDB from deleting files while it is open (see
+// cache/cache_dir.h). RocksDB's own LOCK file admits one writer; a second gets an IOError
+// naming the lock and the process that holds it. Cache paths are resolved through symbolic
+// links; a dangling link is refused.
 #pragma once
 
 #include <functional>
@@ -54,6 +60,7 @@ class ActivationStore {
     explicit Batch(const ActivationStore& store);
     ~Batch();
     void put_record(const Key& key, std::string_view record);
+    void delete_record(const Key& key);
     // Throws std::invalid_argument for a negative position.
     void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
     // Deletes the split's index entries at positions >= from (every entry when from <= 0).
@@ -78,6 +85,9 @@ class ActivationStore {
   ActivationStore& operator=(const ActivationStore&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // When another process holds the cache's writer lock: a message naming it and the lock
+  // (see writer_lock_message in cache/cache_dir.h); else "".
+  std::string other_writer() const;
   bool read_only() const { return read_only_; }
 
   // NotFound when the cache has no manifest yet (a new cache).
@@ -93,6 +103,10 @@ class ActivationStore {
 
   // The split's index in position order. An empty vector when the split has none.
   Status read_index(const std::string& split, std::vector<IndexEntry>* out) const;
+  // read_index, checked against the manifest's account of the split: Corruption when a
+  // complete split has another number of entries than info.samples, or any split more.
+  Status read_split_index(const std::string& split, const SplitInfo& info,
+                          std::vector<IndexEntry>* out) const;
 
   // Calls fn for every record in key order until fn returns false. Stops with the iterator's
   // status (Corruption when a block fails its checksum).
@@ -107,9 +121,12 @@ class ActivationStore {
   Status write(Batch* batch, bool sync = false);
   // Flushes memtables to SST files (used at the end of a build).
   Status flush();
+  // Compacts the records column family, dropping what deletes left behind.
+  Status compact_records();
 
-  // Deletes the cache in `dir` (RocksDB's DestroyDB, then the directory if it is empty).
-  // Refuses a non-empty directory that is not a cache.
+  // Deletes the cache in `dir` (RocksDB's DestroyDB and the marker, then the directory if it
+  // is empty). Refuses, deleting nothing, a non-empty directory that is not recognised as a
+  // cache (see cache/cache_dir.h), and a cache another process writes.
   static Status destroy(const std::string& dir);
 
   // Checks a split name: 1-64 characters of [A-Za-z0-9._-].
@@ -117,7 +134,8 @@ class ActivationStore {
 
  private:
   ActivationStore() = default;
-  std::string dir_;
+  std::string dir_;       // as the caller named it, for messages
+  std::string real_dir_;  // with symbolic links followed
   bool read_only_ = false;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples

@@ -18,6 +18,7 @@ std::string Manifest::to_json_string(int indent) const {
   j["keyer"] = keyer;
   j["codec"] = codec;
   j["preprocess"] = preprocess;
+  if (!input_shape.empty()) j["input_shape"] = input_shape;
   j["record_shapes"] = record_shapes;
   j["class_names"] = class_names;
   j["classifier"] = classifier;
@@ -69,11 +70,21 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
     m.keyer = j.at("keyer").get<std::string>();
     m.codec = j.at("codec").get<std::string>();
     m.preprocess = j.at("preprocess").get<std::string>();
+    auto read_shape = [](const json& shape, std::vector<int64_t>* dims) {
+      if (!shape.is_array()) return false;
+      for (const json& d : shape) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 1) return false;
+        dims->push_back(d.get<int64_t>());
+      }
+      return true;
+    };
+    if (j.contains("input_shape") && !read_shape(j.at("input_shape"), &m.input_shape)) {
+      return Status::corruption("manifest: the input shape is not positive integers");
+    }
     for (const json& shape : j.at("record_shapes")) {
       std::vector<int64_t> dims;
-      for (const json& d : shape) {
-        if (!d.is_number_integer()) return Status::corruption("manifest: a record shape is not integers");
-        dims.push_back(d.get<int64_t>());
+      if (!read_shape(shape, &dims)) {
+        return Status::corruption("manifest: a record shape is not positive integers");
       }
       m.record_shapes.push_back(dims);
     }
@@ -116,13 +127,23 @@ std::vector<std::string> Manifest::identity_differences(const Manifest& requeste
   check("keyer", keyer, requested.keyer);
   check("codec", codec, requested.codec);
   check("preprocessing", preprocess, requested.preprocess);
+  if (!input_shape.empty() && !requested.input_shape.empty()) {
+    check("input shape", shape_string(input_shape), shape_string(requested.input_shape));
+  }
   return out;
 }
 
-std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences) {
+std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences,
+                             const std::string& hint) {
   std::string msg = "cache " + dir + " was built for another setup: ";
   for (size_t i = 0; i < differences.size(); ++i) msg += (i ? "; " : "") + differences[i];
-  return msg + " (use --rebuild to start over)";
+  return msg + " (" + hint + ")";
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s.empty() ? "()" : s;
 }
 
 }  // namespace recycle

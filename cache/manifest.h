@@ -31,6 +31,9 @@ struct Manifest {
   std::string keyer;        // keyer spec
   std::string codec;        // codec name
   std::string preprocess;   // input preprocessing spec
+  // Shape of one input sample (e.g. {1, 28, 28}). Empty in caches made before it was stored;
+  // such a cache is checked by its record shapes instead.
+  std::vector<int64_t> input_shape;
 
   // Contents.
   std::vector<std::vector<int64_t>> record_shapes;  // per sample, per tensor in a record
@@ -52,8 +55,13 @@ struct Manifest {
   std::vector<std::string> identity_differences(const Manifest& requested) const;
 };
 
-// "cache DIR was built for another setup: A; B (use --rebuild to start over)", for the
-// lines identity_differences() returned.
-std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences);
+// "cache DIR was built for another setup: A; B (HINT)", for the lines
+// identity_differences() returned; the hint says what the calling tool offers, e.g.
+// "use --rebuild to start over".
+std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences,
+                             const std::string& hint);
+
+// "2x7x7": a shape for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
 
 }  // namespace recycle

@@ -31,7 +31,13 @@ bool OrderedSource::next(int64_t max, torch::Tensor* inputs, torch::Tensor* labe
 CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manifest,
                              const std::string& split, const torch::Device& device)
     : store_(store), device_(device) {
-  const Status st = store.read_index(split, &entries_);
+  const auto info = manifest.splits.find(split);
+  if (info == manifest.splits.end()) {
+    throw std::runtime_error("cache " + store.dir() + " has no split '" + split + "'");
+  }
+  // A complete split whose index count differs from its manifest is refused, never trained
+  // on in part.
+  const Status st = store.read_split_index(split, info->second, &entries_);
   st.throw_if_error();
   if (entries_.empty()) throw std::runtime_error("cache split " + split + " has no samples");
   if (manifest.record_shapes.size() != 1) {

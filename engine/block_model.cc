@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/zip_checksums.h"
 #include "keyers/content_hasher.h"
 
 namespace recycle {
@@ -164,6 +165,7 @@ void save_block_model(const BlockModel& model, const std::string& path) {
 }
 
 BlockModel load_block_model(const std::string& path, const ModelSpec* expected) {
+  verify_zip_checksums(path);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -201,7 +203,17 @@ int64_t prefix_blocks_for_ratio(const BlockModel& model, double ratio) {
     throw std::invalid_argument("recycle ratio must be between 0 and 1, got " +
                                 std::to_string(ratio));
   }
-  return static_cast<int64_t>(std::llround(ratio * static_cast<double>(model.num_blocks())));
+  const double exact = ratio * static_cast<double>(model.num_blocks());
+  const int64_t blocks = static_cast<int64_t>(std::llround(exact));
+  if (std::abs(exact - static_cast<double>(blocks)) > 1e-6) {
+    std::ostringstream msg;
+    msg << "--recycle " << ratio << " falls between blocks: this model has "
+        << model.num_blocks() << " blocks, so a ratio is a multiple of 1/" << model.num_blocks()
+        << " (0.25, 0.5 and 0.75 end at stage boundaries); or name the last frozen block with "
+           "--split-at";
+    throw std::invalid_argument(msg.str());
+  }
+  return blocks;
 }
 
 int64_t prefix_blocks_for_name(const BlockModel& model, const std::string& name) {

@@ -21,19 +21,20 @@ int build_main(int argc, char** argv) {
   app.add_option("--codec", o.codec, "how records store activations")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
-  app.add_option("--cache", o.cache_dir, "cache directory (created when missing)")->required();
+  add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
+      ->required();
   app.add_option("--batch", o.batch, "samples per prefix forward and write batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
   app.add_option("--threads", o.threads, "threads (0 = every core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--seed", o.model.seed, "initialisation seed when there are no --weights")
-      ->capture_default_str();
+  add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
+    refuse_width_beside_weights(app);
     if (o.recycle < 0 && o.split_at.empty()) {
       throw std::invalid_argument("give --recycle R or --split-at BLOCK");
     }

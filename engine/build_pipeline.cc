@@ -63,6 +63,7 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec,
   m.keyer = keyer_spec;
   m.codec = codec_name(codec);
   m.preprocess = preprocess_spec();
+  m.input_shape = data.item_shape;
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape = {1};
   shape.insert(shape.end(), data.item_shape.begin(), data.item_shape.end());
@@ -128,11 +129,21 @@ BuildReport run_build(const BuildOptions& o) {
   const Status have = store->read_manifest(&stored);
   if (have.ok()) {
     const auto diffs = stored.identity_differences(manifest);
-    if (!diffs.empty()) throw std::runtime_error(mismatch_message(o.cache_dir, diffs));
+    if (!diffs.empty()) {
+      throw std::runtime_error(mismatch_message(o.cache_dir, diffs, "use --rebuild to start over"));
+    }
     if (stored.class_names != manifest.class_names) {
       throw std::runtime_error("cache " + o.cache_dir +
                                " holds other classes than this data (check --classes)");
     }
+    // Caches made before the input shape was stored are checked by their record shapes.
+    if (stored.record_shapes != manifest.record_shapes) {
+      throw std::runtime_error("cache " + o.cache_dir + " stores records of shape " +
+                               shape_string(stored.record_shapes.at(0)) + ", this prefix makes " +
+                               shape_string(manifest.record_shapes.at(0)) + " from inputs of " +
+                               shape_string(manifest.input_shape) + " (use --rebuild to start over)");
+    }
+    if (stored.input_shape.empty()) stored.input_shape = manifest.input_shape;
     manifest = stored;
   } else if (have.is_not_found()) {
     first.put_blob("head", module_to_bytes(*pm.split.head));
@@ -219,6 +230,13 @@ BuildReport run_build(const BuildOptions& o) {
         torch::Tensor out = pm.split.prefix->forward(image_batch(data, compute_pos.data(), m, device))
                                 .to(torch::kCPU, torch::kFloat32)
                                 .contiguous();
+        // Records are cut from this buffer by the manifest's shape: check it every time.
+        if (out.dim() < 1 || out.size(0) != m ||
+            out.sizes().slice(1).vec() != manifest.record_shapes[0]) {
+          throw std::runtime_error("the prefix made outputs of shape " +
+                                   shape_string(out.sizes().vec()) + ", the cache's records are " +
+                                   shape_string(manifest.record_shapes[0]) + " per sample");
+        }
         const float* base = out.data_ptr<float>();
         std::vector<std::string> records(m);
 #pragma omp parallel for schedule(static)

@@ -1,8 +1,12 @@
 #include "engine/cli_common.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
+#include <sstream>
 
 namespace recycle {
 
@@ -18,7 +22,16 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     return 2;
   }
   try {
-    return body();
+    const int code = body();
+    // Output that did not reach its destination (a full disk, a closed stdout) is a failure.
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const int err = errno;
+      std::cerr << tool << ": error: could not write the output to standard output"
+                << (err ? std::string(": ") + std::strerror(err) : std::string()) << std::endl;
+      return 1;
+    }
+    return code;
   } catch (const std::invalid_argument& e) {
     std::cerr << tool << ": " << e.what() << std::endl;
     return 2;
@@ -42,6 +55,47 @@ void add_data_flags(CLI::App& app, DatasetOptions* data) {
       ->capture_default_str();
 }
 
+const CLI::Validator kNotEmpty(
+    [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
+    "NOT EMPTY");
+
+CLI::Validator positive_up_to(double max) {
+  return CLI::Validator(
+      [max](std::string& value) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v) || !(v > 0) || v > max) {
+          std::ostringstream msg;
+          msg << "must be a number above 0 and at most " << max << ", got " << value;
+          return msg.str();
+        }
+        return std::string();
+      },
+      "POSITIVE");
+}
+
+CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help) {
+  return app.add_option("--cache", *dir, help)->check(kNotEmpty);
+}
+
+CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& help) {
+  const CLI::Validator whole_number(
+      [](std::string& value) {
+        const bool digits = !value.empty() && value.size() <= 19 &&
+                            value.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string()
+                      : "must be a whole number from 0 to 10^19-1, got " + value;
+      },
+      "SEED");
+  return app.add_option("--seed", *seed, help)->check(whole_number)->capture_default_str();
+}
+
+void refuse_width_beside_weights(const CLI::App& app) {
+  if (app.count("--width") && app.count("--weights")) {
+    throw std::invalid_argument("--width applies only without --weights (the weights file sets "
+                                "the width)");
+  }
+}
+
 void add_model_flags(CLI::App& app, ModelOptions* model) {
   app.add_option("--model", model->arch, "model architecture")
       ->check(CLI::IsMember({"resnet18"}))
@@ -50,7 +104,8 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}))
       ->capture_default_str();
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->check(kNotEmpty);
 }
 
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/regular_file.h"
+
 namespace recycle {
 namespace {
 
@@ -69,6 +71,7 @@ IdxArray read_idx_file(const std::string& path, int expected_ndim) {
     throw std::invalid_argument("read_idx_file: expected_ndim must be in 1..255, got " +
                                 std::to_string(expected_ndim));
   }
+  require_regular_file(path);
   errno = 0;
   GzHandle file(gzopen(path.c_str(), "rb"));
   if (!file) {

@@ -1,5 +1,6 @@
 #include "engine/inspect.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -26,6 +27,7 @@ std::string InspectReport::to_json() const {
                       {"record_shapes", manifest.record_shapes},
                       {"classes", manifest.class_names},
                       {"records", manifest.records},
+                      {"orphans", orphans},
                       {"record_bytes", manifest.record_bytes},
                       {"bytes", disk_bytes},
                       {"splits", splits},
@@ -53,7 +55,9 @@ std::string InspectReport::to_text() const {
       << "codec      " << manifest.codec << "\n"
       << "classes    " << manifest.class_names.size() << "\n"
       << "records    " << manifest.records << " (" << manifest.record_bytes
-      << " bytes encoded, " << disk_bytes << " bytes on disk)\n";
+      << " bytes encoded, " << disk_bytes << " bytes on disk)\n"
+      << "orphans    " << orphans << " records no index entry points to"
+      << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
   for (const auto& [name, s] : manifest.splits) {
     out << "split      " << name << ": " << s.samples << " samples, " << s.unique << " unique, "
         << (s.complete ? "complete" : "INCOMPLETE") << " (" << s.data << ")\n";
@@ -66,6 +70,23 @@ std::string InspectReport::to_text() const {
   return out.str();
 }
 
+namespace {
+
+// Every key the manifest's splits point to. Problems with an index go to `problems`.
+std::unordered_set<Key, KeyHash> referenced_keys(const ActivationStore& store, const Manifest& m,
+                                                 std::vector<std::string>* problems) {
+  std::unordered_set<Key, KeyHash> keys;
+  for (const auto& [name, info] : m.splits) {
+    std::vector<IndexEntry> entries;
+    const Status st = store.read_split_index(name, info, &entries);
+    if (!st.ok()) problems->push_back("split " + name + ": " + st.to_string());
+    for (const IndexEntry& e : entries) keys.insert(e.key);
+  }
+  return keys;
+}
+
+}  // namespace
+
 InspectReport inspect_cache(const std::string& dir, bool verify) {
   StoreOptions so;
   so.read_only = true;
@@ -77,10 +98,14 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
   st = store->read_manifest(&report.manifest);
   st.throw_if_error();
   report.disk_bytes = store->disk_bytes();
+  const Manifest& m = report.manifest;
+  std::vector<std::string> index_problems;
+  const std::unordered_set<Key, KeyHash> referenced = referenced_keys(*store, m, &index_problems);
+  report.orphans = std::max<int64_t>(0, m.records - static_cast<int64_t>(referenced.size()));
   if (!verify) return report;
 
   report.verified = true;
-  const Manifest& m = report.manifest;
+  report.orphans = 0;
   st = store->verify_files();
   if (!st.ok()) report.problems.push_back("file check: " + st.to_string());
 
@@ -89,6 +114,7 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
   st = store->for_each_record([&](const Key& key, std::string_view bytes) {
     ++report.checked;
     keys.insert(key);
+    if (!referenced.count(key)) ++report.orphans;
     Status rs = parse_record(bytes, &parts);
     if (rs.ok()) {
       std::vector<std::vector<int64_t>> shapes;
@@ -109,17 +135,10 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +
                               " records, its manifest says " + std::to_string(m.records));
   }
+  report.problems.insert(report.problems.end(), index_problems.begin(), index_problems.end());
   for (const auto& [name, info] : m.splits) {
     std::vector<IndexEntry> entries;
-    st = store->read_index(name, &entries);
-    if (!st.ok()) {
-      report.problems.push_back("split " + name + ": " + st.to_string());
-      continue;
-    }
-    if (info.complete && static_cast<int64_t>(entries.size()) != info.samples) {
-      report.problems.push_back("split " + name + " has " + std::to_string(entries.size()) +
-                                " index entries, its manifest says " + std::to_string(info.samples));
-    }
+    if (!store->read_index(name, &entries).ok()) continue;  // reported above
     int64_t missing = 0;
     for (const IndexEntry& e : entries) {
       if (!keys.count(e.key)) ++missing;
@@ -134,6 +153,52 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
                                 " index entries point to no record");
     }
   }
+  return report;
+}
+
+std::string CompactReport::to_json() const {
+  return nlohmann::json{{"removed", removed}, {"removed_bytes", removed_bytes}, {"records", records}}
+      .dump();
+}
+
+CompactReport compact_cache(const std::string& dir) {
+  StoreOptions so;
+  so.create_if_missing = false;
+  std::unique_ptr<ActivationStore> store;
+  ActivationStore::open(dir, so, &store).throw_if_error();
+  Manifest m;
+  store->read_manifest(&m).throw_if_error();
+  std::vector<std::string> problems;
+  const std::unordered_set<Key, KeyHash> referenced = referenced_keys(*store, m, &problems);
+  if (!problems.empty()) {
+    throw std::runtime_error("not compacting cache " + dir + ": " + problems[0]);
+  }
+  CompactReport report;
+  std::vector<std::pair<Key, int64_t>> orphans;
+  store->for_each_record([&](const Key& key, std::string_view bytes) {
+         if (!referenced.count(key)) orphans.emplace_back(key, static_cast<int64_t>(bytes.size()));
+         return true;
+       })
+      .throw_if_error();
+  constexpr size_t kPerBatch = 1024;
+  for (size_t begin = 0; begin < orphans.size(); begin += kPerBatch) {
+    ActivationStore::Batch batch(*store);
+    int64_t bytes = 0;
+    for (size_t i = begin; i < std::min(orphans.size(), begin + kPerBatch); ++i) {
+      batch.delete_record(orphans[i].first);
+      bytes += orphans[i].second;
+    }
+    report.removed += static_cast<int64_t>(batch.count());
+    report.removed_bytes += bytes;
+    // Counts change in the same batch as the records, so a kill leaves them consistent.
+    m.records -= static_cast<int64_t>(batch.count());
+    m.record_bytes = std::max<int64_t>(0, m.record_bytes - bytes);
+    batch.put_manifest(m);
+    store->write(&batch).throw_if_error();
+  }
+  store->flush().throw_if_error();
+  store->compact_records().throw_if_error();
+  report.records = m.records;
   return report;
 }
 

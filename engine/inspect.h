@@ -17,6 +17,9 @@ struct InspectReport {
   bool verified = false;
   int64_t checked = 0;   // records read and checked (verify only)
   int64_t corrupt = 0;   // records that failed a check (verify only)
+  // Records no index entry points to (left by rebuilding a split with fewer samples): counted
+  // from the records themselves with verify, else from the manifest's record count.
+  int64_t orphans = 0;
   std::vector<std::string> problems;  // one line each: which record, file or index entry
   bool ok() const { return problems.empty(); }
   std::string to_json() const;  // one line
@@ -25,5 +28,16 @@ struct InspectReport {
 
 // Throws std::runtime_error when the cache cannot be opened or has no readable manifest.
 InspectReport inspect_cache(const std::string& dir, bool verify);
+
+struct CompactReport {
+  int64_t removed = 0;        // orphan records deleted
+  int64_t removed_bytes = 0;  // their encoded bytes
+  int64_t records = 0;        // records left
+  std::string to_json() const;
+};
+
+// Deletes the records no split's index points to, fixes the manifest's counts and compacts
+// the records' files. Opens the cache as its writer: refused while a build holds it.
+CompactReport compact_cache(const std::string& dir);
 
 }  // namespace recycle

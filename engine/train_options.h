@@ -54,6 +54,7 @@ struct TrainReport {
   double test_acc = -1;             // -1 without evaluation
   int64_t test_samples = 0;
   double seconds = 0;               // wall time of run_train
+  std::vector<std::string> notes;   // what the user should know, e.g. no evaluation
   std::string to_json() const;      // one line
 };
 

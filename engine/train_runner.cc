@@ -22,6 +22,7 @@ std::string TrainReport::to_json() const {
                       {"epoch_loss", epoch_loss},
                       {"train_samples_per_s", train_samples_per_s},
                       {"test_samples", test_samples},
+                      {"notes", notes},
                       {"seconds", seconds}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
   return j.dump();
@@ -78,7 +79,11 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   want.prefix_blocks = split.prefix_blocks;
   want.total_blocks = split.total_blocks;
   const auto diffs = m.identity_differences(want);
-  if (!diffs.empty()) throw std::runtime_error(mismatch_message(o.cache_dir, diffs));
+  if (!diffs.empty()) {
+    throw std::runtime_error(mismatch_message(
+        o.cache_dir, diffs,
+        "give the --weights it was built from, or rebuild it with recycle-build --rebuild"));
+  }
 }
 
 TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device) {
@@ -89,19 +94,33 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   std::unique_ptr<ActivationStore> store;
   ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
   Manifest m;
-  store->read_manifest(&m).throw_if_error();
+  const Status have = store->read_manifest(&m);
+  if (have.is_not_found() && !store->other_writer().empty()) {
+    throw std::runtime_error("cache " + o.cache_dir + " is still being created: " +
+                             store->other_writer());
+  }
+  have.throw_if_error();
   check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
   auto split_info = [&](const std::string& split) -> const SplitInfo& {
     auto it = m.splits.find(split);
     if (it == m.splits.end()) {
+      const std::string writer = store->other_writer();
+      if (!writer.empty()) {
+        throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split + "' yet: " +
+                                 writer);
+      }
       std::string have;
       for (const auto& [name, info] : m.splits) have += (have.empty() ? "" : ", ") + name;
       throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split +
                                "' (it has: " + have + ")");
     }
     if (!it->second.complete && !o.allow_partial) {
+      const std::string writer = store->other_writer();
+      if (!writer.empty()) {
+        throw std::runtime_error("split '" + split + "' is incomplete: " + writer);
+      }
       throw std::runtime_error("split '" + split + "' of cache " + o.cache_dir +
                                " is incomplete (its build did not finish): rerun recycle-build, "
                                "or pass --allow-partial");
@@ -110,7 +129,14 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   };
   split_info(o.data.split);
   std::string eval_split = o.eval_split;
-  if (eval_split.empty()) eval_split = m.splits.count("test") ? "test" : "none";
+  if (eval_split.empty()) {
+    eval_split = m.splits.count("test") ? "test" : "none";
+    if (eval_split == "none") {
+      report.notes.push_back("cache " + o.cache_dir + " has no split 'test', so nothing is "
+                             "evaluated (build one with recycle-build --split test, or pass "
+                             "--eval-split none)");
+    }
+  }
   if (eval_split != "none") split_info(eval_split);
 
   // The head: the blocks after the split point and the classifier, initialised as the build
@@ -191,6 +217,10 @@ TrainReport run_train(const TrainOptions& o) {
   set_thread_count(o.threads);
   const torch::Device device(o.device);
   const bool from_cache = !o.cache_dir.empty();
+  if (from_cache && (o.data.limit != 0 || !o.data.classes.empty() || o.no_cache)) {
+    throw std::invalid_argument("--limit, --classes and --no-cache do not apply with --cache (the "
+                                "cache fixes the data; rebuild it to change them)");
+  }
   if (from_cache && !o.data.spec.empty()) {
     throw std::invalid_argument("give either --cache or --data, not both");
   }

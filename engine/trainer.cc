@@ -67,10 +67,18 @@ std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
       optimizer->zero_grad();
       torch::Tensor logits = module->forward(x);
       torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) {
+        throw std::runtime_error("the loss became " + std::to_string(loss_value) + " at epoch " +
+                                 std::to_string(epoch + 1) + ", step " +
+                                 std::to_string(step - epoch * steps_per_epoch) + " of " +
+                                 std::to_string(steps_per_epoch) +
+                                 ": training diverged (try a lower --lr)");
+      }
       loss.backward();
       optimizer->step();
       const int64_t n = y.size(0);
-      loss_sum += loss.item<double>() * n;
+      loss_sum += loss_value * n;
       correct += logits.argmax(1).eq(y).sum().item<int64_t>();
       seen += n;
       bar.advance(n);

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/regular_file.h"
+
 namespace recycle {
 namespace {
 
@@ -78,6 +80,7 @@ class LineReader {
  public:
   LineReader(const std::string& path, size_t max_line_bytes)
       : path_(path), max_line_bytes_(max_line_bytes), buffer_(kReadChunkBytes) {
+    require_regular_file(path);
     errno = 0;
     file_.reset(std::fopen(path.c_str(), "rb"));
     if (!file_) {

@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(diff.empty(), "identity changed: " + diff.front());
     FUZZ_CHECK(again.identity_differences(m).empty(), "identity changed (reverse)");
     FUZZ_CHECK(same_splits(m, again), "splits changed\n" + json);
-    FUZZ_CHECK(m.record_shapes == again.record_shapes && m.class_names == again.class_names &&
+    FUZZ_CHECK(m.record_shapes == again.record_shapes && m.input_shape == again.input_shape && m.class_names == again.class_names &&
                    m.classifier == again.classifier && m.records == again.records &&
                    m.record_bytes == again.record_bytes,
                "contents changed\n" + json);

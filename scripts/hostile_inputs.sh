@@ -90,6 +90,45 @@ case_ "another split point than the cache's" 1 "$good" "$bin/recycle-build" --da
 case_ "another keyer than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --keyer id --cache "$good"
 case_ "other weights than the cache's (another seed)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --seed 1 --cache "$good"
 
+# Second reliability round: identity, deletion, links, lost output, silent surprises, messages.
+"$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --epochs 1 \
+  --eval-split none --save-model "$work/enc.pt" >/dev/null 2>&1 \
+  || { echo "hostile_inputs: could not train the small encoder" >&2; exit 1; }
+mkdir -p "$work/shape32"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x28\x00\x00\x00\x20\x00\x00\x00\x20'; head -c 40960 /dev/urandom; } >"$work/shape32/t10k-images-idx3-ubyte.gz"
+{ printf '\x00\x00\x08\x01\x00\x00\x00\x28'; head -c 40 /dev/zero; } >"$work/shape32/t10k-labels-idx1-ubyte.gz"
+case_ "inputs of another shape (32x32 images into a 28x28 cache)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$work/shape32" --split test --recycle 0.5 --cache "$good"
+mkdir -p "$work/lookalike" && for f in CURRENT 000001.sst MANIFEST-000001 notes.txt; do echo mine >"$work/lookalike/$f"; done
+case_ "--rebuild on RocksDB-like file names beside the user's own files" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/lookalike"
+if [ "$(ls "$work/lookalike" | wc -l)" -ne 4 ]; then echo "FAIL: --rebuild deleted files that are not a cache's" >&2; failures=$((failures + 1)); fi
+ln -s "$work/nowhere" "$work/dangling"
+case_ "a dangling symbolic link as --cache" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --cache "$work/dangling"
+if [ -e "$work/nowhere" ] || [ ! -L "$work/dangling" ]; then echo "FAIL: the dangling link was replaced" >&2; failures=$((failures + 1)); fi
+case_ "--json into a full device (/dev/full)" 1 "$good" bash -c "\"$bin/recycle-inspect\" --cache \"$good\" --json >/dev/full"
+case_ "--json with stdout closed" 1 "$good" bash -c "\"$bin/recycle-inspect\" --cache \"$good\" --json >&-"
+case_ "recycle-train --cache with --limit (the cache fixes the data)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --limit 5
+case_ "recycle-train --cache with --classes" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --classes 1-2
+case_ "recycle-train --cache with --no-cache" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --no-cache
+case_ "recycle-train --cache with --width" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --width 8
+case_ "--width beside --weights" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --weights "$work/enc.pt" --width 8 --recycle 0.5 --cache "$work/w-cache"
+case_ "--recycle 0.3 (between blocks)" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.3 --cache "$work/r-cache"
+case_ "--seed -1" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --seed -1
+case_ "--lr 0" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 0
+case_ "--lr 1e308" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 1e308
+case_ "recycle-train --weights other than the cache's" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --weights "$work/enc.pt"
+cp "$work/enc.pt" "$work/bad.pt"; size=$(stat -c %s "$work/bad.pt")
+printf '\x55' | dd of="$work/bad.pt" bs=1 seek=$((size / 2)) conv=notrunc status=none
+case_ "weights with a flipped byte (zip CRC-32)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --weights "$work/bad.pt" --recycle 0.5 --cache "$work/crc-cache"
+cp -r "$good" "$work/nocurrent"; rm "$work/nocurrent/CURRENT"
+case_ "a cache whose CURRENT file is missing" 1 "$good" "$bin/recycle-inspect" --cache "$work/nocurrent"
+case_ "recycle-build --cache ''" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 0.5 --cache ''
+case_ "recycle-train --cache ''" 2 "$good" "$bin/recycle-train" --cache ''
+case_ "recycle-inspect --cache ''" 2 "$good" "$bin/recycle-inspect" --cache ''
+case_ "recycle-bench --ratios 0.3" 2 "$good" "$bin/recycle-bench" --ratios 0.3
+case_ "recycle-bench --samples 0" 2 "$good" "$bin/recycle-bench" --samples 0
+mkdir -p "$work/fifo" && mkfifo "$work/fifo/t10k-images-idx3-ubyte.gz" && cp "$fm/t10k-labels-idx1-ubyte.gz" "$work/fifo/"
+case_ "a FIFO in place of a data file" 1 "$good" timeout 120 "$bin/recycle-build" --data "fashion-mnist:$work/fifo" --split test --recycle 0.5 --cache "$work/fifo-cache"
+
 # A read-only cache directory and a full disk (small tmpfs filesystems).
 if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then
   mounts+=("$work/ro")

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cache/activation_store.h"
+#include "cache/cache_dir.h"
 #include "cache/record.h"
 #include "engine/batch_sources.h"
 #include "engine/inspect.h"
@@ -25,9 +26,7 @@ using recycle::Key;
 using recycle::Manifest;
 using recycle::testing::TempDir;
 
-bool have_fashion_mnist() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
-}
+using recycle::testing::have_fashion_mnist;
 
 std::vector<std::string> build_args(const std::string& cache, int64_t limit) {
   return {"--data", "fashion-mnist", "--split", "test", "--limit", std::to_string(limit),
@@ -217,12 +216,13 @@ TEST(Reliability, FlippedBytesAreDetectedAndNeverTrainedOn) {
   const torch::Tensor original = read_split(cache, "test");
 
   // Every file RocksDB reads data from. Its info LOG, LOCK, OPTIONS (a copy of the options
-  // used) and IDENTITY (a random id of the database) files hold no data of the cache.
+  // used) and IDENTITY (a random id of the database) files hold no data of the cache, nor does
+  // the RECYCLE-CACHE marker (only its presence counts).
   std::vector<std::pair<std::string, uintmax_t>> files;
   for (const auto& e : fs::directory_iterator(cache)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("LOG", 0) == 0 || name == "LOCK" || name.rfind("OPTIONS", 0) == 0 ||
-        name == "IDENTITY") {
+        name == "IDENTITY" || name == recycle::kCacheMarkerName) {
       continue;
     }
     if (e.file_size() > 0) files.emplace_back(name, e.file_size());
@@ -293,7 +293,7 @@ TEST(Reliability, ReadersDuringABuildSeeWholeRecordsOnly) {
   TempDir dir;
   const std::string cache = dir.file("cache");
   const pid_t pid = recycle::testing::spawn_tool("recycle-build", build_args(cache, 6000));
-  int reads = 0, records_seen = 0;
+  int reads = 0, records_seen = 0, complete_reads = 0;
   int code = 0;
   while (true) {
     int status = 0;
@@ -311,6 +311,12 @@ TEST(Reliability, ReadersDuringABuildSeeWholeRecordsOnly) {
       EXPECT_EQ(r.corrupt, 0);
       ++reads;
       records_seen = std::max<int>(records_seen, static_cast<int>(r.checked));
+      // As training reads it: a complete split is read whole, every time.
+      const auto split = r.manifest.splits.find("test");
+      if (split != r.manifest.splits.end() && split->second.complete) {
+        EXPECT_EQ(read_split(cache, "test").size(0), 6000);
+        ++complete_reads;
+      }
     } catch (const std::exception& e) {
       const std::string msg = e.what();
       // Before the first manifest write there is nothing to read yet.
@@ -318,7 +324,10 @@ TEST(Reliability, ReadersDuringABuildSeeWholeRecordsOnly) {
     }
   }
   EXPECT_EQ(code, 0);
-  std::cout << "readers during a build: " << reads << " verified reads, up to " << records_seen
+  // The finished cache, once more, as training reads it.
+  EXPECT_EQ(read_split(cache, "test").size(0), 6000);
+  std::cout << "readers during a build: " << reads << " verified reads (" << complete_reads
+            << " of them after the split was complete, read whole), up to " << records_seen
             << " records seen mid-build\n";
   EXPECT_GE(reads, 2);
 }

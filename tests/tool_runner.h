@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -56,12 +58,14 @@ inline int count_lines(const std::string& s) {
   return n;
 }
 
-// Starts a built tool in the background with output discarded; returns its pid.
-inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>& args) {
+// Starts a built tool in the background, its stdout and stderr to the files named (discarded
+// by default); returns its pid.
+inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>& args,
+                        const std::string& out = "/dev/null", const std::string& err = "/dev/null") {
   std::fflush(nullptr);  // else the child's freopen writes the parent's buffered output again
   const pid_t pid = fork();
   if (pid == 0) {
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
     const std::string path = tool_path(tool);
     std::vector<char*> argv = {const_cast<char*>(path.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -70,6 +74,22 @@ inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>&
     _exit(127);
   }
   return pid;
+}
+
+inline bool have_fashion_mnist() {
+  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+         std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
+}
+
+// Writes an IDX file of unsigned bytes (plain: the reader takes gzip or plain).
+inline void write_idx(const std::string& path, const std::vector<int32_t>& dims,
+                      const std::vector<uint8_t>& data) {
+  std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
+  for (int32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xFF));
+  }
+  bytes.append(data.begin(), data.end());
+  write_file(path, bytes);
 }
 
 // Waits for a spawned tool; returns its exit code, or -signal when a signal ended it.

@@ -15,13 +15,13 @@ using recycle::testing::count_lines;
 using recycle::testing::describe;
 using recycle::testing::ToolRun;
 
+using recycle::testing::write_idx;
+
 ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
   return recycle::testing::run_tool(dir, tool, args);
 }
 
-bool have_fashion_mnist() {
-  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
+using recycle::testing::have_fashion_mnist;
 
 // The transfer task in small: pretrain on classes 0-4, cache classes 5-9 at 50%, train the
 // head from the cache, and check everything the tools promise along the way.
@@ -137,17 +137,6 @@ TEST(Tools, TransferTaskEndToEnd) {
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["mode"], "frozen");
   EXPECT_GT(r.last["test_acc"].get<double>(), 0.7);
-}
-
-// Writes an IDX file (plain bytes: the reader takes gzip or plain).
-void write_idx(const std::string& path, const std::vector<int32_t>& dims,
-               const std::vector<uint8_t>& data) {
-  std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
-  for (int32_t d : dims) {
-    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xFF));
-  }
-  bytes.append(data.begin(), data.end());
-  recycle::testing::write_file(path, bytes);
 }
 
 TEST(Tools, DuplicateSamplesAreComputedOnce) {

@@ -1,0 +1,135 @@
+#include "cache/cache_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace recycle {
+
+namespace fs = std::filesystem;
+
+Status resolve_cache_path(const std::string& dir, std::string* real, bool* was_link) {
+  if (dir.empty()) return Status::invalid_argument("the cache path is empty");
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) return Status::invalid_argument("bad cache path " + dir + ": " + ec.message());
+  bool followed = false;
+  for (int hops = 0;; ++hops) {
+    if (hops > 40) return Status::invalid_argument("cache path " + dir + " is a loop of links");
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) break;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) return Status::invalid_argument("cannot read link " + p.string() + ": " + ec.message());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+    followed = true;
+  }
+  if (followed && !fs::exists(p, ec)) {
+    return Status::invalid_argument("cache path " + dir + " is a symbolic link to " + p.string() +
+                                    ", which does not exist (create it, or remove the link)");
+  }
+  const fs::path canonical = fs::weakly_canonical(p, ec);
+  if (ec) return Status::invalid_argument("bad cache path " + dir + ": " + ec.message());
+  *real = canonical.string();
+  if (was_link) *was_link = followed;
+  return Status();
+}
+
+bool has_cache_marker(const std::string& real_dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(real_dir) / kCacheMarkerName, ec);
+}
+
+Status write_cache_marker(const std::string& real_dir) {
+  const fs::path path = fs::path(real_dir) / kCacheMarkerName;
+  std::ofstream out(path, std::ios::trunc);
+  out << "recycle activation cache: RocksDB files and a manifest; manage it with the recycle "
+         "tools (recycle-build --rebuild deletes it)\n";
+  out.close();
+  if (!out) return Status::io_error("cannot write " + path.string());
+  return Status();
+}
+
+bool looks_like_a_database(const std::string& real_dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(real_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    if (name == "CURRENT" || name == kCacheMarkerName || name.rfind("MANIFEST-", 0) == 0 ||
+        name.rfind("OPTIONS-", 0) == 0 || ext == ".sst" || ext == ".log") {
+      return true;
+    }
+  }
+  return false;
+}
+
+long writer_pid(const std::string& real_dir) {
+  const std::string path = (fs::path(real_dir) / "LOCK").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock probe;
+  std::memset(&probe, 0, sizeof probe);
+  probe.l_type = F_WRLCK;  // RocksDB locks the whole file for writing with fcntl(F_SETLK)
+  probe.l_whence = SEEK_SET;
+  long pid = 0;
+  if (::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK) pid = probe.l_pid;
+  ::close(fd);
+  return pid;
+}
+
+std::string writer_lock_message(const std::string& dir, const std::string& real_dir) {
+  const long pid = writer_pid(real_dir);
+  const std::string who = pid > 0 ? "process " + std::to_string(pid) : "another writer";
+  return "cache " + dir + " is in use: " + who + " holds its writer lock " +
+         (fs::path(real_dir) / "LOCK").string() + " (is another build running? wait for it)";
+}
+
+OpenLock& OpenLock::operator=(OpenLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+Status OpenLock::acquire(const std::string& real_dir, bool exclusive, double timeout_seconds,
+                         OpenLock* out) {
+  out->release();
+  const int fd = ::open(real_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::io_error("cannot open " + real_dir + " to lock it: " + std::strerror(errno));
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_seconds);
+  while (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::io_error("cannot lock " + real_dir + ": " + why);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      return Status::io_error("cache " + real_dir + " stayed locked by another process for " +
+                              std::to_string(static_cast<int>(timeout_seconds)) +
+                              " s (the open lock, flock on the directory)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  out->fd_ = fd;
+  return Status();
+}
+
+void OpenLock::release() {
+  if (fd_ >= 0) {
+    ::close(fd_);  // closing the descriptor releases the flock
+    fd_ = -1;
+  }
+}
+
+}  // namespace recycle

@@ -1,0 +1,65 @@
+// CacheDir: what a cache is on disk apart from RocksDB's own files.
+//
+// - Path: a cache path is resolved through symbolic links before anything is read, written or
+//   deleted; a link whose target does not exist is refused (nothing is created in its place).
+// - Marker: every cache holds a file named RECYCLE-CACHE. Caches made before the marker existed
+//   are recognised by a readable manifest instead. Nothing is ever deleted from a directory that
+//   is not recognised as a cache.
+// - Open lock: an flock(2) on the cache directory itself. Writers hold it exclusively while
+//   they open, close or delete a cache; readers hold it shared only while they open. Together
+//   with writers that keep RocksDB from deleting files while they run, a read-only open never
+//   sees files vanish under it (see ActivationStore).
+// - Writer lock: RocksDB's own LOCK file, held by the one process that writes the cache;
+//   writer_pid() tells who holds it, for error messages.
+//
+// Thread safety: the functions are safe to call from many threads; an OpenLock is owned by one.
+#pragma once
+
+#include <string>
+
+#include "cache/status.h"
+
+namespace recycle {
+
+constexpr const char* kCacheMarkerName = "RECYCLE-CACHE";
+
+// The real path of `dir` with every symbolic link followed (dir need not exist, but a link
+// in it must lead somewhere): InvalidArgument for a dangling link or a link loop. `followed`
+// (optional) tells whether dir itself was a link.
+Status resolve_cache_path(const std::string& dir, std::string* real, bool* followed = nullptr);
+
+bool has_cache_marker(const std::string& real_dir);
+Status write_cache_marker(const std::string& real_dir);
+
+// True when the directory holds files of a RocksDB database (CURRENT, MANIFEST-*, *.sst,
+// *.log, OPTIONS-*) or the marker: something that was, or is becoming, a cache.
+bool looks_like_a_database(const std::string& real_dir);
+
+// The pid of the process holding RocksDB's writer lock (DIR/LOCK), or 0 when no other
+// process holds it.
+long writer_pid(const std::string& real_dir);
+
+// "cache DIR is in use: process N holds its writer lock DIR/LOCK (is a build running?)".
+std::string writer_lock_message(const std::string& dir, const std::string& real_dir);
+
+class OpenLock {
+ public:
+  OpenLock() = default;
+  ~OpenLock() { release(); }
+  OpenLock(OpenLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  OpenLock& operator=(OpenLock&& other) noexcept;
+  OpenLock(const OpenLock&) = delete;
+  OpenLock& operator=(const OpenLock&) = delete;
+
+  // Waits up to timeout_seconds for the lock on the directory real_dir (which must exist).
+  // IOError naming the directory when it cannot be had in time.
+  static Status acquire(const std::string& real_dir, bool exclusive, double timeout_seconds,
+                        OpenLock* out);
+  void release();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace recycle
