@@ -115,8 +115,12 @@ namespace {
 // How long an open waits for another process to finish opening, closing or deleting the cache.
 constexpr double kOpenLockSeconds = 60.0;
 
+// RocksDB's own words when its LOCK file is held (env/fs_posix.cc): by another process, or
+// by this one.
 bool is_lock_error(const rocksdb::Status& s) {
-  return s.IsIOError() && s.ToString().find("lock") != std::string::npos;
+  const std::string text = s.ToString();
+  return s.IsIOError() && (text.find("While lock file") != std::string::npos ||
+                           text.find("lock hold by current process") != std::string::npos);
 }
 
 // Why `real` (the resolved `dir`) cannot be opened as a cache when it has no CURRENT file.
@@ -301,6 +305,7 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
     s = rocksdb::DB::Open(db_options, real, cfs, &store->handles_, &db);
     if (s.ok()) {
       store->db_.reset(db);
+      note_writer(real, true);
       s = db->DisableFileDeletions();
       if (s.ok() && !has_cache_marker(real)) {
         st = write_cache_marker(real);  // a cache made before the marker existed
@@ -330,6 +335,7 @@ ActivationStore::~ActivationStore() {
   for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
   db_->Close();
   db_.reset();
+  if (!read_only_) note_writer(real_dir_, false);
 }
 
 std::string ActivationStore::other_writer() const {
@@ -438,6 +444,13 @@ Status ActivationStore::for_each_record(
 }
 
 Status ActivationStore::verify_files() const {
+  // VerifyChecksum opens every table file again by name: a reader holds the shared open lock
+  // meanwhile, so that no writer's open or close deletes one of them in between.
+  OpenLock lock;
+  if (read_only_) {
+    Status st = OpenLock::acquire(real_dir_, /*exclusive=*/false, kOpenLockSeconds, &lock);
+    if (!st.ok()) return st;
+  }
   return from_rocks(db_->VerifyChecksum(), "verifying the files of " + dir_);
 }
 
@@ -446,7 +459,9 @@ uint64_t ActivationStore::disk_bytes() const {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(real_dir_, ec)) {
     const std::string ext = entry.path().extension().string();
-    if (ext == ".sst" || ext == ".log") total += entry.file_size(ec);
+    if (ext != ".sst" && ext != ".log") continue;
+    const uintmax_t size = entry.file_size(ec);
+    if (!ec) total += size;  // a file deleted since the listing counts nothing
   }
   return total;
 }

@@ -1,6 +1,7 @@
 #include "cache/cache_dir.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace recycle {
@@ -20,6 +23,9 @@ Status resolve_cache_path(const std::string& dir, std::string* real, bool* was_l
   std::error_code ec;
   fs::path p = fs::absolute(dir, ec);
   if (ec) return Status::invalid_argument("bad cache path " + dir + ": " + ec.message());
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) {
+    p = p.parent_path();  // "link/" names the link itself
+  }
   bool followed = false;
   for (int hops = 0;; ++hops) {
     if (hops > 40) return Status::invalid_argument("cache path " + dir + " is a loop of links");
@@ -68,7 +74,28 @@ bool looks_like_a_database(const std::string& real_dir) {
   return false;
 }
 
+namespace {
+std::mutex writers_mutex;
+std::set<std::string>& writers() {
+  static std::set<std::string> open_here;
+  return open_here;
+}
+}  // namespace
+
+void note_writer(const std::string& real_dir, bool open) {
+  std::lock_guard<std::mutex> guard(writers_mutex);
+  if (open) {
+    writers().insert(real_dir);
+  } else {
+    writers().erase(real_dir);
+  }
+}
+
 long writer_pid(const std::string& real_dir) {
+  {
+    std::lock_guard<std::mutex> guard(writers_mutex);
+    if (writers().count(real_dir)) return static_cast<long>(::getpid());
+  }
   const std::string path = (fs::path(real_dir) / "LOCK").string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -84,7 +111,9 @@ long writer_pid(const std::string& real_dir) {
 
 std::string writer_lock_message(const std::string& dir, const std::string& real_dir) {
   const long pid = writer_pid(real_dir);
-  const std::string who = pid > 0 ? "process " + std::to_string(pid) : "another writer";
+  const std::string who = pid == static_cast<long>(::getpid()) ? "this process"
+                          : pid > 0                             ? "process " + std::to_string(pid)
+                                                                : "another writer";
   return "cache " + dir + " is in use: " + who + " holds its writer lock " +
          (fs::path(real_dir) / "LOCK").string() + " (is another build running? wait for it)";
 }
@@ -120,6 +149,17 @@ Status OpenLock::acquire(const std::string& real_dir, bool exclusive, double tim
                               " s (the open lock, flock on the directory)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // The directory may have been deleted (a --rebuild) and made anew while this waited: the
+  // lock must be on the directory that now has the name.
+  struct stat held, now;
+  if (::fstat(fd, &held) != 0 || ::stat(real_dir.c_str(), &now) != 0 ||
+      held.st_dev != now.st_dev || held.st_ino != now.st_ino) {
+    ::close(fd);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::io_error("cache " + real_dir + " kept being replaced while opening it");
+    }
+    return acquire(real_dir, exclusive, timeout_seconds / 2, out);
   }
   out->fd_ = fd;
   return Status();

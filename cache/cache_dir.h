@@ -35,9 +35,12 @@ Status write_cache_marker(const std::string& real_dir);
 // *.log, OPTIONS-*) or the marker: something that was, or is becoming, a cache.
 bool looks_like_a_database(const std::string& real_dir);
 
-// The pid of the process holding RocksDB's writer lock (DIR/LOCK), or 0 when no other
-// process holds it.
+// The pid of the process holding RocksDB's writer lock (DIR/LOCK), or 0 when nobody holds it.
+// For a cache this process writes (see note_writer) it is this process's pid: the file is then
+// never opened here, because closing any descriptor of it would drop RocksDB's fcntl lock.
 long writer_pid(const std::string& real_dir);
+// Called by writers after opening and before closing a cache, for writer_pid.
+void note_writer(const std::string& real_dir, bool open);
 
 // "cache DIR is in use: process N holds its writer lock DIR/LOCK (is a build running?)".
 std::string writer_lock_message(const std::string& dir, const std::string& real_dir);
@@ -52,7 +55,8 @@ class OpenLock {
   OpenLock& operator=(const OpenLock&) = delete;
 
   // Waits up to timeout_seconds for the lock on the directory real_dir (which must exist).
-  // IOError naming the directory when it cannot be had in time.
+  // IOError naming the directory when it cannot be had in time. A lock taken on a directory
+  // that was deleted and made anew meanwhile is dropped and taken again on the new one.
   static Status acquire(const std::string& real_dir, bool exclusive, double timeout_seconds,
                         OpenLock* out);
   void release();

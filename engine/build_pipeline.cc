@@ -139,7 +139,10 @@ BuildReport run_build(const BuildOptions& o) {
     // Caches made before the input shape was stored are checked by their record shapes.
     if (stored.record_shapes != manifest.record_shapes) {
       throw std::runtime_error("cache " + o.cache_dir + " stores records of shape " +
-                               shape_string(stored.record_shapes.at(0)) + ", this prefix makes " +
+                               (stored.record_shapes.size() == 1
+                                    ? shape_string(stored.record_shapes[0])
+                                    : std::to_string(stored.record_shapes.size()) + " tensors") +
+                               ", this prefix makes " +
                                shape_string(manifest.record_shapes.at(0)) + " from inputs of " +
                                shape_string(manifest.input_shape) + " (use --rebuild to start over)");
     }

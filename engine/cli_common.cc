@@ -24,6 +24,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   try {
     const int code = body();
     // Output that did not reach its destination (a full disk, a closed stdout) is a failure.
+    errno = 0;
     std::cout.flush();
     if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
       const int err = errno;
