@@ -24,6 +24,11 @@ std::string Manifest::to_json_string(int indent) const {
   j["classifier"] = classifier;
   j["records"] = records;
   j["record_bytes"] = record_bytes;
+  j["splits"] = splits_to_json();
+  return j.dump(indent);
+}
+
+json Manifest::splits_to_json() const {
   json s = json::object();
   for (const auto& [name, info] : splits) {
     s[name] = {{"data", info.data},
@@ -31,8 +36,7 @@ std::string Manifest::to_json_string(int indent) const {
                {"unique", info.unique},
                {"complete", info.complete}};
   }
-  j["splits"] = s;
-  return j.dump(indent);
+  return s;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct Manifest {
   }
 
   std::string to_json_string(int indent = 2) const;
+  // {"NAME": {"data", "samples", "unique", "complete"}, ...}: the splits as both the manifest
+  // and recycle-inspect's --json write them.
+  nlohmann::json splits_to_json() const;
   static Status from_json_string(const std::string& text, Manifest* out);
 
   // One line per identity field that differs, e.g.

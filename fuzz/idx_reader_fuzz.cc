@@ -1,4 +1,4 @@
-// libFuzzer harness for recycle::read_idx_file (engine/idx_reader.h).
+// libFuzzer harness for recycle::read_idx_file (engine/data/idx_reader.h).
 //
 // Every input is written to a scratch file and read with expected_ndim 3 and 1, then gzipped
 // and read again. Checked, beyond "no crash, no sanitizer report":
@@ -17,7 +17,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "engine/idx_reader.h"
+#include "engine/data/idx_reader.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

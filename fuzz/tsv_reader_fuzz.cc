@@ -1,4 +1,4 @@
-// libFuzzer harness for recycle::read_tsv_file and is_valid_utf8 (engine/tsv_reader.h).
+// libFuzzer harness for recycle::read_tsv_file and is_valid_utf8 (engine/data/tsv_reader.h).
 //
 // Every input is written to a scratch file and read with a small max_line_bytes (16) and with
 // the default. Checked, beyond "no crash, no sanitizer report":
@@ -19,7 +19,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "engine/tsv_reader.h"
+#include "engine/data/tsv_reader.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

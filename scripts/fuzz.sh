@@ -57,8 +57,8 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame
 cxxflags=(-std=c++17 -O1 -g -I. -Wall -Wextra -Wno-unused-parameter "${sanitize[@]}")
 # The project sources each harness needs (compiled once, instrumented for coverage).
 declare -A sources=(
-  [idx_reader]="engine/idx_reader.cc"
-  [tsv_reader]="engine/tsv_reader.cc"
+  [idx_reader]="engine/data/idx_reader.cc"
+  [tsv_reader]="engine/data/tsv_reader.cc"
   [record]="cache/record.cc cache/codec.cc"
   [manifest]="cache/manifest.cc"
 )

@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/block_model.h"
-#include "engine/model_spec.h"
+#include "engine/models/block_model.h"
+#include "engine/models/model_spec.h"
 
 namespace {
 

@@ -1,0 +1,200 @@
+#include "cache/verify.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "cache/activation_store.h"
+#include "cache/record.h"
+
+namespace recycle {
+
+std::string InspectReport::to_json() const {
+  nlohmann::json j = {{"cache", cache_dir},
+                      {"model", manifest.model},
+                      {"split_at", manifest.split_at},
+                      {"recycle", manifest.recycle_ratio()},
+                      {"keyer", manifest.keyer},
+                      {"codec", manifest.codec},
+                      {"fingerprint", manifest.fingerprint},
+                      {"record_shapes", manifest.record_shapes},
+                      {"classes", manifest.class_names},
+                      {"records", manifest.records},
+                      {"orphans", orphans},
+                      {"record_bytes", manifest.record_bytes},
+                      {"bytes", disk_bytes},
+                      {"splits", manifest.splits_to_json()},
+                      {"complete", [&] {
+                         for (const auto& [n, s] : manifest.splits) {
+                           if (!s.complete) return false;
+                         }
+                         return true;
+                       }()}};
+  if (verified) {
+    j["checked"] = checked;
+    j["corrupt"] = corrupt;
+    j["problems"] = problems;
+  }
+  return j.dump();
+}
+
+std::string InspectReport::to_text() const {
+  std::ostringstream out;
+  out << "cache      " << cache_dir << "\n"
+      << "model      " << manifest.model << "\n"
+      << "split at   " << manifest.split_at << " (" << manifest.prefix_blocks << "/"
+      << manifest.total_blocks << " blocks recycled)\n"
+      << "keyer      " << manifest.keyer << "\n"
+      << "codec      " << manifest.codec << "\n"
+      << "classes    " << manifest.class_names.size() << "\n"
+      << "records    " << manifest.records << " (" << manifest.record_bytes
+      << " bytes encoded, " << disk_bytes << " bytes on disk)\n"
+      << "orphans    " << orphans << " records no index entry points to"
+      << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
+  for (const auto& [name, s] : manifest.splits) {
+    out << "split      " << name << ": " << s.samples << " samples, " << s.unique << " unique, "
+        << (s.complete ? "complete" : "INCOMPLETE") << " (" << s.data << ")\n";
+  }
+  if (verified) {
+    out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
+        << problems.size() << " problems\n";
+    for (const auto& p : problems) out << "  " << p << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+// Every key the manifest's splits point to. Problems with an index go to `problems`.
+std::unordered_set<Key, KeyHash> referenced_keys(const ActivationStore& store, const Manifest& m,
+                                                 std::vector<std::string>* problems) {
+  std::unordered_set<Key, KeyHash> keys;
+  for (const auto& [name, info] : m.splits) {
+    std::vector<IndexEntry> entries;
+    const Status st = store.read_split_index(name, info, &entries);
+    if (!st.ok()) problems->push_back("split " + name + ": " + st.to_string());
+    for (const IndexEntry& e : entries) keys.insert(e.key);
+  }
+  return keys;
+}
+
+}  // namespace
+
+InspectReport inspect_cache(const std::string& dir, bool verify) {
+  StoreOptions so;
+  so.read_only = true;
+  std::unique_ptr<ActivationStore> store;
+  Status st = ActivationStore::open(dir, so, &store);
+  st.throw_if_error();
+  InspectReport report;
+  report.cache_dir = dir;
+  st = store->read_manifest(&report.manifest);
+  st.throw_if_error();
+  report.disk_bytes = store->disk_bytes();
+  const Manifest& m = report.manifest;
+  std::vector<std::string> index_problems;
+  const std::unordered_set<Key, KeyHash> referenced = referenced_keys(*store, m, &index_problems);
+  report.orphans = std::max<int64_t>(0, m.records - static_cast<int64_t>(referenced.size()));
+  if (!verify) return report;
+
+  report.verified = true;
+  report.orphans = 0;
+  st = store->verify_files();
+  if (!st.ok()) report.problems.push_back("file check: " + st.to_string());
+
+  std::unordered_set<Key, KeyHash> keys;
+  std::vector<RecordTensor> parts;
+  st = store->for_each_record([&](const Key& key, std::string_view bytes) {
+    ++report.checked;
+    keys.insert(key);
+    if (!referenced.count(key)) ++report.orphans;
+    Status rs = parse_record(bytes, &parts);
+    if (rs.ok()) {
+      std::vector<std::vector<int64_t>> shapes;
+      for (const auto& p : parts) shapes.push_back(p.shape);
+      if (shapes != m.record_shapes) rs = Status::corruption("shape differs from the manifest");
+      for (const auto& p : parts) {
+        if (codec_name(p.codec) != m.codec) rs = Status::corruption("codec differs from the manifest");
+      }
+    }
+    if (!rs.ok()) {
+      ++report.corrupt;
+      report.problems.push_back("record " + key.to_hex() + ": " + rs.to_string());
+    }
+    return true;
+  });
+  if (!st.ok()) report.problems.push_back("reading records: " + st.to_string());
+  if (report.checked != m.records) {
+    report.problems.push_back("the cache holds " + std::to_string(report.checked) +
+                              " records, its manifest says " + std::to_string(m.records));
+  }
+  report.problems.insert(report.problems.end(), index_problems.begin(), index_problems.end());
+  for (const auto& [name, info] : m.splits) {
+    std::vector<IndexEntry> entries;
+    if (!store->read_index(name, &entries).ok()) continue;  // reported above
+    int64_t missing = 0;
+    for (const IndexEntry& e : entries) {
+      if (!keys.count(e.key)) ++missing;
+      if (e.label < 0 || e.label >= static_cast<int64_t>(m.class_names.size())) {
+        report.problems.push_back("split " + name + ": label " + std::to_string(e.label) +
+                                  " out of range");
+        break;
+      }
+    }
+    if (missing) {
+      report.problems.push_back("split " + name + ": " + std::to_string(missing) +
+                                " index entries point to no record");
+    }
+  }
+  return report;
+}
+
+std::string CompactReport::to_json() const {
+  return nlohmann::json{{"removed", removed}, {"removed_bytes", removed_bytes}, {"records", records}}
+      .dump();
+}
+
+CompactReport compact_cache(const std::string& dir) {
+  StoreOptions so;
+  so.create_if_missing = false;
+  std::unique_ptr<ActivationStore> store;
+  ActivationStore::open(dir, so, &store).throw_if_error();
+  Manifest m;
+  store->read_manifest(&m).throw_if_error();
+  std::vector<std::string> problems;
+  const std::unordered_set<Key, KeyHash> referenced = referenced_keys(*store, m, &problems);
+  if (!problems.empty()) {
+    throw std::runtime_error("not compacting cache " + dir + ": " + problems[0]);
+  }
+  CompactReport report;
+  std::vector<std::pair<Key, int64_t>> orphans;
+  store->for_each_record([&](const Key& key, std::string_view bytes) {
+         if (!referenced.count(key)) orphans.emplace_back(key, static_cast<int64_t>(bytes.size()));
+         return true;
+       })
+      .throw_if_error();
+  constexpr size_t kPerBatch = 1024;
+  for (size_t begin = 0; begin < orphans.size(); begin += kPerBatch) {
+    ActivationStore::Batch batch(*store);
+    int64_t bytes = 0;
+    for (size_t i = begin; i < std::min(orphans.size(), begin + kPerBatch); ++i) {
+      batch.delete_record(orphans[i].first);
+      bytes += orphans[i].second;
+    }
+    report.removed += static_cast<int64_t>(batch.count());
+    report.removed_bytes += bytes;
+    // Counts change in the same batch as the records, so a kill leaves them consistent.
+    m.records -= static_cast<int64_t>(batch.count());
+    m.record_bytes = std::max<int64_t>(0, m.record_bytes - bytes);
+    batch.put_manifest(m);
+    store->write(&batch).throw_if_error();
+  }
+  store->flush().throw_if_error();
+  store->compact_records().throw_if_error();
+  report.records = m.records;
+  return report;
+}
+
+}  // namespace recycle

@@ -1,0 +1,13 @@
+#include "engine/build/prefix_identity.h"
+
+namespace recycle {
+
+void set_prefix_identity(const BlockModel& model, const SplitModel& split, Manifest* manifest) {
+  manifest->model = model.spec.to_string();
+  manifest->fingerprint = module_fingerprint(*split.prefix);
+  manifest->split_at = split.split_at;
+  manifest->prefix_blocks = split.prefix_blocks;
+  manifest->total_blocks = split.total_blocks;
+}
+
+}  // namespace recycle

@@ -1,0 +1,52 @@
+// recycle-build's command line.
+#include <iostream>
+
+#include "engine/build/build_pipeline.h"
+#include "engine/cli/cli_common.h"
+#include "engine/cli/commands.h"
+
+namespace recycle {
+
+int build_main(int argc, char** argv) {
+  BuildOptions o;
+  bool json = false;
+  CLI::App app("Runs a model's frozen prefix once per distinct sample and stores its outputs in "
+               "a content-addressed activation cache.",
+               "recycle-build");
+  add_data_flags(app, &o.data);
+  app.get_option("--data")->required();
+  add_model_flags(app, &o.model);
+  add_split_flags(app, &o.recycle, &o.split_at);
+  app.add_option("--keyer", o.keyer, "xxh3 | text[:space][,lower] | id (default: xxh3 for images)");
+  app.add_option("--codec", o.codec, "how records store activations")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
+      ->required();
+  app.add_option("--batch", o.batch, "samples per prefix forward and write batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "threads (0 = every core)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
+  app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
+  app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
+  return run_tool(app, argc, argv, [&] {
+    refuse_width_beside_weights(app);
+    if (o.recycle < 0 && o.split_at.empty()) {
+      throw std::invalid_argument("give --recycle R or --split-at BLOCK");
+    }
+    o.progress = !json;
+    const BuildReport r = run_build(o);
+    std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
+              << " unique, " << r.computed << " computed, " << r.skipped << " already cached; "
+              << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s
+              << " samples/s); cache holds " << r.records << " records" << std::endl;
+    if (json) std::cout << r.to_json() << std::endl;
+    return 0;
+  });
+}
+
+}  // namespace recycle

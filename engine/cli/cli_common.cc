@@ -1,0 +1,122 @@
+#include "engine/cli/cli_common.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <sstream>
+
+namespace recycle {
+
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  const std::string tool = app.get_name();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << tool << ": " << e.what() << " (see --help)" << std::endl;
+    return 2;
+  }
+  try {
+    const int code = body();
+    // Output that did not reach its destination (a full disk, a closed stdout) is a failure.
+    errno = 0;
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const int err = errno;
+      std::cerr << tool << ": error: could not write the output to standard output"
+                << (err ? std::string(": ") + std::strerror(err) : std::string()) << std::endl;
+      return 1;
+    }
+    return code;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << tool << ": " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    const size_t nl = msg.find('\n');  // LibTorch appends backtraces: keep the first line
+    if (nl != std::string::npos) msg.resize(nl);
+    std::cerr << tool << ": error: " << msg << std::endl;
+    return 1;
+  }
+}
+
+void add_data_flags(CLI::App& app, DatasetOptions* data) {
+  app.add_option("--data", data->spec,
+                 "fashion-mnist[:DIR] (Debian's IDX .gz files) or tsv:FILE (label<TAB>text)");
+  app.add_option("--split", data->split, "split to read and name: train or test")
+      ->capture_default_str();
+  app.add_option("--classes", data->classes, "keep these classes, relabelled 0..k-1 (e.g. 5-9)");
+  app.add_option("--limit", data->limit, "keep the first N samples (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+const CLI::Validator kNotEmpty(
+    [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
+    "NOT EMPTY");
+
+CLI::Validator positive_up_to(double max) {
+  return CLI::Validator(
+      [max](std::string& value) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v) || !(v > 0) || v > max) {
+          std::ostringstream msg;
+          msg << "must be a number above 0 and at most " << max << ", got " << value;
+          return msg.str();
+        }
+        return std::string();
+      },
+      "POSITIVE");
+}
+
+CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help) {
+  return app.add_option("--cache", *dir, help)->check(kNotEmpty);
+}
+
+CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& help) {
+  const CLI::Validator whole_number(
+      [](std::string& value) {
+        const bool digits = !value.empty() && value.size() <= 19 &&
+                            value.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string()
+                      : "must be a whole number from 0 to 10^19-1, got " + value;
+      },
+      "SEED");
+  return app.add_option("--seed", *seed, help)->check(whole_number)->capture_default_str();
+}
+
+void refuse_width_beside_weights(const CLI::App& app) {
+  if (app.count("--width") && app.count("--weights")) {
+    throw std::invalid_argument("--width applies only without --weights (the weights file sets "
+                                "the width)");
+  }
+}
+
+void add_model_flags(CLI::App& app, ModelOptions* model) {
+  app.add_option("--model", model->arch, "model architecture")
+      ->check(CLI::IsMember({"resnet18"}))
+      ->capture_default_str();
+  app.add_option("--width", model->width, "channels of the first stage (no --weights)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
+      ->check(CLI::ExistingFile)
+      ->check(kNotEmpty);
+}
+
+CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at) {
+  CLI::Option* r = app.add_option("--recycle", *recycle,
+                                  "fraction of encoder blocks frozen and cached (0.25, 0.5, 0.75, 1)")
+                       ->check(CLI::Range(0.0, 1.0));
+  CLI::Option* s = app.add_option("--split-at", *split_at,
+                                  "name of the last frozen block (e.g. layer2.1), instead of --recycle");
+  r->excludes(s);
+  return r;
+}
+
+}  // namespace recycle

@@ -1,0 +1,39 @@
+// Shared command-line plumbing: CLI11 parsing with one-line errors, and the dataset and model
+// flags that recycle-build and recycle-train both take.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "engine/models/model_options.h"
+#include "engine/data/dataset.h"
+
+namespace recycle {
+
+// Parses argv into `app`, then runs `body`. --help prints to stdout and exits 0; a usage error
+// prints "TOOL: ... (see --help)" and returns 2; an exception from body prints "TOOL: error: ..."
+// and returns 1 (std::invalid_argument: "TOOL: ..." and 2). Output that did not reach stdout
+// (a full disk, a closed stdout) turns the body's exit code into 1, with one line.
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// Validators: a non-empty string; a finite number in (0, max].
+extern const CLI::Validator kNotEmpty;
+CLI::Validator positive_up_to(double max);
+
+// --cache DIR (refuses an empty path as bad usage).
+CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help);
+// --seed S (a non-negative integer; "-1" is refused rather than wrapped around).
+CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& help);
+// Throws std::invalid_argument when both --width and --weights were given.
+void refuse_width_beside_weights(const CLI::App& app);
+
+// --data, --split, --classes, --limit
+void add_data_flags(CLI::App& app, DatasetOptions* data);
+// --model, --width, --weights
+void add_model_flags(CLI::App& app, ModelOptions* model);
+// --recycle (0..1) and --split-at; returns the --recycle option.
+CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at);
+
+}  // namespace recycle

@@ -1,0 +1,80 @@
+// recycle-train's command line.
+#include <iostream>
+
+#include "engine/cli/cli_common.h"
+#include "engine/cli/commands.h"
+#include "engine/jobs/train_job.h"
+
+namespace recycle {
+
+int train_main(int argc, char** argv) {
+  TrainOptions o;
+  bool json = false;
+  CLI::App app("Trains a model's head from an activation cache (--cache), or from raw data: "
+               "--recycle 0 is full fine-tuning, --recycle R --no-cache freezes the prefix and "
+               "recomputes it every step.",
+               "recycle-train");
+  add_cache_flag(app, &o.cache_dir, "activation cache built by recycle-build");
+  app.add_flag("--allow-partial", o.allow_partial, "train on a split whose build did not finish");
+  add_data_flags(app, &o.data);
+  add_model_flags(app, &o.model);
+  add_split_flags(app, &o.recycle, &o.split_at);
+  app.add_flag("--no-cache", o.no_cache, "with --data and --recycle R: recompute the prefix");
+  app.add_option("--eval-split", o.eval_split, "split to evaluate on (default: test; none)");
+  app.add_option("--epochs", o.hyper.epochs)->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->capture_default_str();
+  app.add_option("--batch", o.hyper.batch, "samples per step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--lr", o.hyper.lr, "peak learning rate, in (0, 10]")
+      ->check(positive_up_to(10.0))
+      ->capture_default_str();
+  app.add_option("--optimizer", o.hyper.optimizer)
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  app.add_option("--momentum", o.hyper.momentum, "SGD momentum (Nesterov)")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.hyper.weight_decay)
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--schedule", o.hyper.schedule, "learning-rate schedule")
+      ->check(CLI::IsMember({"cosine", "step", "constant"}))
+      ->capture_default_str();
+  add_seed_flag(app, &o.hyper.seed, "shuffling and new-classifier seed");
+  app.add_option("--save-head", o.save_head, "write the trained head's weights here");
+  app.add_option("--save-model", o.save_model, "raw data only: write the whole model here");
+  app.add_option("--threads", o.threads, "threads (0 = every core)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
+  return run_tool(app, argc, argv, [&] {
+    refuse_width_beside_weights(app);
+    if (!o.cache_dir.empty()) {
+      // A cache fixes the data, the model and the prefix: flags that would change them are
+      // refused rather than ignored.
+      for (const char* flag : {"--width", "--model"}) {
+        if (app.count(flag)) {
+          throw std::invalid_argument(std::string(flag) + " does not apply with --cache (the "
+                                      "cache fixes the data and model; rebuild it to change them)");
+        }
+      }
+    }
+    o.progress = !json;
+    const TrainReport r = run_train(o);
+    for (const std::string& note : r.notes) std::cerr << "recycle-train: note: " << note << std::endl;
+    for (size_t e = 0; e < r.epoch_seconds.size(); ++e) {
+      std::cout << "epoch " << e + 1 << "/" << r.epochs << ": loss " << r.epoch_loss[e] << ", "
+                << r.epoch_seconds[e] << " s" << std::endl;
+    }
+    std::cout << r.mode << " training (recycle " << r.recycle << "): " << r.train_samples
+              << " samples/epoch, " << r.train_samples_per_s << " samples/s";
+    if (r.test_acc >= 0) std::cout << ", test accuracy " << r.test_acc << " on " << r.test_samples;
+    std::cout << std::endl;
+    if (json) std::cout << r.to_json() << std::endl;
+    return 0;
+  });
+}
+
+}  // namespace recycle

@@ -1,0 +1,196 @@
+#include "engine/data/dataset.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "engine/data/idx_reader.h"
+#include "engine/data/tsv_reader.h"
+
+namespace recycle {
+
+const std::vector<std::string>& fashion_mnist_class_names() {
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress",
+                                                 "Coat",        "Sandal",  "Shirt",    "Sneaker",
+                                                 "Bag",         "Ankle boot"};
+  return names;
+}
+
+int64_t Dataset::item_bytes() const {
+  int64_t n = 1;
+  for (int64_t d : item_shape) n *= d;
+  return n;
+}
+
+KeyInput Dataset::key_input(size_t i, TensorView* view) const {
+  KeyInput in;
+  if (is_text) {
+    in.text = texts[i];
+    in.has_text = true;
+  } else {
+    view->dtype = "uint8";
+    view->shape = item_shape;
+    view->strides = TensorView::contiguous_strides(item_shape);
+    view->data = item_pixels(i);
+    view->element_size = 1;
+    in.tensor = view;
+  }
+  in.id = ids[i];
+  in.has_id = true;
+  return in;
+}
+
+std::vector<int64_t> parse_class_list(const std::string& text) {
+  std::set<int64_t> out;
+  size_t pos = 0;
+  auto bad = [&]() {
+    return std::invalid_argument("--classes '" + text + "': expected a list like 5-9 or 0,2,4");
+  };
+  auto number = [&](size_t* p) {
+    size_t start = *p;
+    while (*p < text.size() && std::isdigit(static_cast<unsigned char>(text[*p]))) ++*p;
+    if (*p == start || *p - start > 6) throw bad();
+    return std::stoll(text.substr(start, *p - start));
+  };
+  while (pos < text.size()) {
+    const int64_t lo = number(&pos);
+    int64_t hi = lo;
+    if (pos < text.size() && text[pos] == '-') {
+      ++pos;
+      hi = number(&pos);
+      if (hi < lo) throw bad();
+    }
+    for (int64_t c = lo; c <= hi; ++c) out.insert(c);
+    if (pos < text.size()) {
+      if (text[pos] != ',') throw bad();
+      ++pos;
+      if (pos == text.size()) throw bad();
+    }
+  }
+  if (out.empty()) throw bad();
+  return std::vector<int64_t>(out.begin(), out.end());
+}
+
+namespace {
+
+// Keeps the samples whose class is in `classes` (relabelled by rank), then the first `limit`.
+// `keep_item(src, dst)` moves sample src's payload to position dst.
+template <typename KeepItem>
+void filter_samples(Dataset* d, const std::vector<int64_t>& classes, int64_t limit,
+                    KeepItem keep_item) {
+  std::vector<int64_t> remap(d->class_names.size(), -1);
+  std::vector<std::string> names;
+  if (classes.empty()) {
+    for (size_t c = 0; c < remap.size(); ++c) remap[c] = static_cast<int64_t>(c);
+    names = d->class_names;
+  } else {
+    for (int64_t c : classes) {
+      if (c < 0 || c >= static_cast<int64_t>(remap.size())) {
+        throw std::invalid_argument("--classes names class " + std::to_string(c) +
+                                    ", but the data has classes 0-" +
+                                    std::to_string(remap.size() - 1));
+      }
+      remap[c] = static_cast<int64_t>(names.size());
+      names.push_back(d->class_names[c]);
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < d->labels.size(); ++i) {
+    if (limit > 0 && static_cast<int64_t>(kept) >= limit) break;
+    const int64_t label = remap[d->labels[i]];
+    if (label < 0) continue;
+    keep_item(i, kept);
+    d->labels[kept] = label;
+    d->ids[kept] = d->ids[i];
+    ++kept;
+  }
+  d->labels.resize(kept);
+  d->ids.resize(kept);
+  d->class_names = names;
+}
+
+Dataset load_fashion_mnist(const std::string& dir, const std::string& split) {
+  std::string prefix;
+  if (split == "train") {
+    prefix = "train";
+  } else if (split == "test") {
+    prefix = "t10k";
+  } else {
+    throw std::invalid_argument("fashion-mnist has splits train and test, not '" + split + "'");
+  }
+  const IdxArray images = read_idx_file(dir + "/" + prefix + "-images-idx3-ubyte.gz", 3);
+  const IdxArray labels = read_idx_file(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 1);
+  if (images.dims[0] != labels.dims[0]) {
+    throw std::runtime_error(dir + ": " + std::to_string(images.dims[0]) + " images but " +
+                             std::to_string(labels.dims[0]) + " labels");
+  }
+  Dataset d;
+  d.class_names = fashion_mnist_class_names();
+  d.item_shape = {1, images.dims[1], images.dims[2]};
+  d.pixels = images.data;
+  d.labels.resize(labels.data.size());
+  d.ids.resize(labels.data.size());
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    if (labels.data[i] >= d.class_names.size()) {
+      throw std::runtime_error(dir + ": label " + std::to_string(labels.data[i]) + " of sample " +
+                               std::to_string(i) + " is not a Fashion-MNIST class (0-9)");
+    }
+    d.labels[i] = labels.data[i];
+    d.ids[i] = split + "/" + std::to_string(i);
+  }
+  return d;
+}
+
+Dataset load_tsv(const std::string& path) {
+  TsvData tsv = read_tsv_file(path);
+  Dataset d;
+  d.is_text = true;
+  d.texts = std::move(tsv.texts);
+  d.labels = std::move(tsv.labels);
+  d.class_names = std::move(tsv.class_names);
+  d.ids.resize(d.labels.size());
+  for (size_t i = 0; i < d.ids.size(); ++i) d.ids[i] = "line/" + std::to_string(tsv.line_numbers[i]);
+  return d;
+}
+
+}  // namespace
+
+Dataset load_dataset(const DatasetOptions& options) {
+  if (options.limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
+  const std::vector<int64_t> classes =
+      options.classes.empty() ? std::vector<int64_t>() : parse_class_list(options.classes);
+  const std::string& spec = options.spec;
+  Dataset d;
+  std::string source;
+  if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {
+    const std::string dir = spec.size() > 14 ? spec.substr(14) : kDefaultFashionMnistDir;
+    d = load_fashion_mnist(dir, options.split);
+    source = "fashion-mnist:" + dir;
+  } else if (spec.rfind("tsv:", 0) == 0 && spec.size() > 4) {
+    d = load_tsv(spec.substr(4));
+    source = spec;
+  } else {
+    throw std::invalid_argument("unknown data '" + spec +
+                                "' (expected fashion-mnist[:DIR] or tsv:FILE)");
+  }
+  const int64_t item = d.item_bytes();
+  filter_samples(&d, classes, options.limit, [&](size_t src, size_t dst) {
+    if (d.is_text) {
+      if (src != dst) d.texts[dst] = std::move(d.texts[src]);
+    } else if (src != dst) {
+      std::copy_n(d.pixels.begin() + src * item, item, d.pixels.begin() + dst * item);
+    }
+  });
+  if (d.is_text) {
+    d.texts.resize(d.labels.size());
+  } else {
+    d.pixels.resize(d.labels.size() * item);
+  }
+  if (d.size() == 0) throw std::runtime_error("no samples left in " + spec + " after --classes");
+  d.description = source + " split=" + options.split +
+                  (options.classes.empty() ? "" : " classes=" + options.classes) +
+                  (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "");
+  return d;
+}
+
+}  // namespace recycle

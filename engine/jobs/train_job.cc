@@ -1,0 +1,236 @@
+// run_train: the job behind recycle-train, in its three modes (cache, full, frozen).
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "cache/activation_store.h"
+#include "engine/build/prefix_identity.h"
+#include "engine/train/batch_sources.h"
+#include "engine/models/block_model.h"
+#include "engine/models/model_setup.h"
+#include "engine/jobs/train_job.h"
+#include "engine/train/trainer.h"
+
+namespace recycle {
+
+std::string TrainReport::to_json() const {
+  nlohmann::json j = {{"mode", mode},
+                      {"recycle", recycle},
+                      {"epochs", epochs},
+                      {"train_samples", train_samples},
+                      {"epoch_seconds", epoch_seconds},
+                      {"epoch_loss", epoch_loss},
+                      {"train_samples_per_s", train_samples_per_s},
+                      {"test_samples", test_samples},
+                      {"notes", notes},
+                      {"seconds", seconds}};
+  j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  return j.dump();
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+void save_head(BlockStack& head, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  head->save(archive);
+  try {
+    archive.save_to(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
+  }
+}
+
+void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
+  report->epochs = static_cast<int64_t>(epochs.size());
+  for (const EpochResult& e : epochs) {
+    report->epoch_seconds.push_back(e.seconds);
+    report->epoch_loss.push_back(e.loss);
+  }
+  const double med = median(report->epoch_seconds);
+  report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
+}
+
+// With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
+// was not built from those weights at that split point.
+void check_cache_identity(const TrainOptions& o, const Manifest& m) {
+  if (o.model.weights.empty()) {
+    if (o.recycle >= 0 || !o.split_at.empty()) {
+      throw std::invalid_argument("--recycle/--split-at with --cache need --weights to check "
+                                  "the cache against");
+    }
+    return;
+  }
+  BlockModel model = load_block_model(o.model.weights);
+  const int64_t blocks = o.recycle >= 0          ? prefix_blocks_for_ratio(model, o.recycle)
+                         : !o.split_at.empty() ? prefix_blocks_for_name(model, o.split_at)
+                                               : m.prefix_blocks;
+  const SplitModel split = split_block_model(model, blocks);
+  Manifest want = m;
+  set_prefix_identity(model, split, &want);
+  const auto diffs = m.identity_differences(want);
+  if (!diffs.empty()) {
+    throw std::runtime_error(mismatch_message(
+        o.cache_dir, diffs,
+        "give the --weights it was built from, or rebuild it with recycle-build --rebuild"));
+  }
+}
+
+TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device) {
+  TrainReport report;
+  report.mode = "cache";
+  StoreOptions so;
+  so.read_only = true;
+  std::unique_ptr<ActivationStore> store;
+  ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+  Manifest m;
+  const Status have = store->read_manifest(&m);
+  if (have.is_not_found() && !store->other_writer().empty()) {
+    throw std::runtime_error("cache " + o.cache_dir + " is still being created: " +
+                             store->other_writer());
+  }
+  have.throw_if_error();
+  check_cache_identity(o, m);
+  report.recycle = m.recycle_ratio();
+
+  auto split_info = [&](const std::string& split) -> const SplitInfo& {
+    auto it = m.splits.find(split);
+    if (it == m.splits.end()) {
+      const std::string writer = store->other_writer();
+      if (!writer.empty()) {
+        throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split + "' yet: " +
+                                 writer);
+      }
+      std::string have;
+      for (const auto& [name, info] : m.splits) have += (have.empty() ? "" : ", ") + name;
+      throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split +
+                               "' (it has: " + have + ")");
+    }
+    if (!it->second.complete && !o.allow_partial) {
+      const std::string writer = store->other_writer();
+      if (!writer.empty()) {
+        throw std::runtime_error("split '" + split + "' is incomplete: " + writer);
+      }
+      throw std::runtime_error("split '" + split + "' of cache " + o.cache_dir +
+                               " is incomplete (its build did not finish): rerun recycle-build, "
+                               "or pass --allow-partial");
+    }
+    return it->second;
+  };
+  split_info(o.data.split);
+  std::string eval_split = o.eval_split;
+  if (eval_split.empty()) {
+    eval_split = m.splits.count("test") ? "test" : "none";
+    if (eval_split == "none") {
+      report.notes.push_back("cache " + o.cache_dir + " has no split 'test', so nothing is "
+                             "evaluated (build one with recycle-build --split test, or pass "
+                             "--eval-split none)");
+    }
+  }
+  if (eval_split != "none") split_info(eval_split);
+
+  // The head: the blocks after the split point and the classifier, initialised as the build
+  // stored them; a classifier new to these classes is drawn from the seed.
+  const int64_t classes = static_cast<int64_t>(m.class_names.size());
+  BlockModel model = make_block_model(ModelSpec::parse(m.model), classes);
+  SplitModel split = split_block_model(model, m.prefix_blocks);
+  std::string head_bytes;
+  store->get_blob("head", &head_bytes).throw_if_error();
+  try {
+    module_from_bytes(*split.head, head_bytes);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cache " + o.cache_dir + ": the stored head does not load: " +
+                             e.what_without_backtrace());
+  }
+  if (m.classifier == "new") {
+    torch::manual_seed(o.hyper.seed);
+    model.classifier->reset_parameters();
+  }
+  split.head->to(device);
+
+  CachedBatches train(*store, m, o.data.split, device);
+  report.train_samples = train.size();
+  fill_report(&report, train_module(split.head, train, o.hyper, o.progress));
+  if (eval_split != "none") {
+    CachedBatches eval(*store, m, eval_split, device);
+    const EvalResult r = evaluate_module(split.head, eval, std::max<int64_t>(o.hyper.batch, 256));
+    report.test_acc = r.accuracy;
+    report.test_samples = r.samples;
+  }
+  if (!o.save_head.empty()) save_head(split.head, o.save_head);
+  return report;
+}
+
+TrainReport train_from_data(const TrainOptions& o, const torch::Device& device) {
+  TrainReport report;
+  const Dataset data = load_dataset(o.data);
+  ModelOptions mo = o.model;
+  mo.seed = o.hyper.seed;
+  PreparedModel pm = prepare_model(mo, data, o.recycle, o.split_at, device);
+  report.recycle = static_cast<double>(pm.split.prefix_blocks) / pm.split.total_blocks;
+  report.mode = pm.split.prefix_blocks == 0 ? "full" : "frozen";
+  if (pm.split.prefix_blocks > 0 && !o.no_cache) {
+    throw std::invalid_argument("--recycle " + std::to_string(o.recycle) +
+                                " without a cache needs --no-cache (or build a cache with "
+                                "recycle-build and train with --cache)");
+  }
+  std::string eval_split = o.eval_split.empty() ? "test" : o.eval_split;
+  if (eval_split == o.data.split) {
+    throw std::invalid_argument("--eval-split names the training split");
+  }
+
+  RawBatches train(data, pm.split.prefix, device);
+  report.train_samples = train.size();
+  fill_report(&report, train_module(pm.split.head, train, o.hyper, o.progress));
+  if (eval_split != "none") {
+    DatasetOptions eo = o.data;
+    eo.split = eval_split;
+    eo.limit = 0;
+    const Dataset eval_data = load_dataset(eo);
+    if (eval_data.class_names != data.class_names) {
+      throw std::runtime_error("split " + eval_split + " has other classes than " + o.data.split);
+    }
+    RawBatches eval(eval_data, pm.split.prefix, device);
+    const EvalResult r = evaluate_module(pm.split.head, eval, std::max<int64_t>(o.hyper.batch, 256));
+    report.test_acc = r.accuracy;
+    report.test_samples = r.samples;
+  }
+  if (!o.save_model.empty()) save_block_model(pm.model, o.save_model);
+  if (!o.save_head.empty()) save_head(pm.split.head, o.save_head);
+  return report;
+}
+
+}  // namespace
+
+TrainReport run_train(const TrainOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  set_thread_count(o.threads);
+  const torch::Device device(o.device);
+  const bool from_cache = !o.cache_dir.empty();
+  if (from_cache && (o.data.limit != 0 || !o.data.classes.empty() || o.no_cache)) {
+    throw std::invalid_argument("--limit, --classes and --no-cache do not apply with --cache (the "
+                                "cache fixes the data; rebuild it to change them)");
+  }
+  if (from_cache && !o.data.spec.empty()) {
+    throw std::invalid_argument("give either --cache or --data, not both");
+  }
+  if (!from_cache && o.data.spec.empty()) {
+    throw std::invalid_argument("give --cache DIR (train from a cache) or --data (train from raw data)");
+  }
+  if (from_cache && !o.save_model.empty()) {
+    throw std::invalid_argument("--save-model needs raw data: a cache holds no prefix weights "
+                                "(use --save-head)");
+  }
+  TrainReport report = from_cache ? train_from_cache(o, device) : train_from_data(o, device);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace recycle

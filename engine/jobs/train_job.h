@@ -1,0 +1,54 @@
+// The training job behind recycle-train: its options, its report and run_train. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/models/model_options.h"
+#include "engine/train/train_hyper.h"
+#include "engine/data/dataset.h"
+
+namespace recycle {
+
+struct TrainOptions {
+  // From a cache: train the head from split data.split, evaluate on `eval_split`.
+  std::string cache_dir;
+  bool allow_partial = false;       // train on a split whose build did not finish
+  // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
+  // freezes the prefix but recomputes it every step.
+  DatasetOptions data;
+  ModelOptions model;
+  double recycle = -1.0;
+  std::string split_at;
+  bool no_cache = false;
+
+  // data.split names the split to train on, in a cache or in the raw data (default train).
+  std::string eval_split;           // "" = test when there is one; "none" = no evaluation
+  TrainHyper hyper;
+  std::string save_head;            // the trained head's weights
+  std::string save_model;           // raw-data modes: the whole model (load with --weights)
+  int threads = 0;
+  bool progress = true;
+  std::string device = "cpu";
+};
+
+struct TrainReport {
+  std::string mode;                 // "cache", "full" or "frozen" (prefix recomputed)
+  double recycle = 0;
+  int64_t epochs = 0;
+  int64_t train_samples = 0;        // per epoch
+  std::vector<double> epoch_seconds;
+  std::vector<double> epoch_loss;
+  double train_samples_per_s = 0;   // train_samples / median epoch seconds
+  double test_acc = -1;             // -1 without evaluation
+  int64_t test_samples = 0;
+  double seconds = 0;               // wall time of run_train
+  std::vector<std::string> notes;   // what the user should know, e.g. no evaluation
+  std::string to_json() const;      // one line
+};
+
+// Throws std::runtime_error / std::invalid_argument with one clear line on bad input.
+TrainReport run_train(const TrainOptions& options);
+
+}  // namespace recycle

@@ -1,0 +1,20 @@
+// TrainHyper: the hyper-parameters of a training run. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace recycle {
+
+struct TrainHyper {
+  int64_t epochs = 4;
+  int64_t batch = 128;
+  double lr = 0.05;                 // peak learning rate
+  std::string optimizer = "sgd";    // sgd (momentum, Nesterov) | adamw
+  double momentum = 0.9;            // sgd only
+  double weight_decay = 5e-4;
+  std::string schedule = "cosine";  // cosine (per step, to 0) | step (x0.1 at 50% and 75%) | constant
+  uint64_t seed = 0;                // shuffling and any newly initialised classifier
+};
+
+}  // namespace recycle

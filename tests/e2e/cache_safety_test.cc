@@ -1,0 +1,380 @@
+// Regression tests for the second reliability round: torn reads refused, shapes in the
+// identity, nothing outside a cache deleted, symbolic links, lost output, silent surprises,
+// messages and exit codes, orphan records. Each test names the defect it guards.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "cache/activation_store.h"
+#include "cache/cache_dir.h"
+#include "engine/train/batch_sources.h"
+#include "engine/models/block_model.h"
+#include "engine/train/trainer.h"
+#include "tests/tool_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using recycle::ActivationStore;
+using recycle::Manifest;
+using recycle::testing::count_lines;
+using recycle::testing::describe;
+using recycle::testing::have_fashion_mnist;
+using recycle::testing::TempDir;
+using recycle::testing::ToolRun;
+
+ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
+  return recycle::testing::run_tool(dir, tool, args);
+}
+
+// A small cache of the test split (width-4 model, so it is quick).
+std::string small_build(const std::string& cache, int limit = 100, const std::string& split = "test") {
+  return "--data fashion-mnist --split " + split + " --limit " + std::to_string(limit) +
+         " --width 4 --recycle 0.5 --cache " + cache;
+}
+
+void expect_verifies(const TempDir& dir, const std::string& cache) {
+  const ToolRun v = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  EXPECT_EQ(v.code, 0) << describe(v);
+  EXPECT_EQ(v.last.value("corrupt", -1), 0) << describe(v);
+}
+
+void expect_one_line_error(const ToolRun& r, int code, const std::string& says) {
+  EXPECT_EQ(r.code, code) << describe(r);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+}
+
+// Defect 1: a complete split whose index count differs from its manifest is refused by
+// training and reported by --verify, never trained on in part.
+TEST(CacheSafety, CompleteSplitWithMissingIndexEntriesIsRefused) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
+  {
+    std::unique_ptr<ActivationStore> store;
+    ASSERT_OK(ActivationStore::open(cache, recycle::StoreOptions(), &store));
+    ActivationStore::Batch cut(*store);
+    cut.truncate_index("test", 60);  // a torn view: 60 entries, the manifest says 100
+    ASSERT_OK(store->write(&cut));
+  }
+  const ToolRun t = run(dir, "recycle-train", "--cache " + cache + " --split test --epochs 1 "
+                                             "--eval-split none");
+  expect_one_line_error(t, 1, "has 60 index entries, its manifest says 100");
+  const ToolRun v = run(dir, "recycle-inspect", "--cache " + cache + " --verify");
+  EXPECT_EQ(v.code, 1) << describe(v);
+  EXPECT_NE(v.err.find("60 index entries"), std::string::npos) << v.err;
+}
+
+// Writes a 1-class IDX data set of n images of size x size into dir as the test split.
+void write_images(const std::string& dir, int n, int size) {
+  std::vector<uint8_t> images(static_cast<size_t>(n) * size * size), labels(n, 0);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<uint8_t>(i * 31 % 253);
+  fs::create_directories(dir);
+  recycle::testing::write_idx(dir + "/t10k-images-idx3-ubyte.gz", {n, size, size}, images);
+  recycle::testing::write_idx(dir + "/t10k-labels-idx1-ubyte.gz", {n}, labels);
+}
+
+// Defect 2: the input shape is part of the identity; caches made before it was stored are
+// checked by their record shapes. Nothing is written either way.
+TEST(CacheSafety, AnotherInputShapeIsRefused) {
+  TempDir dir;
+  write_images(dir.file("d28"), 40, 28);
+  write_images(dir.file("d32"), 40, 32);
+  const std::string cache = dir.file("cache");
+  const std::string common = " --split test --width 4 --recycle 0.5 --cache " + cache;
+  ToolRun r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d32") + common);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d28") + common);
+  expect_one_line_error(r, 1, "input shape: the cache has 1x32x32, this run asks for 1x28x28");
+  expect_verifies(dir, cache);
+
+  // A cache from before the input shape was stored: the record shape decides.
+  {
+    std::unique_ptr<ActivationStore> store;
+    ASSERT_OK(ActivationStore::open(cache, recycle::StoreOptions(), &store));
+    Manifest m;
+    ASSERT_OK(store->read_manifest(&m));
+    m.input_shape.clear();
+    ActivationStore::Batch b(*store);
+    b.put_manifest(m);
+    ASSERT_OK(store->write(&b));
+  }
+  r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d28") + common);
+  expect_one_line_error(r, 1, "stores records of shape 8x16x16, this prefix makes 8x14x14");
+  expect_verifies(dir, cache);
+  // The same shape still builds on it, and the input shape is filled in.
+  r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d32") + common + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const ToolRun v = run(dir, "recycle-inspect", "--cache " + cache + " --json");
+  EXPECT_EQ(v.code, 0) << describe(v);
+}
+
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.push_back(e.path().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Defect 3: --rebuild deletes only what identifies itself as a cache.
+TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  // Someone else's RocksDB database, full of data.
+  const std::string foreign = dir.file("foreign");
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, foreign, &db).ok());
+    for (int i = 0; i < 100; ++i) db->Put(rocksdb::WriteOptions(), "k" + std::to_string(i), "v");
+    db->Flush(rocksdb::FlushOptions());
+    delete db;
+  }
+  const auto before = listing(foreign);
+  ToolRun r = run(dir, "recycle-build", small_build(foreign) + " --rebuild");
+  expect_one_line_error(r, 1, "is not a recycle cache");
+  EXPECT_EQ(listing(foreign), before);
+  {
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::Options(), foreign, &db).ok());
+    std::string v;
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), "k42", &v).ok());
+    delete db;
+  }
+  // RocksDB-like names beside the user's own files.
+  const std::string lookalike = dir.file("lookalike");
+  fs::create_directories(lookalike);
+  for (const char* name : {"CURRENT", "000001.sst", "MANIFEST-000001", "notes.txt"}) {
+    recycle::testing::write_file(lookalike + "/" + name, "mine");
+  }
+  const auto mine = listing(lookalike);
+  r = run(dir, "recycle-build", small_build(lookalike) + " --rebuild");
+  expect_one_line_error(r, 1, "is not a recycle cache");
+  EXPECT_EQ(listing(lookalike), mine);
+  // A real cache is rebuilt.
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
+  EXPECT_TRUE(fs::exists(cache + "/" + recycle::kCacheMarkerName));
+  r = run(dir, "recycle-build", small_build(cache) + " --rebuild --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["computed"], r.last["unique"]);
+}
+
+// Defect 4: a sibling named like a staging directory belongs to the user and stays.
+TEST(CacheSafety, CreatingACacheLeavesSiblingsAlone) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  fs::create_directories(cache + ".creating");
+  recycle::testing::write_file(cache + ".creating/precious.txt", "keep me");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
+  EXPECT_EQ(recycle::testing::read_file(cache + ".creating/precious.txt"), "keep me");
+  // Nothing of the creation is left beside the cache.
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find("recycle-creating"), std::string::npos)
+        << e.path();
+  }
+  expect_verifies(dir, cache);
+}
+
+// Defect 5: links are followed; a dangling one is refused and left as it is.
+TEST(CacheSafety, SymbolicLinksAreFollowedAndDanglingOnesRefused) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string dangling = dir.file("dangling");
+  fs::create_symlink(dir.file("nowhere"), dangling);
+  ToolRun r = run(dir, "recycle-build", small_build(dangling));
+  expect_one_line_error(r, 1, "does not exist");
+  EXPECT_TRUE(fs::is_symlink(dangling));
+  EXPECT_FALSE(fs::exists(dir.file("nowhere")));
+
+  const std::string target = dir.file("target"), link = dir.file("link");
+  fs::create_directories(target);
+  fs::create_symlink(target, link);
+  ASSERT_EQ(run(dir, "recycle-build", small_build(link)).code, 0);
+  EXPECT_TRUE(fs::exists(target + "/CURRENT"));
+  r = run(dir, "recycle-build", small_build(link) + " --rebuild --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::exists(target + "/CURRENT"));
+  expect_verifies(dir, link);
+  expect_verifies(dir, target);
+}
+
+// Defect 6: output that was lost is a failure.
+TEST(CacheSafety, LostOutputExitsNonZero) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
+  const std::string inspect = recycle::testing::tool_path("recycle-inspect") + " --cache " + cache;
+  for (const std::string redirect : {" --json >/dev/full", " --json >&-"}) {
+    const int status = std::system((inspect + redirect + " 2>" + dir.file("err")).c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << redirect << ": " << status;
+    const std::string err = recycle::testing::read_file(dir.file("err"));
+    EXPECT_NE(err.find("could not write the output"), std::string::npos) << err;
+  }
+}
+
+// Defect 7: flags that would be ignored are refused; what is chosen is said.
+TEST(CacheSafety, SilentSurprisesAreRefusedOrSaid) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache, 100, "train")).code, 0);
+  const std::string c = "--cache " + cache + " --epochs 1 ";
+  expect_one_line_error(run(dir, "recycle-train", c + "--limit 5"), 2, "do not apply with --cache");
+  expect_one_line_error(run(dir, "recycle-train", c + "--classes 1-2"), 2, "do not apply");
+  expect_one_line_error(run(dir, "recycle-train", c + "--no-cache"), 2, "do not apply");
+  expect_one_line_error(run(dir, "recycle-train", c + "--width 8"), 2, "--width does not apply");
+  ToolRun r = run(dir, "recycle-train", c + "--seed -1");
+  expect_one_line_error(r, 2, "--seed: must be a whole number");
+  EXPECT_LT(r.err.size(), 200u) << r.err;
+  expect_one_line_error(run(dir, "recycle-build", "--data fashion-mnist --split test --limit 10 "
+                                                   "--recycle 0.3 --cache " + dir.file("c2")),
+                        2, "falls between blocks");
+  // No test split: training goes on, and says it does not evaluate.
+  const ToolRun t = run(dir, "recycle-train", c + "--json");
+  ASSERT_EQ(t.code, 0) << describe(t);
+  EXPECT_TRUE(t.last["test_acc"].is_null());
+  EXPECT_NE(t.err.find("note: cache " + cache + " has no split 'test'"), std::string::npos) << t.err;
+  EXPECT_EQ(t.last["notes"].size(), 1u) << t.out;
+}
+
+TEST(CacheSafety, WidthBesideWeightsIsRefused) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string enc = dir.file("enc.pt");
+  ToolRun r = run(dir, "recycle-train", "--data fashion-mnist --split test --limit 100 --width 4 "
+                                        "--recycle 0 --epochs 1 --eval-split none --save-model " + enc);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-build", "--data fashion-mnist --split test --limit 10 --weights " + enc +
+                                    " --width 8 --recycle 0.5 --cache " + dir.file("c"));
+  expect_one_line_error(r, 2, "--width applies only without --weights");
+  EXPECT_FALSE(fs::exists(dir.file("c")));
+
+  // Corrupt weights (a flipped byte inside a tensor, so only the zip's CRC can tell).
+  std::string bytes = recycle::testing::read_file(enc);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  const std::string bad = dir.file("bad.pt");
+  recycle::testing::write_file(bad, bytes);
+  r = run(dir, "recycle-build", "--data fashion-mnist --split test --limit 10 --weights " + bad +
+                                    " --recycle 0.5 --cache " + dir.file("c"));
+  expect_one_line_error(r, 1, "fails its CRC-32 check");
+  EXPECT_FALSE(fs::exists(dir.file("c")));
+}
+
+// A source of one batch of NaN inputs.
+class NanBatches : public recycle::BatchSource {
+ public:
+  int64_t size() const override { return 8; }
+  void start_epoch(bool, uint64_t) override { done_ = false; }
+  bool next(int64_t, torch::Tensor* x, torch::Tensor* y) override {
+    if (done_) return false;
+    done_ = true;
+    *x = torch::full({8, 4}, std::numeric_limits<float>::quiet_NaN());
+    *y = torch::zeros({8}, torch::kInt64);
+    return true;
+  }
+
+ private:
+  bool done_ = false;
+};
+
+// Defect 7: a loss that is not finite stops training with the epoch and step.
+TEST(CacheSafety, NonFiniteLossStopsTraining) {
+  recycle::BlockStack head;
+  head->append("fc", torch::nn::AnyModule(torch::nn::Linear(4, 2)));
+  NanBatches source;
+  recycle::TrainHyper hyper;
+  hyper.epochs = 2;
+  try {
+    recycle::train_module(head, source, hyper, /*progress=*/false);
+    FAIL() << "trained on a NaN loss";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("at epoch 1, step 1 of 1"), std::string::npos) << e.what();
+  }
+}
+
+// Defect 8: messages and exit codes.
+TEST(CacheSafety, MessagesAndExitCodes) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
+  const std::string c = "--cache " + cache + " --epochs 1 ";
+  ToolRun r = run(dir, "recycle-train", c + "--lr 0");
+  expect_one_line_error(r, 2, "must be a number above 0 and at most 10");
+  EXPECT_LT(r.err.size(), 200u) << r.err;
+  expect_one_line_error(run(dir, "recycle-train", c + "--lr 1e308"), 2, "--lr");
+  for (const char* tool : {"recycle-build", "recycle-train", "recycle-inspect"}) {
+    r = run(dir, tool, "--data fashion-mnist --recycle 0.5 --cache ''");
+    if (std::string(tool) == "recycle-inspect") r = run(dir, tool, "--cache ''");
+    expect_one_line_error(r, 2, "--cache");
+  }
+  // A cache whose CURRENT file is gone is called damaged, not missing.
+  const std::string copy = dir.file("copy");
+  fs::copy(cache, copy);
+  fs::remove(copy + "/CURRENT");
+  expect_one_line_error(run(dir, "recycle-inspect", "--cache " + copy), 1,
+                        "is damaged: its CURRENT file is missing");
+  // A FIFO in place of a data file is refused at once.
+  const std::string fifo_dir = dir.file("fifo");
+  fs::create_directories(fifo_dir);
+  ASSERT_EQ(mkfifo((fifo_dir + "/t10k-images-idx3-ubyte.gz").c_str(), 0600), 0);
+  fs::copy_file("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                fifo_dir + "/t10k-labels-idx1-ubyte.gz");
+  r = run(dir, "recycle-build", "--data fashion-mnist:" + fifo_dir +
+                                    " --split test --recycle 0.5 --cache " + dir.file("c3"));
+  expect_one_line_error(r, 1, "is a FIFO, not a regular file");
+  // recycle-bench checks its own flags.
+  expect_one_line_error(run(dir, "recycle-bench", "--ratios 0.3"), 2, "multiple of 1/8");
+  expect_one_line_error(run(dir, "recycle-bench", "--samples 0"), 2, "--samples");
+  expect_one_line_error(run(dir, "recycle-bench", "--threads -1"), 2, "--threads");
+}
+
+// Defect 8: recycle-train's mismatch message names what it offers, not recycle-build's flag.
+TEST(CacheSafety, TrainMismatchSuggestsWhatWorks) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string enc = dir.file("enc.pt"), cache = dir.file("cache");
+  ToolRun r = run(dir, "recycle-train", "--data fashion-mnist --split test --limit 100 --width 4 "
+                                        "--recycle 0 --epochs 1 --eval-split none --save-model " + enc);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);  // other (random) weights
+  r = run(dir, "recycle-train", "--cache " + cache + " --weights " + enc + " --epochs 1");
+  expect_one_line_error(r, 1, "recycle-build --rebuild");
+}
+
+// Defect 9: records no index entry points to are counted and compacted away.
+TEST(CacheSafety, OrphanRecordsAreCountedAndCompacted) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache, 100)).code, 0);
+  ToolRun r = run(dir, "recycle-build", small_build(cache, 60) + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --json");
+  EXPECT_EQ(r.last["orphans"], 40) << describe(r);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["orphans"], 40) << describe(r);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --compact --verify --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("40 orphan records deleted"), std::string::npos) << r.out;
+  EXPECT_EQ(r.last["orphans"], 0);
+  EXPECT_EQ(r.last["records"], 60);
+  EXPECT_EQ(r.last["checked"], 60);
+  // Training still reads every sample.
+  r = run(dir, "recycle-train", "--cache " + cache + " --split test --eval-split none --epochs 1 --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["train_samples"], 60);
+}
+
+}  // namespace

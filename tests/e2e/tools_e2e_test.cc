@@ -1,0 +1,207 @@
+// End-to-end tests: the real recycle-build, recycle-train and recycle-inspect binaries on small
+// slices of real Fashion-MNIST, and on tiny IDX files these tests write.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/tool_runner.h"
+
+namespace {
+
+using nlohmann::json;
+using recycle::testing::TempDir;
+
+using recycle::testing::count_lines;
+using recycle::testing::describe;
+using recycle::testing::ToolRun;
+
+using recycle::testing::write_idx;
+
+ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
+  return recycle::testing::run_tool(dir, tool, args);
+}
+
+using recycle::testing::have_fashion_mnist;
+
+// The transfer task in small: pretrain on classes 0-4, cache classes 5-9 at 50%, train the
+// head from the cache, and check everything the tools promise along the way.
+TEST(Tools, TransferTaskEndToEnd) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string enc = dir.file("encoder.pt"), cache = dir.file("cache");
+
+  ToolRun r = run(dir, "recycle-train",
+                  "--data fashion-mnist --classes 0-4 --limit 3000 --recycle 0 --epochs 1 "
+                  "--eval-split none --save-model " + enc + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["mode"], "full");
+  EXPECT_EQ(r.last["train_samples"], 3000);
+  ASSERT_TRUE(std::filesystem::exists(enc));
+
+  const std::string build = "--data fashion-mnist --classes 5-9 --weights " + enc +
+                            " --recycle 0.5 --cache " + cache + " --json";
+  r = run(dir, "recycle-build", build + " --split train --limit 1500");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["samples"], 1500);
+  EXPECT_EQ(r.last["computed"], r.last["unique"]);
+  EXPECT_GT(r.last["bytes"].get<int64_t>(), 1500 * 6000);  // fp16 32x14x14 = 12.5 KB each
+  const int64_t train_records = r.last["records"];
+
+  r = run(dir, "recycle-build", build + " --split test --limit 1000");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["samples"], 1000);
+
+  // A rerun computes and writes nothing.
+  r = run(dir, "recycle-build", build + " --split train --limit 1500");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["computed"], 0);
+  EXPECT_EQ(r.last["bytes"], 0);
+  EXPECT_EQ(r.last["index_written"], 0);
+  EXPECT_EQ(r.last["skipped"], 1500);
+
+  // A larger limit computes only the new samples.
+  r = run(dir, "recycle-build", build + " --split train --limit 1600");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_LE(r.last["computed"].get<int64_t>(), 100);
+  EXPECT_GT(r.last["computed"].get<int64_t>(), 90);
+  EXPECT_EQ(r.last["index_written"], 100);
+
+  // Another codec, split point or weights is refused with one line naming it.
+  r = run(dir, "recycle-build", build + " --split train --limit 1600 --codec fp32");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("codec: the cache has fp16, this run asks for fp32"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run(dir, "recycle-build",
+          "--data fashion-mnist --classes 5-9 --weights " + enc + " --recycle 0.75 --cache " +
+              cache + " --limit 10");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("split point"), std::string::npos) << r.err;
+  r = run(dir, "recycle-build",
+          "--data fashion-mnist --classes 5-9 --recycle 0.5 --cache " + cache + " --limit 10");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["corrupt"], 0);
+  EXPECT_EQ(r.last["checked"], r.last["records"]);
+  EXPECT_GT(r.last["records"].get<int64_t>(), train_records);
+  EXPECT_EQ(r.last["codec"], "fp16");
+  EXPECT_EQ(r.last["keyer"], "xxh3");
+  EXPECT_EQ(r.last["splits"]["train"]["samples"], 1600);
+  EXPECT_EQ(r.last["splits"]["test"]["complete"], true);
+
+  const std::string head = dir.file("head.pt");
+  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --save-head " + head + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["mode"], "cache");
+  EXPECT_EQ(r.last["recycle"], 0.5);
+  EXPECT_EQ(r.last["epoch_seconds"].size(), 3u);
+  EXPECT_EQ(r.last["test_samples"], 1000);
+  // Five classes: chance is 0.2. The head must learn.
+  EXPECT_GT(r.last["test_acc"].get<double>(), 0.7) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(head));
+
+  // The same seed gives the same training run.
+  ToolRun again = run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --json");
+  ASSERT_EQ(again.code, 0) << describe(again);
+  EXPECT_EQ(again.last["test_acc"], r.last["test_acc"]);
+  EXPECT_EQ(again.last["epoch_loss"], r.last["epoch_loss"]);
+
+  // Training checks the cache against weights it is given, and refuses other weights or
+  // another split point with one line naming what differs.
+  const std::string other = dir.file("other.pt");
+  r = run(dir, "recycle-train",
+          "--data fashion-mnist --classes 0-4 --limit 128 --recycle 0 --epochs 1 "
+          "--eval-split none --save-model " + other);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-train", "--cache " + cache + " --weights " + other + " --epochs 1");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("prefix fingerprint (weights)"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run(dir, "recycle-train", "--cache " + cache + " --weights " + enc + " --recycle 0.75");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("split point"), std::string::npos) << r.err;
+  // --split picks the cached split to train on.
+  r = run(dir, "recycle-train",
+          "--cache " + cache + " --weights " + enc +
+              " --recycle 0.5 --split test --eval-split none --epochs 1 --json");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["train_samples"], 1000);
+
+  // Freezing without recycling, from raw data, trains the same head shape.
+  r = run(dir, "recycle-train",
+          "--data fashion-mnist --classes 5-9 --limit 1000 --weights " + enc +
+              " --recycle 0.5 --no-cache --epochs 2 --batch 64 --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["mode"], "frozen");
+  EXPECT_GT(r.last["test_acc"].get<double>(), 0.7);
+}
+
+TEST(Tools, DuplicateSamplesAreComputedOnce) {
+  TempDir dir;
+  const int unique = 20, copies = 3, n = unique * copies;
+  std::vector<uint8_t> images, labels;
+  for (int c = 0; c < copies; ++c) {
+    for (int i = 0; i < unique; ++i) {
+      for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((i * 37 + p * 11) % 251));
+      labels.push_back(static_cast<uint8_t>(i % 10));
+    }
+  }
+  write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, images);
+  write_idx(dir.file("train-labels-idx1-ubyte.gz"), {n}, labels);
+  ToolRun r = run(dir, "recycle-build",
+                  "--data fashion-mnist:" + dir.path().string() + " --recycle 0.25 --width 4 "
+                  "--cache " + dir.file("cache") + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["samples"], n);
+  EXPECT_EQ(r.last["unique"], unique);
+  EXPECT_EQ(r.last["computed"], unique);
+  EXPECT_EQ(r.last["records"], unique);
+}
+
+TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
+  TempDir dir;
+  const std::string cache = "--cache " + dir.file("c");
+  struct Case {
+    std::string tool, args;
+    int code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"recycle-build", "--data fashion-mnist --recycle 1.7 " + cache, 2, "--recycle"},
+      {"recycle-build", "--data fashion-mnist --recycle 0.5 --batch 0 " + cache, 2, "--batch"},
+      {"recycle-build", "--data fashion-mnist " + cache, 2, "--recycle"},
+      {"recycle-build", "--data nonsense --recycle 0.5 " + cache, 2, "unknown data"},
+      {"recycle-build", "--data fashion-mnist:/nonexistent --recycle 0.5 " + cache, 1,
+       "/nonexistent"},
+      {"recycle-build", "--data fashion-mnist --recycle 0.5 --codec int3 " + cache, 2, "--codec"},
+      {"recycle-build", "--data fashion-mnist --recycle 0.5 --keyer md5 --limit 5 " + cache, 2,
+       "unknown keyer"},
+      {"recycle-train", cache, 1, "no cache at"},
+      {"recycle-train", "", 2, "--cache"},
+      {"recycle-inspect", cache, 1, "no cache at"},
+      {"recycle-inspect", "", 2, "--cache"},
+  };
+  for (const Case& c : cases) {
+    ToolRun r = run(dir, c.tool, c.args);
+    EXPECT_EQ(r.code, c.code) << c.tool << " " << c.args << "\n" << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1) << c.tool << " " << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.tool << " " << c.args << "\n" << r.err;
+  }
+  // Nothing was created by the failed runs.
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c")));
+}
+
+TEST(Tools, HelpPrintsUsageAndExitsZero) {
+  TempDir dir;
+  for (const char* tool : {"recycle-build", "recycle-train", "recycle-inspect"}) {
+    ToolRun r = run(dir, tool, "--help");
+    EXPECT_EQ(r.code, 0) << describe(r);
+    EXPECT_NE(r.out.find("--cache"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,210 @@
+// Block models, splitting, fingerprints, weights files, datasets and preprocessing.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "engine/models/block_model.h"
+#include "engine/data/dataset.h"
+#include "engine/models/preprocess.h"
+#include "tests/test_util.h"
+
+namespace {
+
+using recycle::BlockModel;
+using recycle::ModelSpec;
+
+BlockModel small_model(int64_t classes = 5, uint64_t seed = 1) {
+  torch::manual_seed(seed);
+  ModelSpec spec;
+  spec.width = 8;
+  return recycle::make_block_model(spec, classes);
+}
+
+// Puts running statistics into the batch norms so eval mode is not the identity.
+void warm_up(BlockModel& model) {
+  torch::NoGradGuard no_grad;
+  auto stack = model.as_stack();
+  stack->train();
+  for (int i = 0; i < 3; ++i) stack->forward(torch::randn({16, 1, 28, 28}) * 2 + 0.5);
+  stack->eval();
+}
+
+TEST(ModelSpec, RoundTripsAndRejectsNonsense) {
+  ModelSpec spec = ModelSpec::parse("resnet18:width=32,in_channels=3");
+  EXPECT_EQ(spec.width, 32);
+  EXPECT_EQ(spec.in_channels, 3);
+  EXPECT_EQ(ModelSpec::parse(spec.to_string()), spec);
+  EXPECT_EQ(ModelSpec::parse("resnet18").width, 16);
+  EXPECT_THROW(ModelSpec::parse("vgg"), std::invalid_argument);
+  EXPECT_THROW(ModelSpec::parse("resnet18:width=0"), std::invalid_argument);
+  EXPECT_THROW(ModelSpec::parse("resnet18:depth=3"), std::invalid_argument);
+  EXPECT_THROW(ModelSpec::parse("resnet18:width=1x"), std::invalid_argument);
+}
+
+TEST(BlockModel, HasEightNamedBlocksAndStageBoundaries) {
+  BlockModel model = small_model();
+  ASSERT_EQ(model.num_blocks(), 8);
+  EXPECT_EQ(model.block_names.front(), "layer1.0");
+  EXPECT_EQ(model.block_names.back(), "layer4.1");
+  EXPECT_EQ(recycle::prefix_blocks_for_ratio(model, 0.25), 2);
+  EXPECT_EQ(recycle::prefix_blocks_for_ratio(model, 0.5), 4);
+  EXPECT_EQ(recycle::prefix_blocks_for_ratio(model, 0.75), 6);
+  EXPECT_EQ(recycle::prefix_blocks_for_ratio(model, 1.0), 8);
+  EXPECT_EQ(recycle::prefix_blocks_for_ratio(model, 0.0), 0);
+  EXPECT_THROW(recycle::prefix_blocks_for_ratio(model, 1.7), std::invalid_argument);
+  EXPECT_THROW(recycle::prefix_blocks_for_ratio(model, -0.1), std::invalid_argument);
+  EXPECT_EQ(recycle::prefix_blocks_for_name(model, "layer2.1"), 4);
+  EXPECT_THROW(recycle::prefix_blocks_for_name(model, "layer9.0"), std::invalid_argument);
+}
+
+TEST(Split, PrefixThenHeadEqualsWholeModelInEvalMode) {
+  BlockModel model = small_model();
+  warm_up(model);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({4, 1, 28, 28});
+  auto whole = model.as_stack();
+  whole->eval();
+  const torch::Tensor expected = whole->forward(x);
+  const std::vector<std::vector<int64_t>> shapes = {{8, 28, 28}, {16, 14, 14}, {32, 7, 7}};
+  for (int64_t blocks : {2, 4, 6, 8}) {
+    recycle::SplitModel split = recycle::split_block_model(model, blocks);
+    split.head->eval();
+    const torch::Tensor mid = split.prefix->forward(x);
+    if (blocks < 8) {
+      EXPECT_EQ(mid.sizes().slice(1).vec(), shapes[blocks / 2 - 1]) << blocks;
+    }
+    const torch::Tensor out = split.head->forward(mid);
+    EXPECT_LT((out - expected).abs().max().item<float>(), 1e-5f) << blocks << " blocks";
+  }
+}
+
+TEST(Split, PrefixIsFrozenAndHeadSharesTheModelsModules) {
+  BlockModel model = small_model();
+  recycle::SplitModel split = recycle::split_block_model(model, 4);
+  EXPECT_EQ(split.split_at, "layer2.1");
+  EXPECT_FALSE(split.prefix->is_training());
+  EXPECT_TRUE(split.head->is_training());
+  for (const auto& p : split.prefix->parameters()) EXPECT_FALSE(p.requires_grad());
+  for (const auto& p : split.head->parameters()) EXPECT_TRUE(p.requires_grad());
+  EXPECT_EQ(split.head->names().back(), "fc");
+  // Changing the head's parameters changes the model's: they are the same tensors.
+  torch::NoGradGuard no_grad;
+  split.head->parameters().back().add_(1.0);
+  EXPECT_TRUE(split.head->parameters().back().equal(model.classifier->parameters().back()));
+}
+
+TEST(Fingerprint, FollowsThePrefixWeightsOnly) {
+  BlockModel a = small_model(5, 1);
+  BlockModel b = small_model(5, 1);
+  BlockModel c = small_model(5, 2);
+  auto fp = [](BlockModel& m, int64_t blocks) {
+    return recycle::module_fingerprint(*recycle::split_block_model(m, blocks).prefix);
+  };
+  EXPECT_EQ(fp(a, 4), fp(b, 4));
+  EXPECT_NE(fp(a, 4), fp(c, 4));
+  EXPECT_NE(fp(a, 4), fp(a, 6));
+  const std::string before = fp(a, 4);
+  {
+    torch::NoGradGuard no_grad;
+    a.classifier->parameters()[0].add_(1.0);  // head only
+  }
+  EXPECT_EQ(fp(a, 4), before);
+  {
+    torch::NoGradGuard no_grad;
+    a.blocks[0].ptr()->parameters()[0].view(-1)[0].add_(1e-3);  // one prefix weight
+  }
+  EXPECT_NE(fp(a, 4), before);
+}
+
+TEST(Weights, SaveAndLoadKeepOutputsAndClassNames) {
+  recycle::testing::TempDir dir;
+  BlockModel model = small_model(3);
+  model.class_names = {"a", "b", "c"};
+  warm_up(model);
+  const std::string path = dir.file("m.pt");
+  recycle::save_block_model(model, path);
+  BlockModel loaded = recycle::load_block_model(path);
+  EXPECT_EQ(loaded.spec, model.spec);
+  EXPECT_EQ(loaded.class_names, model.class_names);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({2, 1, 28, 28});
+  auto s1 = model.as_stack();
+  auto s2 = loaded.as_stack();
+  s1->eval();
+  s2->eval();
+  EXPECT_TRUE(s1->forward(x).allclose(s2->forward(x)));
+
+  ModelSpec other = model.spec;
+  other.width = 16;
+  EXPECT_THROW(recycle::load_block_model(path, &other), std::runtime_error);
+  recycle::testing::write_file(dir.file("junk.pt"), "not a model");
+  EXPECT_THROW(recycle::load_block_model(dir.file("junk.pt")), std::runtime_error);
+  EXPECT_THROW(recycle::load_block_model(dir.file("missing.pt")), std::runtime_error);
+}
+
+TEST(Weights, ModuleBytesRoundTrip) {
+  BlockModel a = small_model(5, 1);
+  BlockModel b = small_model(5, 2);
+  auto ha = recycle::split_block_model(a, 4).head;
+  auto hb = recycle::split_block_model(b, 4).head;
+  EXPECT_NE(recycle::module_fingerprint(*ha), recycle::module_fingerprint(*hb));
+  recycle::module_from_bytes(*hb, recycle::module_to_bytes(*ha));
+  EXPECT_EQ(recycle::module_fingerprint(*ha), recycle::module_fingerprint(*hb));
+}
+
+TEST(Dataset, ClassListsParse) {
+  EXPECT_EQ(recycle::parse_class_list("5-9"), (std::vector<int64_t>{5, 6, 7, 8, 9}));
+  EXPECT_EQ(recycle::parse_class_list("4,0,2"), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(recycle::parse_class_list("1-2,7"), (std::vector<int64_t>{1, 2, 7}));
+  for (const char* bad : {"", "9-5", "a", "1,", "1--2", "-3"}) {
+    EXPECT_THROW(recycle::parse_class_list(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(Dataset, FashionMnistClassFilterRemapsLabelsAndLimits) {
+  if (!std::filesystem::exists(std::string(recycle::kDefaultFashionMnistDir))) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  recycle::DatasetOptions o;
+  o.spec = "fashion-mnist";
+  o.split = "test";
+  o.classes = "5-9";
+  o.limit = 300;
+  const recycle::Dataset d = recycle::load_dataset(o);
+  ASSERT_EQ(d.size(), 300u);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"Sandal", "Shirt", "Sneaker", "Bag",
+                                                     "Ankle boot"}));
+  EXPECT_EQ(d.pixels.size(), 300u * 784u);
+  std::vector<int> counts(5, 0);
+  for (int64_t l : d.labels) {
+    ASSERT_GE(l, 0);
+    ASSERT_LT(l, 5);
+    ++counts[l];
+  }
+  for (int c : counts) EXPECT_GT(c, 30);
+  // The first test image is an ankle boot (class 9 -> 4), sample "test/0".
+  EXPECT_EQ(d.labels[0], 4);
+  EXPECT_EQ(d.ids[0], "test/0");
+
+  o.classes = "3,12";
+  EXPECT_THROW(recycle::load_dataset(o), std::invalid_argument);
+  o.classes = "";
+  o.split = "validation";
+  EXPECT_THROW(recycle::load_dataset(o), std::invalid_argument);
+  o.spec = "mnist";
+  EXPECT_THROW(recycle::load_dataset(o), std::invalid_argument);
+}
+
+TEST(Preprocess, NormalisesPixels) {
+  recycle::Dataset d;
+  d.item_shape = {1, 1, 2};
+  d.pixels = {0, 255, 51, 102};
+  d.labels = {0, 1};
+  const int64_t idx[] = {1, 0};
+  const torch::Tensor x = recycle::image_batch(d, idx, 2, torch::kCPU);
+  ASSERT_EQ(x.sizes().vec(), (std::vector<int64_t>{2, 1, 1, 2}));
+  const float m = recycle::kPixelMean, s = recycle::kPixelStd;
+  EXPECT_NEAR(x[0][0][0][0].item<float>(), (0.2f - m) / s, 1e-5);
+  EXPECT_NEAR(x[1][0][0][1].item<float>(), (1.0f - m) / s, 1e-5);
+}
+
+}  // namespace
