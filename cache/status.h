@@ -31,10 +31,13 @@ class Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // For callers that report errors by exception (engine/): throws std::runtime_error with
-  // to_string() unless OK.
+  // For callers that report errors by exception (engine/): unless OK, throws with
+  // to_string(), keeping the kind: std::invalid_argument for an invalid argument (the tools
+  // exit 2, as for a bad flag), std::runtime_error for everything else (exit 1).
   void throw_if_error() const {
-    if (!ok()) throw std::runtime_error(to_string());
+    if (ok()) return;
+    if (is_invalid_argument()) throw std::invalid_argument(to_string());
+    throw std::runtime_error(to_string());
   }
 
   std::string to_string() const {

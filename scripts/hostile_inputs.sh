@@ -84,7 +84,7 @@ case_ "--epochs 0" 2 "$good" "$bin/recycle-train" --cache "$good" --epochs 0
 case_ "an unknown flag" 2 "$good" "$bin/recycle-train" --cache "$good" --turbo
 case_ "recycle-train on a missing cache directory" 1 "" "$bin/recycle-train" --cache "$work/nowhere"
 case_ "recycle-inspect on a directory that is not a cache" 1 "" "$bin/recycle-inspect" --cache "$work"
-case_ "--rebuild on a directory that is not a cache" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/short"
+case_ "--rebuild on a directory that is not a cache" 2 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/short"
 case_ "another codec than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec fp32 --cache "$good"
 case_ "another split point than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.75 --cache "$good"
 case_ "another keyer than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --keyer id --cache "$good"
@@ -99,10 +99,10 @@ mkdir -p "$work/shape32"
 { printf '\x00\x00\x08\x01\x00\x00\x00\x28'; head -c 40 /dev/zero; } >"$work/shape32/t10k-labels-idx1-ubyte.gz"
 case_ "inputs of another shape (32x32 images into a 28x28 cache)" 1 "$good" "$bin/recycle-build" --data "fashion-mnist:$work/shape32" --split test --recycle 0.5 --cache "$good"
 mkdir -p "$work/lookalike" && for f in CURRENT 000001.sst MANIFEST-000001 notes.txt; do echo mine >"$work/lookalike/$f"; done
-case_ "--rebuild on RocksDB-like file names beside the user's own files" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/lookalike"
+case_ "--rebuild on RocksDB-like file names beside the user's own files" 2 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --rebuild --cache "$work/lookalike"
 if [ "$(ls "$work/lookalike" | wc -l)" -ne 4 ]; then echo "FAIL: --rebuild deleted files that are not a cache's" >&2; failures=$((failures + 1)); fi
 ln -s "$work/nowhere" "$work/dangling"
-case_ "a dangling symbolic link as --cache" 1 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --cache "$work/dangling"
+case_ "a dangling symbolic link as --cache" 2 "" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --cache "$work/dangling"
 if [ -e "$work/nowhere" ] || [ ! -L "$work/dangling" ]; then echo "FAIL: the dangling link was replaced" >&2; failures=$((failures + 1)); fi
 case_ "--json into a full device (/dev/full)" 1 "$good" bash -c "\"$bin/recycle-inspect\" --cache \"$good\" --json >/dev/full"
 case_ "--json with stdout closed" 1 "$good" bash -c "\"$bin/recycle-inspect\" --cache \"$good\" --json >&-"

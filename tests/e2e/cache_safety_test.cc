@@ -138,7 +138,7 @@ TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
   }
   const auto before = listing(foreign);
   ToolRun r = run(dir, "recycle-build", small_build(foreign) + " --rebuild");
-  expect_one_line_error(r, 1, "is not a recycle cache");
+  expect_one_line_error(r, 2, "is not a recycle cache");
   EXPECT_EQ(listing(foreign), before);
   {
     rocksdb::DB* db = nullptr;
@@ -155,7 +155,7 @@ TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
   }
   const auto mine = listing(lookalike);
   r = run(dir, "recycle-build", small_build(lookalike) + " --rebuild");
-  expect_one_line_error(r, 1, "is not a recycle cache");
+  expect_one_line_error(r, 2, "is not a recycle cache");
   EXPECT_EQ(listing(lookalike), mine);
   // A real cache is rebuilt.
   const std::string cache = dir.file("cache");
@@ -190,7 +190,7 @@ TEST(CacheSafety, SymbolicLinksAreFollowedAndDanglingOnesRefused) {
   const std::string dangling = dir.file("dangling");
   fs::create_symlink(dir.file("nowhere"), dangling);
   ToolRun r = run(dir, "recycle-build", small_build(dangling));
-  expect_one_line_error(r, 1, "does not exist");
+  expect_one_line_error(r, 2, "does not exist");
   EXPECT_TRUE(fs::is_symlink(dangling));
   EXPECT_FALSE(fs::exists(dir.file("nowhere")));
 
@@ -270,21 +270,15 @@ TEST(CacheSafety, WidthBesideWeightsIsRefused) {
   EXPECT_FALSE(fs::exists(dir.file("c")));
 }
 
-// A source of one batch of NaN inputs.
+// A source of 8 NaN inputs.
 class NanBatches : public recycle::BatchSource {
  public:
   int64_t size() const override { return 8; }
-  void start_epoch(bool, uint64_t) override { done_ = false; }
-  bool next(int64_t, torch::Tensor* x, torch::Tensor* y) override {
-    if (done_) return false;
-    done_ = true;
-    *x = torch::full({8, 4}, std::numeric_limits<float>::quiet_NaN());
-    *y = torch::zeros({8}, torch::kInt64);
-    return true;
+  void load(const int64_t*, int64_t n, recycle::Batch* out) override {
+    out->clear();
+    out->set("activation", torch::full({n, 4}, std::numeric_limits<float>::quiet_NaN()));
+    out->labels = torch::zeros({n}, torch::kInt64);
   }
-
- private:
-  bool done_ = false;
 };
 
 // Defect 7: a loss that is not finite stops training with the epoch and step.
