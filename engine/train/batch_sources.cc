@@ -1,32 +1,11 @@
 #include "engine/train/batch_sources.h"
 
-#include <algorithm>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 
 #include "cache/record.h"
 #include "engine/models/preprocess.h"
 
 namespace recycle {
-
-void OrderedSource::start_epoch(bool shuffle, uint64_t seed) {
-  order_.resize(static_cast<size_t>(size()));
-  std::iota(order_.begin(), order_.end(), 0);
-  if (shuffle) {
-    std::mt19937_64 rng(seed);
-    std::shuffle(order_.begin(), order_.end(), rng);
-  }
-  cursor_ = 0;
-}
-
-bool OrderedSource::next(int64_t max, torch::Tensor* inputs, torch::Tensor* labels) {
-  if (cursor_ >= order_.size()) return false;
-  const int64_t n = std::min<int64_t>(max, static_cast<int64_t>(order_.size() - cursor_));
-  load(order_.data() + cursor_, n, inputs, labels);
-  cursor_ += static_cast<size_t>(n);
-  return true;
-}
 
 CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manifest,
                              const std::string& split, const torch::Device& device)
@@ -55,8 +34,7 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   }
 }
 
-void CachedBatches::load(const int64_t* indices, int64_t n, torch::Tensor* inputs,
-                         torch::Tensor* labels) {
+void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), record_shape_.begin(), record_shape_.end());
   torch::Tensor x = torch::empty(shape, torch::kFloat32);
@@ -93,15 +71,15 @@ void CachedBatches::load(const int64_t* indices, int64_t n, torch::Tensor* input
     }
     if (!statuses[i].ok()) throw std::runtime_error("cache " + store_.dir() + ": " + statuses[i].to_string());
   }
-  *inputs = x.to(device_);
-  *labels = y.to(device_);
+  out->clear();
+  out->set("activation", x.to(device_));
+  out->labels = y.to(device_);
 }
 
 RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device)
     : data_(data), prefix_(std::move(prefix)), device_(device) {}
 
-void RawBatches::load(const int64_t* indices, int64_t n, torch::Tensor* inputs,
-                      torch::Tensor* labels) {
+void RawBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   torch::Tensor x = image_batch(data_, indices, n, device_);
   if (prefix_->size() > 0) {
     torch::NoGradGuard no_grad;
@@ -110,8 +88,9 @@ void RawBatches::load(const int64_t* indices, int64_t n, torch::Tensor* inputs,
   torch::Tensor y = torch::empty({n}, torch::kInt64);
   int64_t* yp = y.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) yp[i] = data_.labels[indices[i]];
-  *inputs = x;
-  *labels = y.to(device_);
+  out->clear();
+  out->set("input", x);
+  out->labels = y.to(device_);
 }
 
 }  // namespace recycle

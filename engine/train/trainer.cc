@@ -1,8 +1,10 @@
 #include "engine/train/trainer.h"
 
+#include <c10/util/string_utils.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <stdexcept>
 
 #include "engine/util/progress.h"
@@ -34,39 +36,84 @@ double scheduled_lr(const TrainHyper& h, int64_t step, int64_t total) {
   throw std::invalid_argument("unknown schedule '" + h.schedule + "' (cosine, step, constant)");
 }
 
-}  // namespace
-
-std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
-                                      const TrainHyper& hyper, bool progress) {
-  if (hyper.epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
-  if (hyper.batch < 1) throw std::invalid_argument("--batch must be at least 1");
-  if (!(hyper.lr > 0)) throw std::invalid_argument("--lr must be positive");
-  scheduled_lr(hyper, 0, 1);  // reject an unknown schedule before any work
+std::vector<torch::Tensor> trainable_parameters(BlockStack& module) {
   std::vector<torch::Tensor> params;
   for (auto& p : module->parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
-  auto optimizer = make_optimizer(params, hyper);
-  const int64_t steps_per_epoch = (train.size() + hyper.batch - 1) / hyper.batch;
-  const int64_t total_steps = steps_per_epoch * hyper.epochs;
+  return params;
+}
+
+// LibTorch's optimizers key their per-parameter state by the parameter's TensorImpl address.
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
+Trainer::Trainer(BlockStack module, const TrainHyper& hyper) : module_(std::move(module)), hyper_(hyper) {
+  if (hyper.epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
+  if (hyper.batch < 1) throw std::invalid_argument("--batch must be at least 1");
+  if (!(hyper.lr > 0)) throw std::invalid_argument("--lr must be positive");
+  scheduled_lr(hyper, 0, 1);  // reject an unknown schedule before any work
+  rebuild_optimizer();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_epoch_start_hook(EpochHook hook) { epoch_start_hooks_.push_back(std::move(hook)); }
+void Trainer::add_after_backward_hook(StepHook hook) {
+  after_backward_hooks_.push_back(std::move(hook));
+}
+
+void Trainer::rebuild_optimizer() {
+  trainable_ = trainable_parameters(module_);
+  std::unique_ptr<torch::optim::Optimizer> fresh = make_optimizer(trainable_, hyper_);
+  if (optimizer_) {
+    auto& old_state = optimizer_->state();
+    for (const torch::Tensor& p : trainable_) {
+      auto it = old_state.find(state_key(p));
+      if (it != old_state.end()) fresh->state()[it->first] = it->second->clone();
+    }
+  }
+  optimizer_ = std::move(fresh);
+}
+
+void Trainer::set_module(BlockStack module) {
+  module_ = std::move(module);
+  module_->train();
+  rebuild_optimizer();
+}
+
+std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler, bool progress) {
+  if (sampler.size() != train.size()) {
+    throw std::invalid_argument("the sampler covers " + std::to_string(sampler.size()) +
+                                " samples, the source has " + std::to_string(train.size()));
+  }
+  const int64_t per_epoch = sampler.samples_per_rank();
+  const int64_t steps_per_epoch = (per_epoch + hyper_.batch - 1) / hyper_.batch;
+  const int64_t total_steps = steps_per_epoch * hyper_.epochs;
   int64_t step = 0;
 
   std::vector<EpochResult> results;
-  module->train();
-  for (int64_t epoch = 0; epoch < hyper.epochs; ++epoch) {
-    Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(hyper.epochs),
-                 train.size(), progress);
+  module_->train();
+  Batch batch;
+  for (int64_t epoch = 0; epoch < hyper_.epochs; ++epoch) {
+    for (const EpochHook& hook : epoch_start_hooks_) hook(*this, epoch);
+    Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(hyper_.epochs),
+                 per_epoch, progress);
     const auto start = std::chrono::steady_clock::now();
-    train.start_epoch(/*shuffle=*/true, hyper.seed * 1000003 + static_cast<uint64_t>(epoch));
+    const std::vector<int64_t> order = sampler.epoch_order(epoch);
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
-    torch::Tensor x, y;
-    while (train.next(hyper.batch, &x, &y)) {
-      const double lr = scheduled_lr(hyper, step++, total_steps);
-      for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
-      optimizer->zero_grad();
-      torch::Tensor logits = module->forward(x);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+    for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(hyper_.batch)) {
+      const int64_t n = std::min<int64_t>(hyper_.batch, static_cast<int64_t>(order.size() - pos));
+      train.load(order.data() + pos, n, &batch);
+      const double lr = scheduled_lr(hyper_, step++, total_steps);
+      for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+      optimizer_->zero_grad();
+      torch::Tensor logits = module_->forward(batch.features());
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) {
         throw std::runtime_error("the loss became " + std::to_string(loss_value) + " at epoch " +
@@ -76,10 +123,10 @@ std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
                                  ": training diverged (try a lower --lr)");
       }
       loss.backward();
-      optimizer->step();
-      const int64_t n = y.size(0);
+      for (const StepHook& hook : after_backward_hooks_) hook(*this, step - 1);
+      optimizer_->step();
       loss_sum += loss_value * n;
-      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
+      correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
       seen += n;
       bar.advance(n);
       bar.set_suffix(" loss " + std::to_string(loss_sum / seen).substr(0, 6));
@@ -95,19 +142,29 @@ std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
   return results;
 }
 
+std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
+                                      const TrainHyper& hyper, bool progress) {
+  Trainer trainer(module, hyper);
+  const Sampler sampler(train.size(), /*shuffle=*/true, hyper.seed);
+  return trainer.fit(train, sampler, progress);
+}
+
 EvalResult evaluate_module(BlockStack& module, BatchSource& eval, int64_t batch) {
   torch::NoGradGuard no_grad;
   module->eval();
-  eval.start_epoch(/*shuffle=*/false, 0);
   EvalResult r;
   double loss_sum = 0;
   int64_t correct = 0;
-  torch::Tensor x, y;
-  while (eval.next(batch, &x, &y)) {
-    torch::Tensor logits = module->forward(x);
-    loss_sum += torch::nn::functional::cross_entropy(logits, y).item<double>() * y.size(0);
-    correct += logits.argmax(1).eq(y).sum().item<int64_t>();
-    r.samples += y.size(0);
+  const Sampler sampler(eval.size(), /*shuffle=*/false, 0);
+  const std::vector<int64_t> order = sampler.epoch_order(0);
+  Batch b;
+  for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(batch)) {
+    const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(order.size() - pos));
+    eval.load(order.data() + pos, n, &b);
+    torch::Tensor logits = module->forward(b.features());
+    loss_sum += torch::nn::functional::cross_entropy(logits, b.labels).item<double>() * n;
+    correct += logits.argmax(1).eq(b.labels).sum().item<int64_t>();
+    r.samples += n;
   }
   module->train();
   r.loss = r.samples ? loss_sum / r.samples : 0.0;

@@ -1,14 +1,18 @@
-// The training loop: epochs over a BatchSource, cross-entropy, an optimizer and a learning
-// rate schedule, and evaluation. Trains every parameter of `module` that requires grad.
+// The training loop: epochs over a BatchSource in the order a Sampler gives, cross-entropy, an
+// optimizer and a learning rate schedule, hooks for what data-parallel training and freeze
+// schedules add, and evaluation. Trains every parameter of the module that requires grad.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/train/batch_sources.h"
+#include "engine/data/sampler.h"
 #include "engine/models/block_model.h"
+#include "engine/train/batch_sources.h"
 #include "engine/train/train_hyper.h"
 
 namespace recycle {
@@ -26,12 +30,57 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
-// Trains `module` (train mode) for hyper.epochs epochs, shuffling with hyper.seed + epoch.
-// Throws std::invalid_argument for unknown optimizer or schedule names.
+// Trains one module (train mode). Not thread safe; hooks run on the calling thread.
+//
+// A step: set the scheduled learning rate, zero the gradients, forward the batch's features,
+// cross-entropy, backward, the after-backward hooks (gradients are ready: where gradient
+// averaging goes), the optimizer step. An epoch: the epoch-start hooks (where a freeze schedule
+// re-splits the model: it may call set_module or rebuild_optimizer), then the steps over the
+// sampler's order for that epoch.
+class Trainer {
+ public:
+  using EpochHook = std::function<void(Trainer&, int64_t epoch)>;
+  using StepHook = std::function<void(Trainer&, int64_t step)>;
+
+  // Throws std::invalid_argument for bad hyper-parameters (epochs, batch, lr, optimizer or
+  // schedule names), before any work.
+  Trainer(BlockStack module, const TrainHyper& hyper);
+  ~Trainer();
+
+  void add_epoch_start_hook(EpochHook hook);
+  void add_after_backward_hook(StepHook hook);
+
+  BlockStack& module() { return module_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const TrainHyper& hyper() const { return hyper_; }
+  // The module's parameters that require grad: what the optimizer updates.
+  const std::vector<torch::Tensor>& trainable() const { return trainable_; }
+
+  // Makes a new optimizer over the module's parameters that require grad now. A parameter
+  // that stays keeps its optimizer state (momentum, Adam moments); one that left loses it.
+  void rebuild_optimizer();
+  // Trains `module` from now on (train mode) and rebuilds the optimizer.
+  void set_module(BlockStack module);
+
+  // Runs hyper.epochs epochs. Throws std::runtime_error when the loss stops being finite,
+  // naming the epoch and step.
+  std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress);
+
+ private:
+  BlockStack module_;
+  TrainHyper hyper_;
+  std::vector<torch::Tensor> trainable_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<EpochHook> epoch_start_hooks_;
+  std::vector<StepHook> after_backward_hooks_;
+};
+
+// Trains `module` alone (rank 0 of 1), shuffling with hyper.seed and the epoch: a Trainer
+// without hooks.
 std::vector<EpochResult> train_module(BlockStack& module, BatchSource& train,
                                       const TrainHyper& hyper, bool progress);
 
-// Accuracy and mean loss of `module` in eval mode, without grad.
+// Accuracy and mean loss of `module` in eval mode, without grad, over the source in order.
 EvalResult evaluate_module(BlockStack& module, BatchSource& eval, int64_t batch);
 
 }  // namespace recycle

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -199,11 +200,11 @@ torch::Tensor read_split(const std::string& dir, const std::string& split) {
   st = store->read_manifest(&m);
   st.throw_if_error();
   recycle::CachedBatches batches(*store, m, split, torch::kCPU);
-  batches.start_epoch(false, 0);
-  std::vector<torch::Tensor> parts;
-  torch::Tensor x, y;
-  while (batches.next(256, &x, &y)) parts.push_back(torch::cat({x.flatten(1), y.unsqueeze(1).to(torch::kFloat32)}, 1));
-  return torch::cat(parts);
+  std::vector<int64_t> all(static_cast<size_t>(batches.size()));
+  std::iota(all.begin(), all.end(), 0);
+  recycle::Batch b;
+  batches.load(all.data(), batches.size(), &b);
+  return torch::cat({b.features().flatten(1), b.labels.unsqueeze(1).to(torch::kFloat32)}, 1);
 }
 
 TEST(Reliability, FlippedBytesAreDetectedAndNeverTrainedOn) {

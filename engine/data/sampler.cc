@@ -1,0 +1,40 @@
+#include "engine/data/sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace recycle {
+
+Sampler::Sampler(int64_t size, bool shuffle, uint64_t seed, int rank, int world)
+    : size_(size), shuffle_(shuffle), seed_(seed), rank_(rank), world_(world) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a world of " +
+                                std::to_string(world));
+  }
+  if (size < world) {
+    throw std::invalid_argument("a split of " + std::to_string(size) + " samples cannot be shared by " +
+                                std::to_string(world) + " ranks");
+  }
+}
+
+int64_t Sampler::samples_per_rank() const { return (size_ + world_ - 1) / world_; }
+
+std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
+  std::vector<int64_t> global(static_cast<size_t>(size_));
+  std::iota(global.begin(), global.end(), 0);
+  if (shuffle_) {
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(epoch));
+    std::shuffle(global.begin(), global.end(), rng);
+  }
+  if (world_ == 1) return global;
+  const int64_t per_rank = samples_per_rank();
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(per_rank));
+  for (int64_t i = rank_; i < per_rank * world_; i += world_) mine.push_back(global[i % size_]);
+  return mine;
+}
+
+}  // namespace recycle

@@ -1,0 +1,284 @@
+// The train room in process: batches, batch sources over a cache and over raw data, and the
+// trainer with its hooks (no child processes).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/record.h"
+#include "engine/models/preprocess.h"
+#include "engine/train/batch_sources.h"
+#include "engine/train/trainer.h"
+#include "tests/test_util.h"
+
+using recycle::Batch;
+using recycle::BlockStack;
+using recycle::TrainHyper;
+using recycle::Trainer;
+using recycle::testing::TempDir;
+
+namespace {
+
+// In-memory samples: x [n, features] float32, y [n] int64.
+class TensorSource : public recycle::BatchSource {
+ public:
+  TensorSource(torch::Tensor x, torch::Tensor y) : x_(std::move(x)), y_(std::move(y)) {}
+  int64_t size() const override { return x_.size(0); }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    const torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices), {n}, torch::kInt64).clone();
+    out->clear();
+    out->set("activation", x_.index_select(0, idx));
+    out->labels = y_.index_select(0, idx);
+  }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+// Two Gaussian blobs in 4 dimensions, one per class.
+TensorSource blobs(int64_t n) {
+  torch::manual_seed(1);
+  torch::Tensor y = torch::arange(n) % 2;
+  torch::Tensor x = torch::randn({n, 4}) * 0.5 + (y.to(torch::kFloat32) * 2 - 1).unsqueeze(1) * 2;
+  return TensorSource(x, y);
+}
+
+// A head of two linear blocks, the same weights for the same seed.
+BlockStack two_blocks(uint64_t seed) {
+  torch::manual_seed(seed);
+  BlockStack head;
+  head->append("a", torch::nn::AnyModule(torch::nn::Linear(4, 8)));
+  head->append("b", torch::nn::AnyModule(torch::nn::Linear(8, 2)));
+  return head;
+}
+
+TrainHyper small_hyper() {
+  TrainHyper h;
+  h.epochs = 3;
+  h.batch = 16;
+  h.lr = 0.1;
+  h.schedule = "constant";
+  return h;
+}
+
+std::vector<torch::Tensor> snapshot(const torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(Batch, NamedInputsAndFeatures) {
+  Batch b;
+  EXPECT_EQ(b.size(), 0);
+  EXPECT_THROW(b.features(), std::out_of_range);
+  b.set("activation", torch::zeros({3, 2}));
+  b.set("mask", torch::ones({3, 5}, torch::kBool));
+  b.set("activation", torch::ones({3, 2}));  // replaces
+  b.labels = torch::zeros({3}, torch::kInt64);
+  EXPECT_EQ(b.size(), 3);
+  ASSERT_EQ(b.inputs.size(), 2u);
+  EXPECT_TRUE(torch::equal(b.features(), torch::ones({3, 2})));
+  EXPECT_EQ(b.at("mask").scalar_type(), torch::kBool);
+  try {
+    b.at("lengths");
+    FAIL();
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("it has: activation, mask"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, LearnsASeparableProblem) {
+  TensorSource data = blobs(256);
+  BlockStack head = two_blocks(0);
+  const auto epochs = recycle::train_module(head, data, small_hyper(), /*progress=*/false);
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_EQ(epochs[0].samples, 256);
+  EXPECT_LT(epochs.back().loss, epochs.front().loss);
+  EXPECT_GT(recycle::evaluate_module(head, data, 100).accuracy, 0.95);
+}
+
+TEST(Trainer, HooksRunAtEpochStartAndBetweenBackwardAndStep) {
+  TensorSource data = blobs(64);  // 4 steps of 16 per epoch
+  Trainer trainer(two_blocks(0), small_hyper());
+  std::vector<int64_t> epochs, steps;
+  trainer.add_epoch_start_hook([&](Trainer&, int64_t epoch) {
+    epochs.push_back(epoch);
+    EXPECT_EQ(static_cast<int64_t>(steps.size()), epoch * 4);  // before the epoch's steps
+  });
+  trainer.add_after_backward_hook([&](Trainer& t, int64_t step) {
+    steps.push_back(step);
+    for (const auto& p : t.trainable()) ASSERT_TRUE(p.grad().defined());  // gradients are ready
+  });
+  trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  EXPECT_EQ(epochs, (std::vector<int64_t>{0, 1, 2}));
+  std::vector<int64_t> want(12);
+  std::iota(want.begin(), want.end(), 0);
+  EXPECT_EQ(steps, want);
+}
+
+// What an after-backward hook does to the gradients is what the optimizer applies: zeroed
+// gradients (no weight decay) leave every parameter as it was.
+TEST(Trainer, AfterBackwardHookSeesTheGradientsTheStepUses) {
+  TensorSource data = blobs(64);
+  TrainHyper h = small_hyper();
+  h.weight_decay = 0;
+  Trainer trainer(two_blocks(0), h);
+  const auto before = snapshot(*trainer.module());
+  trainer.add_after_backward_hook([](Trainer& t, int64_t) {
+    for (const auto& p : t.trainable()) p.mutable_grad().zero_();
+  });
+  trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  EXPECT_TRUE(same(before, snapshot(*trainer.module())));
+}
+
+// A freeze at an epoch start: the frozen block leaves the optimizer and stops changing.
+TEST(Trainer, EpochStartHookCanFreezeABlockAndRebuildTheOptimizer) {
+  TensorSource data = blobs(64);
+  Trainer trainer(two_blocks(0), small_hyper());
+  EXPECT_EQ(trainer.trainable().size(), 4u);
+  std::vector<torch::Tensor> first_at_freeze, second_at_freeze;
+  torch::nn::Module* first = nullptr;
+  trainer.add_epoch_start_hook([&](Trainer& t, int64_t epoch) {
+    if (epoch != 1) return;
+    first = t.module()->children()[0].get();
+    for (auto& p : first->parameters()) p.set_requires_grad(false);
+    t.rebuild_optimizer();
+    first_at_freeze = snapshot(*first);
+    second_at_freeze = snapshot(*t.module()->children()[1]);
+  });
+  trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  EXPECT_EQ(trainer.trainable().size(), 2u);
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(same(first_at_freeze, snapshot(*first)));
+  EXPECT_FALSE(same(second_at_freeze, snapshot(*trainer.module()->children()[1])));
+}
+
+// Rebuilding the optimizer keeps the momentum of the parameters that stay: training is the
+// same as without the rebuild.
+TEST(Trainer, RebuildingTheOptimizerKeepsTheStateOfParametersThatStay) {
+  TensorSource data = blobs(64);
+  Trainer plain(two_blocks(0), small_hyper());
+  plain.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  Trainer rebuilt(two_blocks(0), small_hyper());
+  rebuilt.add_epoch_start_hook([](Trainer& t, int64_t) { t.rebuild_optimizer(); });
+  rebuilt.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  EXPECT_TRUE(same(snapshot(*plain.module()), snapshot(*rebuilt.module())));
+}
+
+TEST(Trainer, RefusesBadHyperParametersAndAMismatchedSampler) {
+  TrainHyper h = small_hyper();
+  h.optimizer = "lbfgs";
+  EXPECT_THROW(Trainer(two_blocks(0), h), std::invalid_argument);
+  h = small_hyper();
+  h.schedule = "linear";
+  EXPECT_THROW(Trainer(two_blocks(0), h), std::invalid_argument);
+  TensorSource data = blobs(32);
+  Trainer t(two_blocks(0), small_hyper());
+  EXPECT_THROW(t.fit(data, recycle::Sampler(31, true, 0), false), std::invalid_argument);
+}
+
+namespace {
+
+// A cache with `n` records of shape 2x3 (record i holds i*10 + 0..5) and a complete "train"
+// split of n samples with labels i % 2.
+std::unique_ptr<recycle::ActivationStore> write_cache(const std::string& dir, int n) {
+  std::unique_ptr<recycle::ActivationStore> store;
+  EXPECT_OK(recycle::ActivationStore::open(dir, recycle::StoreOptions(), &store));
+  recycle::ActivationStore::Batch batch(*store);
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> v(6);
+    std::iota(v.begin(), v.end(), static_cast<float>(i * 10));
+    batch.put_record({1, static_cast<uint64_t>(i)},
+                     recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {2, 3}}}));
+    batch.put_index("train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
+  }
+  recycle::Manifest m;
+  m.record_shapes = {{2, 3}};
+  m.class_names = {"even", "odd"};
+  m.splits["train"] = {"test data", n, n, true};
+  batch.put_manifest(m);
+  EXPECT_OK(store->write(&batch));
+  return store;
+}
+
+}  // namespace
+
+TEST(CachedBatches, LoadsTheSamplesItIsAskedForInThatOrder) {
+  TempDir tmp;
+  auto store = write_cache(tmp.file("cache"), 5);
+  recycle::Manifest m;
+  ASSERT_OK(store->read_manifest(&m));
+  recycle::CachedBatches source(*store, m, "train", torch::kCPU);
+  EXPECT_EQ(source.size(), 5);
+  const std::vector<int64_t> pick = {3, 0, 3};
+  Batch b;
+  source.load(pick.data(), 3, &b);
+  ASSERT_EQ(b.inputs.size(), 1u);
+  EXPECT_EQ(b.inputs[0].first, "activation");
+  EXPECT_EQ(b.features().sizes(), (std::vector<int64_t>{3, 2, 3}));
+  EXPECT_EQ(b.features()[0][1][2].item<float>(), 35.0f);
+  EXPECT_EQ(b.features()[1][0][0].item<float>(), 0.0f);
+  EXPECT_TRUE(torch::equal(b.labels, torch::tensor({1, 0, 1}, torch::kInt64)));
+}
+
+TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
+  TempDir tmp;
+  auto store = write_cache(tmp.file("cache"), 3);
+  {
+    recycle::ActivationStore::Batch batch(*store);
+    std::vector<float> v(4, 1.0f);
+    batch.put_record({1, 1}, recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {2, 2}}}));
+    batch.delete_record({1, 2});
+    ASSERT_OK(store->write(&batch));
+  }
+  recycle::Manifest m;
+  ASSERT_OK(store->read_manifest(&m));
+  recycle::CachedBatches source(*store, m, "train", torch::kCPU);
+  Batch b;
+  const int64_t one = 1, two = 2, zero = 0;
+  source.load(&zero, 1, &b);
+  try {
+    source.load(&one, 1, &b);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("another shape"), std::string::npos) << e.what();
+  }
+  try {
+    source.load(&two, 1, &b);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("which has no record"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RawBatches, PreprocessesImagesWithoutAPrefix) {
+  recycle::Dataset data;
+  data.item_shape = {1, 2, 2};
+  data.pixels = {0, 0, 0, 0, 255, 255, 255, 255};
+  data.labels = {1, 0};
+  data.class_names = {"a", "b"};
+  recycle::RawBatches source(data, BlockStack(), torch::kCPU);
+  const std::vector<int64_t> pick = {1, 0};
+  Batch b;
+  source.load(pick.data(), 2, &b);
+  EXPECT_EQ(b.inputs[0].first, "input");
+  EXPECT_EQ(b.features().sizes(), (std::vector<int64_t>{2, 1, 2, 2}));
+  EXPECT_NEAR(b.features()[0][0][0][0].item<float>(), (1.0f - recycle::kPixelMean) / recycle::kPixelStd, 1e-5);
+  EXPECT_NEAR(b.features()[1][0][0][0].item<float>(), -recycle::kPixelMean / recycle::kPixelStd, 1e-5);
+  EXPECT_TRUE(torch::equal(b.labels, torch::tensor({0, 1}, torch::kInt64)));
+}
