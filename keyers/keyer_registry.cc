@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -12,8 +13,6 @@
 namespace recycle {
 
 namespace {
-
-using Factory = std::function<std::unique_ptr<Keyer>(const std::string& args)>;
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> parts;
@@ -27,8 +26,14 @@ void no_args(const std::string& name, const std::string& args) {
   if (!args.empty()) throw std::invalid_argument("keyer " + name + " takes no options");
 }
 
-const std::map<std::string, Factory>& factories() {
-  static const std::map<std::string, Factory> map = {
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Guarded by registry_mutex().
+std::map<std::string, KeyerFactory>& factories() {
+  static std::map<std::string, KeyerFactory> map = {
       {"xxh3",
        [](const std::string& args) -> std::unique_ptr<Keyer> {
          no_args("xxh3", args);
@@ -59,29 +64,50 @@ const std::map<std::string, Factory>& factories() {
   return map;
 }
 
+std::string known_keyers() {
+  std::string known;
+  for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
+  return known;
+}
+
 }  // namespace
 
 std::unique_ptr<Keyer> make_keyer(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   const std::string args = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  auto it = factories().find(name);
-  if (it == factories().end()) {
-    std::string known;
-    for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("unknown keyer '" + spec + "' (known: " + known + ")");
+  KeyerFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = factories().find(name);
+    if (it != factories().end()) factory = it->second;
+  }
+  if (!factory) {
+    throw std::invalid_argument("unknown keyer '" + spec + "' (known: " + known_keyers() + ")");
   }
   try {
-    return it->second(args);
+    return factory(args);
   } catch (const std::invalid_argument& e) {
-    std::string known;
-    for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
     throw std::invalid_argument("bad keyer spec '" + spec + "': " + e.what() + " (known: " +
-                                known + "; text takes space and lower)");
+                                known_keyers() + "; text takes space and lower)");
+  }
+}
+
+std::string default_keyer_spec(bool text_data) { return text_data ? "text" : "xxh3"; }
+
+void register_keyer(const std::string& name, KeyerFactory factory) {
+  const bool plain = !name.empty() && name.find_first_of(":,") == std::string::npos;
+  if (!plain || !factory) {
+    throw std::invalid_argument("a keyer needs a name without ':' or ',' and a factory");
+  }
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  if (!factories().emplace(name, std::move(factory)).second) {
+    throw std::invalid_argument("a keyer named '" + name + "' is already registered");
   }
 }
 
 std::vector<std::string> keyer_names() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
   std::vector<std::string> names;
   for (const auto& [name, factory] : factories()) names.push_back(name);
   return names;

@@ -1,5 +1,5 @@
 // Micro benchmarks of one SGD training step (zero_grad, forward, cross_entropy, backward,
-// step) on a batch of 128, width-16 ResNet-18 (ModelSpec{}), 5 classes, 2 LibTorch threads
+// step) on a batch of 128, width-16 ResNet-18 (the default encoder), 5 classes, 2 LibTorch threads
 // (override with RECYCLE_BENCH_THREADS=N):
 //   train_step/head_from_cache   the head at the 50% split (4 of 8 blocks frozen) on cached
 //                                activations [128, 32, 14, 14]: what recycle-train does per step
@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "engine/models/block_model.h"
-#include "engine/models/model_spec.h"
+#include "engine/models/encoder_registry.h"
+#include "engine/models/split_model.h"
 
 namespace {
 
@@ -47,7 +48,7 @@ void finish(benchmark::State& state, const torch::Tensor& x) {
 
 void BM_HeadFromCache(benchmark::State& state) {
   setup_torch();
-  recycle::BlockModel model = recycle::make_block_model(recycle::ModelSpec{}, kClasses);
+  recycle::BlockModel model = recycle::make_encoder(recycle::default_encoder_name(), kClasses);
   recycle::SplitModel split = recycle::split_block_model(model, 4);
   auto opt = make_sgd(split.head->parameters());
   const torch::Tensor x = torch::randn({kBatch, 32, 14, 14});
@@ -65,7 +66,7 @@ BENCHMARK(BM_HeadFromCache)->Name("train_step/head_from_cache/r50")
 
 void BM_FrozenPrefix(benchmark::State& state) {
   setup_torch();
-  recycle::BlockModel model = recycle::make_block_model(recycle::ModelSpec{}, kClasses);
+  recycle::BlockModel model = recycle::make_encoder(recycle::default_encoder_name(), kClasses);
   recycle::SplitModel split = recycle::split_block_model(model, 4);
   auto opt = make_sgd(split.head->parameters());
   const torch::Tensor x = torch::randn({kBatch, 1, 28, 28});
@@ -88,7 +89,7 @@ BENCHMARK(BM_FrozenPrefix)->Name("train_step/frozen_prefix/r50")
 
 void BM_FullModel(benchmark::State& state) {
   setup_torch();
-  recycle::BlockModel model = recycle::make_block_model(recycle::ModelSpec{}, kClasses);
+  recycle::BlockModel model = recycle::make_encoder(recycle::default_encoder_name(), kClasses);
   recycle::BlockStack stack = model.as_stack();
   stack->train();
   auto opt = make_sgd(stack->parameters());

@@ -15,6 +15,7 @@
 #include "engine/models/block_model.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/preprocess.h"
+#include "engine/models/weights_io.h"
 #include "engine/util/progress.h"
 #include "keyers/keyer_registry.h"
 

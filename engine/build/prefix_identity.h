@@ -5,6 +5,7 @@
 
 #include "cache/manifest.h"
 #include "engine/models/block_model.h"
+#include "engine/models/split_model.h"
 
 namespace recycle {
 

@@ -4,6 +4,8 @@
 #include "engine/build/build_pipeline.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
+#include "cache/codec.h"
+#include "keyers/keyer_registry.h"
 
 namespace recycle {
 
@@ -17,9 +19,12 @@ int build_main(int argc, char** argv) {
   app.get_option("--data")->required();
   add_model_flags(app, &o.model);
   add_split_flags(app, &o.recycle, &o.split_at);
-  app.add_option("--keyer", o.keyer, "xxh3 | text[:space][,lower] | id (default: xxh3 for images)");
+  app.add_option("--keyer", o.keyer,
+                 "keyer spec (known: " + join(keyer_names(), ", ") + "; text takes :space,lower; "
+                 "default: " + default_keyer_spec(false) + " for images, " +
+                     default_keyer_spec(true) + " for text)");
   app.add_option("--codec", o.codec, "how records store activations")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->check(CLI::IsMember(codec_names()))
       ->capture_default_str();
   add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
       ->required();

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "engine/models/encoder_registry.h"
+
 namespace recycle {
 
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
@@ -97,13 +99,32 @@ void refuse_width_beside_weights(const CLI::App& app) {
   }
 }
 
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
 void add_model_flags(CLI::App& app, ModelOptions* model) {
-  app.add_option("--model", model->arch, "model architecture")
-      ->check(CLI::IsMember({"resnet18"}))
+  const CLI::Validator encoder_spec(
+      [](std::string& value) {
+        try {
+          resolve_encoder_spec(value);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "SPEC");
+  model->encoder = default_encoder_name();
+  app.add_option("--model", model->encoder,
+                 "encoder: NAME[:OPTION=N,...] (known: " + join(encoder_names(), ", ") + "; e.g. " +
+                     resolve_encoder_spec(default_encoder_name()).to_string() + ")")
+      ->check(encoder_spec)
       ->capture_default_str();
-  app.add_option("--width", model->width, "channels of the first stage (no --weights)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
-      ->capture_default_str();
+  app.add_option("--width", model->width,
+                 "channels of the first stage (default: the model's; not with --weights)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
       ->check(CLI::ExistingFile)
       ->check(kNotEmpty);

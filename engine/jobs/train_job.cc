@@ -8,6 +8,9 @@
 #include "engine/build/prefix_identity.h"
 #include "engine/train/batch_sources.h"
 #include "engine/models/block_model.h"
+#include "engine/models/encoder_registry.h"
+#include "engine/models/split_model.h"
+#include "engine/models/weights_io.h"
 #include "engine/models/model_setup.h"
 #include "engine/jobs/train_job.h"
 #include "engine/train/trainer.h"
@@ -139,7 +142,13 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   // The head: the blocks after the split point and the classifier, initialised as the build
   // stored them; a classifier new to these classes is drawn from the seed.
   const int64_t classes = static_cast<int64_t>(m.class_names.size());
-  BlockModel model = make_block_model(ModelSpec::parse(m.model), classes);
+  BlockModel model;
+  try {
+    model = make_encoder(m.model, classes);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("cache " + o.cache_dir + " was built for a model this version does "
+                             "not know: " + e.what());
+  }
   SplitModel split = split_block_model(model, m.prefix_blocks);
   std::string head_bytes;
   store->get_blob("head", &head_bytes).throw_if_error();

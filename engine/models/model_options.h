@@ -7,8 +7,8 @@
 namespace recycle {
 
 struct ModelOptions {
-  std::string arch = "resnet18";
-  int64_t width = 16;    // ignored when weights are given (the file's spec is used)
+  std::string encoder;   // encoder spec (see encoder_registry.h); "" = the registry's default
+  int64_t width = 0;     // > 0: sets the encoder's width option (only without weights)
   std::string weights;   // a file saved by recycle-train --save-model; "" = random init
   uint64_t seed = 0;     // initialisation seed when there are no weights
 };

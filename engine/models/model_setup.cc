@@ -4,6 +4,9 @@
 
 #include <thread>
 
+#include "engine/models/encoder_registry.h"
+#include "engine/models/weights_io.h"
+
 namespace recycle {
 
 void set_thread_count(int threads) {
@@ -15,25 +18,34 @@ void set_thread_count(int threads) {
 
 PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
                             const std::string& split_at, const torch::Device& device) {
-  if (data.is_text) throw std::invalid_argument("resnet18 needs image data");
-  ModelSpec spec;
-  spec.arch = options.arch;
-  spec.width = options.width;
-  spec.in_channels = data.item_shape.at(0);
+  EncoderSpec spec =
+      resolve_encoder_spec(options.encoder.empty() ? default_encoder_name() : options.encoder);
+  const EncoderInfo& info = encoder_info(spec.name);
+  const std::string input = data.is_text ? "text" : "image";
+  if (input != info.input) throw std::invalid_argument(spec.name + " needs " + info.input + " data");
+  if (!options.weights.empty() && options.encoder.find(':') != std::string::npos) {
+    throw std::invalid_argument("--model options apply only without --weights (the weights file "
+                                "sets them)");
+  }
+  if (options.width > 0) spec.set("width", options.width);
+  if (spec.has("in_channels")) spec.set("in_channels", data.item_shape.at(0));
+  spec = resolve_encoder_spec(spec.to_string());  // checks the ranges again
   const int64_t classes = static_cast<int64_t>(data.class_names.size());
 
   PreparedModel pm;
   torch::manual_seed(options.seed);
   if (options.weights.empty()) {
-    pm.model = make_block_model(ModelSpec::parse(spec.to_string()), classes);
+    pm.model = make_encoder(spec.to_string(), classes);
   } else {
-    ModelSpec loaded_spec = spec;
     pm.model = load_block_model(options.weights);
-    loaded_spec.width = pm.model.spec.width;  // the file decides the width
-    if (!(pm.model.spec == loaded_spec)) {
-      throw std::runtime_error("weights " + options.weights + " are for " +
-                               pm.model.spec.to_string() + ", the data needs " +
-                               loaded_spec.to_string());
+    // The file decides every option but the input channels, which the data decides.
+    const EncoderSpec have = resolve_encoder_spec(pm.model.spec);
+    EncoderSpec want = have;
+    want.name = spec.name;
+    if (want.has("in_channels")) want.set("in_channels", spec.get("in_channels"));
+    if (!(have == want)) {
+      throw std::runtime_error("weights " + options.weights + " are for " + have.to_string() +
+                               ", the data needs " + want.to_string());
     }
   }
   pm.classifier_is_new = options.weights.empty() || pm.model.class_names != data.class_names;

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "engine/models/block_model.h"
+#include "engine/models/split_model.h"
 #include "engine/models/model_options.h"
 #include "engine/data/dataset.h"
 
@@ -18,9 +19,11 @@ struct PreparedModel {
   bool classifier_is_new = true;
 };
 
-// Loads options.weights (or makes a model seeded with options.seed), gives it a new classifier
-// when the weights' classes differ from data.class_names, and splits it by `recycle` (a
-// fraction in [0, 1]) or, when recycle < 0, by the block name `split_at`.
+// Loads options.weights (or makes the encoder options.encoder names, seeded with options.seed,
+// its input channels taken from the data), gives it a new classifier when the weights' classes
+// differ from data.class_names, and splits it by `recycle` (a fraction in [0, 1]) or, when
+// recycle < 0, by the block name `split_at`. Throws std::invalid_argument for an encoder that
+// does not read this kind of data or a bad spec, std::runtime_error for weights that do not fit.
 PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
                             const std::string& split_at, const torch::Device& device);
 

@@ -780,3 +780,25 @@ TEST(KeyerRegistry, BadOptionsNameTheSpecAndTheKnownKeyers) {
     EXPECT_TRUE(contains(msg, "known: id, text, xxh3")) << msg;
   }
 }
+
+// Keyers registered from outside the library are made by spec like the built-in ones.
+TEST(KeyerRegistry, RegistersAKeyerFromOutside) {
+  recycle::register_keyer("test-constant", [](const std::string& options) {
+    if (!options.empty()) throw std::invalid_argument("takes no options");
+    struct Constant final : recycle::Keyer {
+      std::string spec() const override { return "test-constant"; }
+      recycle::Key key(const recycle::KeyInput&) const override { return {1, 2}; }
+    };
+    return std::unique_ptr<recycle::Keyer>(new Constant());
+  });
+  const auto names = recycle::keyer_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "test-constant"), names.end());
+  EXPECT_EQ(recycle::make_keyer("test-constant")->spec(), "test-constant");
+  EXPECT_THROW(recycle::make_keyer("test-constant:x"), std::invalid_argument);
+  EXPECT_THROW(recycle::register_keyer("test-constant", [](const std::string&) { return nullptr; }),
+               std::invalid_argument);
+  EXPECT_THROW(recycle::register_keyer("xxh3", [](const std::string&) { return nullptr; }),
+               std::invalid_argument);
+  EXPECT_THROW(recycle::register_keyer("a:b", [](const std::string&) { return nullptr; }),
+               std::invalid_argument);
+}

@@ -1,0 +1,82 @@
+#include "engine/models/encoder_registry.h"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include "engine/models/block_model.h"
+#include "engine/models/resnet18.h"
+
+namespace recycle {
+
+namespace {
+
+struct Entry {
+  EncoderInfo info;
+  std::function<BlockModel(const EncoderSpec&, int64_t classes)> make;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {resnet18_info(), make_resnet18},
+  };
+  return entries;
+}
+
+const Entry& entry(const std::string& name) {
+  for (const Entry& e : registry()) {
+    if (e.info.name == name) return e;
+  }
+  std::string known;
+  for (const std::string& n : encoder_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> encoder_names() {
+  std::vector<std::string> names;
+  for (const Entry& e : registry()) names.push_back(e.info.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string default_encoder_name() { return registry().front().info.name; }
+
+const EncoderInfo& encoder_info(const std::string& name) { return entry(name).info; }
+
+EncoderSpec resolve_encoder_spec(const std::string& text) {
+  const EncoderSpec given = EncoderSpec::parse(text);
+  const EncoderInfo& info = encoder_info(given.name);
+  for (const auto& [name, value] : given.options) {
+    const bool known = std::any_of(info.options.begin(), info.options.end(),
+                                   [&](const EncoderOption& o) { return o.name == name; });
+    if (!known) {
+      std::string names;
+      for (const EncoderOption& o : info.options) names += (names.empty() ? "" : ", ") + o.name;
+      throw std::invalid_argument("model spec '" + text + "': " + info.name + " has no option '" +
+                                  name + "' (options: " + names + ")");
+    }
+  }
+  EncoderSpec spec;
+  spec.name = info.name;
+  for (const EncoderOption& o : info.options) {
+    const int64_t value = given.has(o.name) ? given.get(o.name) : o.default_value;
+    if (value < o.min || value > o.max) {
+      throw std::invalid_argument("model spec '" + text + "': " + o.name + " must be " +
+                                  std::to_string(o.min) + ".." + std::to_string(o.max));
+    }
+    spec.options.emplace_back(o.name, value);
+  }
+  return spec;
+}
+
+BlockModel make_encoder(const std::string& text, int64_t classes) {
+  if (classes < 1) throw std::invalid_argument("a model needs at least one class");
+  const EncoderSpec spec = resolve_encoder_spec(text);
+  BlockModel model = entry(spec.name).make(spec, classes);
+  model.spec = spec.to_string();
+  return model;
+}
+
+}  // namespace recycle

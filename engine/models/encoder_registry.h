@@ -1,0 +1,49 @@
+// The encoder registry: spec string -> encoder, in the style of the keyer registry
+// (keyers/keyer_registry.h). Each entry names an architecture, the kind of input it takes and
+// its integer options with defaults and ranges; ResNet-18 is one entry (engine/models/resnet18.h).
+// No LibTorch in this header: BlockModel is only declared.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/models/encoder_spec.h"
+
+namespace recycle {
+
+struct BlockModel;
+
+struct EncoderOption {
+  std::string name;
+  int64_t default_value = 0;
+  int64_t min = 1;
+  int64_t max = 4096;
+  std::string help;
+};
+
+struct EncoderInfo {
+  std::string name;
+  std::string input;  // the data it reads: "image" (so far the only kind)
+  std::vector<EncoderOption> options;  // printed in this order in canonical specs
+  std::string help;
+};
+
+// The registered encoder names, sorted.
+std::vector<std::string> encoder_names();
+// The name recycle-build and recycle-train use when --model is not given.
+std::string default_encoder_name();
+// The entry for `name`; throws std::invalid_argument naming the known encoders.
+const EncoderInfo& encoder_info(const std::string& name);
+
+// Parses a spec and completes it: options not given take their defaults, unknown encoders or
+// options and values out of range throw std::invalid_argument naming them. to_string() of the
+// result is canonical ("resnet18" -> "resnet18:width=16,in_channels=1") and round-trips.
+EncoderSpec resolve_encoder_spec(const std::string& text);
+
+// A randomly initialised encoder with a classifier of `classes` outputs (initialisation drawn
+// from torch's global generator). model.spec is the canonical spec. Throws
+// std::invalid_argument for a bad spec or classes < 1.
+BlockModel make_encoder(const std::string& spec, int64_t classes);
+
+}  // namespace recycle
