@@ -1,0 +1,321 @@
+#include "engine/build/build_stages.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+
+#include "cache/record.h"
+#include "engine/build/prefix_identity.h"
+#include "engine/models/block_model.h"
+#include "engine/models/model_setup.h"
+#include "engine/models/preprocess.h"
+#include "engine/models/weights_io.h"
+#include "engine/util/progress.h"
+#include "keyers/keyer_registry.h"
+
+namespace recycle {
+
+struct BuildModel {
+  explicit BuildModel(const std::string& device_name) : device(device_name) {}
+  torch::Device device;
+  std::optional<PreparedModel> prepared;
+};
+
+BuildState::BuildState(BuildOptions o)
+    : options(std::move(o)), start(std::chrono::steady_clock::now()) {}
+BuildState::~BuildState() = default;
+
+namespace {
+
+// Keys of every sample, computed in parallel. Exceptions are caught inside the OpenMP region
+// and rethrown after it.
+std::vector<Key> compute_keys(const Dataset& data, const Keyer& keyer) {
+  std::vector<Key> keys(data.size());
+  std::exception_ptr error;
+  const int64_t n = static_cast<int64_t>(data.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      TensorView view;
+      keys[i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return keys;
+}
+
+// The manifest this run asks for: identity plus record shapes.
+Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Codec codec,
+                            const Dataset& data, const torch::Device& device) {
+  Manifest m;
+  set_prefix_identity(pm.model, pm.split, &m);
+  m.keyer = keyer_spec;
+  m.codec = codec_name(codec);
+  m.preprocess = preprocess_spec();
+  m.input_shape = data.item_shape;
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> shape = {1};
+  shape.insert(shape.end(), data.item_shape.begin(), data.item_shape.end());
+  torch::Tensor probe = pm.split.prefix->forward(torch::zeros(shape, device));
+  m.record_shapes = {probe.sizes().slice(1).vec()};
+  m.class_names = data.class_names;
+  m.classifier = pm.classifier_is_new ? "new" : "pretrained";
+  return m;
+}
+
+// Stops the build cleanly while the cache's filesystem still has room: RocksDB needs headroom
+// to flush its memtables (up to ~96 MB here), and Debian's RocksDB aborts on an assertion
+// rather than returning an error when a write fails for lack of space.
+constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
+
+void check_free_space(const std::string& dir, uint64_t batch_bytes) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return;  // cannot tell; RocksDB will report real errors
+  const uint64_t need = kFreeSpaceReserve + 2 * batch_bytes;
+  if (space.available < need) {
+    throw std::runtime_error(
+        "not enough free space for cache " + dir + ": " + std::to_string(space.available >> 20) +
+        " MB free, the build stops "
+        "below " +
+        std::to_string(need >> 20) + " MB (what it wrote so far is kept; rerun to resume)");
+  }
+}
+
+void write(BuildState& s, ActivationStore::Batch* batch, bool sync = false) {
+  s.store->write(batch, sync).throw_if_error();
+  ++s.writes;
+}
+
+}  // namespace
+
+void load_inputs(BuildState& s) {
+  const BuildOptions& o = s.options;
+  if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
+  if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
+  if (!parse_codec(o.codec, &s.codec)) {
+    throw std::invalid_argument("unknown codec '" + o.codec + "' (fp32, fp16, bf16)");
+  }
+  ActivationStore::check_split_name(o.data.split).throw_if_error();
+  set_thread_count(o.threads);
+  s.model = std::make_unique<BuildModel>(o.device);
+
+  s.data = load_dataset(o.data);
+  if (s.data.is_text) {
+    throw std::runtime_error("text data needs a text model, which this version does not have yet");
+  }
+  const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(s.data.is_text) : o.keyer;
+  s.keyer = make_keyer(keyer_spec);
+
+  s.model->prepared.emplace(prepare_model(o.model, s.data, o.recycle, o.split_at, s.model->device));
+  PreparedModel& pm = *s.model->prepared;
+  if (pm.split.prefix_blocks == 0) {
+    throw std::invalid_argument(
+        "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
+  }
+  s.manifest = requested_manifest(pm, s.keyer->spec(), s.codec, s.data, s.model->device);
+}
+
+void reconcile_manifest(BuildState& s) {
+  const std::string& dir = s.options.cache_dir;
+  if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
+  ActivationStore::open(dir, StoreOptions(), &s.store).throw_if_error();
+  s.opening = std::make_unique<ActivationStore::Batch>(*s.store);
+
+  Manifest stored;
+  const Status have = s.store->read_manifest(&stored);
+  if (have.is_not_found()) {
+    s.opening->put_blob("head", module_to_bytes(*s.model->prepared->split.head));
+    return;
+  }
+  have.throw_if_error();
+  const Manifest& wanted = s.manifest;
+  const auto diffs = stored.identity_differences(wanted);
+  if (!diffs.empty()) {
+    throw std::runtime_error(mismatch_message(dir, diffs, "use --rebuild to start over"));
+  }
+  if (stored.class_names != wanted.class_names) {
+    throw std::runtime_error("cache " + dir +
+                             " holds other classes than this data (check --classes)");
+  }
+  // Caches made before the input shape was stored are checked by their record shapes.
+  if (stored.record_shapes != wanted.record_shapes) {
+    throw std::runtime_error("cache " + dir + " stores records of shape " +
+                             (stored.record_shapes.size() == 1
+                                  ? shape_string(stored.record_shapes[0])
+                                  : std::to_string(stored.record_shapes.size()) + " tensors") +
+                             ", this prefix makes " + shape_string(wanted.record_shapes.at(0)) +
+                             " from inputs of " + shape_string(wanted.input_shape) +
+                             " (use --rebuild to start over)");
+  }
+  if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
+  s.manifest = stored;
+}
+
+void plan_split(BuildState& s) {
+  const std::string& split = s.options.data.split;
+  s.existing.clear();
+  s.store->read_index(split, &s.existing).throw_if_error();
+  s.keys = compute_keys(s.data, *s.keyer);
+  const int64_t n = static_cast<int64_t>(s.data.size());
+
+  // Positions whose index entry must be written: new, or different from what is stored.
+  s.todo.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const IndexEntry want{s.keys[i], s.data.labels[i]};
+    if (i >= static_cast<int64_t>(s.existing.size()) || !(s.existing[i] == want)) {
+      s.todo.push_back(i);
+    }
+  }
+  const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
+
+  s.report.cache_dir = s.options.cache_dir;
+  s.report.split = split;
+  s.report.samples = n;
+  s.report.unique = static_cast<int64_t>(distinct.size());
+
+  const auto it = s.manifest.splits.find(split);
+  s.unchanged = s.todo.empty() && static_cast<int64_t>(s.existing.size()) == n &&
+                it != s.manifest.splits.end() && it->second.complete &&
+                it->second.data == s.data.description;
+  // Keys known to have a record: everything the stored index points to.
+  s.present.clear();
+  for (const IndexEntry& e : s.existing) s.present.insert(e.key);
+  s.next = 0;
+}
+
+void begin_split(BuildState& s) {
+  const std::string& split = s.options.data.split;
+  const int64_t n = s.report.samples;
+  SplitInfo& info = s.manifest.splits[split];
+  info.data = s.data.description;
+  info.samples = n;
+  info.unique = s.report.unique;
+  info.complete = false;
+  ActivationStore::Batch& first = *s.opening;
+  first.put_manifest(s.manifest);
+  if (static_cast<int64_t>(s.existing.size()) > n) first.truncate_index(split, n);
+  write(s, &first);
+  s.opening = std::make_unique<ActivationStore::Batch>(*s.store);  // written once
+  s.progress = std::make_unique<Progress>("build " + split, static_cast<int64_t>(s.todo.size()),
+                                          s.options.progress);
+}
+
+bool next_chunk(BuildState& s, BuildChunk* chunk) {
+  *chunk = BuildChunk();
+  if (s.next >= s.todo.size()) return false;
+  chunk->begin = s.next;
+  chunk->end = std::min(s.todo.size(), s.next + static_cast<size_t>(s.options.batch));
+  s.next = chunk->end;
+  return true;
+}
+
+void find_missing(BuildState& s, BuildChunk* chunk) {
+  // Distinct keys of this chunk that are not known to be stored yet.
+  std::vector<Key> unknown;
+  std::vector<int64_t> unknown_pos;
+  std::unordered_set<Key, KeyHash> in_chunk;
+  for (size_t t = chunk->begin; t < chunk->end; ++t) {
+    const Key& k = s.keys[s.todo[t]];
+    if (!s.present.count(k) && in_chunk.insert(k).second) {
+      unknown.push_back(k);
+      unknown_pos.push_back(s.todo[t]);
+    }
+  }
+  std::vector<Status> found;
+  s.store->multi_get(
+      unknown, [](size_t, std::string_view) {}, &found);
+  chunk->compute_pos.clear();
+  chunk->compute_keys.clear();
+  for (size_t u = 0; u < unknown.size(); ++u) {
+    if (found[u].ok()) {
+      s.present.insert(unknown[u]);
+    } else if (found[u].is_not_found()) {
+      chunk->compute_pos.push_back(unknown_pos[u]);
+      chunk->compute_keys.push_back(unknown[u]);
+    } else {
+      found[u].throw_if_error();
+    }
+  }
+}
+
+void compute_chunk(BuildState& s, BuildChunk* chunk) {
+  chunk->records.clear();
+  if (chunk->compute_pos.empty()) return;
+  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
+  int64_t per_sample = 1;
+  for (int64_t d : shape) per_sample *= d;
+
+  torch::NoGradGuard no_grad;
+  const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
+  const torch::Device& device = s.model->device;
+  torch::Tensor out = s.model->prepared->split.prefix
+                          ->forward(image_batch(s.data, chunk->compute_pos.data(), m, device))
+                          .to(torch::kCPU, torch::kFloat32)
+                          .contiguous();
+  // Records are cut from this buffer by the manifest's shape: check it every time.
+  if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != shape) {
+    throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
+                             ", the cache's records are " + shape_string(shape) + " per sample");
+  }
+  const float* base = out.data_ptr<float>();
+  const Codec codec = s.codec;
+  chunk->records.resize(m);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < m; ++r) {
+    chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});
+  }
+}
+
+void write_chunk(BuildState& s, BuildChunk* chunk) {
+  const std::string& split = s.options.data.split;
+  ActivationStore::Batch batch(*s.store);
+  if (!chunk->records.empty()) {
+    const int64_t m = static_cast<int64_t>(chunk->records.size());
+    for (int64_t r = 0; r < m; ++r) {
+      batch.put_record(chunk->compute_keys[r], chunk->records[r]);
+      s.present.insert(chunk->compute_keys[r]);
+    }
+    s.report.computed += m;
+    s.report.bytes += static_cast<int64_t>(batch.record_bytes());
+    s.manifest.records += m;
+    s.manifest.record_bytes += static_cast<int64_t>(batch.record_bytes());
+  }
+  for (size_t t = chunk->begin; t < chunk->end; ++t) {
+    const int64_t pos = s.todo[t];
+    batch.put_index(split, pos, IndexEntry{s.keys[pos], s.data.labels[pos]});
+  }
+  s.report.index_written += static_cast<int64_t>(chunk->end - chunk->begin);
+  batch.put_manifest(s.manifest);  // counts stay consistent with the data after a crash
+  check_free_space(s.options.cache_dir, batch.record_bytes());
+  write(s, &batch);
+  if (s.progress) s.progress->advance(static_cast<int64_t>(chunk->end - chunk->begin));
+}
+
+void finish_split(BuildState& s) {
+  if (s.progress) s.progress->finish();
+  s.manifest.splits[s.options.data.split].complete = true;
+  ActivationStore::Batch last(*s.store);
+  last.put_manifest(s.manifest);
+  write(s, &last, /*sync=*/true);
+  s.store->flush().throw_if_error();
+}
+
+BuildReport build_report(const BuildState& s) {
+  BuildReport report = s.report;
+  report.records = s.manifest.records;
+  report.skipped = report.samples - report.computed;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+  report.samples_per_s = report.seconds > 0 ? report.samples / report.seconds : 0.0;
+  return report;
+}
+
+}  // namespace recycle

@@ -1,0 +1,126 @@
+// The build of a cache split as named stages over one BuildState, so tests can run them one
+// by one. run_build (build_pipeline.h) is these calls in this order:
+//
+//   BuildState s(options);
+//   load_inputs(s);         options checked, dataset, keyer, model prepared and split
+//   reconcile_manifest(s);  cache opened or created; its identity compared, a mismatch refused
+//   plan_split(s);          keys, what the stored index holds already, what is left to write
+//   if (!s.unchanged) {
+//     begin_split(s);       the split marked incomplete (the manifest, a shorter index cut)
+//     BuildChunk c;
+//     while (next_chunk(s, &c)) {
+//       find_missing(s, &c);   distinct keys of the chunk with no stored record (MultiGet)
+//       compute_chunk(s, &c);  prefix forward (no grad), output shape checked, encoded
+//       write_chunk(s, &c);    one write batch: records, index entries, counts
+//     }
+//     finish_split(s);      the split marked complete, memtables flushed
+//   }
+//   return build_report(s);
+//
+// Each stage throws std::runtime_error / std::invalid_argument with one clear line, as
+// run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
+// cache that a new state resumes: plan_split starts from what the stored index holds.
+//
+// The whole dataset is loaded in memory by load_inputs, and plan_split keys every sample up
+// front (16 bytes each): the split's unique count goes into the manifest's first write and a
+// rerun must compare every key with the index before deciding to write nothing. Streaming
+// the raw input chunk by chunk is a later issue.
+//
+// No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc.
+// Not thread safe: one thread runs the stages of a state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/codec.h"
+#include "cache/manifest.h"
+#include "engine/build/build_pipeline.h"
+#include "engine/data/dataset.h"
+#include "keyers/keyer.h"
+
+namespace recycle {
+
+class Progress;
+struct BuildModel;  // the device and the prepared, split model (LibTorch)
+
+// What the stages share. Fields are filled by the stage named beside them.
+struct BuildState {
+  explicit BuildState(BuildOptions options);
+  ~BuildState();
+  BuildState(const BuildState&) = delete;
+  BuildState& operator=(const BuildState&) = delete;
+
+  BuildOptions options;
+  std::chrono::steady_clock::time_point start;  // construction: run_build's wall time
+
+  // load_inputs
+  Codec codec = Codec::kFp16;
+  Dataset data;
+  std::unique_ptr<Keyer> keyer;
+  std::unique_ptr<BuildModel> model;
+  Manifest manifest;  // the requested one; after reconcile_manifest the stored one if any
+
+  // reconcile_manifest
+  std::unique_ptr<ActivationStore> store;
+  // Writes that go with the first write of this run: the head's initial weights for a new
+  // cache. Declared after `store`, which it refers to.
+  std::unique_ptr<ActivationStore::Batch> opening;
+
+  // plan_split
+  std::vector<IndexEntry> existing;  // the split's index as stored when the run began
+  std::vector<Key> keys;             // keys[i]: sample i's key
+  std::vector<int64_t> todo;         // positions whose index entry must be written, ascending
+  std::unordered_set<Key, KeyHash> present;  // keys known to have a stored record
+  bool unchanged = false;  // complete, same data, same index: nothing to compute or write
+
+  // the chunk loop
+  size_t next = 0;  // todo[next] starts the next chunk
+  std::unique_ptr<Progress> progress;
+  int64_t writes = 0;  // store writes by this state (0 for an unchanged split)
+
+  BuildReport report;  // counters filled along the way, the rest by build_report
+};
+
+// One chunk: up to options.batch consecutive entries of todo.
+struct BuildChunk {
+  size_t begin = 0, end = 0;         // range of BuildState::todo
+  std::vector<int64_t> compute_pos;  // find_missing: a sample position per key to compute
+  std::vector<Key> compute_keys;     // find_missing: distinct keys with no stored record
+  std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
+};
+
+// Checks the options, loads the dataset, makes the keyer, prepares and splits the model and
+// sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
+void load_inputs(BuildState& s);
+// Deletes the cache first with --rebuild, opens (or creates) it and compares the stored
+// manifest with the requested one; refuses another identity, other classes or other record
+// shapes with one line. A new cache gets the head's initial weights in s.opening.
+void reconcile_manifest(BuildState& s);
+// Reads the split's stored index, keys every sample, lists the positions to write and
+// decides s.unchanged. Sets report.samples and report.unique.
+void plan_split(BuildState& s);
+// The first write of a changed split: its manifest entry (data, counts, incomplete), a
+// shorter index cut, and s.opening. Starts the progress bar.
+void begin_split(BuildState& s);
+// The next chunk of todo into *chunk (cleared); false when none is left.
+bool next_chunk(BuildState& s, BuildChunk* chunk);
+// Distinct keys of the chunk that have no stored record (MultiGet for those not known).
+void find_missing(BuildState& s, BuildChunk* chunk);
+// Runs the prefix (no grad) on the samples to compute, checks the output's shape against
+// the manifest's record shape, and encodes one record per sample.
+void compute_chunk(BuildState& s, BuildChunk* chunk);
+// One write batch: the chunk's records, its index entries and the manifest's counts, after
+// the free-space check. Updates the report's counters.
+void write_chunk(BuildState& s, BuildChunk* chunk);
+// Marks the split complete (a synced write) and flushes the memtables.
+void finish_split(BuildState& s);
+// The report: the counters plus records, skipped, seconds and rate.
+BuildReport build_report(const BuildState& s);
+
+}  // namespace recycle
