@@ -1,0 +1,298 @@
+// The build's stages run in-process (no child processes) on a small synthetic IDX data set
+// with a width-4 ResNet-18: what a first build computes and indexes, duplicates, a rerun
+// that writes nothing, a build stopped midway and resumed, a refused identity and the
+// per-chunk output-shape check.
+#include "engine/build/build_stages.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "engine/build/build_pipeline.h"
+#include "tests/tool_runner.h"
+
+namespace {
+
+using recycle::ActivationStore;
+using recycle::BuildChunk;
+using recycle::BuildOptions;
+using recycle::BuildState;
+using recycle::IndexEntry;
+using recycle::Manifest;
+using recycle::testing::TempDir;
+
+constexpr int kSide = 28;
+
+// Writes n train images into dir; image i shows pattern[i], so equal patterns are duplicates.
+void write_data(const std::string& dir, const std::vector<int>& pattern) {
+  const int n = static_cast<int>(pattern.size());
+  std::vector<uint8_t> images, labels;
+  for (int p : pattern) {
+    for (int q = 0; q < kSide * kSide; ++q)
+      images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
+    labels.push_back(static_cast<uint8_t>(p % 10));
+  }
+  recycle::testing::write_idx(dir + "/train-images-idx3-ubyte.gz", {n, kSide, kSide}, images);
+  recycle::testing::write_idx(dir + "/train-labels-idx1-ubyte.gz", {n}, labels);
+}
+
+// 0..unique-1, then the first `repeats` of them again.
+std::vector<int> patterns(int unique, int repeats) {
+  std::vector<int> p;
+  for (int i = 0; i < unique; ++i) p.push_back(i);
+  for (int i = 0; i < repeats; ++i) p.push_back(i);
+  return p;
+}
+
+BuildOptions options_for(const TempDir& dir, const std::string& cache, int64_t batch = 8) {
+  BuildOptions o;
+  o.data.spec = "fashion-mnist:" + dir.path().string();
+  o.model.width = 4;
+  o.recycle = 0.25;
+  o.cache_dir = cache;
+  o.batch = batch;
+  o.progress = false;
+  return o;
+}
+
+void start(BuildState& s) {
+  recycle::load_inputs(s);
+  recycle::reconcile_manifest(s);
+  recycle::plan_split(s);
+}
+
+// Runs up to max_chunks chunks of a changed split (every chunk when max_chunks < 0) and
+// finishes the split when none is left.
+void run_chunks(BuildState& s, int max_chunks = -1) {
+  if (s.unchanged) return;
+  if (s.writes == 0) recycle::begin_split(s);
+  BuildChunk chunk;
+  for (int done = 0; max_chunks < 0 || done < max_chunks; ++done) {
+    if (!recycle::next_chunk(s, &chunk)) {
+      recycle::finish_split(s);
+      return;
+    }
+    recycle::find_missing(s, &chunk);
+    recycle::compute_chunk(s, &chunk);
+    recycle::write_chunk(s, &chunk);
+  }
+}
+
+recycle::BuildReport build_all(const BuildOptions& o) {
+  BuildState s(o);
+  start(s);
+  run_chunks(s);
+  return recycle::build_report(s);
+}
+
+// What a report says a run did.
+struct Counts {
+  int64_t computed, index_written, skipped, records;
+};
+void expect_counts(const recycle::BuildReport& r, const Counts& want) {
+  EXPECT_EQ(r.computed, want.computed);
+  EXPECT_EQ(r.index_written, want.index_written);
+  EXPECT_EQ(r.skipped, want.skipped);
+  EXPECT_EQ(r.records, want.records);
+}
+
+struct CacheContents {
+  Manifest manifest;
+  std::vector<IndexEntry> index;
+  std::map<std::string, std::string> records;  // key hex -> record bytes
+};
+
+CacheContents read_cache(const std::string& cache) {
+  CacheContents c;
+  std::unique_ptr<ActivationStore> store;
+  recycle::StoreOptions so;
+  so.read_only = true;
+  EXPECT_OK(ActivationStore::open(cache, so, &store));
+  if (!store) return c;
+  EXPECT_OK(store->read_manifest(&c.manifest));
+  EXPECT_OK(store->read_index("train", &c.index));
+  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view bytes) {
+    c.records[k.to_hex()] = std::string(bytes);
+    return true;
+  }));
+  return c;
+}
+
+TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(30, 10));
+  std::vector<recycle::Key> keys;
+  {
+    BuildState s(options_for(dir, dir.file("cache")));
+    start(s);
+    EXPECT_FALSE(s.unchanged);
+    EXPECT_TRUE(s.existing.empty());
+    EXPECT_EQ(s.todo.size(), 40u);
+    EXPECT_EQ(s.report.samples, 40);
+    EXPECT_EQ(s.report.unique, 30);
+    run_chunks(s);
+    const recycle::BuildReport r = recycle::build_report(s);
+    expect_counts(r, {30, 40, 10, 30});
+    EXPECT_GT(r.bytes, 0);
+    // The opening write, one per chunk of 8, the closing one.
+    EXPECT_EQ(s.writes, 1 + 5 + 1);
+    keys = s.keys;
+  }  // the state is dropped: the store closes
+
+  const CacheContents c = read_cache(dir.file("cache"));
+  ASSERT_EQ(c.index.size(), 40u);
+  for (size_t i = 0; i < c.index.size(); ++i) {
+    EXPECT_EQ(c.index[i].key, keys[i]) << i;
+    EXPECT_EQ(c.index[i].label, static_cast<int64_t>(i < 30 ? i % 10 : (i - 30) % 10)) << i;
+  }
+  EXPECT_EQ(c.records.size(), 30u);
+  for (const IndexEntry& e : c.index) EXPECT_EQ(c.records.count(e.key.to_hex()), 1u);
+  const recycle::SplitInfo& info = c.manifest.splits.at("train");
+  EXPECT_TRUE(info.complete);
+  EXPECT_EQ(info.samples, 40);
+  EXPECT_EQ(info.unique, 30);
+  EXPECT_EQ(c.manifest.records, 30);
+  EXPECT_EQ(c.manifest.record_shapes, (std::vector<std::vector<int64_t>>{{4, kSide, kSide}}));
+}
+
+TEST(BuildStages, DuplicatesGiveOneRecord) {
+  TempDir dir;
+  // Three images, each eight times, interleaved, so copies fall in one chunk and across chunks.
+  std::vector<int> p;
+  for (int i = 0; i < 24; ++i) p.push_back(i % 3);
+  write_data(dir.path().string(), p);
+  const recycle::BuildReport r = build_all(options_for(dir, dir.file("cache"), 5));
+  EXPECT_EQ(r.samples, 24);
+  EXPECT_EQ(r.unique, 3);
+  expect_counts(r, {3, 24, 21, 3});
+  const CacheContents c = read_cache(dir.file("cache"));
+  EXPECT_EQ(c.records.size(), 3u);
+  ASSERT_EQ(c.index.size(), 24u);
+  for (size_t i = 3; i < c.index.size(); ++i) EXPECT_EQ(c.index[i].key, c.index[i % 3].key);
+}
+
+TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(20, 5));
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(build_all(options_for(dir, cache)).computed, 20);
+  const CacheContents before = read_cache(cache);
+
+  {
+    BuildState s(options_for(dir, cache));
+    start(s);
+    EXPECT_TRUE(s.unchanged);
+    EXPECT_TRUE(s.todo.empty());
+    EXPECT_EQ(s.existing.size(), 25u);
+    run_chunks(s);
+    EXPECT_EQ(s.writes, 0);
+    const recycle::BuildReport r = recycle::build_report(s);
+    expect_counts(r, {0, 0, 25, 20});
+    EXPECT_EQ(r.bytes, 0);
+  }  // the state is dropped: the store closes
+
+  // run_build agrees, and the cache is as it was.
+  const recycle::BuildReport again = recycle::run_build(options_for(dir, cache));
+  expect_counts(again, {0, 0, 25, 20});
+  EXPECT_EQ(again.bytes, 0);
+  const CacheContents after = read_cache(cache);
+  EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
+  EXPECT_EQ(after.records, before.records);
+}
+
+TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(40, 8));  // 48 samples, 6 chunks of 8
+  const std::string whole = dir.file("whole"), resumed = dir.file("resumed");
+  const recycle::BuildReport one_go = recycle::run_build(options_for(dir, whole));
+  ASSERT_EQ(one_go.computed, 40);
+
+  int64_t computed_first = 0;
+  {
+    BuildState s(options_for(dir, resumed));
+    start(s);
+    run_chunks(s, 2);  // 16 samples written, then the state is dropped
+    EXPECT_EQ(s.next, 16u);
+    computed_first = s.report.computed;
+    EXPECT_EQ(computed_first, 16);
+  }
+  {
+    const CacheContents midway = read_cache(resumed);
+    EXPECT_FALSE(midway.manifest.splits.at("train").complete);
+    EXPECT_EQ(midway.index.size(), 16u);
+    EXPECT_EQ(midway.records.size(), 16u);
+    EXPECT_EQ(midway.manifest.records, 16);
+  }
+  {
+    BuildState s(options_for(dir, resumed));
+    start(s);
+    EXPECT_FALSE(s.unchanged);
+    ASSERT_EQ(s.todo.size(), 32u);  // the resume point: what the index holds already is kept
+    EXPECT_EQ(s.todo.front(), 16);
+    run_chunks(s);
+    expect_counts(recycle::build_report(s),
+                  {40 - computed_first, 32, 48 - (40 - computed_first), 40});
+  }
+  const CacheContents a = read_cache(whole), b = read_cache(resumed);
+  EXPECT_EQ(a.records, b.records);  // byte for byte
+  ASSERT_EQ(a.index.size(), b.index.size());
+  for (size_t i = 0; i < a.index.size(); ++i) EXPECT_EQ(a.index[i], b.index[i]) << i;
+  EXPECT_EQ(a.manifest.to_json_string(), b.manifest.to_json_string());
+}
+
+TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(10, 0));
+  const std::string cache = dir.file("cache");
+  build_all(options_for(dir, cache));
+  const CacheContents before = read_cache(cache);
+
+  BuildOptions o = options_for(dir, cache);
+  o.codec = "fp32";
+  BuildState s(o);
+  recycle::load_inputs(s);
+  try {
+    recycle::reconcile_manifest(s);
+    FAIL() << "another codec was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what, "cache " + cache +
+                        " was built for another setup: codec: the cache has fp16, "
+                        "this run asks for fp32 (use --rebuild to start over)");
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+  EXPECT_EQ(s.writes, 0);
+  s.opening.reset();
+  s.store.reset();
+  const CacheContents after = read_cache(cache);
+  EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
+}
+
+TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(10, 0));
+  BuildState s(options_for(dir, dir.file("cache")));
+  start(s);
+  recycle::begin_split(s);
+  s.manifest.record_shapes = {{4, 14, 14}};  // what another prefix would have recorded
+  BuildChunk chunk;
+  ASSERT_TRUE(recycle::next_chunk(s, &chunk));
+  recycle::find_missing(s, &chunk);
+  ASSERT_EQ(chunk.compute_keys.size(), 8u);
+  try {
+    recycle::compute_chunk(s, &chunk);
+    FAIL() << "the shape check did not fire";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the prefix made outputs of shape 8x4x28x28, the cache's "
+              "records are 4x14x14 per sample");
+  }
+  EXPECT_TRUE(chunk.records.empty());
+  EXPECT_EQ(s.report.computed, 0);
+}
+
+}  // namespace
