@@ -1,5 +1,6 @@
 #include "cache/activation_store.h"
 
+#include "base/coding.h"
 #include "cache/cache_dir.h"
 
 #include <rocksdb/cache.h>
@@ -37,13 +38,13 @@ std::string index_prefix(const std::string& split) { return split + std::string(
 
 std::string index_key(const std::string& split, int64_t position) {
   std::string k = index_prefix(split);
-  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((uint64_t(position) >> (8 * i)) & 0xFF));
+  put_be64(&k, static_cast<uint64_t>(position));
   return k;
 }
 
 std::string index_value(const IndexEntry& e) {
   std::string v = e.key.to_bytes();
-  for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>((uint64_t(e.label) >> (8 * i)) & 0xFF));
+  put_le64(&v, static_cast<uint64_t>(e.label));
   return v;
 }
 
@@ -397,17 +398,14 @@ Status ActivationStore::read_index(const std::string& split, std::vector<IndexEn
     if (k.size() != prefix.size() + 8 || v.size() != Key::kBytes + 8) {
       return Status::corruption("samples index of split " + split + " has a malformed entry");
     }
-    int64_t position = 0;
-    for (size_t i = 0; i < 8; ++i) position = (position << 8) | static_cast<uint8_t>(k[prefix.size() + i]);
+    const int64_t position = static_cast<int64_t>(get_be64(k.data() + prefix.size()));
     if (position != expected) {
       return Status::corruption("samples index of split " + split + " has a gap at position " +
                                 std::to_string(expected));
     }
     IndexEntry e;
     Key::from_bytes(std::string_view(v.data(), Key::kBytes), &e.key);
-    uint64_t label = 0;
-    for (int i = 7; i >= 0; --i) label = (label << 8) | static_cast<uint8_t>(v[Key::kBytes + i]);
-    e.label = static_cast<int64_t>(label);
+    e.label = static_cast<int64_t>(get_le64(v.data() + Key::kBytes));
     out->push_back(e);
     ++expected;
   }

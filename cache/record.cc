@@ -7,6 +7,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/coding.h"
+
 namespace recycle {
 
 namespace {
@@ -14,20 +16,6 @@ namespace {
 constexpr size_t kPrefixBytes = 8;
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kMaxRank = 8;
-
-void put_u32(std::string* s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 }  // namespace
 
@@ -56,7 +44,7 @@ std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors
       if (d < 1 || d > std::numeric_limits<int32_t>::max()) {
         throw std::invalid_argument("encode_record: dimension out of range");
       }
-      put_u32(&out, static_cast<uint32_t>(d));
+      put_le32(&out, static_cast<uint32_t>(d));
       numel *= static_cast<size_t>(d);
     }
     payload_bytes += numel * vb;
@@ -70,7 +58,7 @@ std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors
     pos += numel * vb;
   }
   const uint64_t sum = XXH3_64bits(out.data(), pos);
-  for (int i = 0; i < 8; ++i) out[pos + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+  put_le64(out.data() + pos, sum);
   return out;
 }
 
@@ -83,7 +71,7 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     return Status::corruption("record has a bad magic");
   }
   const size_t body = bytes.size() - kChecksumBytes;
-  const uint64_t stored = get_u64(bytes.data() + body);
+  const uint64_t stored = get_le64(bytes.data() + body);
   if (XXH3_64bits(bytes.data(), body) != stored) {
     return Status::corruption("record checksum mismatch");
   }
@@ -112,7 +100,7 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     t.shape.resize(ndim);
     uint64_t numel = 1;
     for (size_t d = 0; d < ndim; ++d) {
-      t.shape[d] = get_u32(bytes.data() + pos + 4 * d);
+      t.shape[d] = get_le32(bytes.data() + pos + 4 * d);
       if (t.shape[d] < 1 || t.shape[d] > std::numeric_limits<int32_t>::max()) {
         return Status::corruption("record tensor has a bad dimension");
       }

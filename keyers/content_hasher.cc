@@ -6,6 +6,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/coding.h"
+
 namespace recycle {
 
 int64_t TensorView::numel() const {
@@ -44,8 +46,8 @@ void ContentHasher::update_raw(const void* p, size_t n) {
 }
 
 void ContentHasher::update_u64(uint64_t v) {
-  unsigned char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  char b[8];
+  put_le64(b, v);  // little-endian on every host, so keys do not depend on the machine
   update_raw(b, sizeof b);
 }
 

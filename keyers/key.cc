@@ -1,12 +1,12 @@
 #include "keyers/key.h"
 
+#include "base/coding.h"
+
 namespace recycle {
 
 void Key::to_bytes(char out[kBytes]) const {
-  for (int i = 0; i < 8; ++i) {
-    out[i] = static_cast<char>((hi >> (56 - 8 * i)) & 0xFF);
-    out[8 + i] = static_cast<char>((lo >> (56 - 8 * i)) & 0xFF);
-  }
+  put_be64(out, hi);
+  put_be64(out + 8, lo);
 }
 
 std::string Key::to_bytes() const {
@@ -17,12 +17,8 @@ std::string Key::to_bytes() const {
 
 bool Key::from_bytes(std::string_view bytes, Key* out) {
   if (bytes.size() != kBytes) return false;
-  Key k;
-  for (int i = 0; i < 8; ++i) {
-    k.hi = (k.hi << 8) | static_cast<uint8_t>(bytes[i]);
-    k.lo = (k.lo << 8) | static_cast<uint8_t>(bytes[8 + i]);
-  }
-  *out = k;
+  out->hi = get_be64(bytes.data());
+  out->lo = get_be64(bytes.data() + 8);
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/coding.h"
 #include "engine/data/regular_file.h"
 
 namespace recycle {
@@ -107,9 +108,7 @@ IdxArray read_idx_file(const std::string& path, int expected_ndim) {
   out.dims.reserve(ndim);
   uint64_t total = 1;
   for (int i = 0; i < ndim; ++i) {
-    const uint8_t* p = header.data() + 4 * i;
-    const uint64_t dim = (uint64_t{p[0]} << 24) | (uint64_t{p[1]} << 16) |
-                         (uint64_t{p[2]} << 8) | uint64_t{p[3]};
+    const uint64_t dim = get_be32(header.data() + 4 * i);
     if (dim == 0) fail(path, "dimension " + std::to_string(i) + " is 0");
     if (dim > kMaxDataBytes / total) {
       fail(path, "dimensions too large: data would exceed 2^34 bytes");
