@@ -34,14 +34,16 @@ template <typename Int, typename Byte>
 inline Int get_le(const Byte* p) {
   static_assert(sizeof(Byte) == 1, "bytes only");
   Int v = 0;
-  for (size_t i = sizeof(Int); i-- > 0;) v = static_cast<Int>((v << 8) | static_cast<uint8_t>(p[i]));
+  for (size_t i = sizeof(Int); i-- > 0;)
+    v = static_cast<Int>((v << 8) | static_cast<uint8_t>(p[i]));
   return v;
 }
 template <typename Int, typename Byte>
 inline Int get_be(const Byte* p) {
   static_assert(sizeof(Byte) == 1, "bytes only");
   Int v = 0;
-  for (size_t i = 0; i < sizeof(Int); ++i) v = static_cast<Int>((v << 8) | static_cast<uint8_t>(p[i]));
+  for (size_t i = 0; i < sizeof(Int); ++i)
+    v = static_cast<Int>((v << 8) | static_cast<uint8_t>(p[i]));
   return v;
 }
 template <typename Int, void (*Put)(char*, Int)>
@@ -58,10 +60,18 @@ inline void put_le64(char* out, uint64_t v) { coding_detail::put_le(out, v); }
 inline void put_be32(char* out, uint32_t v) { coding_detail::put_be(out, v); }
 inline void put_be64(char* out, uint64_t v) { coding_detail::put_be(out, v); }
 
-inline void put_le32(std::string* s, uint32_t v) { coding_detail::append<uint32_t, put_le32>(s, v); }
-inline void put_le64(std::string* s, uint64_t v) { coding_detail::append<uint64_t, put_le64>(s, v); }
-inline void put_be32(std::string* s, uint32_t v) { coding_detail::append<uint32_t, put_be32>(s, v); }
-inline void put_be64(std::string* s, uint64_t v) { coding_detail::append<uint64_t, put_be64>(s, v); }
+inline void put_le32(std::string* s, uint32_t v) {
+  coding_detail::append<uint32_t, put_le32>(s, v);
+}
+inline void put_le64(std::string* s, uint64_t v) {
+  coding_detail::append<uint64_t, put_le64>(s, v);
+}
+inline void put_be32(std::string* s, uint32_t v) {
+  coding_detail::append<uint32_t, put_be32>(s, v);
+}
+inline void put_be64(std::string* s, uint64_t v) {
+  coding_detail::append<uint64_t, put_be64>(s, v);
+}
 
 inline uint32_t get_le32(const char* p) { return coding_detail::get_le<uint32_t>(p); }
 inline uint64_t get_le64(const char* p) { return coding_detail::get_le<uint64_t>(p); }

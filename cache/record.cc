@@ -17,7 +17,110 @@ constexpr size_t kPrefixBytes = 8;
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kMaxRank = 8;
 
+constexpr Dtype kAllDtypes[] = {Dtype::kFloat32, Dtype::kInt64, Dtype::kInt32, Dtype::kUint8,
+                                Dtype::kBool};
+
+// Bytes one value takes in the payload.
+size_t stored_value_bytes(Dtype dtype, Codec codec) {
+  return dtype == Dtype::kFloat32 ? codec_value_bytes(codec) : dtype_value_bytes(dtype);
+}
+
+size_t numel_of(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+// Writes n exact values of `dtype` from `in` (host order) as the record stores them.
+void encode_exact(Dtype dtype, const void* in, size_t n, char* out) {
+  switch (dtype) {
+    case Dtype::kInt64: {
+      const auto* v = static_cast<const int64_t*>(in);
+      for (size_t i = 0; i < n; ++i) put_le64(out + 8 * i, static_cast<uint64_t>(v[i]));
+      return;
+    }
+    case Dtype::kInt32: {
+      const auto* v = static_cast<const int32_t*>(in);
+      for (size_t i = 0; i < n; ++i) put_le32(out + 4 * i, static_cast<uint32_t>(v[i]));
+      return;
+    }
+    case Dtype::kUint8:
+      std::memcpy(out, in, n);
+      return;
+    case Dtype::kBool: {
+      const auto* v = static_cast<const bool*>(in);
+      for (size_t i = 0; i < n; ++i) out[i] = v[i] ? 1 : 0;
+      return;
+    }
+    case Dtype::kFloat32: break;
+  }
+  throw std::invalid_argument("encode_record: not an exact dtype");
+}
+
+void expect_dtype(const RecordTensor& t, Dtype want, const char* what) {
+  if (t.dtype != want) {
+    throw std::invalid_argument(std::string(what) + ": the record tensor is " +
+                                dtype_name(t.dtype) + ", not " + dtype_name(want));
+  }
+}
+
 }  // namespace
+
+std::string dtype_name(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFloat32: return "float32";
+    case Dtype::kInt64: return "int64";
+    case Dtype::kInt32: return "int32";
+    case Dtype::kUint8: return "uint8";
+    case Dtype::kBool: return "bool";
+  }
+  return "unknown";
+}
+
+bool parse_dtype(std::string_view name, Dtype* out) {
+  for (Dtype d : kAllDtypes) {
+    if (name == dtype_name(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool dtype_from_byte(uint8_t byte, Dtype* out) {
+  if (byte < static_cast<uint8_t>(Dtype::kFloat32) || byte > static_cast<uint8_t>(Dtype::kBool)) {
+    return false;
+  }
+  *out = static_cast<Dtype>(byte);
+  return true;
+}
+
+size_t dtype_value_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFloat32: return 4;
+    case Dtype::kInt64: return 8;
+    case Dtype::kInt32: return 4;
+    case Dtype::kUint8: return 1;
+    case Dtype::kBool: return 1;
+  }
+  return 0;
+}
+
+TypedArrayRef TypedArrayRef::floats(const float* data, std::vector<int64_t> shape, Codec codec) {
+  return {Dtype::kFloat32, codec, std::move(shape), data};
+}
+TypedArrayRef TypedArrayRef::exact(const int64_t* data, std::vector<int64_t> shape) {
+  return {Dtype::kInt64, Codec::kFp32, std::move(shape), data};
+}
+TypedArrayRef TypedArrayRef::exact(const int32_t* data, std::vector<int64_t> shape) {
+  return {Dtype::kInt32, Codec::kFp32, std::move(shape), data};
+}
+TypedArrayRef TypedArrayRef::exact(const uint8_t* data, std::vector<int64_t> shape) {
+  return {Dtype::kUint8, Codec::kFp32, std::move(shape), data};
+}
+TypedArrayRef TypedArrayRef::exact(const bool* data, std::vector<int64_t> shape) {
+  return {Dtype::kBool, Codec::kFp32, std::move(shape), data};
+}
 
 int64_t RecordTensor::numel() const {
   int64_t n = 1;
@@ -25,41 +128,62 @@ int64_t RecordTensor::numel() const {
   return n;
 }
 
-std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors) {
+size_t RecordTensor::payload_bytes() const {
+  return static_cast<size_t>(numel()) * stored_value_bytes(dtype, codec);
+}
+
+std::string encode_record(const std::vector<TypedArrayRef>& tensors) {
   if (tensors.empty() || tensors.size() > 255) {
     throw std::invalid_argument("encode_record: a record holds 1 to 255 tensors");
   }
-  const size_t vb = codec_value_bytes(codec);
   std::string out = {'R', 'C', 'R', static_cast<char>(kRecordFormatVersion),
                      static_cast<char>(tensors.size()), 0, 0, 0};
   size_t payload_bytes = 0;
-  for (const FloatArrayRef& t : tensors) {
+  for (const TypedArrayRef& t : tensors) {
+    Dtype dtype;
+    Codec codec = t.codec;
+    if (!dtype_from_byte(static_cast<uint8_t>(t.dtype), &dtype)) {
+      throw std::invalid_argument("encode_record: unknown dtype");
+    }
+    const bool is_float = dtype == Dtype::kFloat32;
+    if (is_float && !codec_from_byte(static_cast<uint8_t>(t.codec), &codec)) {
+      throw std::invalid_argument("encode_record: unknown codec");
+    }
     if (t.shape.size() > kMaxRank) throw std::invalid_argument("encode_record: rank over 8");
-    out.push_back(static_cast<char>(kDtypeFloat32));
-    out.push_back(static_cast<char>(codec));
+    out.push_back(static_cast<char>(dtype));
+    out.push_back(static_cast<char>(is_float ? static_cast<uint8_t>(codec) : kCodecRawByte));
     out.push_back(static_cast<char>(t.shape.size()));
     out.push_back(0);
-    size_t numel = 1;
     for (int64_t d : t.shape) {
       if (d < 1 || d > std::numeric_limits<int32_t>::max()) {
         throw std::invalid_argument("encode_record: dimension out of range");
       }
       put_le32(&out, static_cast<uint32_t>(d));
-      numel *= static_cast<size_t>(d);
     }
-    payload_bytes += numel * vb;
+    payload_bytes += numel_of(t.shape) * stored_value_bytes(dtype, codec);
   }
   size_t pos = out.size();
   out.resize(pos + payload_bytes + kChecksumBytes);
-  for (const FloatArrayRef& t : tensors) {
-    size_t numel = 1;
-    for (int64_t d : t.shape) numel *= static_cast<size_t>(d);
-    encode_values(codec, t.data, numel, out.data() + pos);
-    pos += numel * vb;
+  for (const TypedArrayRef& t : tensors) {
+    const size_t numel = numel_of(t.shape);
+    if (t.dtype == Dtype::kFloat32) {
+      encode_values(t.codec, static_cast<const float*>(t.data), numel, out.data() + pos);
+      pos += numel * codec_value_bytes(t.codec);
+    } else {
+      encode_exact(t.dtype, t.data, numel, out.data() + pos);
+      pos += numel * dtype_value_bytes(t.dtype);
+    }
   }
-  const uint64_t sum = XXH3_64bits(out.data(), pos);
-  put_le64(out.data() + pos, sum);
+  put_le64(out.data() + pos, XXH3_64bits(out.data(), pos));
   return out;
+}
+
+std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors) {
+  std::vector<TypedArrayRef> refs;
+  refs.reserve(tensors.size());
+  for (const FloatArrayRef& t : tensors)
+    refs.push_back(TypedArrayRef::floats(t.data, t.shape, codec));
+  return encode_record(refs);
 }
 
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) {
@@ -87,14 +211,23 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
   for (size_t i = 0; i < n; ++i) {
     if (pos + 4 > body) return Status::corruption("record header is cut short");
     RecordTensor& t = (*tensors)[i];
-    if (static_cast<uint8_t>(bytes[pos]) != kDtypeFloat32) {
-      return Status::corruption("record tensor has an unknown dtype");
+    const std::string which = "record tensor " + std::to_string(i);
+    const uint8_t dtype_byte = static_cast<uint8_t>(bytes[pos]);
+    const uint8_t codec_byte = static_cast<uint8_t>(bytes[pos + 1]);
+    if (!dtype_from_byte(dtype_byte, &t.dtype)) {
+      return Status::corruption(which + " has an unknown dtype " + std::to_string(dtype_byte));
     }
-    if (!codec_from_byte(static_cast<uint8_t>(bytes[pos + 1]), &t.codec)) {
-      return Status::corruption("record tensor has an unknown codec");
+    if (t.dtype == Dtype::kFloat32) {
+      if (!codec_from_byte(codec_byte, &t.codec)) {
+        return Status::corruption(which + " has an unknown codec " + std::to_string(codec_byte));
+      }
+    } else if (codec_byte != kCodecRawByte) {
+      return Status::corruption(which + " has dtype " + dtype_name(t.dtype) + " and codec byte " +
+                                std::to_string(codec_byte) +
+                                " (only float32 tensors have a codec)");
     }
     const size_t ndim = static_cast<uint8_t>(bytes[pos + 2]);
-    if (ndim > kMaxRank) return Status::corruption("record tensor rank over 8");
+    if (ndim > kMaxRank) return Status::corruption(which + " rank over 8");
     pos += 4;
     if (pos + 4 * ndim > body) return Status::corruption("record header is cut short");
     t.shape.resize(ndim);
@@ -102,27 +235,80 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     for (size_t d = 0; d < ndim; ++d) {
       t.shape[d] = get_le32(bytes.data() + pos + 4 * d);
       if (t.shape[d] < 1 || t.shape[d] > std::numeric_limits<int32_t>::max()) {
-        return Status::corruption("record tensor has a bad dimension");
+        return Status::corruption(which + " has a bad dimension");
       }
       numel *= static_cast<uint64_t>(t.shape[d]);
-      if (numel > body) return Status::corruption("record tensor larger than the record");
+      if (numel > body) return Status::corruption(which + " larger than the record");
     }
     pos += 4 * ndim;
-    payload += numel * codec_value_bytes(t.codec);
+    payload += numel * stored_value_bytes(t.dtype, t.codec);
   }
   if (pos + payload != body) {
     return Status::corruption("record payload is " + std::to_string(body - pos) +
                               " bytes, header says " + std::to_string(payload));
   }
-  for (RecordTensor& t : *tensors) {
+  for (size_t i = 0; i < n; ++i) {
+    RecordTensor& t = (*tensors)[i];
     t.payload = bytes.data() + pos;
-    pos += static_cast<size_t>(t.numel()) * codec_value_bytes(t.codec);
+    pos += t.payload_bytes();
+    if (t.dtype == Dtype::kBool) {
+      for (const char* p = t.payload; p != bytes.data() + pos; ++p) {
+        if (*p != 0 && *p != 1) {
+          return Status::corruption("record tensor " + std::to_string(i) +
+                                    " is bool with a byte other than 0 or 1");
+        }
+      }
+    }
   }
   return Status();
 }
 
 void decode_tensor(const RecordTensor& tensor, float* out) {
+  expect_dtype(tensor, Dtype::kFloat32, "decode_tensor");
   decode_values(tensor.codec, tensor.payload, static_cast<size_t>(tensor.numel()), out);
 }
+
+void decode_exact(const RecordTensor& tensor, void* out) {
+  const size_t n = static_cast<size_t>(tensor.numel());
+  const char* in = tensor.payload;
+  switch (tensor.dtype) {
+    case Dtype::kInt64: {
+      auto* v = static_cast<int64_t*>(out);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(get_le64(in + 8 * i));
+      return;
+    }
+    case Dtype::kInt32: {
+      auto* v = static_cast<int32_t*>(out);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(get_le32(in + 4 * i));
+      return;
+    }
+    case Dtype::kUint8:
+      std::memcpy(out, in, n);
+      return;
+    case Dtype::kBool: {
+      auto* v = static_cast<bool*>(out);
+      for (size_t i = 0; i < n; ++i) v[i] = in[i] != 0;
+      return;
+    }
+    case Dtype::kFloat32: break;
+  }
+  throw std::invalid_argument("decode_exact: the record tensor is " + dtype_name(tensor.dtype) +
+                              ", decode it with decode_tensor");
+}
+
+namespace {
+
+template <typename T>
+void decode_typed(const RecordTensor& tensor, Dtype want, T* out) {
+  expect_dtype(tensor, want, "decode_exact");
+  decode_exact(tensor, static_cast<void*>(out));
+}
+
+}  // namespace
+
+void decode_exact(const RecordTensor& t, int64_t* out) { decode_typed(t, Dtype::kInt64, out); }
+void decode_exact(const RecordTensor& t, int32_t* out) { decode_typed(t, Dtype::kInt32, out); }
+void decode_exact(const RecordTensor& t, uint8_t* out) { decode_typed(t, Dtype::kUint8, out); }
+void decode_exact(const RecordTensor& t, bool* out) { decode_typed(t, Dtype::kBool, out); }
 
 }  // namespace recycle

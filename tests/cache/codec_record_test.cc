@@ -541,3 +541,241 @@ TEST(Codec, Fp16MatchesScalarReferenceBitForBit) {
     ASSERT_EQ(got, c10::detail::fp16_ieee_from_fp32_value(floats[i])) << floats[i];
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Records of several dtypes
+
+namespace {
+
+// The bytes of a version-1 record as the code before named tensors wrote them, built by hand:
+// float32 tensors only, one codec, zero padding.
+std::string old_record_by_hand(uint8_t codec, const std::vector<std::vector<uint32_t>>& shapes,
+                               const std::string& payload) {
+  std::string r = {'R', 'C', 'R', 1, static_cast<char>(shapes.size()), 0, 0, 0};
+  for (const auto& shape : shapes) {
+    r += {1, static_cast<char>(codec), static_cast<char>(shape.size()), 0};
+    for (uint32_t d : shape) {
+      for (int i = 0; i < 4; ++i) r.push_back(static_cast<char>((d >> (8 * i)) & 0xFF));
+    }
+  }
+  r += payload;
+  const uint64_t sum = XXH3_64bits(r.data(), r.size());
+  for (int i = 0; i < 8; ++i) r.push_back(static_cast<char>((sum >> (8 * i)) & 0xFF));
+  return r;
+}
+
+std::string le_bytes(uint64_t v, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  return s;
+}
+
+}  // namespace
+
+TEST(Record, OldVersion1BytesStillParseAndAreWhatEncodeWrites) {
+  // fp32 {2}: 1.0, -2.0.
+  const std::string fp32 =
+      old_record_by_hand(1, {{2}}, le_bytes(0x3F800000, 4) + le_bytes(0xC0000000, 4));
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(fp32, &tensors));
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].dtype, recycle::Dtype::kFloat32);
+  EXPECT_EQ(tensors[0].codec, recycle::Codec::kFp32);
+  EXPECT_EQ(tensors[0].shape, (std::vector<int64_t>{2}));
+  float out[2];
+  recycle::decode_tensor(tensors[0], out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  const float v[] = {1.0f, -2.0f};
+  EXPECT_EQ(recycle::encode_record(recycle::Codec::kFp32, {{v, {2}}}), fp32);
+  EXPECT_EQ(recycle::encode_record({recycle::TypedArrayRef::floats(v, {2}, recycle::Codec::kFp32)}),
+            fp32);
+
+  // fp16, two tensors {2} and {1, 3}: small_record(), byte for byte.
+  const std::string payload = le_bytes(0x3E00, 2) + le_bytes(0xC000, 2) +  // 1.5, -2
+                              le_bytes(0x3400, 2) + le_bytes(0x4200, 2) + le_bytes(0xC780, 2);
+  const std::string fp16 = old_record_by_hand(2, {{2}, {1, 3}}, payload);
+  EXPECT_EQ(small_record(), fp16);
+  ASSERT_OK(recycle::parse_record(fp16, &tensors));
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[1].dtype, recycle::Dtype::kFloat32);
+  EXPECT_EQ(tensors[1].codec, recycle::Codec::kFp16);
+  EXPECT_EQ(tensors[1].shape, (std::vector<int64_t>{1, 3}));
+  float b[3];
+  recycle::decode_tensor(tensors[1], b);
+  EXPECT_EQ(b[0], 0.25f);
+  EXPECT_EQ(b[1], 3.0f);
+  EXPECT_EQ(b[2], -7.5f);
+}
+
+TEST(Record, DtypeNamesAndBytes) {
+  const std::vector<std::pair<recycle::Dtype, std::string>> all = {
+      {recycle::Dtype::kFloat32, "float32"}, {recycle::Dtype::kInt64, "int64"},
+      {recycle::Dtype::kInt32, "int32"},     {recycle::Dtype::kUint8, "uint8"},
+      {recycle::Dtype::kBool, "bool"}};
+  const size_t bytes[] = {4, 8, 4, 1, 1};
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [dtype, name] = all[i];
+    EXPECT_EQ(static_cast<int>(dtype), static_cast<int>(i) + 1);
+    EXPECT_EQ(recycle::dtype_name(dtype), name);
+    recycle::Dtype parsed = recycle::Dtype::kBool;
+    ASSERT_TRUE(recycle::parse_dtype(name, &parsed)) << name;
+    EXPECT_EQ(parsed, dtype);
+    ASSERT_TRUE(recycle::dtype_from_byte(static_cast<uint8_t>(i + 1), &parsed));
+    EXPECT_EQ(parsed, dtype);
+    EXPECT_EQ(recycle::dtype_value_bytes(dtype), bytes[i]);
+  }
+  recycle::Dtype d = recycle::Dtype::kInt64;
+  for (const char* bad : {"", "float", "Float32", "int8", "raw", "fp16"}) {
+    EXPECT_FALSE(recycle::parse_dtype(bad, &d)) << bad;
+  }
+  for (int byte : {0, 6, 7, 255}) EXPECT_FALSE(recycle::dtype_from_byte(byte, &d)) << byte;
+  EXPECT_EQ(d, recycle::Dtype::kInt64) << "left alone on failure";
+}
+
+TEST(Record, ExactDtypesRoundTripExactly) {
+  const int64_t i64[] = {0, 1, -1, INT64_MIN, INT64_MAX, -1234567890123, 4096};
+  const int32_t i32[] = {0, -1, INT32_MIN, INT32_MAX, 77, -77};
+  std::vector<uint8_t> u8(256);
+  for (int i = 0; i < 256; ++i) u8[i] = static_cast<uint8_t>(i);
+  const bool mask[] = {true, false, false, true, true};
+  const std::string rec = recycle::encode_record(
+      {recycle::TypedArrayRef::exact(i64, {7}), recycle::TypedArrayRef::exact(i32, {2, 3}),
+       recycle::TypedArrayRef::exact(u8.data(), {16, 16}),
+       recycle::TypedArrayRef::exact(mask, {5})});
+  const size_t header = 8 + (4 + 4) + (4 + 8) + (4 + 8) + (4 + 4);
+  ASSERT_EQ(rec.size(), header + 7 * 8 + 6 * 4 + 256 + 5 + 8);
+  // Exact tensors carry codec byte 0; payloads are little-endian two's complement.
+  EXPECT_EQ(rec.substr(8, 4), std::string("\x02\x00\x01\x00", 4));
+  EXPECT_EQ(rec.substr(header + 3 * 8, 8), le_bytes(static_cast<uint64_t>(INT64_MIN), 8));
+  EXPECT_EQ(rec.substr(header + 2 * 8, 8), std::string(8, '\xFF'));  // -1
+  EXPECT_EQ(rec.substr(header + 56 + 256 + 24, 5), std::string("\x01\x00\x00\x01\x01", 5));
+
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(rec, &tensors));
+  ASSERT_EQ(tensors.size(), 4u);
+  EXPECT_EQ(tensors[0].dtype, recycle::Dtype::kInt64);
+  EXPECT_EQ(tensors[1].dtype, recycle::Dtype::kInt32);
+  EXPECT_EQ(tensors[2].dtype, recycle::Dtype::kUint8);
+  EXPECT_EQ(tensors[3].dtype, recycle::Dtype::kBool);
+  EXPECT_EQ(tensors[1].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(tensors[0].payload_bytes(), 56u);
+  EXPECT_EQ(tensors[3].payload_bytes(), 5u);
+
+  std::vector<int64_t> back64(7);
+  recycle::decode_exact(tensors[0], back64.data());
+  EXPECT_EQ(back64, std::vector<int64_t>(std::begin(i64), std::end(i64)));
+  std::vector<int32_t> back32(6);
+  recycle::decode_exact(tensors[1], back32.data());
+  EXPECT_EQ(back32, std::vector<int32_t>(std::begin(i32), std::end(i32)));
+  std::vector<uint8_t> back8(256);
+  recycle::decode_exact(tensors[2], back8.data());
+  EXPECT_EQ(back8, u8);
+  bool back_mask[5];
+  recycle::decode_exact(tensors[3], back_mask);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(back_mask[i], mask[i]) << i;
+  // The untyped form writes the tensor's own type.
+  std::vector<int64_t> untyped(7);
+  recycle::decode_exact(tensors[0], static_cast<void*>(untyped.data()));
+  EXPECT_EQ(untyped, back64);
+}
+
+TEST(Record, MixedRecordOfActivationLengthsAndMask) {
+  // A text encoder's record: hidden states fp16, the token count, a padding mask.
+  const std::vector<float> hidden = {0.5f, -1.0f, 2.0f, 0.25f, -0.125f, 8.0f};
+  const int64_t length[] = {2};
+  const bool mask[] = {true, true, false};
+  const std::string rec = recycle::encode_record(
+      {recycle::TypedArrayRef::floats(hidden.data(), {3, 2}, recycle::Codec::kFp16),
+       recycle::TypedArrayRef::exact(length, {1}), recycle::TypedArrayRef::exact(mask, {3})});
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(rec, &tensors));
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_EQ(tensors[0].dtype, recycle::Dtype::kFloat32);
+  EXPECT_EQ(tensors[0].codec, recycle::Codec::kFp16);
+  EXPECT_EQ(tensors[0].payload_bytes(), 12u);
+  EXPECT_EQ(tensors[1].payload, tensors[0].payload + 12);
+  EXPECT_EQ(tensors[2].payload, tensors[1].payload + 8);
+  std::vector<float> h(6);
+  recycle::decode_tensor(tensors[0], h.data());
+  EXPECT_EQ(h, hidden);  // all exact halves
+  int64_t n = 0;
+  recycle::decode_exact(tensors[1], &n);
+  EXPECT_EQ(n, 2);
+  bool m[3];
+  recycle::decode_exact(tensors[2], m);
+  EXPECT_TRUE(m[0] && m[1] && !m[2]);
+
+  // Decoding with the wrong function or type is refused, not reinterpreted.
+  EXPECT_THROW(recycle::decode_tensor(tensors[1], h.data()), std::invalid_argument);
+  EXPECT_THROW(recycle::decode_exact(tensors[0], static_cast<void*>(h.data())),
+               std::invalid_argument);
+  int32_t wrong[3];
+  EXPECT_THROW(recycle::decode_exact(tensors[1], wrong), std::invalid_argument);
+  EXPECT_THROW(recycle::decode_exact(tensors[2], wrong), std::invalid_argument);
+
+  // Every bit flip is corruption, and so is every truncation.
+  for (size_t offset = 0; offset < rec.size(); ++offset) {
+    std::string bad = rec;
+    bad[offset] = static_cast<char>(bad[offset] ^ (1 << (offset % 8)));
+    ASSERT_TRUE(recycle::parse_record(bad, &tensors).is_corruption()) << offset;
+    ASSERT_TRUE(recycle::parse_record(std::string_view(rec).substr(0, offset), &tensors)
+                    .is_corruption())
+        << offset;
+  }
+}
+
+TEST(Record, BadDtypeAndCodecBytesWithValidChecksumAreCorruption) {
+  const int64_t v[] = {5, -5};
+  const std::string rec = recycle::encode_record({recycle::TypedArrayRef::exact(v, {2})});
+  // Offsets: tensor header 8-11 (dtype 8, codec 9, ndim 10), dim 12-15, payload 16-31.
+  auto with = [&](size_t offset, uint8_t value) {
+    std::string bad = rec;
+    bad[offset] = static_cast<char>(value);
+    return reseal(bad);
+  };
+  for (uint8_t dtype : {0, 6, 9, 255}) {
+    const std::string msg = corruption_of(with(8, dtype));
+    EXPECT_TRUE(contains(msg, "unknown dtype " + std::to_string(dtype))) << msg;
+  }
+  for (uint8_t codec : {1, 2, 3, 200}) {
+    const std::string msg = corruption_of(with(9, codec));
+    EXPECT_TRUE(contains(msg, "int64")) << msg;
+    EXPECT_TRUE(contains(msg, "codec byte " + std::to_string(codec))) << msg;
+  }
+  // int64 -> int32 or uint8: the payload no longer fits the header.
+  EXPECT_TRUE(contains(corruption_of(with(8, 3)), "payload is 16 bytes, header says 8"));
+  EXPECT_TRUE(contains(corruption_of(with(8, 4)), "payload is 16 bytes, header says 2"));
+  // A float32 tensor needs a codec.
+  const float f[] = {1.0f, 2.0f};
+  std::string fl = recycle::encode_record(recycle::Codec::kFp32, {{f, {2}}});
+  fl[9] = 0;
+  EXPECT_TRUE(contains(corruption_of(reseal(fl)), "unknown codec 0"));
+  // A bool byte other than 0 or 1.
+  const bool b[] = {true, false, true};
+  std::string bools = recycle::encode_record({recycle::TypedArrayRef::exact(b, {3})});
+  ASSERT_EQ(bools.size(), 8u + 8u + 3u + 8u);
+  bools[17] = 2;
+  EXPECT_TRUE(contains(corruption_of(reseal(bools)), "bool with a byte other than 0 or 1"));
+}
+
+TEST(Record, EncodeRejectsUnknownDtypeOrCodec) {
+  const float f[] = {1.0f};
+  recycle::TypedArrayRef bad_dtype = recycle::TypedArrayRef::floats(f, {1}, recycle::Codec::kFp32);
+  bad_dtype.dtype = static_cast<recycle::Dtype>(9);
+  EXPECT_THROW(recycle::encode_record({bad_dtype}), std::invalid_argument);
+  recycle::TypedArrayRef bad_codec = recycle::TypedArrayRef::floats(f, {1}, recycle::Codec::kFp32);
+  bad_codec.codec = static_cast<recycle::Codec>(0);
+  EXPECT_THROW(recycle::encode_record({bad_codec}), std::invalid_argument);
+  const int64_t v[] = {1};
+  EXPECT_THROW(recycle::encode_record({recycle::TypedArrayRef::exact(v, {0})}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      recycle::encode_record({recycle::TypedArrayRef::exact(v, std::vector<int64_t>(9, 1))}),
+      std::invalid_argument);
+  // An exact tensor ignores the codec field: it is stored raw.
+  recycle::TypedArrayRef exact = recycle::TypedArrayRef::exact(v, {1});
+  exact.codec = recycle::Codec::kBf16;
+  const std::string rec = recycle::encode_record({exact});
+  EXPECT_EQ(rec[9], 0);
+}
