@@ -19,7 +19,8 @@ std::string InspectReport::to_json() const {
                       {"keyer", manifest.keyer},
                       {"codec", manifest.codec},
                       {"fingerprint", manifest.fingerprint},
-                      {"record_shapes", manifest.record_shapes},
+                      {"record_shapes", layout_shapes(manifest.layout())},
+                      {"record_layout", manifest.record_layout_to_json()},
                       {"classes", manifest.class_names},
                       {"records", manifest.records},
                       {"orphans", orphans},
@@ -106,19 +107,13 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
 
   std::unordered_set<Key, KeyHash> keys;
   std::vector<RecordTensor> parts;
+  const RecordLayout layout = m.layout();
   st = store->for_each_record([&](const Key& key, std::string_view bytes) {
     ++report.checked;
     keys.insert(key);
     if (!referenced.count(key)) ++report.orphans;
     Status rs = parse_record(bytes, &parts);
-    if (rs.ok()) {
-      std::vector<std::vector<int64_t>> shapes;
-      for (const auto& p : parts) shapes.push_back(p.shape);
-      if (shapes != m.record_shapes) rs = Status::corruption("shape differs from the manifest");
-      for (const auto& p : parts) {
-        if (codec_name(p.codec) != m.codec) rs = Status::corruption("codec differs from the manifest");
-      }
-    }
+    if (rs.ok()) rs = check_record_layout(parts, layout);
     if (!rs.ok()) {
       ++report.corrupt;
       report.problems.push_back("record " + key.to_hex() + ": " + rs.to_string());

@@ -115,6 +115,22 @@ def record(codec, tensors, version=1):
     return out + struct.pack("<Q", xxh3_64(out))
 
 
+_EXACT = {2: "<q", 3: "<i", 4: "<B", 5: "<B"}  # int64, int32, uint8, bool
+
+
+def mixed_record(tensors):
+    """tensors: list of (dtype, codec, shape, values); codec 0 for the exact dtypes."""
+    out = b"RCR" + bytes([1, len(tensors), 0, 0, 0])
+    for dtype, codec, shape, _ in tensors:
+        out += bytes([dtype, codec, len(shape), 0]) + b"".join(struct.pack("<I", d) for d in shape)
+    for dtype, codec, _, values in tensors:
+        if dtype == 1:
+            out += encode_values(codec, values)
+        else:
+            out += b"".join(struct.pack(_EXACT[dtype], v) for v in values)
+    return out + struct.pack("<Q", xxh3_64(out))
+
+
 def record_seeds():
     t = "record"
     vals = [1.5, -2.0, 0.25, 3.0, -7.5, 65504.0, 1e-6, 0.0, -0.0, 100.0, 0.1, -1e30]
@@ -128,9 +144,21 @@ def record_seeds():
     write(t, "bad_checksum", bytes(bad))
     write(t, "bad_version", record(1, [([1], [1.0])], version=2))
     write(t, "short", b"RCR\x01\x01\x00\x00\x00")
+    # Named tensors of several dtypes: a text record (fp16 hidden, int64 length, bool mask).
+    write(t, "text_mixed", mixed_record([(1, 2, [3, 2], vals[:6]), (2, 0, [1], [3]),
+                                         (5, 0, [3], [1, 1, 0])]))
+    write(t, "exact_all", mixed_record([(2, 0, [3], [-(1 << 63), (1 << 63) - 1, -1]),
+                                        (3, 0, [2], [-(1 << 31), 7]), (4, 0, [4], [0, 1, 128, 255]),
+                                        (5, 0, [2], [0, 1])]))
+    write(t, "int64_with_codec", mixed_record([(2, 1, [1], [5])]))
+    write(t, "bool_byte_2", mixed_record([(5, 0, [2], [1, 2])]))
+    write(t, "dtype_6", mixed_record([(6, 0, [1], [])]))
     # The round-trip half reads: mode, tensor count, ranks and dims, then float values.
     write(t, "roundtrip_fp16", bytes([1, 1, 2, 3, 4]) + struct.pack("<8f", *vals[:8]) * 4)
     write(t, "roundtrip_bf16_bad_shape", bytes([0x82, 2, 1, 2, 0, 3, 1]) + struct.pack("<4f", *vals[:4]))
+    # mode, count 3, then per tensor kind (0-3 float, 4 int64, 5 int32, 6 uint8, 7 bool), rank, dims.
+    write(t, "roundtrip_mixed", bytes([1, 2, 1, 2, 2, 3, 4, 1, 1, 7, 1, 3]) +
+          struct.pack("<6f", *vals[:6]) + struct.pack(">q", -5) + bytes([1, 0, 1]))
 
 
 # ---- manifest -------------------------------------------------------------------------------
@@ -174,6 +202,15 @@ def manifest_seeds():
     write(t, "wrong_types", json.dumps(dict(full, records="many", splits=[1, 2])).encode())
     write(t, "float_numbers", json.dumps(dict(full, prefix_blocks=2.0, records=1.5e3)).encode())
     write(t, "garbage", b"{\"format_version\": 1, ")
+    # The record layout: a text cache's three tensors, one with a variable dimension.
+    layout = [{"name": "hidden", "dtype": "float32", "shape": [-1, 768], "codec": "fp16"},
+              {"name": "lengths", "dtype": "int64", "shape": [1], "codec": "raw"},
+              {"name": "mask", "dtype": "bool", "shape": [-1], "codec": ""}]
+    text = dict(full, record_layout=layout, record_shapes=[[-1, 768], [1], [-1]])
+    write(t, "text_layout", json.dumps(text, indent=2).encode())
+    write(t, "layout_shapes_disagree", json.dumps(dict(text, record_shapes=[[32, 7, 7]])).encode())
+    write(t, "layout_bad_dtype", json.dumps(dict(text, record_layout=[dict(layout[0], dtype="int8")],
+                                                 record_shapes=[[-1, 768]])).encode())
 
 
 def main():

@@ -3,7 +3,9 @@
 // from_json_string on the input must return a Status (OK, Corruption or Mismatch) and never
 // throw or crash. When it is OK, to_json_string and from_json_string again must give back an
 // OK manifest equal to the first: the same identity (identity_differences empty both ways),
-// the same splits, and the same contents fields.
+// the same splits, and the same contents fields. An OK manifest's layout (read from
+// "record_layout", or derived from record_shapes and codec in a manifest from before layouts)
+// is valid, agrees with record_shapes, and survives the round trip.
 #include <cstdint>
 #include <string>
 #include <typeinfo>
@@ -54,6 +56,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(m.prefix_blocks >= 0 && m.prefix_blocks <= m.total_blocks,
              "an impossible split point was accepted");
+  const recycle::RecordLayout layout = m.layout();
+  FUZZ_CHECK(recycle::check_layout(layout).ok(), "an invalid record layout was accepted");
+  FUZZ_CHECK(recycle::layout_shapes(layout) == m.record_shapes,
+             "record_shapes disagree with the layout");
   const double r = m.recycle_ratio();
   FUZZ_CHECK(r >= 0.0 && r <= 1.0, "recycle_ratio out of [0, 1]");
 
@@ -71,6 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(diff.empty(), "identity changed: " + diff.front());
     FUZZ_CHECK(again.identity_differences(m).empty(), "identity changed (reverse)");
     FUZZ_CHECK(same_splits(m, again), "splits changed\n" + json);
+    FUZZ_CHECK(again.record_layout == m.record_layout, "record layout changed\n" + json);
     FUZZ_CHECK(m.record_shapes == again.record_shapes && m.input_shape == again.input_shape && m.class_names == again.class_names &&
                    m.classifier == again.classifier && m.records == again.records &&
                    m.record_bytes == again.record_bytes,

@@ -1,18 +1,25 @@
-// libFuzzer harness for the record format (cache/record.h) and the codecs (cache/codec.h).
+// libFuzzer harness for the record format (cache/record.h), the codecs (cache/codec.h) and
+// the record layout check (cache/record_layout.h).
 //
 // 1. parse_record on the raw input and on the input "resealed" (its last 8 bytes replaced by
 //    the right XXH3-64, so the fuzzer gets past the checksum into the header checks). When a
-//    parse is OK: every payload lies inside the body, decode_tensor fills exactly numel floats
-//    (ASan checks the bounds), and when the record is canonical (one codec, zero padding, no
-//    NaN in a 16-bit payload) encoding the decoded values gives back the same bytes.
-// 2. A round trip: the input is read as a codec, a list of shapes and float values;
-//    encode_record, parse_record (must be OK with the same shapes), decode_tensor, and every
-//    value must equal an independent reference of fp32 / fp16 / bf16 rounding (round to
-//    nearest even; NaN stays NaN). Inputs with a bad shape must give std::invalid_argument.
+//    parse is OK: every payload lies inside the body, decode_tensor (float32) or decode_exact
+//    (the other dtypes) fills exactly numel values (ASan checks the bounds), a bool decodes
+//    to 0 or 1, the record fits the layout made from its own tensors (with dimensions made
+//    variable) and not one with a dimension changed, and when the record is canonical (zero
+//    padding, no NaN in a 16-bit payload) encoding the decoded values gives back the same
+//    bytes.
+// 2. A round trip: the input is read as a list of tensors, each a dtype (float32 with a codec,
+//    int64, int32, uint8, bool), a shape and values; encode_record, parse_record (must be OK
+//    with the same dtypes and shapes), decode, and every float must equal an independent
+//    reference of fp32 / fp16 / bf16 rounding (round to nearest even; NaN stays NaN), every
+//    other value must come back exactly. Inputs with a bad shape must give
+//    std::invalid_argument.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -21,13 +28,16 @@
 
 #include <xxhash.h>
 
+#include "base/coding.h"
 #include "cache/codec.h"
 #include "cache/record.h"
+#include "cache/record_layout.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {
 
 using recycle::Codec;
+using recycle::Dtype;
 using recycle::fuzz::fail;
 
 // ---- independent references for the 16-bit codecs ------------------------------------------
@@ -96,6 +106,12 @@ bool same_value(float got, float want) {
 
 // ---- 1. parsing arbitrary bytes ------------------------------------------------------------
 
+// A tensor's decoded values: floats, or the exact values' bytes in host order.
+struct Decoded {
+  std::vector<float> floats;
+  std::vector<char> exact;  // numel x dtype_value_bytes
+};
+
 void parse_and_decode(std::string_view bytes, bool resealed) {
   std::vector<recycle::RecordTensor> tensors;
   const recycle::Status st = recycle::parse_record(bytes, &tensors);
@@ -111,33 +127,71 @@ void parse_and_decode(std::string_view bytes, bool resealed) {
   const char* expected_payload = nullptr;
   bool canonical = bytes[5] == 0 && bytes[6] == 0 && bytes[7] == 0;
   size_t header_pos = 8;
-  std::vector<std::vector<float>> values;
+  std::vector<Decoded> values;
+  recycle::RecordLayout layout;
   for (const recycle::RecordTensor& t : tensors) {
     FUZZ_CHECK(t.shape.size() <= 8, "rank over 8");
     for (int64_t d : t.shape) FUZZ_CHECK(d >= 1 && d <= INT32_MAX, "bad dimension");
     const int64_t n = t.numel();
-    const size_t vb = recycle::codec_value_bytes(t.codec);
+    const size_t vb = t.dtype == Dtype::kFloat32 ? recycle::codec_value_bytes(t.codec)
+                                                 : recycle::dtype_value_bytes(t.dtype);
+    FUZZ_CHECK(t.payload_bytes() == static_cast<size_t>(n) * vb, "payload_bytes");
     FUZZ_CHECK(t.payload >= bytes.data() && t.payload <= body_end &&
                    static_cast<size_t>(n) * vb <= static_cast<size_t>(body_end - t.payload),
                "payload outside the record body");
     if (expected_payload != nullptr) FUZZ_CHECK(t.payload == expected_payload, "payload gap");
     expected_payload = t.payload + n * vb;
-    if (bytes[header_pos + 3] != 0 || t.codec != tensors[0].codec) canonical = false;
+    FUZZ_CHECK(static_cast<uint8_t>(bytes[header_pos]) == static_cast<uint8_t>(t.dtype),
+               "dtype byte");
+    FUZZ_CHECK(t.dtype == Dtype::kFloat32 || bytes[header_pos + 1] == 0,
+               "an exact tensor with a codec byte parsed");
+    if (bytes[header_pos + 3] != 0) canonical = false;
     header_pos += 4 + 4 * t.shape.size();
-    std::vector<float> out(static_cast<size_t>(n));
-    recycle::decode_tensor(t, out.data());
-    if (t.codec != Codec::kFp32) {
-      for (float x : out) canonical = canonical && !std::isnan(x);
+    Decoded out;
+    if (t.dtype == Dtype::kFloat32) {
+      out.floats.resize(static_cast<size_t>(n));
+      recycle::decode_tensor(t, out.floats.data());
+      if (t.codec != Codec::kFp32) {
+        for (float x : out.floats) canonical = canonical && !std::isnan(x);
+      }
+    } else {
+      out.exact.resize(static_cast<size_t>(n) * recycle::dtype_value_bytes(t.dtype));
+      recycle::decode_exact(t, static_cast<void*>(out.exact.data()));
+      if (t.dtype == Dtype::kBool) {
+        for (char c : out.exact) FUZZ_CHECK(c == 0 || c == 1, "a bool decoded to another byte");
+      }
     }
     values.push_back(std::move(out));
+    // The layout this record was written for, its first dimension variable.
+    recycle::TensorLayout tl{"t" + std::to_string(layout.size()), t.dtype, t.shape,
+                             t.dtype == Dtype::kFloat32 ? recycle::codec_name(t.codec)
+                                                        : recycle::kRawCodecName};
+    if (!tl.shape.empty() && (layout.size() % 2 == 0)) tl.shape[0] = recycle::kVariableDim;
+    layout.push_back(std::move(tl));
   }
   FUZZ_CHECK(tensors[0].payload == bytes.data() + header_pos, "first payload not after header");
   FUZZ_CHECK(expected_payload == body_end, "payloads do not end at the checksum");
+  FUZZ_CHECK(recycle::check_layout(layout).ok(), "the layout of a parsed record is invalid");
+  const recycle::Status fits = recycle::check_record_layout(tensors, layout);
+  FUZZ_CHECK(fits.ok(), "a record does not fit its own layout: " + fits.to_string());
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (layout[i].shape.empty() || layout[i].shape.back() == recycle::kVariableDim) continue;
+    recycle::RecordLayout other = layout;
+    other[i].shape.back() += 1;
+    FUZZ_CHECK(recycle::check_record_layout(tensors, other).is_corruption(),
+               "a record fits a layout with another fixed dimension");
+    break;
+  }
   if (!canonical) return;
   // Canonical: decoding then encoding must reproduce the record exactly.
-  std::vector<recycle::FloatArrayRef> refs;
-  for (size_t i = 0; i < tensors.size(); ++i) refs.push_back({values[i].data(), tensors[i].shape});
-  const std::string again = recycle::encode_record(tensors[0].codec, refs);
+  std::vector<recycle::TypedArrayRef> refs;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const recycle::RecordTensor& t = tensors[i];
+    refs.push_back({t.dtype, t.codec, t.shape,
+                    t.dtype == Dtype::kFloat32 ? static_cast<const void*>(values[i].floats.data())
+                                               : static_cast<const void*>(values[i].exact.data())});
+  }
+  const std::string again = recycle::encode_record(refs);
   FUZZ_CHECK(again == bytes, "decode + encode does not reproduce a canonical record");
 }
 
@@ -160,15 +214,28 @@ class Input {
   size_t size_, pos_ = 0;
 };
 
+// Decodes an exact tensor with the typed decode_exact and checks it gives back `want`.
+template <typename T>
+void expect_exact(const recycle::RecordTensor& t, const std::vector<T>& want) {
+  std::vector<T> out(want.size());
+  recycle::decode_exact(t, out.data());
+  FUZZ_CHECK(out == want, recycle::dtype_name(t.dtype) + " values changed");
+}
+
 void round_trip(const uint8_t* data, size_t size) {
   Input in(data, size);
   const uint8_t mode = in.byte();
-  const Codec codec = static_cast<Codec>(1 + mode % 3);
   const size_t n_tensors = 1 + in.byte() % 4;
+  // Per tensor: a dtype (float32 twice as often, each with its codec), then a shape.
+  std::vector<Dtype> dtypes(n_tensors);
+  std::vector<Codec> codecs(n_tensors, Codec::kFp32);
   std::vector<std::vector<int64_t>> shapes(n_tensors);
-  for (auto& shape : shapes) {
+  for (size_t i = 0; i < n_tensors; ++i) {
+    const uint8_t kind = in.byte() % 8;
+    dtypes[i] = kind < 4 ? Dtype::kFloat32 : static_cast<Dtype>(kind - 2);  // 4..7 -> 2..5
+    if (dtypes[i] == Dtype::kFloat32) codecs[i] = static_cast<Codec>(1 + (mode + kind) % 3);
     const int rank = in.byte() % 5;
-    for (int d = 0; d < rank; ++d) shape.push_back(1 + in.byte() % 6);
+    for (int d = 0; d < rank; ++d) shapes[i].push_back(1 + in.byte() % 6);
   }
   // Bad shapes (mode bit 7): encode_record must refuse them with std::invalid_argument.
   if (mode & 0x80) {
@@ -182,8 +249,13 @@ void round_trip(const uint8_t* data, size_t size) {
     }
     shapes[in.byte() % n_tensors] = bad;
   }
-  std::vector<std::vector<float>> values(n_tensors);
-  std::vector<recycle::FloatArrayRef> refs;
+  std::vector<std::vector<float>> floats(n_tensors);
+  std::vector<std::vector<int64_t>> i64(n_tensors);
+  std::vector<std::vector<int32_t>> i32(n_tensors);
+  std::vector<std::vector<uint8_t>> u8(n_tensors);
+  std::vector<std::unique_ptr<bool[]>> bools(n_tensors);
+  std::vector<int64_t> numels(n_tensors);
+  std::vector<recycle::TypedArrayRef> refs;
   bool valid = true;
   for (size_t i = 0; i < n_tensors; ++i) {
     int64_t numel = 1;
@@ -192,13 +264,49 @@ void round_trip(const uint8_t* data, size_t size) {
       numel *= (d >= 1 && d <= 64) ? d : 1;  // no data is read for a refused shape
     }
     if (shapes[i].size() > 8) valid = false;
-    for (int64_t k = 0; k < numel; ++k) values[i].push_back(in.value());
-    refs.push_back({values[i].data(), shapes[i]});
+    numels[i] = numel;
+    bools[i].reset(new bool[static_cast<size_t>(numel)]);
+    for (int64_t k = 0; k < numel; ++k) {
+      switch (dtypes[i]) {
+        case Dtype::kFloat32: floats[i].push_back(in.value()); break;
+        case Dtype::kInt64: {
+          uint64_t v = 0;
+          for (int b = 0; b < 8; ++b) v = (v << 8) | in.byte();
+          i64[i].push_back(static_cast<int64_t>(v));
+          break;
+        }
+        case Dtype::kInt32: {
+          uint32_t v = 0;
+          for (int b = 0; b < 4; ++b) v = (v << 8) | in.byte();
+          i32[i].push_back(static_cast<int32_t>(v));
+          break;
+        }
+        case Dtype::kUint8: u8[i].push_back(in.byte()); break;
+        case Dtype::kBool: bools[i][k] = in.byte() & 1; break;
+      }
+    }
+    switch (dtypes[i]) {
+      case Dtype::kFloat32:
+        refs.push_back(recycle::TypedArrayRef::floats(floats[i].data(), shapes[i], codecs[i]));
+        break;
+      case Dtype::kInt64:
+        refs.push_back(recycle::TypedArrayRef::exact(i64[i].data(), shapes[i]));
+        break;
+      case Dtype::kInt32:
+        refs.push_back(recycle::TypedArrayRef::exact(i32[i].data(), shapes[i]));
+        break;
+      case Dtype::kUint8:
+        refs.push_back(recycle::TypedArrayRef::exact(u8[i].data(), shapes[i]));
+        break;
+      case Dtype::kBool:
+        refs.push_back(recycle::TypedArrayRef::exact(bools[i].get(), shapes[i]));
+        break;
+    }
   }
 
   std::string record;
   try {
-    record = recycle::encode_record(codec, refs);
+    record = recycle::encode_record(refs);
   } catch (const std::invalid_argument& e) {
     FUZZ_CHECK(!valid, std::string("encode_record refused valid tensors: ") + e.what());
     return;
@@ -212,19 +320,36 @@ void round_trip(const uint8_t* data, size_t size) {
   FUZZ_CHECK(st.ok(), "parse of an encoded record: " + st.to_string());
   FUZZ_CHECK(tensors.size() == n_tensors, "tensor count changed");
   for (size_t i = 0; i < n_tensors; ++i) {
-    FUZZ_CHECK(tensors[i].codec == codec, "codec changed");
+    FUZZ_CHECK(tensors[i].dtype == dtypes[i], "dtype changed");
     FUZZ_CHECK(tensors[i].shape == shapes[i], "shape changed");
-    std::vector<float> out(values[i].size());
-    FUZZ_CHECK(tensors[i].numel() == static_cast<int64_t>(out.size()), "numel changed");
-    recycle::decode_tensor(tensors[i], out.data());
-    for (size_t k = 0; k < out.size(); ++k) {
-      const float want = reference_round_trip(codec, values[i][k]);
-      if (!same_value(out[k], want)) {
-        char msg[160];
-        std::snprintf(msg, sizeof msg, "%s: 0x%08x -> 0x%08x, reference 0x%08x (tensor %zu, index %zu)",
-                      recycle::codec_name(codec).c_str(), bits_of(values[i][k]), bits_of(out[k]),
-                      bits_of(want), i, k);
-        fail(msg);
+    FUZZ_CHECK(tensors[i].numel() == numels[i], "numel changed");
+    const size_t n = static_cast<size_t>(numels[i]);
+    switch (dtypes[i]) {
+      case Dtype::kFloat32: {
+        FUZZ_CHECK(tensors[i].codec == codecs[i], "codec changed");
+        std::vector<float> out(n);
+        recycle::decode_tensor(tensors[i], out.data());
+        for (size_t k = 0; k < n; ++k) {
+          const float want = reference_round_trip(codecs[i], floats[i][k]);
+          if (!same_value(out[k], want)) {
+            char msg[160];
+            std::snprintf(msg, sizeof msg,
+                          "%s: 0x%08x -> 0x%08x, reference 0x%08x (tensor %zu, index %zu)",
+                          recycle::codec_name(codecs[i]).c_str(), bits_of(floats[i][k]),
+                          bits_of(out[k]), bits_of(want), i, k);
+            fail(msg);
+          }
+        }
+        break;
+      }
+      case Dtype::kInt64: expect_exact(tensors[i], i64[i]); break;
+      case Dtype::kInt32: expect_exact(tensors[i], i32[i]); break;
+      case Dtype::kUint8: expect_exact(tensors[i], u8[i]); break;
+      case Dtype::kBool: {
+        std::unique_ptr<bool[]> out(new bool[n]);
+        recycle::decode_exact(tensors[i], out.get());
+        for (size_t k = 0; k < n; ++k) FUZZ_CHECK(out[k] == bools[i][k], "bool values changed");
+        break;
       }
     }
   }
@@ -243,8 +368,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 16) {
     // An exactly sized heap copy, so ASan sees any read past its end.
     std::vector<char> sealed(raw.begin(), raw.end());
-    const uint64_t sum = XXH3_64bits(sealed.data(), size - 8);
-    for (int i = 0; i < 8; ++i) sealed[size - 8 + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+    recycle::put_le64(sealed.data() + size - 8, XXH3_64bits(sealed.data(), size - 8));
     parse_and_decode(std::string_view(sealed.data(), sealed.size()), true);
   }
   round_trip(data, size);

@@ -59,8 +59,8 @@ cxxflags=(-std=c++17 -O1 -g -I. -Wall -Wextra -Wno-unused-parameter "${sanitize[
 declare -A sources=(
   [idx_reader]="engine/data/idx_reader.cc"
   [tsv_reader]="engine/data/tsv_reader.cc"
-  [record]="cache/record.cc cache/codec.cc"
-  [manifest]="cache/manifest.cc"
+  [record]="cache/record.cc cache/record_layout.cc cache/codec.cc"
+  [manifest]="cache/manifest.cc cache/record_layout.cc cache/record.cc cache/codec.cc"
 )
 mkdir -p "$out/obj"
 # cache/codec.cc picks its F16C path with __builtin_cpu_supports("f16c"), which clang 14

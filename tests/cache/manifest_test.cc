@@ -192,7 +192,6 @@ TEST(Manifest, ContentsDoNotCountAsIdentity) {
   run.records = 1;
   run.record_bytes = 2;
   run.class_names = {"a"};
-  run.record_shapes = {{3}};
   run.classifier = "pretrained";
   EXPECT_TRUE(cache.identity_differences(run).empty());
   EXPECT_TRUE(recycle::Manifest().identity_differences(run).size() > 0u);
@@ -210,6 +209,7 @@ TEST(Manifest, EveryMissingFieldIsCorruption) {
   const nlohmann::json full = nlohmann::json::parse(full_manifest().to_json_string());
   size_t checked = 0;
   for (const auto& item : full.items()) {
+    if (item.key() == "record_layout") continue;  // optional: derived when missing (below)
     nlohmann::json j = full;
     j.erase(item.key());
     const recycle::Status st = parse(j.dump());
@@ -223,7 +223,8 @@ TEST(Manifest, EveryMissingFieldIsCorruption) {
     EXPECT_TRUE(parse(j.dump()).is_corruption()) << field;
   }
   // A field of the wrong type.
-  for (const char* field : {"model", "prefix_blocks", "record_shapes", "class_names", "splits"}) {
+  for (const char* field :
+       {"model", "prefix_blocks", "record_shapes", "record_layout", "class_names", "splits"}) {
     nlohmann::json j = full;
     j[field] = nlohmann::json::array({true});
     EXPECT_TRUE(parse(j.dump()).is_corruption()) << field;
@@ -280,4 +281,173 @@ TEST(Manifest, NonIntegerOrHugeCountsAreCorruption) {
     const recycle::Status st = recycle::Manifest::from_json_string(text, &out);
     EXPECT_TRUE(st.is_corruption()) << bad << ": " << st.to_string();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record layout
+
+namespace {
+
+// A text cache's manifest: hidden states fp16 of variable length, lengths, a mask.
+recycle::Manifest text_manifest() {
+  recycle::Manifest m = full_manifest();
+  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {-1, 768}, "fp16"},
+                     {"lengths", recycle::Dtype::kInt64, {1}, "raw"},
+                     {"mask", recycle::Dtype::kBool, {-1}, "raw"}};
+  m.record_shapes = recycle::layout_shapes(m.record_layout);
+  return m;
+}
+
+// full_manifest() with one record tensor, as JSON written by the code before layouts.
+std::string old_manifest_json() {
+  recycle::Manifest m = full_manifest();
+  m.record_shapes = {{32, 7, 7}};
+  nlohmann::json j = nlohmann::json::parse(m.to_json_string());
+  j.erase("record_layout");
+  return j.dump(2);
+}
+
+}  // namespace
+
+TEST(Manifest, LayoutJsonShape) {
+  const recycle::Manifest m = text_manifest();
+  const nlohmann::json j = nlohmann::json::parse(m.to_json_string());
+  EXPECT_EQ(j.at("record_layout"), nlohmann::json::parse(R"([
+      {"name": "hidden", "dtype": "float32", "shape": [-1, 768], "codec": "fp16"},
+      {"name": "lengths", "dtype": "int64", "shape": [1], "codec": "raw"},
+      {"name": "mask", "dtype": "bool", "shape": [-1], "codec": "raw"}])"));
+  EXPECT_EQ(j.at("record_shapes"), nlohmann::json::parse("[[-1, 768], [1], [-1]]"));
+  EXPECT_EQ(j.at("codec"), "fp16");
+  recycle::Manifest back;
+  ASSERT_OK(recycle::Manifest::from_json_string(m.to_json_string(), &back));
+  EXPECT_EQ(back.record_layout, m.record_layout);
+  EXPECT_EQ(back.record_shapes, m.record_shapes);
+  EXPECT_TRUE(back.identity_differences(m).empty());
+  EXPECT_EQ(back.to_json_string(), m.to_json_string());
+
+  // A manifest built in memory with record_shapes alone writes the derived layout.
+  const nlohmann::json f = nlohmann::json::parse(full_manifest().to_json_string());
+  EXPECT_EQ(f.at("record_layout"), nlohmann::json::parse(R"([
+      {"name": "activation", "dtype": "float32", "shape": [32, 7, 7], "codec": "fp16"},
+      {"name": "tensor1", "dtype": "float32", "shape": [1], "codec": "fp16"}])"));
+}
+
+TEST(Manifest, OldManifestWithoutLayoutGetsOneAndTheSameIdentity) {
+  const std::string old_json = old_manifest_json();
+  ASSERT_EQ(old_json.find("record_layout"), std::string::npos);
+  recycle::Manifest old;
+  ASSERT_OK(recycle::Manifest::from_json_string(old_json, &old));
+  EXPECT_EQ(old.record_shapes, (std::vector<std::vector<int64_t>>{{32, 7, 7}}));
+  const recycle::RecordLayout want = {{"activation", recycle::Dtype::kFloat32, {32, 7, 7}, "fp16"}};
+  EXPECT_EQ(old.record_layout, want);
+  EXPECT_EQ(old.layout(), want);
+
+  // A new manifest with the same single float tensor, set through the layout.
+  recycle::Manifest now = full_manifest();
+  now.record_shapes.clear();
+  now.record_layout = want;
+  EXPECT_TRUE(old.identity_differences(now).empty());
+  EXPECT_TRUE(now.identity_differences(old).empty());
+  // Written again, it carries the layout and still the shapes.
+  const nlohmann::json j = nlohmann::json::parse(old.to_json_string());
+  EXPECT_EQ(j.at("record_layout").size(), 1u);
+  EXPECT_EQ(j.at("record_shapes"), nlohmann::json::parse("[[32, 7, 7]]"));
+  // An old manifest's record shapes are positive: -1 there is corruption.
+  nlohmann::json bad = nlohmann::json::parse(old_json);
+  bad["record_shapes"] = nlohmann::json::parse("[[-1, 7, 7]]");
+  EXPECT_TRUE(parse(bad.dump()).is_corruption());
+}
+
+TEST(Manifest, LayoutDifferenceIsNamedInOneLine) {
+  const recycle::Manifest cache = text_manifest();
+  struct Case {
+    void (*change)(recycle::Manifest*);
+  };
+  const Case cases[] = {
+      {[](recycle::Manifest* m) { m->record_layout[1].name = "length"; }},
+      {[](recycle::Manifest* m) { m->record_layout[1].dtype = recycle::Dtype::kInt32; }},
+      {[](recycle::Manifest* m) { m->record_layout[0].shape = {-1, 512}; }},
+      {[](recycle::Manifest* m) { m->record_layout[0].shape = {128, 768}; }},  // fixed vs variable
+      {[](recycle::Manifest* m) { m->record_layout[0].codec = "bf16"; }},
+      {[](recycle::Manifest* m) { m->record_layout.pop_back(); }},
+  };
+  for (const Case& c : cases) {
+    recycle::Manifest run = text_manifest();
+    c.change(&run);
+    const std::vector<std::string> diffs = cache.identity_differences(run);
+    ASSERT_EQ(diffs.size(), 1u) << recycle::layout_string(run.record_layout);
+    EXPECT_EQ(diffs[0], "record layout: the cache has " +
+                            recycle::layout_string(cache.record_layout) + ", this run asks for " +
+                            recycle::layout_string(run.record_layout));
+  }
+  // The single activation of an image cache, e.g. another prefix's output.
+  recycle::Manifest a = full_manifest(), b = full_manifest();
+  a.record_shapes = {{64, 7, 7}};
+  b.record_shapes = {{64, 14, 14}};
+  EXPECT_EQ(
+      a.identity_differences(b),
+      (std::vector<std::string>{"record layout: the cache has activation float32 64x7x7 fp16, "
+                                "this run asks for activation float32 64x14x14 fp16"}));
+  // A codec change alone is the codec line only, layout set or derived.
+  for (recycle::Manifest m : {full_manifest(), text_manifest()}) {
+    recycle::Manifest run = m;
+    run.codec = "fp32";
+    for (auto& t : run.record_layout) {
+      if (t.dtype == recycle::Dtype::kFloat32) t.codec = "fp32";
+    }
+    EXPECT_EQ(m.identity_differences(run),
+              (std::vector<std::string>{"codec: the cache has fp16, this run asks for fp32"}));
+  }
+}
+
+TEST(Manifest, BadLayoutsAreCorruption) {
+  const nlohmann::json good = nlohmann::json::parse(text_manifest().to_json_string());
+  ASSERT_OK(parse(good.dump()));
+  struct Case {
+    void (*change)(nlohmann::json*);
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](nlohmann::json* j) { (*j)["record_layout"][1]["dtype"] = "int8"; },
+       "unknown dtype 'int8'"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][1]["codec"] = "fp16"; },
+       "codec 'fp16' does not fit dtype int64"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][0]["codec"] = "raw"; },
+       "codec 'raw' does not fit dtype float32"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][0].erase("codec"); }, "dtype float32"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][0]["shape"] = {-2, 768}; },
+       "not positive integers or -1"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][2]["name"] = "hidden"; }, "name repeated"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][0].erase("name"); }, "manifest"},
+      {[](nlohmann::json* j) { (*j)["record_layout"] = "activation"; }, "not a list"},
+      {[](nlohmann::json* j) { (*j)["record_layout"][0] = 3; }, "not an object"},
+      {[](nlohmann::json* j) { (*j)["record_shapes"][0] = {-1, 512}; },
+       "record_shapes disagree with record_layout"},
+      {[](nlohmann::json* j) { (*j)["record_shapes"].erase(2); },
+       "record_shapes disagree with record_layout"},
+      {[](nlohmann::json* j) { (*j)["record_shapes"][1] = {-3}; }, "record shape"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.change(&j);
+    const recycle::Status st = parse(j.dump());
+    EXPECT_TRUE(st.is_corruption()) << c.says << ": " << st.to_string();
+    EXPECT_TRUE(contains(st.message(), c.says)) << st.message();
+  }
+  // An exact tensor may leave its codec out or empty: it reads as "raw".
+  for (bool erase : {true, false}) {
+    nlohmann::json j = good;
+    if (erase) {
+      j["record_layout"][1].erase("codec");
+    } else {
+      j["record_layout"][1]["codec"] = "";
+    }
+    recycle::Manifest m;
+    ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &m));
+    EXPECT_EQ(m.record_layout[1].codec, "raw");
+  }
+  // An old manifest whose codec cannot describe its records.
+  nlohmann::json old = nlohmann::json::parse(old_manifest_json());
+  old["codec"] = "int8";
+  EXPECT_TRUE(contains(parse(old.dump()).message(), "codec 'int8' does not fit dtype float32"));
 }

@@ -80,7 +80,7 @@ void write_images(const std::string& dir, int n, int size) {
 }
 
 // Defect 2: the input shape is part of the identity; caches made before it was stored are
-// checked by their record shapes. Nothing is written either way.
+// checked by their record layout (the record shapes). Nothing is written either way.
 TEST(CacheSafety, AnotherInputShapeIsRefused) {
   TempDir dir;
   write_images(dir.file("d28"), 40, 28);
@@ -93,7 +93,7 @@ TEST(CacheSafety, AnotherInputShapeIsRefused) {
   expect_one_line_error(r, 1, "input shape: the cache has 1x32x32, this run asks for 1x28x28");
   expect_verifies(dir, cache);
 
-  // A cache from before the input shape was stored: the record shape decides.
+  // A cache from before the input shape was stored: the record layout decides.
   {
     std::unique_ptr<ActivationStore> store;
     ASSERT_OK(ActivationStore::open(cache, recycle::StoreOptions(), &store));
@@ -105,7 +105,8 @@ TEST(CacheSafety, AnotherInputShapeIsRefused) {
     ASSERT_OK(store->write(&b));
   }
   r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d28") + common);
-  expect_one_line_error(r, 1, "stores records of shape 8x16x16, this prefix makes 8x14x14");
+  expect_one_line_error(r, 1, "record layout: the cache has activation float32 8x16x16 fp16, "
+                              "this run asks for activation float32 8x14x14 fp16");
   expect_verifies(dir, cache);
   // The same shape still builds on it, and the input shape is filled in.
   r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d32") + common + " --json");
