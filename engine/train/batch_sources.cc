@@ -1,8 +1,10 @@
 #include "engine/train/batch_sources.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "cache/record.h"
+#include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
 
 namespace recycle {
@@ -19,12 +21,11 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   const Status st = store.read_split_index(split, info->second, &entries_);
   st.throw_if_error();
   if (entries_.empty()) throw std::runtime_error("cache split " + split + " has no samples");
-  if (manifest.record_shapes.size() != 1) {
-    throw std::runtime_error("cache records hold " + std::to_string(manifest.record_shapes.size()) +
-                             " tensors; this trainer reads one");
+  layout_ = manifest.layout();
+  if (layout_.empty()) throw std::runtime_error("cache " + store.dir() + " has no record layout");
+  for (const TensorLayout& t : layout_) {
+    for (int64_t d : t.shape) variable_ = variable_ || d == kVariableDim;
   }
-  record_shape_ = manifest.record_shapes[0];
-  for (int64_t d : record_shape_) record_numel_ *= d;
   for (const IndexEntry& e : entries_) {
     if (e.label < 0 || e.label >= static_cast<int64_t>(manifest.class_names.size())) {
       throw std::runtime_error("cache split " + split + " has label " + std::to_string(e.label) +
@@ -34,12 +35,63 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   }
 }
 
+namespace {
+
+torch::ScalarType torch_dtype(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFloat32: return torch::kFloat32;
+    case Dtype::kInt64: return torch::kInt64;
+    case Dtype::kInt32: return torch::kInt32;
+    case Dtype::kUint8: return torch::kUInt8;
+    case Dtype::kBool: return torch::kBool;
+  }
+  throw std::invalid_argument("unknown dtype");
+}
+
+// Decodes one record tensor into `out` (numel() values of its dtype).
+void decode_into(const RecordTensor& t, void* out) {
+  if (t.dtype == Dtype::kFloat32) {
+    decode_tensor(t, static_cast<float*>(out));
+  } else {
+    decode_exact(t, out);
+  }
+}
+
+// [n, ...max over the samples of each dimension], zeros, with samples[i] copied to row i.
+torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::ScalarType dtype) {
+  if (samples.empty()) return torch::empty({0}, dtype);
+  std::vector<int64_t> shape = samples.front().sizes().vec();
+  for (const torch::Tensor& t : samples) {
+    for (size_t d = 0; d < shape.size(); ++d) shape[d] = std::max(shape[d], t.size(static_cast<int64_t>(d)));
+  }
+  shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
+  torch::Tensor out = torch::zeros(shape, dtype);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    torch::Tensor row = out[static_cast<int64_t>(i)];
+    for (int64_t d = 0; d < samples[i].dim(); ++d) row = row.narrow(d, 0, samples[i].size(d));
+    row.copy_(samples[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
-  std::vector<int64_t> shape = {n};
-  shape.insert(shape.end(), record_shape_.begin(), record_shape_.end());
-  torch::Tensor x = torch::empty(shape, torch::kFloat32);
+  // Fixed layouts decode straight into the batch's tensors; variable ones per sample.
+  std::vector<torch::Tensor> fixed;
+  std::vector<std::vector<torch::Tensor>> per_sample(layout_.size());
+  std::vector<int64_t> row_bytes(layout_.size(), 0);
+  for (size_t j = 0; j < layout_.size(); ++j) {
+    if (variable_) {
+      per_sample[j].resize(static_cast<size_t>(n));
+      continue;
+    }
+    std::vector<int64_t> shape = {n};
+    shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
+    fixed.push_back(torch::empty(shape, torch_dtype(layout_[j].dtype)));
+    row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
+  }
   torch::Tensor y = torch::empty({n}, torch::kInt64);
-  float* xp = x.data_ptr<float>();
   int64_t* yp = y.data_ptr<int64_t>();
   std::vector<Key> keys(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -53,13 +105,21 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
       keys,
       [&](size_t i, std::string_view bytes) {
         if (!error.empty()) return;
-        const Status st = parse_record(bytes, &parts);
+        Status st = parse_record(bytes, &parts);
+        if (st.ok()) st = check_record_layout(parts, layout_);
         if (!st.ok()) {
           error = "record " + keys[i].to_hex() + ": " + st.to_string();
-        } else if (parts.size() != 1 || parts[0].shape != record_shape_) {
-          error = "record " + keys[i].to_hex() + " has another shape than the manifest says";
-        } else {
-          decode_tensor(parts[0], xp + static_cast<int64_t>(i) * record_numel_);
+          return;
+        }
+        for (size_t j = 0; j < parts.size(); ++j) {
+          if (variable_) {
+            torch::Tensor t = torch::empty(parts[j].shape, torch_dtype(parts[j].dtype));
+            decode_into(parts[j], t.data_ptr());
+            per_sample[j][i] = std::move(t);
+          } else {
+            decode_into(parts[j], static_cast<char*>(fixed[j].data_ptr()) +
+                                      static_cast<int64_t>(i) * row_bytes[j]);
+          }
         }
       },
       &statuses);
@@ -72,7 +132,10 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     if (!statuses[i].ok()) throw std::runtime_error("cache " + store_.dir() + ": " + statuses[i].to_string());
   }
   out->clear();
-  out->set("activation", x.to(device_));
+  for (size_t j = 0; j < layout_.size(); ++j) {
+    torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
+    out->set(layout_[j].name, t.to(device_));
+  }
   out->labels = y.to(device_);
 }
 

@@ -27,9 +27,11 @@ class BatchSource {
   virtual void load(const int64_t* indices, int64_t n, Batch* out) = 0;
 };
 
-// A split of an activation cache; its input is named "activation" (float32 [n, ...record]).
-// Throws std::runtime_error naming the key when a record is missing, corrupt (checksum,
-// header) or of another shape than the manifest says.
+// A split of an activation cache. Every tensor of the cache's record layout becomes a batch
+// input of the same name and dtype (float32 decoded from its codec; int64, int32, uint8 and
+// bool exact), [n, ...per-sample shape]. Variable dimensions are padded at batch time, with
+// zeros (false), to the largest size in the batch. Throws std::runtime_error naming the key
+// when a record is missing, corrupt (checksum, header) or does not fit the layout.
 class CachedBatches final : public BatchSource {
  public:
   CachedBatches(const ActivationStore& store, const Manifest& manifest, const std::string& split,
@@ -40,8 +42,8 @@ class CachedBatches final : public BatchSource {
  private:
   const ActivationStore& store_;
   std::vector<IndexEntry> entries_;
-  std::vector<int64_t> record_shape_;
-  int64_t record_numel_ = 1;
+  RecordLayout layout_;
+  bool variable_ = false;  // some dimension is variable: decode per sample, then pad
   torch::Device device_;
 };
 

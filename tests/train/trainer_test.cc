@@ -11,6 +11,7 @@
 
 #include "cache/activation_store.h"
 #include "cache/record.h"
+#include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/trainer.h"
@@ -208,6 +209,7 @@ std::unique_ptr<recycle::ActivationStore> write_cache(const std::string& dir, in
     batch.put_index("train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
   }
   recycle::Manifest m;
+  m.codec = "fp32";
   m.record_shapes = {{2, 3}};
   m.class_names = {"even", "odd"};
   m.splits["train"] = {"test data", n, n, true};
@@ -256,7 +258,7 @@ TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
     source.load(&one, 1, &b);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("another shape"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has shape 2x2, the layout says 2x3"), std::string::npos) << e.what();
   }
   try {
     source.load(&two, 1, &b);
@@ -264,6 +266,53 @@ TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("which has no record"), std::string::npos) << e.what();
   }
+}
+
+// Records of several named tensors of a variable length: each becomes a batch input of its
+// dtype, padded to the longest sample of the batch.
+TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
+  TempDir tmp;
+  std::unique_ptr<recycle::ActivationStore> store;
+  ASSERT_OK(recycle::ActivationStore::open(tmp.file("cache"), recycle::StoreOptions(), &store));
+  recycle::ActivationStore::Batch batch(*store);
+  for (int i = 0; i < 3; ++i) {
+    const int64_t len = i + 1;  // tokens in sample i
+    std::vector<float> hidden(static_cast<size_t>(len * 2), static_cast<float>(i + 1));
+    const int64_t length = len;
+    std::unique_ptr<bool[]> mask(new bool[len]);
+    for (int64_t t = 0; t < len; ++t) mask[t] = true;
+    using recycle::TypedArrayRef;
+    batch.put_record({2, static_cast<uint64_t>(i)},
+                     recycle::encode_record({TypedArrayRef::floats(hidden.data(), {len, 2}, recycle::Codec::kFp16),
+                                             TypedArrayRef::exact(&length, {1}),
+                                             TypedArrayRef::exact(mask.get(), {len})}));
+    batch.put_index("train", i, {{2, static_cast<uint64_t>(i)}, 0});
+  }
+  recycle::Manifest m;
+  m.codec = "fp16";
+  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {recycle::kVariableDim, 2}, "fp16"},
+                     {"lengths", recycle::Dtype::kInt64, {1}, "raw"},
+                     {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}, "raw"}};
+  m.class_names = {"only"};
+  m.splits["train"] = {"test data", 3, 3, true};
+  batch.put_manifest(m);
+  ASSERT_OK(store->write(&batch));
+
+  recycle::Manifest read;
+  ASSERT_OK(store->read_manifest(&read));
+  recycle::CachedBatches source(*store, read, "train", torch::kCPU);
+  const std::vector<int64_t> pick = {2, 0};
+  Batch b;
+  source.load(pick.data(), 2, &b);
+  ASSERT_EQ(b.inputs.size(), 3u);
+  EXPECT_EQ(b.features().sizes(), (std::vector<int64_t>{2, 3, 2}));  // padded to 3 tokens
+  EXPECT_EQ(b.at("hidden")[0][2][1].item<float>(), 3.0f);
+  EXPECT_EQ(b.at("hidden")[1][0][0].item<float>(), 1.0f);
+  EXPECT_EQ(b.at("hidden")[1][1][0].item<float>(), 0.0f);  // padding
+  EXPECT_EQ(b.at("lengths").scalar_type(), torch::kInt64);
+  EXPECT_TRUE(torch::equal(b.at("lengths"), torch::tensor({{3}, {1}}, torch::kInt64)));
+  EXPECT_EQ(b.at("mask").scalar_type(), torch::kBool);
+  EXPECT_TRUE(torch::equal(b.at("mask"), torch::tensor({{true, true, true}, {true, false, false}})));
 }
 
 TEST(RawBatches, PreprocessesImagesWithoutAPrefix) {
