@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses in fuzz/ with clang (libFuzzer + ASan + UBSan) into
-# build-fuzz/, then runs each one for a bounded time on a scratch copy of its seed corpus
-# (fuzz/corpus/<target>/ is never modified) and prints, per harness, the number of executions
+# build-fuzz/, a CMake build dir of the project with RECYCLE_BUILD_FUZZERS=ON (the harnesses
+# link recycle_data and recycle_cache as targets, instrumented too), then runs each one for a
+# bounded time on a scratch copy of its seed corpus (fuzz/corpus/<target>/ is never modified)
+# and prints, per harness, the number of executions
 # and crashes. A crash (sanitizer report, failed check, unexpected exception, OOM, timeout)
 # leaves its input in build-fuzz/artifacts/<target>/.
 #
@@ -12,10 +14,10 @@
 #                     count every crash in the time given; executions are then read from the
 #                     last "#N: cov: ..." line, as fork mode prints no final stats
 #   FUZZ_BUILD_ONLY=1 build and stop
-# Installs clang and its libFuzzer runtime with apt-get when they are missing.
+# Installs the project's packages (scripts/setup.sh), clang, its OpenMP and its libFuzzer
+# runtime with apt-get when they are missing.
 # Exits non-zero when a build fails or any harness crashes.
 set -euo pipefail
-self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 all_targets=(idx_reader tsv_reader record manifest)
@@ -33,12 +35,11 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "$@" >&2
 }
-# Headers and libraries the harnesses compile against (c10's half-float header comes with
-# libtorch-dev; nothing of LibTorch is linked).
+# The project's own packages (the whole CMake project is configured, though only the harnesses
+# and the libraries they link are built), then clang and its OpenMP (recycle_keyers links it).
+bash scripts/setup.sh >&2
 missing=()
-for p in zlib1g-dev libxxhash-dev nlohmann-json3-dev libtorch-dev; do
-  installed "$p" || missing+=("$p")
-done
+installed libomp-dev || missing+=(libomp-dev)
 command -v clang++ >/dev/null || missing+=(clang)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 # libFuzzer's runtime ships separately (libclang-rt-N-dev) on Debian: try a trivial link.
@@ -53,62 +54,25 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe_dir/p.cc" -o "$probe_di
 fi
 
 # ---- build -----------------------------------------------------------------------------------
-sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
-cxxflags=(-std=c++17 -O1 -g -I. -Wall -Wextra -Wno-unused-parameter "${sanitize[@]}")
-# The project sources each harness needs (compiled once, instrumented for coverage).
-declare -A sources=(
-  [idx_reader]="engine/data/idx_reader.cc"
-  [tsv_reader]="engine/data/tsv_reader.cc"
-  [record]="cache/record.cc cache/record_layout.cc cache/codec.cc"
-  [manifest]="cache/manifest.cc cache/record_layout.cc cache/record.cc cache/codec.cc"
-)
-mkdir -p "$out/obj"
-# cache/codec.cc picks its F16C path with __builtin_cpu_supports("f16c"), which clang 14
-# rejects; such a clang gets an equivalent CPUID check force-included (no source change).
-declare -A extra_flags=()
-printf 'int main() { return __builtin_cpu_supports("f16c"); }\n' >"$probe_dir/cpu.cc"
-if ! clang++ -c "$probe_dir/cpu.cc" -o "$probe_dir/cpu.o" 2>/dev/null; then
-  extra_flags[cache/codec.cc]="-include fuzz/cpu_supports_compat.h"
-fi
-
-# Compiles $1 to $2 unless $2 is newer than $1 and every header it included last time.
-compile() {
-  local src=$1 obj=$2 extra=$3 dep="${2%.o}.d" stale=0
-  if [ ! -f "$obj" ] || [ ! -f "$dep" ] || [ "$self" -nt "$obj" ]; then  # flags live here
-    stale=1
-  else
-    for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$dep"); do
-      if [ "$f" -nt "$obj" ]; then stale=1; break; fi
-    done
-  fi
-  [ $stale -eq 1 ] || return 0
-  echo "fuzz: compiling $src" >&2
-  # shellcheck disable=SC2086
-  clang++ "${cxxflags[@]}" $extra -MMD -MF "$dep" -c "$src" -o "$obj"
-}
-
+# fuzz/CMakeLists.txt (option RECYCLE_BUILD_FUZZERS) makes each harness an executable linking
+# the libraries it needs by target; the flags below instrument those libraries too (coverage,
+# ASan, UBSan), and the harnesses add -fsanitize=fuzzer when linking.
+for t in "${targets[@]}"; do
+  case " ${all_targets[*]} " in
+    *" $t "*) ;;
+    *) echo "fuzz: unknown target '$t' (known: ${all_targets[*]})" >&2; exit 2 ;;
+  esac
+done
+sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+mkdir -p "$out"
+cmake -S . -B "$out" -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS="$sanitize" \
+  -DRECYCLE_BUILD_FUZZERS=ON -DRECYCLE_BUILD_TESTS=OFF -DRECYCLE_BUILD_EXAMPLES=OFF \
+  -DRECYCLE_BUILD_BENCH=OFF >"$out/configure.log" 2>&1 ||
+  { cat "$out/configure.log" >&2; echo "fuzz: configure failed" >&2; exit 1; }
 # Two cores: at most two compilers at a time.
-pids=()
-spawn() {
-  while [ "$(jobs -rp | wc -l)" -ge 2 ]; do sleep 0.2; done
-  compile "$@" &
-  pids+=($!)
-}
-for t in "${targets[@]}"; do
-  [ -n "${sources[$t]+x}" ] || { echo "fuzz: unknown target '$t' (known: ${all_targets[*]})" >&2; exit 2; }
-  for s in ${sources[$t]}; do
-    spawn "$s" "$out/obj/$(echo "$s" | tr / _).o" "-fsanitize=fuzzer-no-link ${extra_flags[$s]:-}"
-  done
-  spawn "fuzz/${t}_fuzz.cc" "$out/obj/${t}_fuzz.o" -fsanitize=fuzzer-no-link
-done
-build_failed=0
-for pid in "${pids[@]}"; do wait "$pid" || build_failed=1; done
-[ $build_failed -eq 0 ] || { echo "fuzz: build failed" >&2; exit 1; }
-for t in "${targets[@]}"; do
-  objs=("$out/obj/${t}_fuzz.o")
-  for s in ${sources[$t]}; do objs+=("$out/obj/$(echo "$s" | tr / _).o"); done
-  clang++ "${cxxflags[@]}" -fsanitize=fuzzer "${objs[@]}" -lxxhash -lz -o "$out/${t}_fuzz"
-done
+cmake --build "$out" -j 2 --target "${targets[@]/%/_fuzz}" >&2 ||
+  { echo "fuzz: build failed" >&2; exit 1; }
 echo "fuzz: built ${targets[*]} in $out/" >&2
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
