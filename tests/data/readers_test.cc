@@ -318,6 +318,15 @@ TEST(TsvReader, RejectsHugeIntegerLabel) {
   EXPECT_EQ(msg, path + ":2: class id 99999999999999999999999 is larger than 99999");
 }
 
+// The fuzzer's reference once named line 5 here, its own stale cap (fuzz/crashes/
+// tsv_reader-reference-first-bad-class-id.tsv); a user gets the first.
+TEST(TsvReader, ReportsTheFirstLineWithATooLargeClassId) {
+  TempDir dir;
+  const std::string path = dir.file("data.tsv");
+  const std::string msg = tsv_error(dir, "1677721\ta\n2\tb\n3\tc\n4\td\n16777216\te\n");
+  EXPECT_EQ(msg, path + ":1: class id 1677721 is larger than 99999");
+}
+
 TEST(TsvReader, NameLabelsSortedToIds) {
   TempDir dir;
   const TsvData d = read_tsv_string(dir, "pos\tgreat\nneg\tawful\nneutral\tmeh\nZed\tz\npos\tok\n");
