@@ -25,8 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "base/stats.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
+using recycle::median;
 
 namespace {
 
@@ -96,13 +99,6 @@ ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir)
   run.result = json::parse(last, nullptr, false);
   if (run.result.is_discarded()) throw std::runtime_error("no JSON from: " + cmd);
   return run;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 double mean(const std::vector<double>& v) {

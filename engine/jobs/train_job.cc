@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "base/stats.h"
 #include "cache/activation_store.h"
 #include "engine/build/prefix_identity.h"
 #include "engine/train/batch_sources.h"
@@ -33,13 +34,6 @@ std::string TrainReport::to_json() const {
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 void save_head(BlockStack& head, const std::string& path) {
   torch::serialize::OutputArchive archive;
