@@ -43,7 +43,9 @@ TEST(Sampler, RanksShareOneEpochWithoutOverlap) {
         const Sampler s(size, true, 9, rank, world);
         const std::vector<int64_t> order = s.epoch_order(4);
         EXPECT_EQ(static_cast<int64_t>(order.size()), (size + world - 1) / world);
-        if (per_rank >= 0) EXPECT_EQ(static_cast<int64_t>(order.size()), per_rank);
+        if (per_rank >= 0) {
+          EXPECT_EQ(static_cast<int64_t>(order.size()), per_rank);
+        }
         per_rank = static_cast<int64_t>(order.size());
         for (int64_t i : order) ++seen[i];
       }
