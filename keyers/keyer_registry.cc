@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/strings.h"
 #include "keyers/id_keyer.h"
 #include "keyers/text_keyer.h"
 #include "keyers/xxh3_keyer.h"
@@ -64,11 +65,7 @@ std::map<std::string, KeyerFactory>& factories() {
   return map;
 }
 
-std::string known_keyers() {
-  std::string known;
-  for (const auto& n : keyer_names()) known += (known.empty() ? "" : ", ") + n;
-  return known;
-}
+std::string known_keyers() { return join(keyer_names(), ", "); }
 
 }  // namespace
 

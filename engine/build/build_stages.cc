@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/strings.h"
 #include "cache/record.h"
 #include "engine/build/prefix_identity.h"
 #include "engine/models/block_model.h"
@@ -101,7 +102,7 @@ void load_inputs(BuildState& s) {
   if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
   if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
   if (!parse_codec(o.codec, &s.codec)) {
-    throw std::invalid_argument("unknown codec '" + o.codec + "' (fp32, fp16, bf16)");
+    throw std::invalid_argument("unknown codec '" + o.codec + "' (" + join(codec_names(), ", ") + ")");
   }
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/strings.h"
 #include "engine/models/encoder_registry.h"
 
 namespace recycle {
@@ -97,12 +98,6 @@ void refuse_width_beside_weights(const CLI::App& app) {
     throw std::invalid_argument("--width applies only without --weights (the weights file sets "
                                 "the width)");
   }
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
 }
 
 void add_model_flags(CLI::App& app, ModelOptions* model) {

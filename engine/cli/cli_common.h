@@ -6,8 +6,8 @@
 
 #include <functional>
 #include <string>
-#include <vector>
 
+#include "base/strings.h"
 #include "engine/models/model_options.h"
 #include "engine/data/dataset.h"
 
@@ -18,9 +18,6 @@ namespace recycle {
 // and returns 1 (std::invalid_argument: "TOOL: ..." and 2). Output that did not reach stdout
 // (a full disk, a closed stdout) turns the body's exit code into 1, with one line.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
-
-// "a, b, c": a registry's names for help texts.
-std::string join(const std::vector<std::string>& items, const std::string& separator);
 
 // Validators: a non-empty string; a finite number in (0, max].
 extern const CLI::Validator kNotEmpty;

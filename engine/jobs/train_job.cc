@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "base/stats.h"
+#include "base/strings.h"
 #include "cache/activation_store.h"
 #include "engine/build/prefix_identity.h"
 #include "engine/train/batch_sources.h"
@@ -105,10 +106,10 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
         throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split + "' yet: " +
                                  writer);
       }
-      std::string have;
-      for (const auto& [name, info] : m.splits) have += (have.empty() ? "" : ", ") + name;
+      std::vector<std::string> have;
+      for (const auto& [name, info] : m.splits) have.push_back(name);
       throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split +
-                               "' (it has: " + have + ")");
+                               "' (it has: " + join(have, ", ") + ")");
     }
     if (!it->second.complete && !o.allow_partial) {
       const std::string writer = store->other_writer();

@@ -4,6 +4,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "base/strings.h"
 #include "engine/models/block_model.h"
 #include "engine/models/resnet18.h"
 
@@ -27,9 +28,8 @@ const Entry& entry(const std::string& name) {
   for (const Entry& e : registry()) {
     if (e.info.name == name) return e;
   }
-  std::string known;
-  for (const std::string& n : encoder_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");
+  throw std::invalid_argument("unknown model '" + name + "' (known: " + join(encoder_names(), ", ") +
+                              ")");
 }
 
 }  // namespace
@@ -52,10 +52,10 @@ EncoderSpec resolve_encoder_spec(const std::string& text) {
     const bool known = std::any_of(info.options.begin(), info.options.end(),
                                    [&](const EncoderOption& o) { return o.name == name; });
     if (!known) {
-      std::string names;
-      for (const EncoderOption& o : info.options) names += (names.empty() ? "" : ", ") + o.name;
+      std::vector<std::string> names;
+      for (const EncoderOption& o : info.options) names.push_back(o.name);
       throw std::invalid_argument("model spec '" + text + "': " + info.name + " has no option '" +
-                                  name + "' (options: " + names + ")");
+                                  name + "' (options: " + join(names, ", ") + ")");
     }
   }
   EncoderSpec spec;

@@ -40,6 +40,21 @@ float decode_one(recycle::Codec codec, uint16_t bits) {
 
 float round_trip(recycle::Codec codec, float x) { return decode_one(codec, encode_one(codec, x)); }
 
+// Both half-width codecs keep the sign of zero, keep infinities and keep NaN a NaN.
+void expect_signed_zeros_infinities_and_nan(recycle::Codec c) {
+  SCOPED_TRACE(recycle::codec_name(c));
+  const float zero = round_trip(c, 0.0f);
+  EXPECT_EQ(zero, 0.0f);
+  EXPECT_FALSE(std::signbit(zero));
+  const float neg_zero = round_trip(c, -0.0f);
+  EXPECT_EQ(neg_zero, 0.0f);
+  EXPECT_TRUE(std::signbit(neg_zero));
+  EXPECT_EQ(round_trip(c, kInf), kInf);
+  EXPECT_EQ(round_trip(c, -kInf), -kInf);
+  EXPECT_TRUE(std::isnan(round_trip(c, kNaN)));
+  EXPECT_TRUE(std::isnan(round_trip(c, -kNaN)));
+}
+
 uint32_t bits_of(float x) {
   uint32_t b;
   std::memcpy(&b, &x, 4);
@@ -182,16 +197,7 @@ TEST(Codec, Fp16KnownValues) {
 
 TEST(Codec, Fp16ZerosInfinitiesNaNAndOverflow) {
   const recycle::Codec c = recycle::Codec::kFp16;
-  const float zero = round_trip(c, 0.0f);
-  EXPECT_EQ(zero, 0.0f);
-  EXPECT_FALSE(std::signbit(zero));
-  const float neg_zero = round_trip(c, -0.0f);
-  EXPECT_EQ(neg_zero, 0.0f);
-  EXPECT_TRUE(std::signbit(neg_zero));
-  EXPECT_EQ(round_trip(c, kInf), kInf);
-  EXPECT_EQ(round_trip(c, -kInf), -kInf);
-  EXPECT_TRUE(std::isnan(round_trip(c, kNaN)));
-  EXPECT_TRUE(std::isnan(round_trip(c, -kNaN)));
+  expect_signed_zeros_infinities_and_nan(c);
   const uint16_t nan_bits = encode_one(c, kNaN);
   EXPECT_EQ(nan_bits & 0x7C00, 0x7C00);
   EXPECT_NE(nan_bits & 0x03FF, 0);
@@ -260,16 +266,7 @@ TEST(Codec, Bf16KnownValues) {
 
 TEST(Codec, Bf16ZerosInfinitiesNaN) {
   const recycle::Codec c = recycle::Codec::kBf16;
-  const float zero = round_trip(c, 0.0f);
-  EXPECT_EQ(zero, 0.0f);
-  EXPECT_FALSE(std::signbit(zero));
-  const float neg_zero = round_trip(c, -0.0f);
-  EXPECT_EQ(neg_zero, 0.0f);
-  EXPECT_TRUE(std::signbit(neg_zero));
-  EXPECT_EQ(round_trip(c, kInf), kInf);
-  EXPECT_EQ(round_trip(c, -kInf), -kInf);
-  EXPECT_TRUE(std::isnan(round_trip(c, kNaN)));
-  EXPECT_TRUE(std::isnan(round_trip(c, -kNaN)));
+  expect_signed_zeros_infinities_and_nan(c);
   // A NaN whose payload sits only in the low 16 bits must not turn into infinity.
   EXPECT_TRUE(std::isnan(round_trip(c, float_of(0x7F800001))));
 }
