@@ -1,0 +1,46 @@
+// Communication hooks: how one gradient bucket travels between the ranks of a process group
+// and comes back as the ranks' average. The GradReducer (grad_reducer.h) calls them on its
+// communication thread, a bucket at a time, in bucket order, which is the same on every rank.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace recycle {
+
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  // `grad` is a bucket's local gradients, flat, float32, contiguous. On return it holds the
+  // average over the group's ranks (or this hook's estimate of it). `bucket` is the bucket's
+  // index, stable from step to step (hooks keep per-bucket state, such as residues, by it).
+  // Throws what the collectives throw (a lost peer, a timeout).
+  virtual void reduce(int64_t bucket, torch::Tensor& grad) = 0;
+  virtual std::string name() const = 0;
+
+  // Bytes this rank handed to collectives so far, and what fp32 allreduce of the same buckets
+  // would have handed (the compression ratio is their quotient). Thread safe.
+  int64_t bytes_sent() const { return bytes_sent_.load(); }
+  int64_t fp32_bytes() const { return fp32_bytes_.load(); }
+
+ protected:
+  void count(int64_t sent, int64_t fp32) {
+    bytes_sent_ += sent;
+    fp32_bytes_ += fp32;
+  }
+
+ private:
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> fp32_bytes_{0};
+};
+
+// "none" | "fp16" | "topk". Throws std::invalid_argument naming the known ones.
+std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
+                                         c10::intrusive_ptr<c10d::ProcessGroup> group);
+
+}  // namespace recycle

@@ -1,0 +1,33 @@
+// DistOptions: how one process takes part in a data-parallel job. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace recycle {
+
+struct DistOptions {
+  // --nproc N (launcher only): start N local workers and wait for them. 0 = no launcher.
+  int nproc = 0;
+  // --rank R --world-size W --master HOST:PORT: this process is rank R of a W-process job whose
+  // TCPStore listens at HOST:PORT (hosted by the launcher, or by rank 0 across machines).
+  // world_size 1 = training alone (no process group at all).
+  int rank = 0;
+  int world_size = 1;
+  std::string master;
+  // Every collective and store operation gives up after this many seconds, and the job
+  // ends naming the rank it lost.
+  int timeout_seconds = 60;
+  // How gradients travel: none (fp32 allreduce), fp16 (halves, allreduce), topk (AdaComp:
+  // binned adaptive selection, quantised values, error feedback, allgather).
+  std::string grad_compression = "none";
+  // allreduce: average gradients every step; average:K: K local steps, then average
+  // parameters (K >= 1).
+  std::string sync = "allreduce";
+  // Gradient bucket size cap in MiB: buckets are reduced as they fill during backward.
+  double bucket_mb = 1.0;
+
+  bool distributed() const { return world_size > 1; }
+};
+
+}  // namespace recycle

@@ -1,0 +1,30 @@
+// The local launcher behind --nproc N (as torchrun does): it hosts the job's TCPStore on
+// 127.0.0.1 (a free port), starts N copies of this program with the same arguments minus
+// --nproc and --threads, plus --rank R --world-size N --master 127.0.0.1:PORT --threads T
+// (the cores split between them, at least 1 each), forwards SIGINT and SIGTERM to them and
+// waits. No LibTorch in this header.
+//
+// When a worker fails (non-zero exit or a signal) the launcher prints one line naming its rank,
+// gives the others --timeout seconds to notice and exit on their own, then kills what is left.
+// Only rank 0's stdout reaches the launcher's stdout; every worker's stderr does, each line
+// prefixed with "[rank R] " except rank 0's.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace recycle {
+
+struct LaunchOptions {
+  std::string tool;          // for messages: "recycle-train"
+  int nproc = 2;
+  int threads = 0;           // total threads over all workers (0 = every core)
+  int timeout_seconds = 60;
+};
+
+// `args` are the tool's own arguments (argv[1..]), with --nproc and --threads already removed.
+// Returns the launcher's exit code: 0 when every worker exited 0, else the first failing
+// worker's code (1 when it died of a signal), 130/143 after SIGINT/SIGTERM.
+int launch_local_workers(const LaunchOptions& options, const std::vector<std::string>& args);
+
+}  // namespace recycle
