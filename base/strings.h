@@ -14,4 +14,7 @@ inline std::string join(const std::vector<std::string>& items, const std::string
   return out;
 }
 
+// The first line of `text` (a library's message often carries a backtrace after it).
+inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace recycle

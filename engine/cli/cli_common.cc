@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/strings.h"
+#include "engine/dist/launcher.h"
 #include "engine/models/encoder_registry.h"
 
 namespace recycle {
@@ -133,6 +134,56 @@ CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_
                                   "name of the last frozen block (e.g. layer2.1), instead of --recycle");
   r->excludes(s);
   return r;
+}
+
+}  // namespace recycle
+
+namespace recycle {
+
+void add_dist_flags(CLI::App& app, DistOptions* dist) {
+  app.add_option("--nproc", dist->nproc,
+                 "start N local workers (data-parallel; --threads is split between them)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--rank", dist->rank, "this process's rank in a job across machines")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--world-size", dist->world_size, "number of processes in the job")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--master", dist->master,
+                 "HOST:PORT of the job's store (rank 0 hosts it when there is no launcher)");
+  app.add_option("--timeout", dist->timeout_seconds,
+                 "seconds a collective may wait for a rank before the job ends naming it")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+}
+
+int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOptions& dist,
+                    int threads) {
+  const bool by_hand = app.count("--rank") || app.count("--world-size") || app.count("--master");
+  if (dist.nproc > 0 && by_hand) {
+    throw std::invalid_argument("--nproc starts its own workers: give either --nproc or "
+                                "--rank/--world-size/--master");
+  }
+  check_dist_options(dist);
+  if (dist.nproc == 0) return -1;
+  if (dist.nproc == 1) return -1;  // one worker: no launcher, no group
+  // The workers get this tool's arguments without --nproc and --threads (the launcher adds
+  // --threads per worker, --rank, --world-size and --master).
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nproc" || a == "--threads") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("--threads=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  LaunchOptions lo;
+  lo.tool = app.get_name();
+  lo.nproc = dist.nproc;
+  lo.threads = threads;
+  lo.timeout_seconds = dist.timeout_seconds;
+  return launch_local_workers(lo, args);
 }
 
 }  // namespace recycle

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/strings.h"
+#include "engine/dist/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/data/dataset.h"
 
@@ -36,5 +37,15 @@ void add_data_flags(CLI::App& app, DatasetOptions* data);
 void add_model_flags(CLI::App& app, ModelOptions* model);
 // --recycle (0..1) and --split-at; returns the --recycle option.
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at);
+
+// --nproc, --rank, --world-size, --master, --timeout (data-parallel jobs; see
+// engine/dist/launcher.h). A worker started by the launcher learns it from RECYCLE_LAUNCHED.
+void add_dist_flags(CLI::App& app, DistOptions* dist);
+// After parsing: checks the data-parallel flags together (std::invalid_argument). With
+// --nproc N, starts N local workers running this tool with the same arguments and returns the
+// launcher's exit code; otherwise returns -1: this process does the work (alone, or as
+// --rank R of --world-size W).
+int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOptions& dist,
+                    int threads);
 
 }  // namespace recycle

@@ -1,4 +1,5 @@
 // recycle-train's command line.
+#include <cstdlib>
 #include <iostream>
 
 #include "engine/cli/cli_common.h"
@@ -48,6 +49,18 @@ int train_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
+  add_dist_flags(app, &o.dist);
+  app.add_option("--grad-compression", o.dist.grad_compression,
+                 "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)")
+      ->check(CLI::IsMember(grad_compression_names()))
+      ->capture_default_str();
+  app.add_option("--sync", o.dist.sync,
+                 "allreduce (average gradients every step) or average:K (average parameters "
+                 "every K local steps)")
+      ->capture_default_str();
+  app.add_option("--bucket-mb", o.dist.bucket_mb, "gradient bucket cap in MiB")
+      ->check(positive_up_to(1024.0))
+      ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     refuse_width_beside_weights(app);
@@ -61,7 +74,10 @@ int train_main(int argc, char** argv) {
         }
       }
     }
-    o.progress = !json;
+    const int launched = launch_if_asked(app, argc, argv, o.dist, o.threads);
+    if (launched >= 0) return launched;
+    o.dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
+    o.progress = !json && o.dist.rank == 0;
     const TrainReport r = run_train(o);
     for (const std::string& note : r.notes) std::cerr << "recycle-train: note: " << note << std::endl;
     for (size_t e = 0; e < r.epoch_seconds.size(); ++e) {

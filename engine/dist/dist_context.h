@@ -64,7 +64,4 @@ class DistContext {
   std::thread heartbeat_;
 };
 
-// Parses "HOST:PORT" (PORT 1..65535). Throws std::invalid_argument naming the flag.
-void parse_master(const std::string& master, std::string* host, int* port);
-
 }  // namespace recycle

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace recycle {
 
@@ -15,6 +16,9 @@ struct DistOptions {
   int rank = 0;
   int world_size = 1;
   std::string master;
+  // The store at `master` is hosted by a launcher (--nproc), not by rank 0 (set by the launcher
+  // through the environment of its workers: RECYCLE_LAUNCHED=1).
+  bool store_hosted_elsewhere = false;
   // Every collective and store operation gives up after this many seconds, and the job
   // ends naming the rank it lost.
   int timeout_seconds = 60;
@@ -29,5 +33,16 @@ struct DistOptions {
 
   bool distributed() const { return world_size > 1; }
 };
+
+// The --grad-compression names make_comm_hook knows.
+std::vector<std::string> grad_compression_names();
+// "allreduce" -> 0; "average:K" -> K (>= 1). Throws std::invalid_argument otherwise.
+int64_t parse_sync(const std::string& sync);
+// Parses "HOST:PORT" (PORT 1..65535; HOST may be [IPv6]). Throws std::invalid_argument naming
+// the flag.
+void parse_master(const std::string& master, std::string* host, int* port);
+// Checks the options together (rank below world size, a master for a world above 1, the sync
+// and compression names). Throws std::invalid_argument with one line.
+void check_dist_options(const DistOptions& options);
 
 }  // namespace recycle

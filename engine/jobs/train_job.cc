@@ -1,6 +1,11 @@
 // run_train: the job behind recycle-train, in its three modes (cache, full, frozen).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -8,6 +13,8 @@
 #include "base/strings.h"
 #include "cache/activation_store.h"
 #include "engine/build/prefix_identity.h"
+#include "engine/dist/data_parallel.h"
+#include "engine/dist/dist_context.h"
 #include "engine/train/batch_sources.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
@@ -29,22 +36,20 @@ std::string TrainReport::to_json() const {
                       {"train_samples_per_s", train_samples_per_s},
                       {"test_samples", test_samples},
                       {"notes", notes},
-                      {"seconds", seconds}};
+                      {"seconds", seconds},
+                      {"world_size", world_size},
+                      {"sync", sync},
+                      {"grad_compression", grad_compression},
+                      {"steps", steps},
+                      {"buckets", buckets},
+                      {"bytes_per_step", bytes_per_step},
+                      {"fp32_bytes_per_step", fp32_bytes_per_step},
+                      {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
   return j.dump();
 }
 
 namespace {
-
-void save_head(BlockStack& head, const std::string& path) {
-  torch::serialize::OutputArchive archive;
-  head->save(archive);
-  try {
-    archive.save_to(path);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
-  }
-}
 
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   report->epochs = static_cast<int64_t>(epochs.size());
@@ -55,6 +60,63 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   const double med = median(report->epoch_seconds);
   report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
 }
+
+// Written to a temporary file beside `path`, then renamed: a reader never sees half a head.
+void save_head(BlockStack& head, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  head->save(archive);
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    archive.save_to(tmp);
+  } catch (const c10::Error& e) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + err);
+  }
+}
+
+// Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
+// of each epoch's order, gradients or parameters averaged with the others).
+void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
+              TrainReport* report) {
+  Trainer trainer(head, o.hyper);
+  const Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist ? dist->rank() : 0,
+                        dist ? dist->world() : 1);
+  if (!dist) {
+    fill_report(report, trainer.fit(train, sampler, o.progress));
+    report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
+    return;
+  }
+  DataParallel dp(*dist, trainer);
+  try {
+    fill_report(report, trainer.fit(train, sampler, o.progress));
+    dp.finish();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(dist->explain_failure(e.what()));
+  }
+  const DataParallelStats s = dp.stats();
+  report->world_size = dist->world();
+  report->sync = o.dist.sync;
+  report->grad_compression = o.dist.grad_compression;
+  report->steps = s.steps;
+  report->buckets = s.buckets;
+  report->bytes_per_step = s.bytes_per_step();
+  report->fp32_bytes_per_step = s.fp32_bytes_per_step();
+  report->compression_ratio = s.compression_ratio();
+}
+
+// What every rank of a job must agree on about the cache it trains from.
+std::string cache_identity(const Manifest& m, const std::string& split) {
+  const auto it = m.splits.find(split);
+  return "model " + m.model + ", fingerprint " + m.fingerprint + ", split at " + m.split_at +
+         ", keyer " + m.keyer + ", codec " + m.codec + ", " +
+         std::to_string(it == m.splits.end() ? 0 : it->second.samples) + " samples of '" + split + "'";
+}
+
 
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
 // was not built from those weights at that split point.
@@ -81,7 +143,7 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   }
 }
 
-TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device) {
+TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
   report.mode = "cache";
   StoreOptions so;
@@ -123,6 +185,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
     return it->second;
   };
   split_info(o.data.split);
+  if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
   std::string eval_split = o.eval_split;
   if (eval_split.empty()) {
     eval_split = m.splits.count("test") ? "test" : "none";
@@ -161,7 +224,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
 
   CachedBatches train(*store, m, o.data.split, device);
   report.train_samples = train.size();
-  fill_report(&report, train_module(split.head, train, o.hyper, o.progress));
+  fit_head(split.head, train, o, dist, &report);
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     CachedBatches eval(*store, m, eval_split, device);
     const EvalResult r = evaluate_module(split.head, eval, std::max<int64_t>(o.hyper.batch, 256));
@@ -172,7 +236,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device)
   return report;
 }
 
-TrainReport train_from_data(const TrainOptions& o, const torch::Device& device) {
+TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
   const Dataset data = load_dataset(o.data);
   ModelOptions mo = o.model;
@@ -192,7 +256,8 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device) 
 
   RawBatches train(data, pm.split.prefix, device);
   report.train_samples = train.size();
-  fill_report(&report, train_module(pm.split.head, train, o.hyper, o.progress));
+  fit_head(pm.split.head, train, o, dist, &report);
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     DatasetOptions eo = o.data;
     eo.split = eval_split;
@@ -232,7 +297,11 @@ TrainReport run_train(const TrainOptions& o) {
     throw std::invalid_argument("--save-model needs raw data: a cache holds no prefix weights "
                                 "(use --save-head)");
   }
-  TrainReport report = from_cache ? train_from_cache(o, device) : train_from_data(o, device);
+  // A data-parallel job: join it (every rank waits here for the others).
+  std::unique_ptr<DistContext> dist;
+  if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist);
+  TrainReport report = from_cache ? train_from_cache(o, device, dist.get())
+                                  : train_from_data(o, device, dist.get());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/train_hyper.h"
 #include "engine/data/dataset.h"
@@ -31,6 +32,9 @@ struct TrainOptions {
   int threads = 0;
   bool progress = true;
   std::string device = "cpu";
+  // Data-parallel: this process's rank, the world and how gradients travel (world 1 = alone).
+  // Rank 0 alone evaluates and writes (--save-head, --save-model); every rank trains.
+  DistOptions dist;
 };
 
 struct TrainReport {
@@ -45,10 +49,20 @@ struct TrainReport {
   int64_t test_samples = 0;
   double seconds = 0;               // wall time of run_train
   std::vector<std::string> notes;   // what the user should know, e.g. no evaluation
+  // Data-parallel figures (world_size 1: no communication, zeros).
+  int world_size = 1;
+  std::string sync;                 // "allreduce" or "average:K" ("" alone)
+  std::string grad_compression;     // "none", "fp16", "topk" ("" alone)
+  int64_t steps = 0;                // optimizer steps per rank, all epochs
+  int64_t buckets = 0;              // gradient buckets (allreduce)
+  double bytes_per_step = 0;        // payload bytes this rank handed to collectives per step
+  double fp32_bytes_per_step = 0;   // the same tensors as fp32 allreduce
+  double compression_ratio = 0;     // fp32_bytes_per_step / bytes_per_step
   std::string to_json() const;      // one line
 };
 
-// Throws std::runtime_error / std::invalid_argument with one clear line on bad input.
+// Throws std::runtime_error / std::invalid_argument with one clear line on bad input. In a
+// data-parallel job a failure of another rank ends this one with a line naming the lost rank.
 TrainReport run_train(const TrainOptions& options);
 
 }  // namespace recycle

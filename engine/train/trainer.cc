@@ -66,6 +66,8 @@ void Trainer::add_after_backward_hook(StepHook hook) {
   after_backward_hooks_.push_back(std::move(hook));
 }
 
+void Trainer::add_after_step_hook(StepHook hook) { after_step_hooks_.push_back(std::move(hook)); }
+
 void Trainer::rebuild_optimizer() {
   trainable_ = trainable_parameters(module_);
   std::unique_ptr<torch::optim::Optimizer> fresh = make_optimizer(trainable_, hyper_);
@@ -125,6 +127,7 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
       loss.backward();
       for (const StepHook& hook : after_backward_hooks_) hook(*this, step - 1);
       optimizer_->step();
+      for (const StepHook& hook : after_step_hooks_) hook(*this, step - 1);
       loss_sum += loss_value * n;
       correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
       seen += n;

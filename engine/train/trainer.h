@@ -34,9 +34,9 @@ struct EvalResult {
 //
 // A step: set the scheduled learning rate, zero the gradients, forward the batch's features,
 // cross-entropy, backward, the after-backward hooks (gradients are ready: where gradient
-// averaging goes), the optimizer step. An epoch: the epoch-start hooks (where a freeze schedule
-// re-splits the model: it may call set_module or rebuild_optimizer), then the steps over the
-// sampler's order for that epoch.
+// averaging goes), the optimizer step, the after-step hooks (where parameter averaging goes).
+// An epoch: the epoch-start hooks (where a freeze schedule re-splits the model: it may call
+// set_module or rebuild_optimizer), then the steps over the sampler's order for that epoch.
 class Trainer {
  public:
   using EpochHook = std::function<void(Trainer&, int64_t epoch)>;
@@ -49,6 +49,8 @@ class Trainer {
 
   void add_epoch_start_hook(EpochHook hook);
   void add_after_backward_hook(StepHook hook);
+  // Runs after the optimizer step (where parameter averaging goes).
+  void add_after_step_hook(StepHook hook);
 
   BlockStack& module() { return module_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -73,6 +75,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<EpochHook> epoch_start_hooks_;
   std::vector<StepHook> after_backward_hooks_;
+  std::vector<StepHook> after_step_hooks_;
 };
 
 // Trains `module` alone (rank 0 of 1), shuffling with hyper.seed and the epoch: a Trainer

@@ -1,0 +1,240 @@
+// Data-parallel training with the real tools: recycle-train --nproc and --rank/--world-size/
+// --master, on a small cache of Fashion-MNIST.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "tests/tool_runner.h"
+
+namespace recycle::testing {
+namespace {
+
+// A cache of 200 training samples of two classes at --recycle 1 (the head is the classifier
+// alone: no batch statistics) and, optionally, another of 240.
+void build_cache(const TempDir& dir, const std::string& cache, int64_t limit) {
+  const ToolRun r = run_tool(dir, "recycle-build",
+                             "--data fashion-mnist --split train --classes 0-1 --limit " +
+                                 std::to_string(limit) + " --width 8 --recycle 1 --cache " + cache);
+  ASSERT_EQ(r.code, 0) << describe(r);
+}
+
+// Every tensor of a saved module, by its dotted name (submodules are nested archives).
+void read_tensors(torch::serialize::InputArchive& archive, const std::string& prefix,
+                  std::map<std::string, torch::Tensor>* out) {
+  for (const std::string& key : archive.keys()) {
+    torch::Tensor t;
+    torch::serialize::InputArchive sub;
+    if (archive.try_read(key, t)) {
+      (*out)[prefix + key] = t;
+    } else if (archive.try_read(key, sub)) {
+      read_tensors(sub, prefix + key + ".", out);
+    }
+  }
+}
+
+std::map<std::string, torch::Tensor> load_head(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  std::map<std::string, torch::Tensor> out;
+  read_tensors(archive, "", &out);
+  return out;
+}
+
+double max_difference(const std::map<std::string, torch::Tensor>& a,
+                      const std::map<std::string, torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [key, t] : a) {
+    EXPECT_TRUE(b.count(key)) << key;
+    if (!b.count(key)) continue;
+    worst = std::max(worst, (t - b.at(key)).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// The pids of `parent`'s children (the launcher's workers).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                   "/children");
+  std::vector<pid_t> pids;
+  pid_t pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+// The worker of `launcher` started with --rank `rank` (its command line says so).
+pid_t worker_of_rank(pid_t launcher, int rank) {
+  for (pid_t pid : children_of(launcher)) {
+    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(" --rank " + std::to_string(rank) + " ") != std::string::npos) return pid;
+  }
+  return -1;
+}
+
+// Waits until the launcher has `n` workers and every one has written a heartbeat... as seen
+// from outside: until the workers have run for `settle` (rendezvous included).
+bool wait_for_workers(pid_t launcher, size_t n, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (children_of(launcher).size() == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(DataParallel, TwoRanksOfBatchBGiveTheParametersOfOneRankOfBatch2B) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 200);
+  const std::string common = "--cache " + cache + " --epochs 1 --seed 3 --eval-split none --json ";
+  // 200 samples: 10 steps of 20 alone, 10 steps of 10 on each of 2 ranks.
+  const ToolRun one = run_tool(dir, "recycle-train", common + "--batch 20 --save-head " + dir.file("one.pt"));
+  ASSERT_EQ(one.code, 0) << describe(one);
+  const ToolRun two = run_tool(dir, "recycle-train",
+                               common + "--batch 10 --nproc 2 --save-head " + dir.file("two.pt"));
+  ASSERT_EQ(two.code, 0) << describe(two);
+  EXPECT_EQ(one.last["steps"], 10);
+  EXPECT_EQ(two.last["steps"], 10);
+  EXPECT_EQ(two.last["world_size"], 2);
+  EXPECT_EQ(two.last["grad_compression"], "none");
+  EXPECT_GT(two.last["bytes_per_step"].get<double>(), 0);
+  const auto head_one = load_head(dir.file("one.pt"));
+  const auto head_two = load_head(dir.file("two.pt"));
+  ASSERT_FALSE(head_one.empty());
+  EXPECT_LT(max_difference(head_one, head_two), 1e-5);
+
+  // The comparison can fail: 2 ranks of 20 (40 per step, 5 steps) end elsewhere.
+  const ToolRun other = run_tool(dir, "recycle-train",
+                                 common + "--batch 20 --nproc 2 --save-head " + dir.file("other.pt"));
+  ASSERT_EQ(other.code, 0) << describe(other);
+  EXPECT_EQ(other.last["steps"], 5);
+  EXPECT_GT(max_difference(head_one, load_head(dir.file("other.pt"))), 1e-4);
+}
+
+TEST(DataParallel, AKilledWorkerEndsTheJobNamingItsRank) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 200);
+  const std::string err = dir.file("launcher.err");
+  const pid_t launcher = spawn_tool("recycle-train",
+                                    {"--cache", cache, "--epochs", "100000", "--batch", "10",
+                                     "--eval-split", "none", "--nproc", "2", "--timeout", "10"},
+                                    "/dev/null", err);
+  ASSERT_TRUE(wait_for_workers(launcher, 2, std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // mid-training (or still joining)
+  const pid_t victim = worker_of_rank(launcher, 1);
+  ASSERT_GT(victim, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  const int code = wait_tool(launcher);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const std::string text = read_file(err);
+  EXPECT_NE(code, 0) << text;
+  EXPECT_LT(seconds, 10 + 5) << text;  // within the timeout (plus the heartbeat check)
+  // The launcher names the dead worker; rank 0 names the rank it lost and exits non-zero.
+  EXPECT_NE(text.find("rank 1 of 2 (pid " + std::to_string(victim) + ") was killed by signal 9"),
+            std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
+      << text;
+  EXPECT_NE(text.find("recycle-train: rank 0 exited with code 1"), std::string::npos) << text;
+  EXPECT_TRUE(children_of(launcher).empty());
+}
+
+TEST(DataParallel, AHungWorkerEndsTheJobWithinTheTimeoutNamingItsRank) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 200);
+  const std::string err = dir.file("launcher.err");
+  const pid_t launcher = spawn_tool("recycle-train",
+                                    {"--cache", cache, "--epochs", "100000", "--batch", "10",
+                                     "--eval-split", "none", "--nproc", "2", "--timeout", "4"},
+                                    "/dev/null", err);
+  ASSERT_TRUE(wait_for_workers(launcher, 2, std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const pid_t victim = worker_of_rank(launcher, 1);
+  ASSERT_GT(victim, 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  kill(victim, SIGSTOP);  // alive but silent: its peers' collectives wait for it
+  const int code = wait_tool(launcher);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  const std::string text = read_file(err);
+  EXPECT_NE(code, 0) << text;
+  // Rank 0 gives up after the 4 s timeout and the heartbeat check; the launcher then gives the
+  // stopped worker the timeout plus 10 s before it kills it.
+  EXPECT_LT(seconds, 4 + 5 + 4 + 10 + 5) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
+      << text;
+  EXPECT_NE(text.find("killed rank(s) 1 that did not stop in time"), std::string::npos) << text;
+}
+
+// A free TCP port on 127.0.0.1 (bound, then released: the caller retries if it was taken).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(DataParallel, RanksStartedByHandRefuseCachesThatDiffer) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  build_cache(dir, dir.file("a"), 200);
+  build_cache(dir, dir.file("b"), 240);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+    auto args = [&](int rank, const std::string& cache) {
+      return std::vector<std::string>{"--cache", cache, "--epochs", "1", "--eval-split", "none",
+                                      "--rank", std::to_string(rank), "--world-size", "2",
+                                      "--master", master, "--timeout", "20", "--threads", "1"};
+    };
+    const pid_t r0 = spawn_tool("recycle-train", args(0, dir.file("a")), "/dev/null", dir.file("r0.err"));
+    const pid_t r1 = spawn_tool("recycle-train", args(1, dir.file("b")), "/dev/null", dir.file("r1.err"));
+    const int c0 = wait_tool(r0), c1 = wait_tool(r1);
+    const std::string e0 = read_file(dir.file("r0.err")), e1 = read_file(dir.file("r1.err"));
+    if (e0.find("Address already in use") != std::string::npos) continue;  // the port was taken
+    EXPECT_EQ(c0, 1) << e0;
+    EXPECT_EQ(c1, 1) << e1;
+    for (const std::string& e : {e0, e1}) {
+      EXPECT_NE(e.find("the ranks disagree on the cache identity: rank 0 has"), std::string::npos) << e;
+      EXPECT_NE(e.find("rank(s) 1 have"), std::string::npos) << e;
+      EXPECT_EQ(count_lines(e), 1) << e;
+    }
+    return;
+  }
+  FAIL() << "no free port in 3 attempts";
+}
+
+TEST(DataParallel, BadDataParallelFlagsAreUsageErrors) {
+  TempDir dir;
+  for (const std::string& args :
+       {std::string("--cache x --nproc 2 --rank 0 --world-size 2 --master 127.0.0.1:1"),
+        std::string("--cache x --world-size 2"), std::string("--cache x --nproc 0"),
+        std::string("--cache x --grad-compression zip"), std::string("--cache x --sync average:0"),
+        std::string("--cache x --rank 2 --world-size 2 --master 127.0.0.1:1"),
+        std::string("--cache x --rank 0 --world-size 2 --master nowhere")}) {
+    const ToolRun r = run_tool(dir, "recycle-train", args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << describe(r);
+  }
+}
+
+}  // namespace
+}  // namespace recycle::testing
