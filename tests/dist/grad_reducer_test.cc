@@ -11,7 +11,11 @@ namespace recycle {
 namespace {
 
 torch::nn::Sequential small_model() {
-  torch::manual_seed(0);  // the same start on every rank
+  // The same start on every rank. The ranks are threads sharing LibTorch's global generator:
+  // seeding and drawing must not interleave.
+  static std::mutex init_mutex;
+  std::lock_guard<std::mutex> lock(init_mutex);
+  torch::manual_seed(0);
   return torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::ReLU(), torch::nn::Linear(5, 3));
 }
 
