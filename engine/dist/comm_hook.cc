@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/strings.h"
+#include "engine/dist/adacomp_hook.h"
+
 namespace recycle {
 
 namespace {
@@ -29,7 +32,12 @@ class AllreduceHook final : public CommHook {
 std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group) {
   if (name == "none") return std::make_unique<AllreduceHook>(std::move(group));
-  throw std::invalid_argument("unknown --grad-compression '" + name + "' (known: none)");
+  if (name == "fp16") return make_fp16_hook(std::move(group));
+  if (name == "topk") return make_adacomp_hook(std::move(group));
+  throw std::invalid_argument("unknown --grad-compression '" + name + "' (known: " +
+                              join(comm_hook_names(), ", ") + ")");
 }
+
+std::vector<std::string> comm_hook_names() { return {"none", "fp16", "topk"}; }
 
 }  // namespace recycle

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace recycle {
 
@@ -40,7 +41,20 @@ class CommHook {
 };
 
 // "none" | "fp16" | "topk". Throws std::invalid_argument naming the known ones.
+//   none  fp32 allreduce, divided by the world size (comm_hook.cc)
+//   fp16  divided by the world size, cast to half, allreduce, back to float (fp16_hook.cc)
+//   topk  AdaComp: binned adaptive selection, 8-bit log-quantised values, error feedback,
+//         allgather (adacomp_hook.h)
+// A hook's reduce() is called by one thread at a time (the communication thread); "topk" keeps
+// per-bucket residues and is not safe to call concurrently. bytes_sent()/fp32_bytes() may be
+// read from any thread.
 std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group);
+
+// The names make_comm_hook knows, in the order above.
+std::vector<std::string> comm_hook_names();
+
+// The fp16 hook (fp16_hook.cc); the topk hook is make_adacomp_hook in adacomp_hook.h.
+std::unique_ptr<CommHook> make_fp16_hook(c10::intrusive_ptr<c10d::ProcessGroup> group);
 
 }  // namespace recycle

@@ -1,0 +1,106 @@
+// AdaComp gradient compression (Chen et al., "AdaComp: Adaptive Residual Gradient Compression
+// for Data-Parallel Distributed Training", AAAI 2018), the "topk" communication hook.
+//
+// Per bucket, every step:
+//   G = residue + grad           (error feedback: what was not sent before is sent later)
+//   H = G + grad                 (the gradient counted twice: what is growing now goes first)
+//   in each bin of `bin` consecutive elements, gmax = max |G| over the bin, and the elements
+//   with |H| >= gmax are sent (at least the bin's largest |G| unless the gradient pulls it back;
+//   a bin whose G is all zero sends nothing)
+//   sent values are quantised (below); residue = G - quantised value where sent, G elsewhere.
+//
+// Encoding: one 32-bit word per sent element, the element's index in the bucket in the high 24
+// bits and an 8-bit code in the low 8: a sign bit and 7 bits k of log-magnitude, value =
+// +-scale * 2^(-k/8), where `scale` is the largest sent |G| of the bucket (one float per bucket
+// and rank). The index needs more than 16 bits anyway (a 1 MiB bucket has 2^18 elements), so the
+// 8 value bits come free; a log code keeps every sent value within 4.4% (2^(1/16) - 1) over 16
+// octaves below the scale, so a bucket that mixes large weight gradients with small bias or
+// norm gradients still sends both, where a linear 8-bit code or sign-times-scale would send the
+// small ones as zero or far too large. Values more than 2^(-127/8) below the scale are not sent
+// (they stay in the residue). Buckets hold at most 2^24 elements (64 MiB of floats).
+//
+// No LibTorch here except the process group's forward declaration; the selection, quantisation
+// and decoding are plain functions over floats, testable without a process group.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace recycle {
+
+class CommHook;
+
+// Bin length for the selection. Measured on heavy-tailed gradient-like buckets and a ResNet
+// head's gradients (tests/dist/comm_hook_test.cc): see the hook's description in that test.
+constexpr int64_t kAdaCompDefaultBin = 200;
+// Largest bucket (elements) the 24-bit index can address.
+constexpr int64_t kAdaCompMaxElements = int64_t{1} << 24;
+
+// The AdaComp rule on one bin: appends to `picked` offset + i for every i < n with
+// |H[i]| >= max_j |G[j]|, unless that maximum is 0 (nothing to send) or not finite.
+void adacomp_select_bin(const float* G, const float* H, int64_t n, uint32_t offset,
+                        std::vector<uint32_t>* picked);
+
+// The 8-bit code of `value` against `scale` (> 0, finite): sign bit 0x80, k = round(-8 log2
+// (|value| / scale)) clamped at 0 in the low 7 bits. Returns false (nothing to send) when value
+// is 0 or k > 127.
+bool adacomp_quantise(float value, float scale, uint8_t* code);
+float adacomp_dequantise(uint8_t code, float scale);
+
+inline uint32_t adacomp_word(uint32_t index, uint8_t code) { return (index << 8) | code; }
+inline uint32_t adacomp_word_index(uint32_t word) { return word >> 8; }
+inline uint8_t adacomp_word_code(uint32_t word) { return static_cast<uint8_t>(word & 0xFF); }
+
+// What one rank sends for one bucket. scale is NaN when the bucket's G was not finite (every
+// rank then fills the bucket's result with NaN, so the trainer's non-finite check stops the job
+// on every rank alike instead of a NaN hiding in a residue).
+struct AdaCompPacket {
+  float scale = 0.0f;
+  std::vector<uint32_t> words;  // ascending index
+};
+
+// Adds the decoded packet to out[0..n). Throws std::runtime_error when a word's index is >= n
+// (a peer sent a packet for another bucket shape).
+void adacomp_decode_add(const uint32_t* words, int64_t count, float scale, float* out,
+                        int64_t n);
+
+// The per-bucket state (residues, keyed by bucket index) and the compression step. Not thread
+// safe: one caller at a time (the hook's communication thread).
+class AdaCompCompressor {
+ public:
+  explicit AdaCompCompressor(int64_t bin = kAdaCompDefaultBin);
+
+  // Compresses `grad` (n floats) for `bucket` into `out` and updates the bucket's residue (zero
+  // the first time a bucket is seen). Throws std::invalid_argument when n differs from the
+  // bucket's earlier size or exceeds kAdaCompMaxElements.
+  void compress(int64_t bucket, const float* grad, int64_t n, AdaCompPacket* out);
+
+  // The bucket's residue (what has not been sent yet), nullptr for a bucket never compressed.
+  const std::vector<float>* residue(int64_t bucket) const;
+  int64_t bin() const { return bin_; }
+
+ private:
+  int64_t bin_;
+  std::unordered_map<int64_t, std::vector<float>> residues_;
+  std::vector<float> g_, h_;        // scratch: G and H of the current bucket
+  std::vector<uint32_t> picked_;    // scratch: selected indices
+};
+
+// The "topk" hook: AdaComp compression, exchanged with two allgathers per bucket (each rank's
+// count and scale, 8 bytes; then the words padded with zeros to the largest count, skipped when
+// every count is 0), summed in rank order into a dense bucket on every rank (so all ranks get
+// bit-identical results) and divided by the world size. bytes_sent counts both allgathers'
+// inputs, padding included. `compressor` may be shared with the caller (to read residues);
+// null makes a private one with the default bin. reduce() is not thread safe (one communication thread).
+std::unique_ptr<CommHook> make_adacomp_hook(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                            std::shared_ptr<AdaCompCompressor> compressor = nullptr);
+
+}  // namespace recycle
