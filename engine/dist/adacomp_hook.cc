@@ -51,16 +51,33 @@ float adacomp_dequantise(uint8_t code, float scale) {
   return (code & 0x80) ? -m : m;
 }
 
-void adacomp_decode_add(const uint32_t* words, int64_t count, float scale, float* out,
-                        int64_t n) {
-  for (int64_t i = 0; i < count; ++i) {
-    const uint32_t index = adacomp_word_index(words[i]);
-    if (static_cast<int64_t>(index) >= n) {
-      throw std::runtime_error("topk: a peer sent index " + std::to_string(index) +
-                               " for a bucket of " + std::to_string(n) + " elements");
-    }
-    out[index] += adacomp_dequantise(adacomp_word_code(words[i]), scale);
+void adacomp_encode(int64_t index, uint8_t code, int64_t* last, std::vector<uint8_t>* bytes) {
+  int64_t gap = index - *last;
+  for (int64_t units = (gap - 1) / 255; units > 0;) {
+    const int64_t m = std::min<int64_t>(units, 256);
+    bytes->push_back(0);
+    bytes->push_back(static_cast<uint8_t>(m - 1));
+    units -= m;
+    gap -= 255 * m;
   }
+  bytes->push_back(static_cast<uint8_t>(gap));
+  bytes->push_back(code);
+  *last = index;
+}
+
+void adacomp_throw_bad_packet(int64_t index, int64_t size, int64_t n) {
+  if (index < 0) {
+    throw std::runtime_error("topk: a peer sent a packet of " + std::to_string(size) +
+                             " bytes (odd) for a bucket of " + std::to_string(n) + " elements");
+  }
+  throw std::runtime_error("topk: a peer sent index " + std::to_string(index) +
+                           " for a bucket of " + std::to_string(n) + " elements");
+}
+
+void adacomp_decode_add(const uint8_t* bytes, int64_t size, float scale, float* out, int64_t n) {
+  adacomp_for_each(bytes, size, n, [&](int64_t index, uint8_t code) {
+    out[index] += adacomp_dequantise(code, scale);
+  });
 }
 
 AdaCompCompressor::AdaCompCompressor(int64_t bin) : bin_(bin) {
@@ -75,8 +92,7 @@ const std::vector<float>* AdaCompCompressor::residue(int64_t bucket) const {
 void AdaCompCompressor::compress(int64_t bucket, const float* grad, int64_t n, AdaCompPacket* out) {
   if (n > kAdaCompMaxElements) {
     throw std::invalid_argument("topk: bucket " + std::to_string(bucket) + " has " +
-                                std::to_string(n) + " elements, more than the 2^24 its index can " +
-                                "address; use smaller buckets");
+                                std::to_string(n) + " elements, more than 2^31 - 1");
   }
   std::vector<float>& residue = residues_[bucket];
   if (residue.empty()) {
@@ -94,7 +110,8 @@ void AdaCompCompressor::compress(int64_t bucket, const float* grad, int64_t n, A
     h_[i] = g_[i] + grad[i];
     finite = finite && std::isfinite(h_[i]);
   }
-  out->words.clear();
+  out->bytes.clear();
+  out->elements = 0;
   if (!finite) {
     // The job is about to stop on a non-finite loss; tell every rank (see AdaCompPacket).
     out->scale = std::numeric_limits<float>::quiet_NaN();
@@ -109,10 +126,12 @@ void AdaCompCompressor::compress(int64_t bucket, const float* grad, int64_t n, A
   float scale = 0.0f;
   for (uint32_t i : picked_) scale = std::max(scale, std::fabs(g_[i]));
   out->scale = scale;
+  int64_t last = -1;
   for (uint32_t i : picked_) {
     uint8_t code = 0;
     if (!adacomp_quantise(g_[i], scale, &code)) continue;
-    out->words.push_back(adacomp_word(i, code));
+    adacomp_encode(i, code, &last, &out->bytes);
+    ++out->elements;
     // What is sent leaves G; its quantisation error stays in the residue.
     g_[i] -= adacomp_dequantise(code, scale);
   }
@@ -140,7 +159,7 @@ class AdaCompHook final : public CommHook {
 
     // 1. Every rank's count and scale (the scale's bits in an int32).
     int32_t header[2];
-    header[0] = static_cast<int32_t>(packet_.words.size());
+    header[0] = static_cast<int32_t>(packet_.bytes.size());
     std::memcpy(&header[1], &packet_.scale, sizeof(float));
     std::vector<torch::Tensor> header_in{torch::from_blob(header, {2}, torch::kInt32).clone()};
     std::vector<std::vector<torch::Tensor>> header_out(1);
@@ -148,33 +167,31 @@ class AdaCompHook final : public CommHook {
     group_->allgather(header_out, header_in)->wait();
     int64_t sent = 2 * static_cast<int64_t>(sizeof(int32_t));
 
-    std::vector<int64_t> counts(world);
+    std::vector<int64_t> sizes(world);
     std::vector<float> scales(world);
-    int64_t max_count = 0;
+    int64_t max_size = 0;
     bool finite = true;
     for (int r = 0; r < world; ++r) {
       const int32_t* h = header_out[0][r].data_ptr<int32_t>();
-      counts[r] = h[0];
-      if (counts[r] < 0 || counts[r] > n) {
-        throw std::runtime_error("topk: rank " + std::to_string(r) + " announced " +
-                                 std::to_string(counts[r]) + " values for a bucket of " +
-                                 std::to_string(n) + " elements");
+      sizes[r] = h[0];
+      if (sizes[r] < 0) {
+        throw std::runtime_error("topk: rank " + std::to_string(r) + " announced a packet of " +
+                                 std::to_string(sizes[r]) + " bytes");
       }
       std::memcpy(&scales[r], &h[1], sizeof(float));
-      max_count = std::max(max_count, counts[r]);
+      max_size = std::max(max_size, sizes[r]);
       finite = finite && std::isfinite(scales[r]);
     }
 
-    // 2. The words, padded to the largest count (ranks ignore what is past a rank's count).
-    std::vector<std::vector<torch::Tensor>> words_out(1);
-    if (max_count > 0) {
-      torch::Tensor words_in = torch::zeros({max_count}, torch::kInt32);
-      std::memcpy(words_in.data_ptr<int32_t>(), packet_.words.data(),
-                  packet_.words.size() * sizeof(uint32_t));
-      std::vector<torch::Tensor> in{words_in};
-      for (int r = 0; r < world; ++r) words_out[0].push_back(torch::empty({max_count}, torch::kInt32));
-      group_->allgather(words_out, in)->wait();
-      sent += max_count * static_cast<int64_t>(sizeof(int32_t));
+    // 2. The packets, padded to the largest (ranks ignore what is past a rank's size).
+    std::vector<std::vector<torch::Tensor>> bytes_out(1);
+    if (max_size > 0) {
+      torch::Tensor bytes_in = torch::zeros({max_size}, torch::kUInt8);
+      std::memcpy(bytes_in.data_ptr<uint8_t>(), packet_.bytes.data(), packet_.bytes.size());
+      std::vector<torch::Tensor> in{bytes_in};
+      for (int r = 0; r < world; ++r) bytes_out[0].push_back(torch::empty({max_size}, torch::kUInt8));
+      group_->allgather(bytes_out, in)->wait();
+      sent += max_size;
     }
 
     // 3. Every rank sums the same packets in the same order: identical results everywhere.
@@ -182,9 +199,8 @@ class AdaCompHook final : public CommHook {
       grad.fill_(std::numeric_limits<float>::quiet_NaN());
     } else {
       grad.zero_();
-      for (int r = 0; r < world && max_count > 0; ++r) {
-        const auto* words = reinterpret_cast<const uint32_t*>(words_out[0][r].data_ptr<int32_t>());
-        adacomp_decode_add(words, counts[r], scales[r], data, n);
+      for (int r = 0; r < world && max_size > 0; ++r) {
+        adacomp_decode_add(bytes_out[0][r].data_ptr<uint8_t>(), sizes[r], scales[r], data, n);
       }
       grad.div_(world);
     }

@@ -9,15 +9,17 @@
 //   a bin whose G is all zero sends nothing)
 //   sent values are quantised (below); residue = G - quantised value where sent, G elsewhere.
 //
-// Encoding: one 32-bit word per sent element, the element's index in the bucket in the high 24
-// bits and an 8-bit code in the low 8: a sign bit and 7 bits k of log-magnitude, value =
-// +-scale * 2^(-k/8), where `scale` is the largest sent |G| of the bucket (one float per bucket
-// and rank). The index needs more than 16 bits anyway (a 1 MiB bucket has 2^18 elements), so the
-// 8 value bits come free; a log code keeps every sent value within 4.4% (2^(1/16) - 1) over 16
+// Encoding: two bytes per sent element, in ascending index order: the gap from the previous
+// sent element (the first counts from -1) in 1..255, and an 8-bit code: a sign bit and 7 bits k
+// of log-magnitude, value = +-scale * 2^(-k/8), where `scale` is the largest sent |G| of the
+// bucket (one float per bucket and rank). A longer gap is preceded by skip pairs (0, m - 1),
+// each advancing by 255 m (m <= 256); AdaComp sends something from nearly every bin, so skips
+// are rare at bins of a few hundred. Against a 24-bit index and 8-bit code in 32 bits this
+// halves the bytes; a log code keeps every sent value within 4.4% (2^(1/16) - 1) over 16
 // octaves below the scale, so a bucket that mixes large weight gradients with small bias or
-// norm gradients still sends both, where a linear 8-bit code or sign-times-scale would send the
-// small ones as zero or far too large. Values more than 2^(-127/8) below the scale are not sent
-// (they stay in the residue). Buckets hold at most 2^24 elements (64 MiB of floats).
+// norm gradients sends both, where a linear 8-bit code or sign times scale would send the small
+// ones as zero or far too large. Values more than 2^(-127/8) below the scale are not sent (they
+// stay in the residue). Buckets hold at most 2^31 - 1 elements.
 //
 // No LibTorch here except the process group's forward declaration; the selection, quantisation
 // and decoding are plain functions over floats, testable without a process group.
@@ -41,8 +43,8 @@ class CommHook;
 // Bin length for the selection. Measured on heavy-tailed gradient-like buckets and a ResNet
 // head's gradients (tests/dist/comm_hook_test.cc): see the hook's description in that test.
 constexpr int64_t kAdaCompDefaultBin = 200;
-// Largest bucket (elements) the 24-bit index can address.
-constexpr int64_t kAdaCompMaxElements = int64_t{1} << 24;
+// Largest bucket (elements).
+constexpr int64_t kAdaCompMaxElements = (int64_t{1} << 31) - 1;
 
 // The AdaComp rule on one bin: appends to `picked` offset + i for every i < n with
 // |H[i]| >= max_j |G[j]|, unless that maximum is 0 (nothing to send) or not finite.
@@ -55,22 +57,27 @@ void adacomp_select_bin(const float* G, const float* H, int64_t n, uint32_t offs
 bool adacomp_quantise(float value, float scale, uint8_t* code);
 float adacomp_dequantise(uint8_t code, float scale);
 
-inline uint32_t adacomp_word(uint32_t index, uint8_t code) { return (index << 8) | code; }
-inline uint32_t adacomp_word_index(uint32_t word) { return word >> 8; }
-inline uint8_t adacomp_word_code(uint32_t word) { return static_cast<uint8_t>(word & 0xFF); }
+// Appends the element `index` with `code` to `bytes`; `last` is the previous element's index
+// (-1 before the first) and becomes `index`. Indices must ascend.
+void adacomp_encode(int64_t index, uint8_t code, int64_t* last, std::vector<uint8_t>* bytes);
+
+// Calls fn(index, code) for every element of an encoded packet (`size` bytes). Throws
+// std::runtime_error when an index is >= n or size is odd (a peer sent a packet for another
+// bucket shape, or garbage).
+template <class Fn>
+void adacomp_for_each(const uint8_t* bytes, int64_t size, int64_t n, Fn&& fn);
 
 // What one rank sends for one bucket. scale is NaN when the bucket's G was not finite (every
 // rank then fills the bucket's result with NaN, so the trainer's non-finite check stops the job
 // on every rank alike instead of a NaN hiding in a residue).
 struct AdaCompPacket {
   float scale = 0.0f;
-  std::vector<uint32_t> words;  // ascending index
+  std::vector<uint8_t> bytes;  // adacomp_encode's pairs
+  int64_t elements = 0;        // how many elements the pairs carry (skips not counted)
 };
 
-// Adds the decoded packet to out[0..n). Throws std::runtime_error when a word's index is >= n
-// (a peer sent a packet for another bucket shape).
-void adacomp_decode_add(const uint32_t* words, int64_t count, float scale, float* out,
-                        int64_t n);
+// Adds the decoded packet to out[0..n). Throws as adacomp_for_each.
+void adacomp_decode_add(const uint8_t* bytes, int64_t size, float scale, float* out, int64_t n);
 
 // The per-bucket state (residues, keyed by bucket index) and the compression step. Not thread
 // safe: one caller at a time (the hook's communication thread).
@@ -95,12 +102,29 @@ class AdaCompCompressor {
 };
 
 // The "topk" hook: AdaComp compression, exchanged with two allgathers per bucket (each rank's
-// count and scale, 8 bytes; then the words padded with zeros to the largest count, skipped when
+// byte count and scale, 8 bytes; then the bytes padded with zeros to the largest count, skipped when
 // every count is 0), summed in rank order into a dense bucket on every rank (so all ranks get
 // bit-identical results) and divided by the world size. bytes_sent counts both allgathers'
 // inputs, padding included. `compressor` may be shared with the caller (to read residues);
 // null makes a private one with the default bin. reduce() is not thread safe (one communication thread).
 std::unique_ptr<CommHook> make_adacomp_hook(c10::intrusive_ptr<c10d::ProcessGroup> group,
                                             std::shared_ptr<AdaCompCompressor> compressor = nullptr);
+
+void adacomp_throw_bad_packet(int64_t index, int64_t size, int64_t n);
+
+template <class Fn>
+void adacomp_for_each(const uint8_t* bytes, int64_t size, int64_t n, Fn&& fn) {
+  if (size % 2 != 0) adacomp_throw_bad_packet(-1, size, n);
+  int64_t index = -1;
+  for (int64_t i = 0; i < size; i += 2) {
+    if (bytes[i] == 0) {
+      index += 255 * (int64_t{bytes[i + 1]} + 1);
+      continue;
+    }
+    index += bytes[i];
+    if (index >= n) adacomp_throw_bad_packet(index, size, n);
+    fn(index, bytes[i + 1]);
+  }
+}
 
 }  // namespace recycle
