@@ -367,7 +367,7 @@ struct HeadRun {
 
 HeadRun train_head_two_ranks(const std::string& hook_name, int steps) {
   const int world = 2;
-  const int64_t per_rank = 16, classes = 5;
+  const int64_t per_rank = 8, classes = 5;
   std::vector<recycle::SplitModel> replicas;
   torch::Tensor x, y;
   {
@@ -449,7 +449,7 @@ TEST(CommHook, TopkOnAResNetHeadsGradientsRanksStayInStep) {
   const int steps = 30;
   const HeadRun run = train_head_two_ranks("topk", steps);
   std::printf("topk on a width-16 ResNet-18 head's gradients (%zu parameters, 1 MiB buckets, "
-              "%d SGD steps, 2 ranks x 16 samples): compression ratio %.1fx (steps %d-%d: %.1fx), "
+              "%d SGD steps, 2 ranks x 8 samples): compression ratio %.1fx (steps %d-%d: %.1fx), "
               "loss %.3f\n",
               run.params0.size(), steps, run.ratio, steps / 2 + 1, steps, run.later_ratio, run.loss);
   EXPECT_EQ(run.params0, run.params1);  // every rank applied the same update
