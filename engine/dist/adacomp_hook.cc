@@ -81,7 +81,9 @@ void adacomp_decode_add(const uint8_t* bytes, int64_t size, float scale, float* 
 }
 
 AdaCompCompressor::AdaCompCompressor(int64_t bin) : bin_(bin) {
-  if (bin < 1) throw std::invalid_argument("topk: bin length must be >= 1, got " + std::to_string(bin));
+  if (bin < 1) {
+    throw std::invalid_argument("topk: bin length must be >= 1, got " + std::to_string(bin));
+  }
 }
 
 const std::vector<float>* AdaCompCompressor::residue(int64_t bucket) const {
@@ -92,7 +94,7 @@ const std::vector<float>* AdaCompCompressor::residue(int64_t bucket) const {
 void AdaCompCompressor::compress(int64_t bucket, const float* grad, int64_t n, AdaCompPacket* out) {
   if (n > kAdaCompMaxElements) {
     throw std::invalid_argument("topk: bucket " + std::to_string(bucket) + " has " +
-                                std::to_string(n) + " elements, more than 2^31 - 1");
+                                std::to_string(n) + " elements, more than 2^28");
   }
   std::vector<float>& residue = residues_[bucket];
   if (residue.empty()) {
@@ -189,7 +191,9 @@ class AdaCompHook final : public CommHook {
       torch::Tensor bytes_in = torch::zeros({max_size}, torch::kUInt8);
       std::memcpy(bytes_in.data_ptr<uint8_t>(), packet_.bytes.data(), packet_.bytes.size());
       std::vector<torch::Tensor> in{bytes_in};
-      for (int r = 0; r < world; ++r) bytes_out[0].push_back(torch::empty({max_size}, torch::kUInt8));
+      for (int r = 0; r < world; ++r) {
+        bytes_out[0].push_back(torch::empty({max_size}, torch::kUInt8));
+      }
       group_->allgather(bytes_out, in)->wait();
       sent += max_size;
     }

@@ -451,7 +451,8 @@ TEST(CommHook, TopkOnAResNetHeadsGradientsRanksStayInStep) {
   std::printf("topk on a width-16 ResNet-18 head's gradients (%zu parameters, 1 MiB buckets, "
               "%d SGD steps, 2 ranks x 8 samples): compression ratio %.1fx (steps %d-%d: %.1fx), "
               "loss %.3f\n",
-              run.params0.size(), steps, run.ratio, steps / 2 + 1, steps, run.later_ratio, run.loss);
+              run.params0.size(), steps, run.ratio, steps / 2 + 1, steps, run.later_ratio,
+              run.loss);
   EXPECT_EQ(run.params0, run.params1);  // every rank applied the same update
   EXPECT_GE(run.later_ratio, 40.0);
   EXPECT_TRUE(std::isfinite(run.loss));
@@ -550,7 +551,8 @@ TEST(CommHookExperiment, DISABLED_HeadAccuracyPerHook) {
           for (auto it = ps.rbegin(); it != ps.rend(); ++it) flat.push_back(it->grad().reshape(-1));
           torch::Tensor all = torch::cat(flat);
           for (int64_t b = 0, off = 0; off < all.numel(); ++b, off += cap) {
-            torch::Tensor bucket = all.narrow(0, off, std::min(cap, all.numel() - off)).contiguous();
+            torch::Tensor bucket =
+                all.narrow(0, off, std::min(cap, all.numel() - off)).contiguous();
             hook->reduce(b, bucket);
             all.narrow(0, off, bucket.numel()).copy_(bucket);
           }
@@ -589,8 +591,9 @@ TEST(CommHookExperiment, DISABLED_HeadAccuracyPerHook) {
 // gradient; the compressors only watch).
 TEST(CommHookExperiment, DISABLED_SelectedFractionPerBinLength) {
   const std::vector<int64_t> bins = {50, 100, 200, 500, 1000};
-  auto report = [&](const char* what, const std::function<void(std::vector<AdaCompCompressor>&,
-                                                                std::vector<int64_t>&, int64_t&)>& feed) {
+  using Feed = std::function<void(std::vector<AdaCompCompressor>&, std::vector<int64_t>&,
+                                  int64_t&)>;
+  auto report = [&](const char* what, const Feed& feed) {
     std::vector<AdaCompCompressor> compressors;
     for (int64_t bin : bins) compressors.emplace_back(bin);
     std::vector<int64_t> sent(bins.size(), 0);
@@ -598,7 +601,8 @@ TEST(CommHookExperiment, DISABLED_SelectedFractionPerBinLength) {
     feed(compressors, sent, elements);
     for (size_t i = 0; i < bins.size(); ++i) {
       std::printf("%s: bin %4lld: %.2f bytes per 100 elements, compression %.1fx before headers "
-                  "and padding\n", what, static_cast<long long>(bins[i]), 100.0 * sent[i] / elements,
+                  "and padding\n",
+                  what, static_cast<long long>(bins[i]), 100.0 * sent[i] / elements,
                   4.0 * elements / sent[i]);
     }
   };
