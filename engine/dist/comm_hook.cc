@@ -1,5 +1,7 @@
 #include "engine/dist/comm_hook.h"
 
+#include "engine/dist/dist_options.h"
+
 #include <stdexcept>
 #include <vector>
 
@@ -35,9 +37,7 @@ std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
   if (name == "fp16") return make_fp16_hook(std::move(group));
   if (name == "topk") return make_adacomp_hook(std::move(group));
   throw std::invalid_argument("unknown --grad-compression '" + name + "' (known: " +
-                              join(comm_hook_names(), ", ") + ")");
+                              join(grad_compression_names(), ", ") + ")");
 }
-
-std::vector<std::string> comm_hook_names() { return {"none", "fp16", "topk"}; }
 
 }  // namespace recycle

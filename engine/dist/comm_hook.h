@@ -40,7 +40,7 @@ class CommHook {
   std::atomic<int64_t> fp32_bytes_{0};
 };
 
-// "none" | "fp16" | "topk". Throws std::invalid_argument naming the known ones.
+// One of grad_compression_names() (dist_options.h). Throws std::invalid_argument naming them.
 //   none  fp32 allreduce, divided by the world size (comm_hook.cc)
 //   fp16  divided by the world size, cast to half, allreduce, back to float (fp16_hook.cc)
 //   topk  AdaComp: binned adaptive selection, 8-bit log-quantised values, error feedback,
@@ -50,9 +50,6 @@ class CommHook {
 // read from any thread.
 std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group);
-
-// The names make_comm_hook knows, in the order above.
-std::vector<std::string> comm_hook_names();
 
 // The fp16 hook (fp16_hook.cc); the topk hook is make_adacomp_hook in adacomp_hook.h.
 std::unique_ptr<CommHook> make_fp16_hook(c10::intrusive_ptr<c10d::ProcessGroup> group);

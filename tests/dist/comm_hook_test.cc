@@ -25,6 +25,7 @@
 
 #include "engine/dist/adacomp_hook.h"
 #include "engine/dist/comm_hook.h"
+#include "engine/dist/dist_options.h"
 #include "engine/data/dataset.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/preprocess.h"
@@ -97,14 +98,14 @@ double ratio(const CommHook& hook) {
 // ---- the factory ----------------------------------------------------------------------------
 
 TEST(CommHook, FactoryNamesTheKnownHooks) {
-  EXPECT_EQ(recycle::comm_hook_names(), (std::vector<std::string>{"none", "fp16", "topk"}));
+  EXPECT_EQ(recycle::grad_compression_names(), (std::vector<std::string>{"none", "fp16", "topk"}));
   try {
     recycle::make_comm_hook("zip", Group());
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "unknown --grad-compression 'zip' (known: none, fp16, topk)");
   }
-  for (const std::string& name : recycle::comm_hook_names()) {
+  for (const std::string& name : recycle::grad_compression_names()) {
     EXPECT_EQ(recycle::make_comm_hook(name, Group())->name(), name);
   }
 }
