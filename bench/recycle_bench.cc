@@ -7,8 +7,6 @@
 // peak resident memory comes from wait4(). Writes a Markdown table to stdout and bench.json,
 // bench.csv and bench.png (gnuplot) to --out. With --peer it also runs the eager PyTorch
 // peer (bench/peers/eager_peer.py) and reports the engine's throughput over the peer's.
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,10 +24,17 @@
 #include <vector>
 
 #include "base/stats.h"
+#include "bench/bench_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using recycle::median;
+using recycle::bench::ChildRun;
+using recycle::bench::fmt;
+using recycle::bench::mean;
+using recycle::bench::note;
+using recycle::bench::run_child;
+using recycle::bench::stddev;
 
 namespace {
 
@@ -51,75 +56,6 @@ struct BenchOptions {
   std::string peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/eager_peer.py";
   std::string python = "/usr/bin/python3";
 };
-
-struct ChildRun {
-  json result;          // the child's last stdout line, parsed
-  double seconds = 0;   // wall time
-  double peak_mb = 0;   // peak resident set size
-};
-
-// Runs argv[0] with argv, stdout and stderr to files under `dir`. Throws with the child's
-// stderr when it fails or its last stdout line is not JSON.
-ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir) {
-  const std::string out = dir + "/child.stdout", err = dir + "/child.stderr";
-  const auto start = std::chrono::steady_clock::now();
-  std::fflush(nullptr);  // else the child's freopen writes our buffered output again
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::perror(args[0]);
-    _exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  if (wait4(pid, &status, 0, &usage) < 0) throw std::runtime_error("wait4 failed");
-  ChildRun run;
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  run.peak_mb = usage.ru_maxrss / 1024.0;
-  std::ifstream so(out), se(err);
-  std::string line, last, errors((std::istreambuf_iterator<char>(se)), std::istreambuf_iterator<char>());
-  while (std::getline(so, line)) {
-    if (!line.empty()) last = line;
-  }
-  std::string cmd;
-  for (const auto& a : argv) cmd += a + " ";
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    // One line: which child, how it ended, and the first line it wrote on stderr.
-    const std::string first = errors.substr(0, errors.find('\n'));
-    const std::string how = WIFEXITED(status) ? "exited " + std::to_string(WEXITSTATUS(status))
-                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
-    throw std::runtime_error(fs::path(argv[0]).filename().string() + " " + how + " (" + first +
-                             "); the command was: " + cmd + "; see " + err);
-  }
-  run.result = json::parse(last, nullptr, false);
-  if (run.result.is_discarded()) throw std::runtime_error("no JSON from: " + cmd);
-  return run;
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / v.size();
-}
-
-double stddev(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / (v.size() - 1));
-}
-
-std::string fmt(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
 
 // One configuration's measurements over all seeds.
 struct Config {
@@ -173,8 +109,6 @@ class Bench {
     return {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
             "--seed", std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
   }
-
-  void note(const std::string& line) const { std::cerr << "recycle-bench: " << line << std::endl; }
 
   void pretrain() {
     o_.weights = work_ + "/encoder.pt";
