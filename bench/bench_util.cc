@@ -40,6 +40,7 @@ ChildExit spawn_child(const std::vector<std::string>& argv, const std::string& d
     args.push_back(nullptr);
     execv(args[0], args.data());
     std::perror(args[0]);
+    std::fflush(stderr);  // a freopen'd stderr is buffered, and _exit does not flush
     _exit(127);
   }
   ChildExit e;

@@ -7,6 +7,9 @@
 // peak resident memory comes from wait4(). Writes a Markdown table to stdout and bench.json,
 // bench.csv and bench.png (gnuplot) to --out. With --peer it also runs the eager PyTorch
 // peer (bench/peers/eager_peer.py) and reports the engine's throughput over the peer's.
+// With --nproc N it runs the data-parallel comparison instead (bench/dist_bench.h): the
+// engine's data-parallel head training beside the PyTorch DDP peer, optionally over a
+// shaped link (--link).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +28,7 @@
 
 #include "base/stats.h"
 #include "bench/bench_util.h"
+#include "bench/dist_bench.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -55,6 +59,12 @@ struct BenchOptions {
   bool peer = false;
   std::string peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/eager_peer.py";
   std::string python = "/usr/bin/python3";
+  // --nproc N: the data-parallel comparison (bench/dist_bench.h) instead of the ratio table.
+  int nproc = 0;
+  std::string link = "loopback";
+  int average_every = 4;
+  int timeout = 60;
+  std::string ddp_peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
 };
 
 // One configuration's measurements over all seeds.
@@ -90,6 +100,10 @@ class Bench {
     work_ = fs::absolute(o_.out).string();
     const auto start = std::chrono::steady_clock::now();
     if (o_.weights.empty()) pretrain();
+    if (o_.nproc > 0) {
+      run_dist_bench(dist_options());
+      return 0;
+    }
     std::vector<Config> configs;
     configs.push_back(train_raw("full", 0.0));
     for (double r : o_.ratios) configs.push_back(recycle(r));
@@ -103,6 +117,26 @@ class Bench {
   }
 
  private:
+  recycle::bench::DistBenchOptions dist_options() const {
+    recycle::bench::DistBenchOptions d;
+    d.nproc = o_.nproc;
+    d.link = o_.link;
+    d.average_every = o_.average_every;
+    d.timeout_seconds = o_.timeout;
+    d.samples = o_.samples;
+    d.epochs = o_.epochs;
+    d.seeds = o_.seeds;
+    d.batch = o_.batch;
+    d.threads = o_.threads;
+    d.codec = o_.codec;
+    d.weights = o_.weights;
+    d.out = work_;
+    d.tools_dir = o_.tools_dir;
+    d.python = o_.python;
+    d.peer_script = o_.ddp_peer_script;
+    return d;
+  }
+
   std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
 
   std::vector<std::string> common_train_flags(int64_t seed) const {
@@ -322,7 +356,8 @@ int main(int argc, char** argv) {
                "task (encoder pretrained on classes 0-4, fine-tuned on 5-9), running the real "
                "tools side by side.",
                "recycle-bench");
-  app.add_flag("--quick", o.quick, "fewer samples and epochs, one seed (under 10 minutes)");
+  app.add_flag("--quick", o.quick, "fewer samples and epochs, one seed (under 10 minutes; "
+                                  "2,000 samples, 2 epochs, or 3 with --nproc)");
   app.add_option("--weights", o.weights, "pretrained encoder (default: pretrain one in --out)")
       ->check(CLI::ExistingFile);
   // Every flag is checked here, so that bad usage exits 2 with this tool's own message
@@ -365,6 +400,29 @@ int main(int argc, char** argv) {
                                              "(default: beside this program)");
   app.add_flag("--peer", o.peer, "also run the eager PyTorch peer and report engine/peer ratios");
   app.add_option("--peer-script", o.peer_script)->capture_default_str();
+  CLI::Option* nproc_opt = app.add_option("--nproc", o.nproc,
+                 "N >= 2: instead of the ratio table, data-parallel head training at 0.5 with N ranks "
+                 "(engine: 1 process, then N with --grad-compression none, fp16, topk and --sync "
+                 "average:K, and full fine-tuning's bytes per step) beside the PyTorch DDP peer "
+                 "(bench/peers/ddp_peer.py: none, fp16, average:K); --batch is per rank, --threads "
+                 "in total (split between the ranks). Writes dist.json, dist.csv, dist.md")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--link", o.link,
+                 "with --nproc: loopback (this host's, unshaped), or 1gbit / 100mbit: every "
+                 "data-parallel run (engine and peer) inside its own network namespace (unshare -n) "
+                 "whose loopback is shaped by tc tbf to that rate; needs root, ip and tc")
+      ->check(CLI::IsMember({"loopback", "1gbit", "100mbit"}))
+      ->needs(nproc_opt)
+      ->capture_default_str();
+  app.add_option("--average-every", o.average_every, "with --nproc: K of the --sync average:K rows")
+      ->check(CLI::Range(1, 1000))
+      ->needs(nproc_opt)
+      ->capture_default_str();
+  app.add_option("--timeout", o.timeout, "with --nproc: --timeout of every data-parallel run, seconds")
+      ->check(CLI::Range(1, 3600))
+      ->needs(nproc_opt)
+      ->capture_default_str();
+  app.add_option("--ddp-peer-script", o.ddp_peer_script)->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -378,7 +436,7 @@ int main(int argc, char** argv) {
   if (o.quick) {
     auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
     if (!given("--samples")) o.samples = 2000;
-    if (!given("--epochs")) o.epochs = 2;
+    if (!given("--epochs")) o.epochs = o.nproc > 0 ? 3 : 2;  // medians need a few epochs
     if (!given("--seeds")) o.seeds = 1;
     if (!given("--pretrain-epochs")) o.pretrain_epochs = 1;
     if (!given("--pretrain-limit")) o.pretrain_limit = 10000;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
 # Idempotent; needs root (or sudo) only when something is missing.
-# Usage: setup.sh [bench]   ("bench" adds what recycle-bench needs: gnuplot and PyTorch for the peer)
+# Usage: setup.sh [bench]   ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the peers,
+#                            iproute2 (ip, tc) for --link; unshare comes with util-linux, always there)
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,7 @@ packages=(
   dataset-fashion-mnist jq bc
 )
 if [ "${1:-}" = bench ]; then
-  packages+=(gnuplot-nox python3-torch)
+  packages+=(gnuplot-nox python3-torch iproute2)
 fi
 
 missing=()

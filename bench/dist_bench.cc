@@ -1,0 +1,352 @@
+#include "bench/dist_bench.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/stats.h"
+#include "bench/bench_util.h"
+
+namespace recycle::bench {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// tc rates of the shaped links; loopback is the host's own, unshaped and outside any namespace.
+const std::map<std::string, std::string>& link_rates() {
+  static const std::map<std::string, std::string> rates = {
+      {"loopback", ""}, {"1gbit", "1gbit"}, {"100mbit", "100mbit"}};
+  return rates;
+}
+
+// One row of the table: one configuration of one side (engine or peer) over every seed.
+struct DistRow {
+  std::string who;          // engine | peer
+  std::string kind;         // head (0.5 cache) | full (full fine-tuning)
+  int world = 1;            // processes
+  std::string compression;  // none | fp16 | topk ("-" alone)
+  std::string sync;         // allreduce | average:K ("-" alone)
+  std::vector<double> accuracy;
+  std::vector<double> epoch_seconds;  // every epoch of every seed
+  double bytes_per_step = 0;          // per rank, handed to collectives
+  double fp32_bytes_per_step = 0;
+  double compression_ratio = 0;
+  double full_fp32_bytes_per_step = 0;  // the peer reports full fine-tuning's in every run
+  std::vector<json> raw;                // every run's JSON line
+
+  double epoch() const { return median(epoch_seconds); }
+  std::string label() const {
+    std::string s = who == "engine" ? "engine" : "PyTorch DDP peer";
+    s += kind == "full" ? ", full fine-tuning" : ", head 0.5";
+    return s;
+  }
+  std::string key() const { return kind + "/" + compression + "/" + sync + "/" + std::to_string(world); }
+};
+
+class DistBench {
+ public:
+  explicit DistBench(DistBenchOptions o) : o_(std::move(o)) {
+    work_ = fs::absolute(o_.out).string();
+    cores_ = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    total_threads_ = o_.threads > 0 ? o_.threads : cores_;
+    threads_per_rank_ = std::max(1, total_threads_ / o_.nproc);
+    average_ = "average:" + std::to_string(o_.average_every);
+  }
+
+  void run() {
+    const auto start = std::chrono::steady_clock::now();
+    check_link();
+    build_cache();
+    // Engine configurations and the peer's counterpart of each (when PyTorch has one).
+    rows_.push_back(engine_row("head", 1, "-", "-"));
+    rows_.push_back(engine_row("head", o_.nproc, "none", "allreduce"));
+    rows_.push_back(engine_row("head", o_.nproc, "fp16", "allreduce"));
+    rows_.push_back(engine_row("head", o_.nproc, "topk", "allreduce"));
+    rows_.push_back(engine_row("head", o_.nproc, "none", average_));
+    rows_.push_back(engine_row("full", o_.nproc, "none", "allreduce"));
+    rows_.push_back(peer_row("none", "allreduce"));
+    rows_.push_back(peer_row("fp16", "allreduce"));
+    rows_.push_back(peer_row("none", average_));
+    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+      for (DistRow& r : rows_) {
+        if (r.who != "engine") continue;
+        run_engine(&r, seed);
+        if (DistRow* p = peer_of(r)) run_peer(p, seed);
+      }
+    }
+    report(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
+ private:
+  static DistRow engine_row(const std::string& kind, int world, const std::string& compression,
+                            const std::string& sync) {
+    DistRow r;
+    r.who = "engine";
+    r.kind = kind;
+    r.world = world;
+    r.compression = compression;
+    r.sync = sync;
+    return r;
+  }
+
+  DistRow peer_row(const std::string& compression, const std::string& sync) const {
+    DistRow r = engine_row("head", o_.nproc, compression, sync);
+    r.who = "peer";
+    return r;
+  }
+
+  DistRow* peer_of(const DistRow& engine) {
+    for (DistRow& r : rows_) {
+      if (r.who == "peer" && r.key() == engine.key()) return &r;
+    }
+    return nullptr;
+  }
+  const DistRow* find(const std::string& who, const std::string& key) const {
+    for (const DistRow& r : rows_) {
+      if (r.who == who && r.key() == key) return &r;
+    }
+    return nullptr;
+  }
+
+  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
+
+  // argv, run inside a private network namespace whose loopback is shaped to --link (or as is
+  // on loopback). The namespace has nothing but its own loopback, so nothing leaves it.
+  std::vector<std::string> on_link(const std::vector<std::string>& argv) const {
+    const std::string& rate = link_rates().at(o_.link);
+    if (rate.empty()) return argv;
+    std::vector<std::string> w = {
+        unshare_, "-n", "/bin/sh", "-c",
+        "set -e; PATH=\"$PATH:/usr/sbin:/sbin\"; ip link set lo up; ip link set lo mtu 9000; "
+        "tc qdisc add dev lo root tbf rate " + rate + " burst 1mb latency 100ms; exec \"$@\"",
+        "sh"};
+    w.insert(w.end(), argv.begin(), argv.end());
+    return w;
+  }
+
+  // Fails with one line when the shaped link cannot be set up here.
+  void check_link() {
+    if (link_rates().at(o_.link).empty()) return;
+    for (const char* p : {"/usr/bin/unshare", "/bin/unshare"}) {
+      if (access(p, X_OK) == 0) {
+        unshare_ = p;
+        break;
+      }
+    }
+    const std::string needs = "--link " + o_.link + " needs unshare (util-linux), ip and tc (iproute2) "
+                              "and the right to make a network namespace (root or CAP_SYS_ADMIN); "
+                              "--link loopback needs none of them";
+    if (unshare_.empty()) throw std::runtime_error(needs + ": unshare not found");
+    const ChildExit e = spawn_child(on_link({"/bin/echo", "{}"}), work_);
+    if (!e.ok()) throw std::runtime_error(needs + ": " + e.first_error_line());
+    note("data-parallel runs go over a private loopback shaped to " + o_.link + " (mtu 9000, tc tbf)");
+  }
+
+  void build_cache() {
+    cache_ = work_ + "/dist-cache-r50";
+    note("building the 0.5 cache for the data-parallel runs");
+    for (const std::string split : {"train", "test"}) {
+      std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist", "--classes", "5-9",
+                                       "--split", split, "--weights", o_.weights, "--recycle", "0.5",
+                                       "--codec", o_.codec, "--cache", cache_, "--threads",
+                                       std::to_string(total_threads_), "--json"};
+      if (split == "train") argv.insert(argv.end(), {"--limit", std::to_string(o_.samples), "--rebuild"});
+      run_child(argv, work_);
+    }
+  }
+
+  void run_engine(DistRow* r, int64_t seed) {
+    note(r->label() + ", " + std::to_string(r->world) + " process" + (r->world > 1 ? "es" : "") +
+         (r->world > 1 ? ", " + r->compression + ", " + r->sync : "") + ", seed " + std::to_string(seed));
+    std::vector<std::string> argv = {tool("recycle-train")};
+    if (r->kind == "full") {
+      argv.insert(argv.end(), {"--data", "fashion-mnist", "--classes", "5-9", "--limit",
+                               std::to_string(o_.samples), "--weights", o_.weights, "--recycle", "0"});
+    } else {
+      argv.insert(argv.end(), {"--cache", cache_});
+    }
+    argv.insert(argv.end(), {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
+                             "--seed", std::to_string(seed), "--threads", std::to_string(total_threads_),
+                             "--json"});
+    if (r->world > 1) {
+      argv.insert(argv.end(), {"--nproc", std::to_string(r->world), "--grad-compression", r->compression,
+                               "--sync", r->sync, "--timeout", std::to_string(o_.timeout_seconds)});
+      argv = on_link(argv);
+    }
+    const json j = run_child(argv, work_).result;
+    if (r->world > 1) {
+      // A flag the tool ignored would make this table lie: check what it says it ran.
+      if (j.value("world_size", 0) != r->world || j.value("grad_compression", "") != r->compression ||
+          j.value("sync", "") != r->sync) {
+        throw std::runtime_error("recycle-train --nproc " + std::to_string(r->world) + " --grad-compression " +
+                                 r->compression + " --sync " + r->sync + " reported world_size " +
+                                 j.value("world_size", json(nullptr)).dump() + ", grad_compression " +
+                                 j.value("grad_compression", json(nullptr)).dump() + ", sync " +
+                                 j.value("sync", json(nullptr)).dump());
+      }
+      r->bytes_per_step = j.at("bytes_per_step").get<double>();
+      r->fp32_bytes_per_step = j.at("fp32_bytes_per_step").get<double>();
+      r->compression_ratio = j.at("compression_ratio").get<double>();
+    }
+    if (j.contains("test_acc") && j["test_acc"].is_number()) r->accuracy.push_back(j["test_acc"].get<double>());
+    for (double e : j.at("epoch_seconds")) r->epoch_seconds.push_back(e);
+    r->raw.push_back(j);
+  }
+
+  void run_peer(DistRow* r, int64_t seed) {
+    note(r->label() + ", " + std::to_string(r->world) + " processes, " + r->compression + ", " + r->sync +
+         ", seed " + std::to_string(seed));
+    const std::vector<std::string> argv = {
+        o_.python, o_.peer_script, "--nproc", std::to_string(r->world), "--threads",
+        std::to_string(threads_per_rank_), "--batch", std::to_string(o_.batch), "--classes", "5-9",
+        "--limit", std::to_string(o_.samples), "--epochs", std::to_string(o_.epochs), "--seed",
+        std::to_string(seed), "--grad-compression", r->compression, "--sync", r->sync, "--timeout",
+        std::to_string(o_.timeout_seconds)};
+    const json j = run_child(on_link(argv), work_).result;
+    for (double e : j.at("head_epoch_seconds")) r->epoch_seconds.push_back(e);
+    r->bytes_per_step = j.at("bytes_per_step").get<double>();
+    r->fp32_bytes_per_step = j.at("fp32_bytes_per_step").get<double>();
+    r->compression_ratio = j.at("compression_ratio").get<double>();
+    r->full_fp32_bytes_per_step = j.at("full_fp32_bytes_per_step").get<double>();
+    r->raw.push_back(j);
+  }
+
+  double samples_per_s(const DistRow& r) const { return r.epoch() > 0 ? o_.samples / r.epoch() : 0; }
+
+  static std::string bytes(double b) {
+    if (b <= 0) return "-";
+    if (b >= 1e6) return fmt(b / 1e6, 2) + " MB";
+    if (b >= 1e3) return fmt(b / 1e3, 1) + " kB";
+    return fmt(b, 0) + " B";
+  }
+
+  static std::string accuracy(const std::vector<double>& a) {
+    if (a.empty()) return "-";
+    return a.size() == 1 ? fmt(a[0], 4) : fmt(mean(a), 4) + " ± " + fmt(stddev(a), 4);
+  }
+
+  void report(double seconds) const {
+    const std::string head_none = "head/none/allreduce/" + std::to_string(o_.nproc);
+    const DistRow* none = find("engine", head_none);
+    const DistRow* full = find("engine", "full/none/allreduce/" + std::to_string(o_.nproc));
+    const DistRow* peer_none = find("peer", head_none);
+
+    json j;
+    j["options"] = {{"nproc", o_.nproc},         {"link", o_.link},       {"samples", o_.samples},
+                    {"epochs", o_.epochs},       {"seeds", o_.seeds},     {"batch_per_rank", o_.batch},
+                    {"threads_total", total_threads_}, {"threads_per_rank", threads_per_rank_},
+                    {"codec", o_.codec},         {"weights", o_.weights}, {"average_every", o_.average_every}};
+    j["machine"] = {{"cores", cores_}};
+    j["seconds"] = seconds;
+    std::ofstream csv(o_.out + "/dist.csv");
+    csv << "who,kind,processes,grad_compression,sync,acc_mean,acc_std,epoch_s,samples_per_s,bytes_per_step,"
+           "fp32_bytes_per_step,compression_ratio,epoch_over_none,engine_over_peer\n";
+    std::ostringstream md;
+    md << "Data-parallel head training, " << o_.nproc << " ranks on " << o_.link << ": " << o_.samples
+       << " samples, " << o_.epochs << " epochs, batch " << o_.batch << " per rank, " << threads_per_rank_
+       << " thread" << (threads_per_rank_ == 1 ? "" : "s") << " per rank (" << total_threads_
+       << " for the 1-process run), " << o_.seeds << " seed" << (o_.seeds == 1 ? "" : "s") << "\n\n"
+       << "| run | processes | gradients | sync | test acc (mean ± sd) | epoch s (median) | samples/s | "
+          "bytes/step/rank | vs fp32 | epoch / none | engine/peer |\n"
+       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (const DistRow& r : rows_) {
+      const bool dp = r.world > 1;
+      // Each side against its own fp32 allreduce run.
+      const DistRow* own_none = r.who == "engine" ? none : peer_none;
+      const double over_none =
+          (r.kind == "head" && dp && own_none && own_none->epoch() > 0) ? r.epoch() / own_none->epoch() : 0;
+      double over_peer = 0;
+      if (r.who == "engine") {
+        const DistRow* p = find("peer", r.key());
+        if (p && samples_per_s(*p) > 0) over_peer = samples_per_s(r) / samples_per_s(*p);
+      }
+      j["rows"].push_back({{"who", r.who},
+                           {"kind", r.kind},
+                           {"processes", r.world},
+                           {"grad_compression", r.compression},
+                           {"sync", r.sync},
+                           {"accuracy", r.accuracy},
+                           {"acc_mean", mean(r.accuracy)},
+                           {"acc_std", stddev(r.accuracy)},
+                           {"epoch_seconds", r.epoch_seconds},
+                           {"epoch_seconds_median", r.epoch()},
+                           {"samples_per_s", samples_per_s(r)},
+                           {"bytes_per_step", r.bytes_per_step},
+                           {"fp32_bytes_per_step", r.fp32_bytes_per_step},
+                           {"compression_ratio", r.compression_ratio},
+                           {"epoch_over_none", over_none},
+                           {"engine_over_peer", over_peer},
+                           {"runs", r.raw}});
+      csv << r.who << "," << r.kind << "," << r.world << "," << r.compression << "," << r.sync << ","
+          << mean(r.accuracy) << "," << stddev(r.accuracy) << "," << r.epoch() << "," << samples_per_s(r) << ","
+          << r.bytes_per_step << "," << r.fp32_bytes_per_step << "," << r.compression_ratio << "," << over_none
+          << "," << over_peer << "\n";
+      md << "| " << r.label() << " | " << r.world << " | " << r.compression << " | " << r.sync << " | "
+         << accuracy(r.accuracy) << " | "
+         << fmt(r.epoch(), 2) << " | " << fmt(samples_per_s(r), 0) << " | " << (dp ? bytes(r.bytes_per_step) : "-")
+         << " | " << (dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-") << " | "
+         << (over_none > 0 ? fmt(over_none, 2) : "-") << " | " << (over_peer > 0 ? fmt(over_peer, 2) + "x" : "-")
+         << " |\n";
+    }
+    csv.close();
+    md << "\n";
+    if (full && none) {
+      md << "fp32 gradient bytes per step per rank: full fine-tuning " << bytes(full->fp32_bytes_per_step)
+         << ", head at 0.5 " << bytes(none->fp32_bytes_per_step) << " (the head sends "
+         << fmt(none->fp32_bytes_per_step / full->fp32_bytes_per_step, 3) << " of full fine-tuning's)";
+      if (peer_none) {
+        md << "; the peer counts " << bytes(peer_none->full_fp32_bytes_per_step) << " and "
+           << bytes(peer_none->fp32_bytes_per_step);
+      }
+      md << ".\n";
+      j["bytes_full_over_head"] = full->fp32_bytes_per_step / none->fp32_bytes_per_step;
+    }
+    md << "Engine/peer head-epoch throughput (" << o_.link << ", same samples, batch and threads per rank, "
+       << "medians of every epoch): ";
+    bool first = true;
+    for (const DistRow& r : rows_) {
+      const DistRow* p = r.who == "engine" ? find("peer", r.key()) : nullptr;
+      if (!p) continue;
+      md << (first ? "" : ", ") << r.compression << "/" << r.sync << " "
+         << fmt(samples_per_s(r) / samples_per_s(*p), 2) << "x";
+      first = false;
+    }
+    md << "; engine topk against peer none " << [&] {
+      const DistRow* topk = find("engine", "head/topk/allreduce/" + std::to_string(o_.nproc));
+      return topk && peer_none ? fmt(samples_per_s(*topk) / samples_per_s(*peer_none), 2) + "x" : std::string("-");
+    }() << ".\n";
+    std::ofstream(o_.out + "/dist.json") << j.dump(2) << "\n";
+    std::ofstream(o_.out + "/dist.md") << md.str();
+    std::cout << md.str() << "\nwrote " << o_.out << "/dist.json, dist.csv, dist.md in " << fmt(seconds, 0) << " s"
+              << std::endl;
+  }
+
+  DistBenchOptions o_;
+  std::string work_;
+  std::string cache_;
+  std::string unshare_;
+  std::string average_;
+  int cores_ = 1;
+  int total_threads_ = 1;
+  int threads_per_rank_ = 1;
+  std::vector<DistRow> rows_;
+};
+
+}  // namespace
+
+bool is_known_link(const std::string& link) { return link_rates().count(link) > 0; }
+
+void run_dist_bench(const DistBenchOptions& options) { DistBench(options).run(); }
+
+}  // namespace recycle::bench
