@@ -71,12 +71,15 @@ class DistBench {
     // Engine configurations and the peer's counterpart of each (when PyTorch has one).
     rows_.push_back(engine_row("head", 1, "-", "-"));
     rows_.push_back(engine_row("head", o_.nproc, "none", "allreduce"));
-    rows_.push_back(engine_row("head", o_.nproc, "fp16", "allreduce"));
-    rows_.push_back(engine_row("head", o_.nproc, "topk", "allreduce"));
+    for (const std::string& c : o_.compressions) {
+      if (c != "none") rows_.push_back(engine_row("head", o_.nproc, c, "allreduce"));
+    }
     rows_.push_back(engine_row("head", o_.nproc, "none", average_));
     rows_.push_back(engine_row("full", o_.nproc, "none", "allreduce"));
+    // The peer: PyTorch's own ways (DDP's fp32 allreduce and fp16_compress_hook, and
+    // PeriodicModelAverager); it has no top-k.
     rows_.push_back(peer_row("none", "allreduce"));
-    rows_.push_back(peer_row("fp16", "allreduce"));
+    if (find("engine", "head/fp16/allreduce/" + std::to_string(o_.nproc))) rows_.push_back(peer_row("fp16", "allreduce"));
     rows_.push_back(peer_row("none", average_));
     for (int64_t seed = 0; seed < o_.seeds; ++seed) {
       for (DistRow& r : rows_) {

@@ -18,12 +18,16 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace recycle::bench {
 
 struct DistBenchOptions {
   int nproc = 2;                   // ranks (>= 2)
   std::string link = "loopback";   // loopback | 1gbit | 100mbit
+  // The engine's --grad-compression values run with allreduce (none always runs: it is the
+  // reference of the others and the peer's main counterpart).
+  std::vector<std::string> compressions = {"none", "fp16", "topk"};
   int average_every = 4;           // K of --sync average:K
   int timeout_seconds = 60;        // --timeout of every data-parallel run
   int64_t samples = 5000;          // training samples of classes 5-9

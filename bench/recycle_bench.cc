@@ -62,6 +62,7 @@ struct BenchOptions {
   // --nproc N: the data-parallel comparison (bench/dist_bench.h) instead of the ratio table.
   int nproc = 0;
   std::string link = "loopback";
+  std::vector<std::string> compressions = {"none", "fp16", "topk"};
   int average_every = 4;
   int timeout = 60;
   std::string ddp_peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
@@ -121,6 +122,7 @@ class Bench {
     recycle::bench::DistBenchOptions d;
     d.nproc = o_.nproc;
     d.link = o_.link;
+    d.compressions = o_.compressions;
     d.average_every = o_.average_every;
     d.timeout_seconds = o_.timeout;
     d.samples = o_.samples;
@@ -412,6 +414,13 @@ int main(int argc, char** argv) {
                  "data-parallel run (engine and peer) inside its own network namespace (unshare -n) "
                  "whose loopback is shaped by tc tbf to that rate; needs root, ip and tc")
       ->check(CLI::IsMember({"loopback", "1gbit", "100mbit"}))
+      ->needs(nproc_opt)
+      ->capture_default_str();
+  app.add_option("--grad-compressions", o.compressions,
+                 "with --nproc: the engine's --grad-compression values to run with allreduce (none "
+                 "always runs)")
+      ->check(CLI::IsMember({"none", "fp16", "topk"}))
+      ->delimiter(',')
       ->needs(nproc_opt)
       ->capture_default_str();
   app.add_option("--average-every", o.average_every, "with --nproc: K of the --sync average:K rows")
