@@ -254,21 +254,22 @@ class DistBench {
     j["seconds"] = seconds;
     std::ofstream csv(o_.out + "/dist.csv");
     csv << "who,kind,processes,grad_compression,sync,acc_mean,acc_std,epoch_s,samples_per_s,bytes_per_step,"
-           "fp32_bytes_per_step,compression_ratio,epoch_over_none,engine_over_peer\n";
+           "fp32_bytes_per_step,compression_ratio,bytes_over_none,epoch_over_none,engine_over_peer\n";
     std::ostringstream md;
     md << "Data-parallel head training, " << o_.nproc << " ranks on " << o_.link << ": " << o_.samples
        << " samples, " << o_.epochs << " epochs, batch " << o_.batch << " per rank, " << threads_per_rank_
        << " thread" << (threads_per_rank_ == 1 ? "" : "s") << " per rank (" << total_threads_
        << " for the 1-process run), " << o_.seeds << " seed" << (o_.seeds == 1 ? "" : "s") << "\n\n"
        << "| run | processes | gradients | sync | test acc (mean ± sd) | epoch s (median) | samples/s | "
-          "bytes/step/rank | vs fp32 | epoch / none | engine/peer |\n"
-       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+          "bytes/step/rank | compression | bytes / none | epoch / none | engine/peer |\n"
+       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (const DistRow& r : rows_) {
       const bool dp = r.world > 1;
       // Each side against its own fp32 allreduce run.
       const DistRow* own_none = r.who == "engine" ? none : peer_none;
-      const double over_none =
-          (r.kind == "head" && dp && own_none && own_none->epoch() > 0) ? r.epoch() / own_none->epoch() : 0;
+      const bool vs_none = r.kind == "head" && dp && own_none && own_none->epoch() > 0;
+      const double over_none = vs_none ? r.epoch() / own_none->epoch() : 0;
+      const double bytes_over_none = vs_none && own_none->bytes_per_step > 0 ? r.bytes_per_step / own_none->bytes_per_step : 0;
       double over_peer = 0;
       if (r.who == "engine") {
         const DistRow* p = find("peer", r.key());
@@ -288,18 +289,20 @@ class DistBench {
                            {"bytes_per_step", r.bytes_per_step},
                            {"fp32_bytes_per_step", r.fp32_bytes_per_step},
                            {"compression_ratio", r.compression_ratio},
+                           {"bytes_over_none", bytes_over_none},
                            {"epoch_over_none", over_none},
                            {"engine_over_peer", over_peer},
                            {"runs", r.raw}});
       csv << r.who << "," << r.kind << "," << r.world << "," << r.compression << "," << r.sync << ","
           << mean(r.accuracy) << "," << stddev(r.accuracy) << "," << r.epoch() << "," << samples_per_s(r) << ","
-          << r.bytes_per_step << "," << r.fp32_bytes_per_step << "," << r.compression_ratio << "," << over_none
+          << r.bytes_per_step << "," << r.fp32_bytes_per_step << "," << r.compression_ratio << "," << bytes_over_none
+          << "," << over_none
           << "," << over_peer << "\n";
       md << "| " << r.label() << " | " << r.world << " | " << r.compression << " | " << r.sync << " | "
          << accuracy(r.accuracy) << " | "
          << fmt(r.epoch(), 2) << " | " << fmt(samples_per_s(r), 0) << " | " << (dp ? bytes(r.bytes_per_step) : "-")
          << " | " << (dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-") << " | "
-         << (over_none > 0 ? fmt(over_none, 2) : "-") << " | " << (over_peer > 0 ? fmt(over_peer, 2) + "x" : "-")
+         << (bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-") << " | " << (over_none > 0 ? fmt(over_none, 2) : "-") << " | " << (over_peer > 0 ? fmt(over_peer, 2) + "x" : "-")
          << " |\n";
     }
     csv.close();

@@ -353,14 +353,16 @@ def worker(args):
                           for b in range(0, n, eager_peer.PREFIX_BATCH)])
     prefix_seconds = time.perf_counter() - start
 
+    # As the engine counts them: bytes handed to collectives per rank per step, and what fp32
+    # would have taken for the same payload (so average:K, which sends fp32 parameters once every
+    # K steps, has a compression ratio of 1 and a K-th of allreduce's bytes).
     head_numel = trainable_numel(head)
-    fp32_bytes = head_numel * 4
     if args.average_every > 0:
-        sent = fp32_bytes / args.average_every  # parameters, fp32, once every K steps
+        sent = fp32_bytes = head_numel * 4 / args.average_every
     elif args.grad_compression == "fp16":
-        sent = head_numel * 2
+        sent, fp32_bytes = head_numel * 2, head_numel * 4
     else:
-        sent = fp32_bytes
+        sent = fp32_bytes = head_numel * 4
     secs, (loss, acc) = train_dp(torch, dist, head, acts, y_all, args, rank, world)
     secs = epoch_seconds_over_ranks(torch, dist, secs, world)
     head_median = statistics.median(secs)
@@ -373,7 +375,7 @@ def worker(args):
         "head_samples_per_s": round(n / head_median, 1),
         "head_final_loss": round(loss, 4),
         "head_final_train_acc": round(acc, 4),
-        "fp32_bytes_per_step": fp32_bytes,
+        "fp32_bytes_per_step": round(fp32_bytes, 1),
         "bytes_per_step": round(sent, 1),
         "compression_ratio": round(fp32_bytes / sent, 3),
     })
