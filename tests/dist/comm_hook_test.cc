@@ -6,8 +6,6 @@
 #endif
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +24,7 @@
 #include "engine/dist/adacomp_hook.h"
 #include "engine/dist/comm_hook.h"
 #include "engine/dist/dist_options.h"
+#include "tests/dist/gloo_group.h"
 #include "engine/data/dataset.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/preprocess.h"
@@ -40,29 +39,10 @@ namespace {
 
 using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
 
-// Runs fn(rank, group) for every rank of a `world`-rank job, each on its own thread with its own
-// Gloo process group over one HashStore, and rethrows the first rank's exception after all
-// threads ended. A rank that fails leaves the others to their collectives' 30 s timeout.
+// Every rank of a `world`-rank job on its own thread (tests/dist/gloo_group.h). A rank that
+// fails leaves the others to their collectives' 30 s timeout.
 void run_ranks(int world, const std::function<void(int, Group)>& fn) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        Group group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-        fn(rank, group);
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  recycle::testing::run_gloo_group(world, fn);
 }
 
 // Gradient-like floats: segments of 1,000 elements (a "parameter" each) with scales spread over

@@ -3,7 +3,9 @@
 // over a process group without starting processes.
 #pragma once
 
-#define USE_C10D_GLOO 1
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO  // ProcessGroupGloo.hpp declares nothing without it
+#endif
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
