@@ -78,8 +78,7 @@ pid_t worker_of_rank(pid_t launcher, int rank) {
   return -1;
 }
 
-// Waits until the launcher has `n` workers and every one has written a heartbeat... as seen
-// from outside: until the workers have run for `settle` (rendezvous included).
+// Waits until the launcher has `n` workers.
 bool wait_for_workers(pid_t launcher, size_t n, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -119,26 +118,55 @@ TEST(DataParallel, TwoRanksOfBatchBGiveTheParametersOfOneRankOfBatch2B) {
   EXPECT_GT(max_difference(head_one, load_head(dir.file("other.pt"))), 1e-4);
 }
 
+// `recycle-train --nproc 2` for ever (100,000 epochs) on a small cache, its stderr in
+// `err`; killed with its workers if a test ends before it does.
+class EndlessJob {
+ public:
+  EndlessJob(const TempDir& dir, int timeout_seconds) : err_(dir.file("launcher.err")) {
+    const std::string cache = dir.file("cache");
+    build_cache(dir, cache, 200);
+    launcher_ = spawn_tool("recycle-train",
+                           {"--cache", cache, "--epochs", "100000", "--batch", "10", "--eval-split",
+                            "none", "--nproc", "2", "--timeout", std::to_string(timeout_seconds)},
+                           "/dev/null", err_);
+  }
+  ~EndlessJob() {
+    if (launcher_ <= 0 || waited_) return;
+    for (pid_t pid : children_of(launcher_)) kill(pid, SIGKILL);
+    kill(launcher_, SIGKILL);
+    wait_tool(launcher_);
+  }
+  // Rank 1's pid once both workers run and had `settle` to start training (0 if they never came).
+  pid_t rank1_after(std::chrono::seconds settle) {
+    if (!wait_for_workers(launcher_, 2, std::chrono::seconds(60))) return 0;
+    std::this_thread::sleep_for(settle);  // mid-training (or, on a slow machine, still joining)
+    return worker_of_rank(launcher_, 1);
+  }
+  int wait() {
+    waited_ = true;
+    return wait_tool(launcher_);
+  }
+  pid_t launcher() const { return launcher_; }
+  std::string stderr_text() const { return read_file(err_); }
+
+ private:
+  std::string err_;
+  pid_t launcher_ = -1;
+  bool waited_ = false;
+};
+
 TEST(DataParallel, AKilledWorkerEndsTheJobNamingItsRank) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
-  const std::string cache = dir.file("cache");
-  build_cache(dir, cache, 200);
-  const std::string err = dir.file("launcher.err");
-  const pid_t launcher = spawn_tool("recycle-train",
-                                    {"--cache", cache, "--epochs", "100000", "--batch", "10",
-                                     "--eval-split", "none", "--nproc", "2", "--timeout", "10"},
-                                    "/dev/null", err);
-  ASSERT_TRUE(wait_for_workers(launcher, 2, std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // mid-training (or still joining)
-  const pid_t victim = worker_of_rank(launcher, 1);
+  EndlessJob job(dir, 10);
+  const pid_t victim = job.rank1_after(std::chrono::seconds(3));
   ASSERT_GT(victim, 0);
   const auto killed = std::chrono::steady_clock::now();
   kill(victim, SIGKILL);
-  const int code = wait_tool(launcher);
+  const int code = job.wait();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  const std::string text = read_file(err);
+  const std::string text = job.stderr_text();
   EXPECT_NE(code, 0) << text;
   EXPECT_LT(seconds, 10 + 5) << text;  // within the timeout (plus the heartbeat check)
   // The launcher names the dead worker; rank 0 names the rank it lost and exits non-zero.
@@ -147,29 +175,21 @@ TEST(DataParallel, AKilledWorkerEndsTheJobNamingItsRank) {
   EXPECT_TRUE(std::regex_search(text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
       << text;
   EXPECT_NE(text.find("recycle-train: rank 0 exited with code 1"), std::string::npos) << text;
-  EXPECT_TRUE(children_of(launcher).empty());
+  EXPECT_TRUE(children_of(job.launcher()).empty());
 }
 
 TEST(DataParallel, AHungWorkerEndsTheJobWithinTheTimeoutNamingItsRank) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
-  const std::string cache = dir.file("cache");
-  build_cache(dir, cache, 200);
-  const std::string err = dir.file("launcher.err");
-  const pid_t launcher = spawn_tool("recycle-train",
-                                    {"--cache", cache, "--epochs", "100000", "--batch", "10",
-                                     "--eval-split", "none", "--nproc", "2", "--timeout", "4"},
-                                    "/dev/null", err);
-  ASSERT_TRUE(wait_for_workers(launcher, 2, std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::seconds(3));
-  const pid_t victim = worker_of_rank(launcher, 1);
+  EndlessJob job(dir, 4);
+  const pid_t victim = job.rank1_after(std::chrono::seconds(3));
   ASSERT_GT(victim, 0);
   const auto stopped = std::chrono::steady_clock::now();
   kill(victim, SIGSTOP);  // alive but silent: its peers' collectives wait for it
-  const int code = wait_tool(launcher);
+  const int code = job.wait();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  const std::string text = read_file(err);
+  const std::string text = job.stderr_text();
   EXPECT_NE(code, 0) << text;
   // Rank 0 gives up after the 4 s timeout and the heartbeat check; the launcher then gives the
   // stopped worker the timeout plus 10 s before it kills it.
