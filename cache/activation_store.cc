@@ -7,8 +7,12 @@
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -54,6 +58,38 @@ rocksdb::CompressionType compression_of(const std::string& name, Status* st) {
   if (name == "zstd") return rocksdb::kZSTD;
   *st = Status::invalid_argument("unknown compression '" + name + "' (none, lz4, zstd)");
   return rocksdb::kNoCompression;
+}
+
+// A column family's options: records get larger blocks and the chosen compression, the other
+// families LZ4. RecordFileWriter makes its files with the records family's options.
+rocksdb::ColumnFamilyOptions family_options(bool records, rocksdb::CompressionType compression,
+                                            const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions cf;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.block_size = records ? 16 * 1024 : 4 * 1024;
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  cf.compression = records ? compression : rocksdb::kLZ4Compression;
+  cf.write_buffer_size = records ? 64 << 20 : 16 << 20;
+  return cf;
+}
+
+// The note ingest_records leaves in the default family while its counts are ahead of the
+// records: {"records": N, "record_bytes": B, "probe": KEY HEX}.
+const char* const kPendingIngestKey = "pending-ingest";
+
+// Key::to_hex's form back into a key; false for anything else.
+bool key_from_hex(const std::string& hex, Key* out) {
+  if (hex.size() != 2 * Key::kBytes) return false;
+  std::string raw(Key::kBytes, '\0');
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char c = hex[i];
+    const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) return false;
+    raw[i / 2] = static_cast<char>(raw[i / 2] | (i % 2 ? v : v << 4));
+  }
+  return Key::from_bytes(raw, out);
 }
 
 }  // namespace
@@ -214,6 +250,7 @@ Status ActivationStore::destroy(const std::string& dir) {
   if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
   st = from_rocks(s, "deleting cache " + dir);
   if (!st.ok()) return st;
+  fs::remove_all(fs::path(real) / kStagingDirName, ec);
   fs::remove(fs::path(real) / kCacheMarkerName, ec);
   // The directory goes too when empty (anything else the user put there stays), except the
   // target of a link, which stays for the link to lead to.
@@ -247,17 +284,7 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   db_options.max_open_files = -1;
 
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
-  auto cf_options = [&](bool records) {
-    rocksdb::ColumnFamilyOptions cf;
-    rocksdb::BlockBasedTableOptions table;
-    table.block_cache = cache;
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    table.block_size = records ? 16 * 1024 : 4 * 1024;
-    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-    cf.compression = records ? compression : rocksdb::kLZ4Compression;
-    cf.write_buffer_size = records ? 64 << 20 : 16 << 20;
-    return cf;
-  };
+  auto cf_options = [&](bool records) { return family_options(records, compression, cache); };
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
       {rocksdb::kDefaultColumnFamilyName, cf_options(false)},
       {"records", cf_options(true)},
@@ -311,6 +338,13 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
       if (s.ok() && !has_cache_marker(real)) {
         st = write_cache_marker(real);  // a cache made before the marker existed
         if (!st.ok()) return st;
+      }
+      if (s.ok()) {
+        st = store->settle_pending_ingest();
+        if (!st.ok()) return st;
+        // What the staging area holds was left by a build that is gone: this process holds
+        // the writer lock, and only the writer's own build puts files there.
+        fs::remove_all(fs::path(real) / kStagingDirName, ec);
       }
     }
   }
@@ -470,6 +504,163 @@ Status ActivationStore::write(Batch* batch, bool sync) {
   rocksdb::WriteOptions wo;
   wo.sync = sync;
   return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
+}
+
+std::string ActivationStore::staging_dir() const {
+  return (std::filesystem::path(real_dir_) / kStagingDirName).string();
+}
+
+Status ActivationStore::settle_pending_ingest() {
+  std::string note;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kPendingIngestKey, &note);
+  if (!s.ok() && !s.IsNotFound()) return from_rocks(s, "reading cache " + dir_);
+  if (s.ok()) {
+    const nlohmann::json j = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
+    Key probe;
+    if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string() ||
+        !j.contains("records") || !j["records"].is_number_integer() ||
+        !j.contains("record_bytes") || !j["record_bytes"].is_number_integer() ||
+        !key_from_hex(j["probe"].get<std::string>(), &probe)) {
+      return Status::corruption("cache " + dir_ + " has a malformed note of a pending ingest");
+    }
+    rocksdb::WriteBatch batch;
+    std::string value;
+    s = db_->Get(rocksdb::ReadOptions(), handles_[kRecords], probe.to_bytes(), &value);
+    if (s.IsNotFound()) {
+      // The ingest never happened: the manifest counts records that are not there.
+      Manifest m;
+      Status st = read_manifest(&m);
+      if (!st.ok()) return st;
+      m.records -= j["records"].get<int64_t>();
+      m.record_bytes -= j["record_bytes"].get<int64_t>();
+      if (m.records < 0 || m.record_bytes < 0) {
+        return Status::corruption("cache " + dir_ + ": its note of a pending ingest takes " +
+                                  "more records than its manifest counts");
+      }
+      batch.Put(handles_[kDefault], kManifestKey, m.to_json_string());
+    } else if (!s.ok()) {
+      return from_rocks(s, "reading cache " + dir_);
+    }
+    batch.Delete(handles_[kDefault], kPendingIngestKey);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db_->Write(wo, &batch);
+    if (!s.ok()) return from_rocks(s, "writing to cache " + dir_);
+  }
+  return Status();
+}
+
+Status ActivationStore::ingest_records(const std::vector<std::string>& files, Manifest* manifest) {
+  if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
+  if (files.empty()) return Status();
+  // What the files hold, from their own properties; the probe is the first file's first key.
+  int64_t records = 0, bytes = 0;
+  std::string probe;
+  for (const std::string& file : files) {
+    rocksdb::SstFileReader reader{rocksdb::Options()};
+    rocksdb::Status s = reader.Open(file);
+    if (!s.ok()) return from_rocks(s, "record file " + file);
+    const auto props = reader.GetTableProperties();
+    records += static_cast<int64_t>(props->num_entries);
+    bytes += static_cast<int64_t>(props->raw_value_size);
+    if (probe.empty()) {
+      std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(rocksdb::ReadOptions()));
+      it->SeekToFirst();
+      if (!it->Valid()) {
+        return it->status().ok() ? Status::invalid_argument("record file " + file + " is empty")
+                                 : from_rocks(it->status(), "record file " + file);
+      }
+      probe = it->key().ToString();
+    }
+  }
+  Key probe_key;
+  if (!Key::from_bytes(probe, &probe_key)) {
+    return Status::invalid_argument("record file " + files[0] + " holds a key of " +
+                                    std::to_string(probe.size()) + " bytes, not a record's");
+  }
+  Manifest after = *manifest;
+  after.records += records;
+  after.record_bytes += bytes;
+  const nlohmann::json note = {
+      {"records", records}, {"record_bytes", bytes}, {"probe", probe_key.to_hex()}};
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  {
+    rocksdb::WriteBatch batch;
+    batch.Put(handles_[kDefault], kManifestKey, after.to_json_string());
+    batch.Put(handles_[kDefault], kPendingIngestKey, note.dump());
+    rocksdb::Status s = db_->Write(synced, &batch);
+    if (!s.ok()) return from_rocks(s, "writing to cache " + dir_);
+  }
+  rocksdb::IngestExternalFileOptions io;
+  io.move_files = true;                     // hard links on the same file system, else copies
+  io.verify_checksums_before_ingest = true;  // a damaged staging file is refused
+  io.write_global_seqno = false;            // the files are not modified (the MANIFEST has it)
+  const rocksdb::Status ingested = db_->IngestExternalFile(handles_[kRecords], files, io);
+  // Settles the note either way: drops it after an ingest, takes the counts back after a failure.
+  const Status settled = settle_pending_ingest();
+  if (!ingested.ok()) return from_rocks(ingested, "ingesting record files into cache " + dir_);
+  if (!settled.ok()) return settled;
+  *manifest = after;
+  return Status();
+}
+
+struct RecordFileWriter::Rep {
+  rocksdb::Options options;
+  std::unique_ptr<rocksdb::SstFileWriter> writer;
+  std::string last_key;
+};
+
+Status RecordFileWriter::open(const std::string& path, const StoreOptions& options,
+                              std::unique_ptr<RecordFileWriter>* out) {
+  Status st;
+  const rocksdb::CompressionType compression = compression_of(options.compression, &st);
+  if (!st.ok()) return st;
+  std::unique_ptr<RecordFileWriter> w(new RecordFileWriter());
+  w->rep_ = std::make_unique<Rep>();
+  w->path_ = path;
+  // The records family's table options, without a block cache (the file is written once).
+  w->rep_->options = rocksdb::Options(rocksdb::DBOptions(),
+                                      family_options(/*records=*/true, compression, nullptr));
+  w->rep_->writer =
+      std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), w->rep_->options);
+  const rocksdb::Status s = w->rep_->writer->Open(path);
+  if (!s.ok()) return from_rocks(s, "cannot create record file " + path);
+  *out = std::move(w);
+  return Status();
+}
+
+RecordFileWriter::~RecordFileWriter() {
+  if (rep_ && !finished_) {
+    rep_->writer.reset();  // closes the file
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+}
+
+Status RecordFileWriter::add(const Key& key, std::string_view record) {
+  if (finished_) return Status::invalid_argument("record file " + path_ + " is finished");
+  std::string k = key.to_bytes();
+  if (records_ > 0 && !(rep_->last_key < k)) {
+    return Status::invalid_argument("record file " + path_ + ": key " + key.to_hex() +
+                                    " is not above the previous one");
+  }
+  const rocksdb::Status s =
+      rep_->writer->Put(k, rocksdb::Slice(record.data(), record.size()));
+  if (!s.ok()) return from_rocks(s, "writing record file " + path_);
+  rep_->last_key = std::move(k);
+  ++records_;
+  record_bytes_ += static_cast<int64_t>(record.size());
+  return Status();
+}
+
+Status RecordFileWriter::finish() {
+  if (finished_) return Status();
+  if (records_ == 0) return Status::invalid_argument("record file " + path_ + " has no records");
+  const rocksdb::Status s = rep_->writer->Finish();
+  if (!s.ok()) return from_rocks(s, "finishing record file " + path_);
+  finished_ = true;
+  return Status();
 }
 
 Status ActivationStore::flush() {

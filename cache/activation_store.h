@@ -8,6 +8,12 @@
 // Invariant kept by writers: a samples entry is written in the same batch as, or after, the
 // record it points to, so every index entry has its record.
 //
+// Records can also come as files: a RecordFileWriter (below) makes a RocksDB table file of
+// records anywhere (typically in the cache's staging area, staging_dir(), by a process that
+// does not write the cache, such as another rank of a distributed build), and the writer
+// ingests such files in one atomic step with ingest_records(). The manifest's counts are kept
+// exact across a crash between the two (see ingest_records).
+//
 // Thread safety: all const methods may be called from many threads at once. Open read-only
 // for training and inspection; many read-only instances may share a directory with one
 // writer, in other processes too. A read-only instance is a point-in-time view: it sees a
@@ -119,6 +125,22 @@ class ActivationStore {
 
   // Applies the batch atomically. sync: wait for the WAL to reach the disk.
   Status write(Batch* batch, bool sync = false);
+
+  // The cache's staging area, DIR/recycle-staging (kStagingDirName in cache/cache_dir.h): where
+  // record files to ingest are made. Not created here. A writer's open empties it (whatever is
+  // there was left by a build that died), and destroy() deletes it.
+  std::string staging_dir() const;
+  // Moves record files made by RecordFileWriter into the records column family in one atomic
+  // step (RocksDB's IngestExternalFile with move_files; every block's checksum is verified
+  // first). Each key must be new to the store and appear in one file only: the caller ingests
+  // records it found missing. Adds the files' records and record bytes (their raw value bytes,
+  // as Batch::record_bytes counts them) to manifest->records and record_bytes and writes that
+  // manifest, synced, before the ingest, together with a note of what it added; the note goes
+  // after the ingest. If the process dies in between, the next writer's open finds the note and
+  // takes the counts back unless the records are there (one of them is probed; the ingest is
+  // all or nothing). On an error the counts are taken back at once, *manifest is left as it
+  // was, and the files stay where they were. No files: nothing happens.
+  Status ingest_records(const std::vector<std::string>& files, Manifest* manifest);
   // Flushes memtables to SST files (used at the end of a build).
   Status flush();
   // Compacts the records column family, dropping what deletes left behind.
@@ -134,11 +156,50 @@ class ActivationStore {
 
  private:
   ActivationStore() = default;
+  // Settles an ingest left half done (see ingest_records): drops the note when the records
+  // are there, else takes the manifest's counts back. Called by open() for writers (which then
+  // empties the staging area) and by ingest_records.
+  Status settle_pending_ingest();
   std::string dir_;       // as the caller named it, for messages
   std::string real_dir_;  // with symbolic links followed
   bool read_only_ = false;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
+};
+
+// Writes one file of records for ActivationStore::ingest_records: a RocksDB table file
+// (SstFileWriter) in the records column family's format, so with the same block size, filter,
+// compression (StoreOptions::compression) and block checksums as the store's own writes; the
+// record bytes are the caller's (encode_record), with their own checksums. Keys must come in
+// strictly ascending order (Key's operator<, which is the stored byte order). Needs no open
+// store. Not thread safe. A writer destroyed before finish() deletes its file.
+class RecordFileWriter {
+ public:
+  // Creates (or truncates) the file at `path`; its directory must exist.
+  static Status open(const std::string& path, const StoreOptions& options,
+                     std::unique_ptr<RecordFileWriter>* out);
+  ~RecordFileWriter();
+  RecordFileWriter(const RecordFileWriter&) = delete;
+  RecordFileWriter& operator=(const RecordFileWriter&) = delete;
+
+  // InvalidArgument for a key not above the previous one.
+  Status add(const Key& key, std::string_view record);
+  // Completes and syncs the file. InvalidArgument when no record was added (RocksDB makes no
+  // empty table files: skip the file instead).
+  Status finish();
+
+  const std::string& path() const { return path_; }
+  int64_t records() const { return records_; }
+  int64_t record_bytes() const { return record_bytes_; }
+
+ private:
+  struct Rep;
+  RecordFileWriter() = default;
+  std::unique_ptr<Rep> rep_;
+  std::string path_;
+  int64_t records_ = 0;
+  int64_t record_bytes_ = 0;
+  bool finished_ = false;
 };
 
 }  // namespace recycle

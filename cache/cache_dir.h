@@ -22,6 +22,9 @@
 namespace recycle {
 
 constexpr const char* kCacheMarkerName = "RECYCLE-CACHE";
+// The staging area inside a cache directory: record files made to be ingested (see
+// ActivationStore::staging_dir). Only the cache's own tools put files there.
+constexpr const char* kStagingDirName = "recycle-staging";
 
 // The real path of `dir` with every symbolic link followed (dir need not exist, but a link
 // in it must lead somewhere): InvalidArgument for a dangling link or a link loop. `followed`
