@@ -17,7 +17,8 @@ std::string BuildReport::to_json() const {
                       {"bytes", bytes},
                       {"records", records},
                       {"seconds", seconds},
-                      {"samples_per_s", samples_per_s}};
+                      {"samples_per_s", samples_per_s},
+                      {"ranks", ranks}};
   return j.dump();
 }
 

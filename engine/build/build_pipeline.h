@@ -24,6 +24,9 @@ struct BuildOptions {
   bool rebuild = false;        // delete the cache in cache_dir first
   bool progress = true;        // progress bar on stderr (when it is a terminal)
   std::string device = "cpu";
+  // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
+  // them out as one record file for rank 0 to ingest (so memory stays bounded).
+  int64_t stage_file_bytes = int64_t{64} << 20;
 };
 
 struct BuildReport {
@@ -38,11 +41,20 @@ struct BuildReport {
   int64_t records = 0;      // distinct records in the cache after the run
   double seconds = 0;       // wall time of run_build
   double samples_per_s = 0;
+  int ranks = 1;            // processes that computed records (1 unless distributed)
   std::string to_json() const;  // one line
 };
 
 // Runs a build. Throws std::runtime_error / std::invalid_argument with one clear line on bad
 // input, a mismatched cache (naming what differs) or a storage error.
 BuildReport run_build(const BuildOptions& options);
+
+class BuildGroup;  // engine/build/build_group.h
+
+// One rank's part of a distributed build (group.world() processes, each calling this with the
+// same options; see distributed_build.cc for who reads, computes and writes what). Every rank
+// gets the same report: the counts of the whole build. A failure on any rank makes every rank
+// throw std::runtime_error (the failing one its own exception) with one line naming the rank.
+BuildReport run_distributed_build(const BuildOptions& options, BuildGroup& group);
 
 }  // namespace recycle

@@ -76,6 +76,8 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
 // rather than returning an error when a write fails for lack of space.
 constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
 
+}  // namespace
+
 void check_free_space(const std::string& dir, uint64_t batch_bytes) {
   std::error_code ec;
   const std::filesystem::space_info space = std::filesystem::space(dir, ec);
@@ -89,6 +91,8 @@ void check_free_space(const std::string& dir, uint64_t batch_bytes) {
         std::to_string(need >> 20) + " MB (what it wrote so far is kept; rerun to resume)");
   }
 }
+
+namespace {
 
 void write(BuildState& s, ActivationStore::Batch* batch, bool sync = false) {
   s.store->write(batch, sync).throw_if_error();
@@ -160,11 +164,21 @@ void reconcile_manifest(BuildState& s) {
   s.manifest = stored;
 }
 
+void key_samples(BuildState& s) {
+  s.keys = compute_keys(s.data, *s.keyer);
+  const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
+  s.report.cache_dir = s.options.cache_dir;
+  s.report.split = s.options.data.split;
+  s.report.samples = static_cast<int64_t>(s.keys.size());
+  s.report.unique = static_cast<int64_t>(distinct.size());
+  s.keyed = true;
+}
+
 void plan_split(BuildState& s) {
   const std::string& split = s.options.data.split;
   s.existing.clear();
   s.store->read_index(split, &s.existing).throw_if_error();
-  s.keys = compute_keys(s.data, *s.keyer);
+  if (!s.keyed) key_samples(s);
   const int64_t n = static_cast<int64_t>(s.data.size());
 
   // Positions whose index entry must be written: new, or different from what is stored.
@@ -175,13 +189,6 @@ void plan_split(BuildState& s) {
       s.todo.push_back(i);
     }
   }
-  const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
-
-  s.report.cache_dir = s.options.cache_dir;
-  s.report.split = split;
-  s.report.samples = n;
-  s.report.unique = static_cast<int64_t>(distinct.size());
-
   const auto it = s.manifest.splits.find(split);
   s.unchanged = s.todo.empty() && static_cast<int64_t>(s.existing.size()) == n &&
                 it != s.manifest.splits.end() && it->second.complete &&

@@ -72,9 +72,12 @@ struct BuildState {
   // cache. Declared after `store`, which it refers to.
   std::unique_ptr<ActivationStore::Batch> opening;
 
+  // key_samples (called by plan_split when not called before)
+  std::vector<Key> keys;             // keys[i]: sample i's key
+  bool keyed = false;
+
   // plan_split
   std::vector<IndexEntry> existing;  // the split's index as stored when the run began
-  std::vector<Key> keys;             // keys[i]: sample i's key
   std::vector<int64_t> todo;         // positions whose index entry must be written, ascending
   std::unordered_set<Key, KeyHash> present;  // keys known to have a stored record
   bool unchanged = false;  // complete, same data, same index: nothing to compute or write
@@ -102,8 +105,11 @@ void load_inputs(BuildState& s);
 // manifest with the requested one; refuses another identity, other classes or other record
 // shapes with one line. A new cache gets the head's initial weights in s.opening.
 void reconcile_manifest(BuildState& s);
-// Reads the split's stored index, keys every sample, lists the positions to write and
-// decides s.unchanged. Sets report.samples and report.unique.
+// Keys every sample (in parallel) into s.keys and sets report.samples and report.unique. Needs
+// no cache: the ranks of a distributed build that do not write it call this alone.
+void key_samples(BuildState& s);
+// Reads the split's stored index, keys every sample (key_samples, unless done already), lists
+// the positions to write and decides s.unchanged.
 void plan_split(BuildState& s);
 // The first write of a changed split: its manifest entry (data, counts, incomplete), a
 // shorter index cut, and s.opening. Starts the progress bar.
@@ -122,5 +128,9 @@ void write_chunk(BuildState& s, BuildChunk* chunk);
 void finish_split(BuildState& s);
 // The report: the counters plus records, skipped, seconds and rate.
 BuildReport build_report(const BuildState& s);
+
+// Throws std::runtime_error (what was written is kept; rerun to resume) when the file system
+// of `dir` has less free space than a reserve for RocksDB's flushes plus twice batch_bytes.
+void check_free_space(const std::string& dir, uint64_t batch_bytes);
 
 }  // namespace recycle

@@ -1,0 +1,353 @@
+// The distributed build (engine/build/distributed_build.cc) with its ranks as threads of this
+// process, talking through a BuildGroup in memory, on a small synthetic IDX set with a width-4
+// ResNet-18: equal to a 1-process build, several record files per rank, reruns, a split that
+// is half there, ranks that disagree, fail or never come. The real processes and c10d are in
+// tests/e2e/distributed_build_e2e_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/cache_dir.h"
+#include "engine/build/build_group.h"
+#include "engine/build/build_pipeline.h"
+#include "engine/models/encoder_registry.h"
+#include "engine/models/weights_io.h"
+#include "tests/tool_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using recycle::ActivationStore;
+using recycle::BuildOptions;
+using recycle::BuildReport;
+using recycle::IndexEntry;
+using recycle::Manifest;
+using recycle::testing::TempDir;
+
+constexpr int kSide = 28;
+
+// n train images; image i shows pattern[i], so equal patterns are duplicates.
+void write_data(const std::string& dir, const std::vector<int>& pattern) {
+  const int n = static_cast<int>(pattern.size());
+  std::vector<uint8_t> images, labels;
+  for (int p : pattern) {
+    for (int q = 0; q < kSide * kSide; ++q)
+      images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
+    labels.push_back(static_cast<uint8_t>(p % 10));
+  }
+  recycle::testing::write_idx(dir + "/train-images-idx3-ubyte.gz", {n, kSide, kSide}, images);
+  recycle::testing::write_idx(dir + "/train-labels-idx1-ubyte.gz", {n}, labels);
+}
+
+std::vector<int> patterns(int unique, int repeats) {
+  std::vector<int> p;
+  for (int i = 0; i < unique; ++i) p.push_back(i);
+  for (int i = 0; i < repeats; ++i) p.push_back(i);
+  return p;
+}
+
+// A width-4 ResNet-18's weights (initialised with `seed`), saved once into the data
+// directory: ranks that are threads of one process would otherwise initialise their models at
+// once from LibTorch's one global generator (separate processes each seed their own).
+std::string weights_in(const std::string& data_dir, uint64_t seed = 3) {
+  const std::string path = data_dir + "/weights-" + std::to_string(seed) + ".pt";
+  if (!fs::exists(path)) {
+    torch::manual_seed(seed);
+    recycle::BlockModel model = recycle::make_encoder("resnet18:width=4,in_channels=1", 10);
+    model.class_names = recycle::fashion_mnist_class_names();  // no new classifier
+    recycle::save_block_model(model, path);
+  }
+  return path;
+}
+
+BuildOptions options_for(const std::string& data_dir, const std::string& cache, int64_t limit = 0) {
+  BuildOptions o;
+  o.data.spec = "fashion-mnist:" + data_dir;
+  o.data.limit = limit;
+  o.model.weights = weights_in(data_dir);
+  o.recycle = 0.25;
+  o.cache_dir = cache;
+  o.batch = 8;
+  o.threads = 1;
+  o.progress = false;
+  o.stage_file_bytes = 20000;  // a record is 4x28x28 fp16 (~6 KB): a few records per file
+  return o;
+}
+
+// The group's board in memory, shared by the ranks' threads.
+struct Board {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::string, std::string> values;
+  std::string failure;
+};
+
+class MemoryGroup : public recycle::BuildGroup {
+ public:
+  MemoryGroup(std::shared_ptr<Board> board, int rank, int world, double timeout_seconds)
+      : board_(std::move(board)), rank_(rank), world_(world), timeout_(timeout_seconds) {}
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  void set(const std::string& key, const std::string& value) override {
+    std::lock_guard<std::mutex> lock(board_->mutex);
+    board_->values[key] = value;
+    board_->changed.notify_all();
+  }
+  std::string wait(const std::string& key, int from) override {
+    std::unique_lock<std::mutex> lock(board_->mutex);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    board_->changed.wait_until(lock, deadline, [&] {
+      return board_->values.count(key) || !board_->failure.empty();
+    });
+    if (!board_->failure.empty()) throw std::runtime_error(board_->failure);
+    if (!board_->values.count(key)) {
+      throw std::runtime_error("lost rank " + std::to_string(from) + ": no sign of life");
+    }
+    return board_->values[key];
+  }
+  void fail(const std::string& line) noexcept override {
+    std::lock_guard<std::mutex> lock(board_->mutex);
+    if (board_->failure.empty()) board_->failure = line;
+    board_->changed.notify_all();
+  }
+
+ private:
+  std::shared_ptr<Board> board_;
+  int rank_, world_;
+  double timeout_;
+};
+
+struct RankResult {
+  BuildReport report;
+  std::string error;  // what the rank threw, "" when it returned
+};
+
+// Runs world ranks as threads; options_of(rank) gives each rank its options.
+std::vector<RankResult> run_ranks(int world, const std::function<BuildOptions(int)>& options_of,
+                                  double timeout_seconds = 60, int ranks_started = -1) {
+  auto board = std::make_shared<Board>();
+  std::vector<RankResult> results(world);
+  std::vector<std::thread> threads;
+  const int started = ranks_started < 0 ? world : ranks_started;
+  for (int r = 0; r < started; ++r) {
+    threads.emplace_back([&, r] {
+      MemoryGroup group(board, r, world, timeout_seconds);
+      try {
+        results[r].report = recycle::run_distributed_build(options_of(r), group);
+      } catch (const std::exception& e) {
+        results[r].error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+std::vector<RankResult> run_ranks(int world, const BuildOptions& o) {
+  return run_ranks(world, [&](int) { return o; });
+}
+
+struct CacheContents {
+  Manifest manifest;
+  std::vector<IndexEntry> index;
+  std::map<std::string, std::string> records;  // key hex -> record bytes
+};
+
+CacheContents read_cache(const std::string& cache) {
+  CacheContents c;
+  std::unique_ptr<ActivationStore> store;
+  recycle::StoreOptions so;
+  so.read_only = true;
+  EXPECT_OK(ActivationStore::open(cache, so, &store));
+  if (!store) return c;
+  EXPECT_OK(store->read_manifest(&c.manifest));
+  EXPECT_OK(store->read_index("train", &c.index));
+  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view bytes) {
+    c.records[k.to_hex()] = std::string(bytes);
+    return true;
+  }));
+  EXPECT_OK(store->verify_files());
+  return c;
+}
+
+void expect_same_cache(const std::string& a_dir, const std::string& b_dir) {
+  const CacheContents a = read_cache(a_dir), b = read_cache(b_dir);
+  EXPECT_EQ(a.records.size(), b.records.size());
+  int differ = 0;
+  for (const auto& [key, bytes] : a.records) {
+    const auto it = b.records.find(key);
+    differ += it == b.records.end() || it->second != bytes;
+  }
+  EXPECT_EQ(differ, 0) << "records of other bytes (of " << a.records.size() << ")";
+  ASSERT_EQ(a.index.size(), b.index.size());
+  for (size_t i = 0; i < a.index.size(); ++i) EXPECT_EQ(a.index[i], b.index[i]) << i;
+  EXPECT_EQ(a.manifest.to_json_string(), b.manifest.to_json_string());
+}
+
+bool staging_is_empty(const std::string& cache) {
+  const fs::path staging = fs::path(cache) / recycle::kStagingDirName;
+  std::error_code ec;
+  return !fs::exists(staging, ec) || fs::is_empty(staging, ec);
+}
+
+void expect_counts(const BuildReport& r, int64_t computed, int64_t index_written,
+                   int64_t records) {
+  EXPECT_EQ(r.computed, computed);
+  EXPECT_EQ(r.index_written, index_written);
+  EXPECT_EQ(r.records, records);
+}
+
+}  // namespace
+
+TEST(DistributedBuild, TwoAndThreeRanksGiveTheCacheOfOneProcess) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(50, 12));  // 62 samples, 50 distinct
+  const std::string data = dir.path().string();
+  const BuildReport one = recycle::run_build(options_for(data, dir.file("one")));
+  expect_counts(one, 50, 62, 50);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::string cache = dir.file("w" + std::to_string(world));
+    const auto results = run_ranks(world, options_for(data, cache));
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(results[r].error, "") << "rank " << r;
+      // Every rank reports the whole build.
+      expect_counts(results[r].report, 50, 62, 50);
+      EXPECT_EQ(results[r].report.samples, 62);
+      EXPECT_EQ(results[r].report.unique, 50);
+      EXPECT_EQ(results[r].report.skipped, 12);
+      EXPECT_EQ(results[r].report.bytes, one.bytes);
+      EXPECT_EQ(results[r].report.ranks, world);
+    }
+    expect_same_cache(dir.file("one"), cache);
+    EXPECT_TRUE(staging_is_empty(cache));
+  }
+}
+
+TEST(DistributedBuild, RerunComputesNothingAndAHalfBuiltSplitOnlyItsMissingHalf) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(40, 8));
+  const std::string data = dir.path().string();
+  const std::string cache = dir.file("cache"), one = dir.file("one");
+  // Half there: the first 24 samples built by one process.
+  expect_counts(recycle::run_build(options_for(data, cache, 24)), 24, 24, 24);
+  auto results = run_ranks(2, options_for(data, cache));
+  ASSERT_EQ(results[0].error, "");
+  ASSERT_EQ(results[1].error, "");
+  expect_counts(results[0].report, 16, 24, 40);
+  EXPECT_EQ(results[0].report.skipped, 48 - 16);
+  recycle::run_build(options_for(data, one, 24));  // one process the same way
+  recycle::run_build(options_for(data, one));
+  expect_same_cache(one, cache);
+
+  // A rerun: nothing computed, nothing written.
+  const CacheContents before = read_cache(cache);
+  results = run_ranks(2, options_for(data, cache));
+  ASSERT_EQ(results[0].error, "");
+  ASSERT_EQ(results[1].error, "");
+  expect_counts(results[0].report, 0, 0, 40);
+  expect_counts(results[1].report, 0, 0, 40);
+  EXPECT_EQ(results[0].report.bytes, 0);
+  const CacheContents after = read_cache(cache);
+  EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
+  EXPECT_TRUE(after.records == before.records);
+}
+
+TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(20, 0));
+  const std::string data = dir.path().string(), cache = dir.file("cache");
+  struct Case {
+    std::function<void(BuildOptions*)> change;
+    std::string field;
+  } cases[] = {
+      {[](BuildOptions* o) { o->data.limit = 10; }, "data differs"},
+      {[&](BuildOptions* o) { o->model.weights = weights_in(data, 4); }, "fingerprint differs"},
+      {[](BuildOptions* o) { o->codec = "fp32"; }, "codec differs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    const auto results = run_ranks(2, [&](int r) {
+      BuildOptions o = options_for(data, cache);
+      if (r == 1) c.change(&o);
+      return o;
+    });
+    ASSERT_NE(results[0].error, "");
+    EXPECT_NE(results[0].error.find("rank 1 would build something else than rank 0: " + c.field),
+              std::string::npos)
+        << results[0].error;
+    EXPECT_EQ(results[0].error.find('\n'), std::string::npos);
+    EXPECT_NE(results[1].error.find("rank 0: rank 1 would build something else"),
+              std::string::npos)
+        << results[1].error;
+  }
+  EXPECT_FALSE(fs::exists(cache));  // refused before the cache was opened
+}
+
+TEST(DistributedBuild, AFailingRankFailsEveryRankAndLosesNothing) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(30, 0));
+  const std::string data = dir.path().string(), cache = dir.file("cache");
+  recycle::run_build(options_for(data, cache, 12));
+  const CacheContents before = read_cache(cache);
+
+  // Rank 1 fails while loading its inputs (its data directory is not there).
+  auto results = run_ranks(2, [&](int r) {
+    BuildOptions o = options_for(data, cache);
+    if (r == 1) o.data.spec = "fashion-mnist:" + dir.file("nowhere");
+    return o;
+  });
+  ASSERT_NE(results[1].error, "");
+  EXPECT_EQ(results[0].error, "rank 1: " + results[1].error);
+
+  // Rank 1 fails after rank 0 opened the cache and planned: its staging directory vanishes
+  // while it computes (another machine without the shared file system would see the same).
+  results = run_ranks(2, [&](int r) {
+    BuildOptions o = options_for(data, cache);
+    if (r == 1) o.cache_dir = dir.file("elsewhere");
+    return o;
+  });
+  ASSERT_NE(results[1].error, "");
+  EXPECT_NE(results[1].error.find("does not see rank 0's staging directory"), std::string::npos)
+      << results[1].error;
+  EXPECT_NE(results[0].error.find("rank 1: rank 1 does not see"), std::string::npos)
+      << results[0].error;
+  EXPECT_TRUE(staging_is_empty(cache));
+  const CacheContents after = read_cache(cache);
+  EXPECT_TRUE(after.records == before.records);
+  EXPECT_EQ(after.manifest.records, before.manifest.records);
+  EXPECT_FALSE(after.manifest.splits.at("train").complete);  // the rerun's job
+
+  // The rerun, by two ranks, finishes the split as one process would have.
+  results = run_ranks(2, options_for(data, cache));
+  ASSERT_EQ(results[0].error, "");
+  expect_counts(results[0].report, 18, 18, 30);
+  recycle::run_build(options_for(data, dir.file("one"), 12));
+  recycle::run_build(options_for(data, dir.file("one")));
+  expect_same_cache(dir.file("one"), cache);
+}
+
+TEST(DistributedBuild, ARankThatNeverComesEndsTheJobWithinTheTimeout) {
+  TempDir dir;
+  write_data(dir.path().string(), patterns(10, 0));
+  const auto start = std::chrono::steady_clock::now();
+  const auto results =
+      run_ranks(2, [&](int) { return options_for(dir.path().string(), dir.file("cache")); },
+                /*timeout_seconds=*/2, /*ranks_started=*/1);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(results[0].error.find("lost rank 1"), std::string::npos) << results[0].error;
+  EXPECT_LT(seconds, 30);
+}
