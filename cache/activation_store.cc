@@ -383,7 +383,50 @@ Status ActivationStore::read_manifest(Manifest* out) const {
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kManifestKey, &text);
   if (s.IsNotFound()) return Status::not_found("cache " + dir_ + " has no manifest");
   if (!s.ok()) return from_rocks(s, "reading the manifest of " + dir_);
-  return Manifest::from_json_string(text, out);
+  Status st = Manifest::from_json_string(text, out);
+  if (!st.ok()) return st;
+  // Counts written ahead of an ingest that did not happen (its writer died in between) are
+  // taken back here already, for readers that open before a writer settles the note.
+  bool found = false, undo = false;
+  int64_t records = 0, bytes = 0;
+  st = read_pending_ingest(&found, &undo, &records, &bytes);
+  if (!st.ok()) return st;
+  if (undo) {
+    out->records -= records;
+    out->record_bytes -= bytes;
+    if (out->records < 0 || out->record_bytes < 0) {
+      return Status::corruption("cache " + dir_ + ": its note of a pending ingest takes back " +
+                                "more records than its manifest counts");
+    }
+  }
+  return Status();
+}
+
+Status ActivationStore::read_pending_ingest(bool* found, bool* undo, int64_t* records,
+                                            int64_t* bytes) const {
+  *found = *undo = false;
+  std::string note;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kPendingIngestKey, &note);
+  if (s.IsNotFound()) return Status();
+  if (!s.ok()) return from_rocks(s, "reading cache " + dir_);
+  const nlohmann::json j = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
+  Key probe;
+  if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string() ||
+      !j.contains("records") || !j["records"].is_number_integer() ||
+      !j.contains("record_bytes") || !j["record_bytes"].is_number_integer() ||
+      !key_from_hex(j["probe"].get<std::string>(), &probe)) {
+    return Status::corruption("cache " + dir_ + " has a malformed note of a pending ingest");
+  }
+  *found = true;
+  *records = j["records"].get<int64_t>();
+  *bytes = j["record_bytes"].get<int64_t>();
+  std::string value;
+  s = db_->Get(rocksdb::ReadOptions(), handles_[kRecords], probe.to_bytes(), &value);
+  if (s.IsNotFound()) {
+    *undo = true;  // the ingest is all or nothing: without the probe, none of it happened
+    return Status();
+  }
+  return from_rocks(s, "reading cache " + dir_);
 }
 
 Status ActivationStore::get_blob(const std::string& name, std::string* out) const {
@@ -511,43 +554,21 @@ std::string ActivationStore::staging_dir() const {
 }
 
 Status ActivationStore::settle_pending_ingest() {
-  std::string note;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kPendingIngestKey, &note);
-  if (!s.ok() && !s.IsNotFound()) return from_rocks(s, "reading cache " + dir_);
-  if (s.ok()) {
-    const nlohmann::json j = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
-    Key probe;
-    if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string() ||
-        !j.contains("records") || !j["records"].is_number_integer() ||
-        !j.contains("record_bytes") || !j["record_bytes"].is_number_integer() ||
-        !key_from_hex(j["probe"].get<std::string>(), &probe)) {
-      return Status::corruption("cache " + dir_ + " has a malformed note of a pending ingest");
-    }
-    rocksdb::WriteBatch batch;
-    std::string value;
-    s = db_->Get(rocksdb::ReadOptions(), handles_[kRecords], probe.to_bytes(), &value);
-    if (s.IsNotFound()) {
-      // The ingest never happened: the manifest counts records that are not there.
-      Manifest m;
-      Status st = read_manifest(&m);
-      if (!st.ok()) return st;
-      m.records -= j["records"].get<int64_t>();
-      m.record_bytes -= j["record_bytes"].get<int64_t>();
-      if (m.records < 0 || m.record_bytes < 0) {
-        return Status::corruption("cache " + dir_ + ": its note of a pending ingest takes " +
-                                  "more records than its manifest counts");
-      }
-      batch.Put(handles_[kDefault], kManifestKey, m.to_json_string());
-    } else if (!s.ok()) {
-      return from_rocks(s, "reading cache " + dir_);
-    }
-    batch.Delete(handles_[kDefault], kPendingIngestKey);
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    s = db_->Write(wo, &batch);
-    if (!s.ok()) return from_rocks(s, "writing to cache " + dir_);
+  bool found = false, undo = false;
+  int64_t records = 0, bytes = 0;
+  Status st = read_pending_ingest(&found, &undo, &records, &bytes);
+  if (!st.ok() || !found) return st;
+  rocksdb::WriteBatch batch;
+  if (undo) {
+    Manifest m;
+    st = read_manifest(&m);  // the counts taken back
+    if (!st.ok()) return st;
+    batch.Put(handles_[kDefault], kManifestKey, m.to_json_string());
   }
-  return Status();
+  batch.Delete(handles_[kDefault], kPendingIngestKey);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return from_rocks(db_->Write(wo, &batch), "writing to cache " + dir_);
 }
 
 Status ActivationStore::ingest_records(const std::vector<std::string>& files, Manifest* manifest) {

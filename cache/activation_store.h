@@ -96,7 +96,8 @@ class ActivationStore {
   std::string other_writer() const;
   bool read_only() const { return read_only_; }
 
-  // NotFound when the cache has no manifest yet (a new cache).
+  // NotFound when the cache has no manifest yet (a new cache). The counts leave out records a
+  // writer counted ahead of an ingest it did not live to do (see ingest_records).
   Status read_manifest(Manifest* out) const;
   Status get_blob(const std::string& name, std::string* out) const;
   Status get_record(const Key& key, std::string* out) const;
@@ -136,9 +137,9 @@ class ActivationStore {
   // records it found missing. Adds the files' records and record bytes (their raw value bytes,
   // as Batch::record_bytes counts them) to manifest->records and record_bytes and writes that
   // manifest, synced, before the ingest, together with a note of what it added; the note goes
-  // after the ingest. If the process dies in between, the next writer's open finds the note and
-  // takes the counts back unless the records are there (one of them is probed; the ingest is
-  // all or nothing). On an error the counts are taken back at once, *manifest is left as it
+  // after the ingest. If the process dies in between, read_manifest (readers included) gives
+  // the counts taken back unless the records are there (one of them is probed; the ingest is
+  // all or nothing), and the next writer's open writes them so and drops the note. On an error the counts are taken back at once, *manifest is left as it
   // was, and the files stay where they were. No files: nothing happens.
   Status ingest_records(const std::vector<std::string>& files, Manifest* manifest);
   // Flushes memtables to SST files (used at the end of a build).
@@ -156,6 +157,9 @@ class ActivationStore {
 
  private:
   ActivationStore() = default;
+  // The note of a pending ingest: *found when there is one; *undo when its records are not in
+  // the store (the manifest's counts are ahead by *records and *bytes).
+  Status read_pending_ingest(bool* found, bool* undo, int64_t* records, int64_t* bytes) const;
   // Settles an ingest left half done (see ingest_records): drops the note when the records
   // are there, else takes the manifest's counts back. Called by open() for writers (which then
   // empties the staging area) and by ingest_records.

@@ -4,6 +4,8 @@
 #include "engine/build/build_pipeline.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
+#include "engine/dist/launcher.h"
+#include "engine/jobs/build_job.h"
 #include "cache/codec.h"
 #include "keyers/keyer_registry.h"
 
@@ -11,6 +13,7 @@ namespace recycle {
 
 int build_main(int argc, char** argv) {
   BuildOptions o;
+  DistOptions dist;
   bool json = false;
   CLI::App app("Runs a model's frozen prefix once per distinct sample and stores its outputs in "
                "a content-addressed activation cache.",
@@ -38,15 +41,27 @@ int build_main(int argc, char** argv) {
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
+  add_dist_flags(app, &dist);
   return run_tool(app, argc, argv, [&] {
     refuse_width_beside_weights(app);
     if (o.recycle < 0 && o.split_at.empty()) {
       throw std::invalid_argument("give --recycle R or --split-at BLOCK");
     }
+    check_dist_flags(app, dist);
+    if (dist.nproc > 0) {
+      LaunchOptions launch;
+      launch.tool = "recycle-build";
+      launch.nproc = dist.nproc;
+      launch.threads = o.threads;
+      launch.timeout_seconds = dist.timeout_seconds;
+      return launch_local_workers(launch, args_without(argc, argv, {"--nproc", "--threads"}));
+    }
     o.progress = !json;
-    const BuildReport r = run_build(o);
+    const BuildReport r = run_build_job(o, dist);
     std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
-              << " unique, " << r.computed << " computed, " << r.skipped << " already cached; "
+              << " unique, " << r.computed << " computed"
+              << (r.ranks > 1 ? " by " + std::to_string(r.ranks) + " processes" : std::string())
+              << ", " << r.skipped << " already cached; "
               << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s
               << " samples/s); cache holds " << r.records << " records" << std::endl;
     if (json) std::cout << r.to_json() << std::endl;

@@ -266,8 +266,12 @@ TEST(RecordFiles, TheNextWriterSettlesAnIngestCutShort) {
     recycle::testing::write_file(
         (fs::path(dir) / recycle::kStagingDirName / "old-run" / "r1-0.sst").string(), "junk");
 
-    auto reader = open_store(dir, /*read_only=*/true);  // readers change nothing
+    auto reader = open_store(dir, /*read_only=*/true);  // readers change nothing...
     ASSERT_NE(reader, nullptr);
+    Manifest seen;
+    ASSERT_OK(reader->read_manifest(&seen));  // ...but see the counts the records allow
+    EXPECT_EQ(seen.records, ingested ? 20 : 10);
+    EXPECT_EQ(seen.record_bytes, ingested ? 999 : 699);
     reader.reset();
     EXPECT_TRUE(fs::exists(fs::path(dir) / recycle::kStagingDirName / "old-run"));
 
