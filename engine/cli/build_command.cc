@@ -1,10 +1,10 @@
 // recycle-build's command line.
+#include <cstdlib>
 #include <iostream>
 
 #include "engine/build/build_pipeline.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
-#include "engine/dist/launcher.h"
 #include "engine/jobs/build_job.h"
 #include "cache/codec.h"
 #include "keyers/keyer_registry.h"
@@ -40,22 +40,16 @@ int build_main(int argc, char** argv) {
   add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
-  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   add_dist_flags(app, &dist);
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     refuse_width_beside_weights(app);
     if (o.recycle < 0 && o.split_at.empty()) {
       throw std::invalid_argument("give --recycle R or --split-at BLOCK");
     }
-    check_dist_flags(app, dist);
-    if (dist.nproc > 0) {
-      LaunchOptions launch;
-      launch.tool = "recycle-build";
-      launch.nproc = dist.nproc;
-      launch.threads = o.threads;
-      launch.timeout_seconds = dist.timeout_seconds;
-      return launch_local_workers(launch, args_without(argc, argv, {"--nproc", "--threads"}));
-    }
+    const int launched = launch_if_asked(app, argc, argv, dist, o.threads);
+    if (launched >= 0) return launched;
+    dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
     o.progress = !json;
     const BuildReport r = run_build_job(o, dist);
     std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
