@@ -60,14 +60,16 @@ std::vector<int> patterns(int unique, int repeats) {
 
 // A width-4 ResNet-18's weights (initialised with `seed`), saved once into the data
 // directory: ranks that are threads of one process would otherwise initialise their models at
-// once from LibTorch's one global generator (separate processes each seed their own).
+// once from LibTorch's one global generator (separate processes each seed their own). Call it
+// before the ranks' threads start (it is not safe to call from two threads).
 std::string weights_in(const std::string& data_dir, uint64_t seed = 3) {
   const std::string path = data_dir + "/weights-" + std::to_string(seed) + ".pt";
   if (!fs::exists(path)) {
     torch::manual_seed(seed);
     recycle::BlockModel model = recycle::make_encoder("resnet18:width=4,in_channels=1", 10);
     model.class_names = recycle::fashion_mnist_class_names();  // no new classifier
-    recycle::save_block_model(model, path);
+    recycle::save_block_model(model, path + ".tmp");
+    fs::rename(path + ".tmp", path);  // whole or not there
   }
   return path;
 }
@@ -277,6 +279,8 @@ TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
       {[&](BuildOptions* o) { o->model.weights = weights_in(data, 4); }, "fingerprint differs"},
       {[](BuildOptions* o) { o->codec = "fp32"; }, "codec differs"},
   };
+  weights_in(data);  // both files made here, not by the ranks' threads
+  weights_in(data, 4);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.field);
     const auto results = run_ranks(2, [&](int r) {
