@@ -9,10 +9,20 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace recycle {
+
+// A collective or store operation failed: a peer was lost, or timed out. Data-parallel code
+// throws this (not a plain runtime_error) so that the job can tell a failure of the group,
+// which it explains by naming the lost rank, from a failure of its own (a corrupt record, a
+// loss that is not finite).
+class CommFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class CommHook {
  public:

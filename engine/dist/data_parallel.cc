@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/strings.h"
+
 namespace recycle {
 
 namespace {
@@ -40,7 +42,11 @@ DataParallel::DataParallel(DistContext& context, Trainer& trainer)
   for (const torch::Tensor& b : trainer.module()->buffers()) {
     if (b.is_floating_point()) state.push_back(b);
   }
-  broadcast_from_rank0(*context.group(), state);
+  try {
+    broadcast_from_rank0(*context.group(), state);
+  } catch (const c10::Error& e) {
+    throw CommFailure(first_line(e.what_without_backtrace()));
+  }
 
   if (average_every_ == 0) {
     reducer_ = std::make_unique<GradReducer>(trainer.trainable(), std::move(hook),
@@ -63,6 +69,14 @@ DataParallel::DataParallel(DistContext& context, Trainer& trainer)
 DataParallel::~DataParallel() = default;
 
 void DataParallel::average_parameters() {
+  try {
+    average_parameters_now();
+  } catch (const c10::Error& e) {
+    throw CommFailure(first_line(e.what_without_backtrace()));
+  }
+}
+
+void DataParallel::average_parameters_now() {
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor>& params = trainer_.trainable();
   std::vector<torch::Tensor> parts;
@@ -79,13 +93,7 @@ void DataParallel::average_parameters() {
 }
 
 void DataParallel::finish() {
-  if (average_every_ > 0 && last_average_ != steps_) {
-    try {
-      average_parameters();
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(e.what_without_backtrace());
-    }
-  }
+  if (average_every_ > 0 && last_average_ != steps_) average_parameters();
 }
 
 DataParallelStats DataParallel::stats() const {

@@ -33,7 +33,8 @@ struct DataParallelStats {
 class DataParallel {
  public:
   // Installs hooks on `trainer` (which must outlive this). Throws std::invalid_argument for a
-  // bad --sync or --grad-compression, or compression with average:K.
+  // bad --sync or --grad-compression, or compression with average:K; CommFailure when the
+  // initial broadcast fails.
   DataParallel(DistContext& context, Trainer& trainer);
   ~DataParallel();
 
@@ -43,7 +44,8 @@ class DataParallel {
   DataParallelStats stats() const;
 
  private:
-  void average_parameters();
+  void average_parameters();      // throws CommFailure
+  void average_parameters_now();
 
   DistContext& context_;
   Trainer& trainer_;

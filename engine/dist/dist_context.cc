@@ -150,6 +150,14 @@ void DistContext::heartbeat_loop() {
 }
 
 void DistContext::check_same(const std::string& what, const std::string& value) {
+  try {
+    check_same_now(what, value);
+  } catch (const c10::Error& e) {  // a store timeout: some rank never got here
+    throw std::runtime_error(explain_failure(e.what_without_backtrace()));
+  }
+}
+
+void DistContext::check_same_now(const std::string& what, const std::string& value) {
   const std::string prefix = "recycle/same/" + what + "/";
   store_->set(prefix + std::to_string(rank_), to_bytes(value));
   std::vector<std::string> keys;

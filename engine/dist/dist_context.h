@@ -53,6 +53,7 @@ class DistContext {
 
  private:
   void heartbeat_loop();
+  void check_same_now(const std::string& what, const std::string& value);
 
   DistOptions options_;
   int rank_ = 0;

@@ -128,9 +128,9 @@ void GradReducer::finish_step() {
     try {
       std::rethrow_exception(error_);
     } catch (const c10::Error& e) {
-      throw std::runtime_error(first_line(e.what_without_backtrace()));
+      throw CommFailure(first_line(e.what_without_backtrace()));
     } catch (const std::exception& e) {
-      throw std::runtime_error(first_line(e.what()));
+      throw CommFailure(first_line(e.what()));
     }
   }
   torch::NoGradGuard no_grad;

@@ -36,8 +36,8 @@ class GradReducer {
   GradReducer& operator=(const GradReducer&) = delete;
 
   // Waits for every bucket of this step and sets each parameter's .grad to the average. Throws
-  // std::runtime_error with the first line of what the communication threw (a lost peer, a
-  // timeout); the reducer is unusable after that.
+  // CommFailure with the first line of what the communication threw (a lost peer, a timeout);
+  // the reducer is unusable after that.
   void finish_step();
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }

@@ -79,6 +79,19 @@ void save_head(BlockStack& head, const std::string& path) {
   }
 }
 
+// The data-parallel figures of the report.
+void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
+                      const DataParallelStats& s) {
+  report->world_size = dist.world();
+  report->sync = o.dist.sync;
+  report->grad_compression = o.dist.grad_compression;
+  report->steps = s.steps;
+  report->buckets = s.buckets;
+  report->bytes_per_step = s.bytes_per_step();
+  report->fp32_bytes_per_step = s.fp32_bytes_per_step();
+  report->compression_ratio = s.compression_ratio();
+}
+
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
@@ -91,22 +104,16 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
     return;
   }
-  DataParallel dp(*dist, trainer);
+  // A failure of the group is explained by naming the rank that was lost; a failure of this
+  // rank's own (a corrupt record, a loss that is not finite) speaks for itself.
   try {
+    DataParallel dp(*dist, trainer);
     fill_report(report, trainer.fit(train, sampler, o.progress));
     dp.finish();
-  } catch (const std::runtime_error& e) {
+    fill_dist_report(report, *dist, o, dp.stats());
+  } catch (const CommFailure& e) {
     throw std::runtime_error(dist->explain_failure(e.what()));
   }
-  const DataParallelStats s = dp.stats();
-  report->world_size = dist->world();
-  report->sync = o.dist.sync;
-  report->grad_compression = o.dist.grad_compression;
-  report->steps = s.steps;
-  report->buckets = s.buckets;
-  report->bytes_per_step = s.bytes_per_step();
-  report->fp32_bytes_per_step = s.fp32_bytes_per_step();
-  report->compression_ratio = s.compression_ratio();
 }
 
 // What every rank of a job must agree on about the cache it trains from.
@@ -116,7 +123,6 @@ std::string cache_identity(const Manifest& m, const std::string& split) {
          ", keyer " + m.keyer + ", codec " + m.codec + ", " +
          std::to_string(it == m.splits.end() ? 0 : it->second.samples) + " samples of '" + split + "'";
 }
-
 
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
 // was not built from those weights at that split point.
