@@ -79,7 +79,6 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-
 DistContext::DistContext(const DistOptions& options)
     : options_(options), rank_(options.rank), world_(options.world_size) {
   if (world_ < 2) throw std::invalid_argument("--world-size must be at least 2 for a process group");
