@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -97,6 +99,26 @@ inline int wait_tool(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// The pids of `parent`'s children (a launcher's workers).
+inline std::vector<pid_t> children_of(pid_t parent) {
+  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                   "/children");
+  std::vector<pid_t> pids;
+  pid_t pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+// The worker of `launcher` started with --rank `rank` (its command line says so), or -1.
+inline pid_t worker_of_rank(pid_t launcher, int rank) {
+  for (pid_t pid : children_of(launcher)) {
+    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(" --rank " + std::to_string(rank) + " ") != std::string::npos) return pid;
+  }
+  return -1;
 }
 
 }  // namespace recycle::testing

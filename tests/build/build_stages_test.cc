@@ -13,6 +13,7 @@
 
 #include "cache/activation_store.h"
 #include "engine/build/build_pipeline.h"
+#include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -25,28 +26,9 @@ using recycle::IndexEntry;
 using recycle::Manifest;
 using recycle::testing::TempDir;
 
-constexpr int kSide = 28;
-
-// Writes n train images into dir; image i shows pattern[i], so equal patterns are duplicates.
-void write_data(const std::string& dir, const std::vector<int>& pattern) {
-  const int n = static_cast<int>(pattern.size());
-  std::vector<uint8_t> images, labels;
-  for (int p : pattern) {
-    for (int q = 0; q < kSide * kSide; ++q)
-      images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
-    labels.push_back(static_cast<uint8_t>(p % 10));
-  }
-  recycle::testing::write_idx(dir + "/train-images-idx3-ubyte.gz", {n, kSide, kSide}, images);
-  recycle::testing::write_idx(dir + "/train-labels-idx1-ubyte.gz", {n}, labels);
-}
-
-// 0..unique-1, then the first `repeats` of them again.
-std::vector<int> patterns(int unique, int repeats) {
-  std::vector<int> p;
-  for (int i = 0; i < unique; ++i) p.push_back(i);
-  for (int i = 0; i < repeats; ++i) p.push_back(i);
-  return p;
-}
+using recycle::testing::kPatternSide;
+using recycle::testing::patterns;
+using recycle::testing::write_pattern_images;
 
 BuildOptions options_for(const TempDir& dir, const std::string& cache, int64_t batch = 8) {
   BuildOptions o;
@@ -124,7 +106,7 @@ CacheContents read_cache(const std::string& cache) {
 
 TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(30, 10));
+  write_pattern_images(dir.path().string(), patterns(30, 10));
   std::vector<recycle::Key> keys;
   {
     BuildState s(options_for(dir, dir.file("cache")));
@@ -156,7 +138,8 @@ TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
   EXPECT_EQ(info.samples, 40);
   EXPECT_EQ(info.unique, 30);
   EXPECT_EQ(c.manifest.records, 30);
-  EXPECT_EQ(c.manifest.record_shapes, (std::vector<std::vector<int64_t>>{{4, kSide, kSide}}));
+  EXPECT_EQ(c.manifest.record_shapes,
+            (std::vector<std::vector<int64_t>>{{4, kPatternSide, kPatternSide}}));
 }
 
 TEST(BuildStages, DuplicatesGiveOneRecord) {
@@ -164,7 +147,7 @@ TEST(BuildStages, DuplicatesGiveOneRecord) {
   // Three images, each eight times, interleaved, so copies fall in one chunk and across chunks.
   std::vector<int> p;
   for (int i = 0; i < 24; ++i) p.push_back(i % 3);
-  write_data(dir.path().string(), p);
+  write_pattern_images(dir.path().string(), p);
   const recycle::BuildReport r = build_all(options_for(dir, dir.file("cache"), 5));
   EXPECT_EQ(r.samples, 24);
   EXPECT_EQ(r.unique, 3);
@@ -177,7 +160,7 @@ TEST(BuildStages, DuplicatesGiveOneRecord) {
 
 TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(20, 5));
+  write_pattern_images(dir.path().string(), patterns(20, 5));
   const std::string cache = dir.file("cache");
   ASSERT_EQ(build_all(options_for(dir, cache)).computed, 20);
   const CacheContents before = read_cache(cache);
@@ -206,7 +189,7 @@ TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
 
 TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(40, 8));  // 48 samples, 6 chunks of 8
+  write_pattern_images(dir.path().string(), patterns(40, 8));  // 48 samples, 6 chunks of 8
   const std::string whole = dir.file("whole"), resumed = dir.file("resumed");
   const recycle::BuildReport one_go = recycle::run_build(options_for(dir, whole));
   ASSERT_EQ(one_go.computed, 40);
@@ -246,7 +229,7 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
 
 TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(10, 0));
+  write_pattern_images(dir.path().string(), patterns(10, 0));
   const std::string cache = dir.file("cache");
   build_all(options_for(dir, cache));
   const CacheContents before = read_cache(cache);
@@ -274,7 +257,7 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
 
 TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(10, 0));
+  write_pattern_images(dir.path().string(), patterns(10, 0));
   BuildState s(options_for(dir, dir.file("cache")));
   start(s);
   recycle::begin_split(s);

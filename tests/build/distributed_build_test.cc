@@ -24,6 +24,7 @@
 #include "engine/build/build_pipeline.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
+#include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -36,27 +37,8 @@ using recycle::IndexEntry;
 using recycle::Manifest;
 using recycle::testing::TempDir;
 
-constexpr int kSide = 28;
-
-// n train images; image i shows pattern[i], so equal patterns are duplicates.
-void write_data(const std::string& dir, const std::vector<int>& pattern) {
-  const int n = static_cast<int>(pattern.size());
-  std::vector<uint8_t> images, labels;
-  for (int p : pattern) {
-    for (int q = 0; q < kSide * kSide; ++q)
-      images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
-    labels.push_back(static_cast<uint8_t>(p % 10));
-  }
-  recycle::testing::write_idx(dir + "/train-images-idx3-ubyte.gz", {n, kSide, kSide}, images);
-  recycle::testing::write_idx(dir + "/train-labels-idx1-ubyte.gz", {n}, labels);
-}
-
-std::vector<int> patterns(int unique, int repeats) {
-  std::vector<int> p;
-  for (int i = 0; i < unique; ++i) p.push_back(i);
-  for (int i = 0; i < repeats; ++i) p.push_back(i);
-  return p;
-}
+using recycle::testing::patterns;
+using recycle::testing::write_pattern_images;
 
 // A width-4 ResNet-18's weights (initialised with `seed`), saved once into the data
 // directory: ranks that are threads of one process would otherwise initialise their models at
@@ -215,7 +197,7 @@ void expect_counts(const BuildReport& r, int64_t computed, int64_t index_written
 
 TEST(DistributedBuild, TwoAndThreeRanksGiveTheCacheOfOneProcess) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(50, 12));  // 62 samples, 50 distinct
+  write_pattern_images(dir.path().string(), patterns(50, 12));  // 62 samples, 50 distinct
   const std::string data = dir.path().string();
   const BuildReport one = recycle::run_build(options_for(data, dir.file("one")));
   expect_counts(one, 50, 62, 50);
@@ -240,7 +222,7 @@ TEST(DistributedBuild, TwoAndThreeRanksGiveTheCacheOfOneProcess) {
 
 TEST(DistributedBuild, RerunComputesNothingAndAHalfBuiltSplitOnlyItsMissingHalf) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(40, 8));
+  write_pattern_images(dir.path().string(), patterns(40, 8));
   const std::string data = dir.path().string();
   const std::string cache = dir.file("cache"), one = dir.file("one");
   // Half there: the first 24 samples built by one process.
@@ -269,7 +251,7 @@ TEST(DistributedBuild, RerunComputesNothingAndAHalfBuiltSplitOnlyItsMissingHalf)
 
 TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(20, 0));
+  write_pattern_images(dir.path().string(), patterns(20, 0));
   const std::string data = dir.path().string(), cache = dir.file("cache");
   struct Case {
     std::function<void(BuildOptions*)> change;
@@ -302,7 +284,7 @@ TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
 
 TEST(DistributedBuild, AFailingRankFailsEveryRankAndLosesNothing) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(30, 0));
+  write_pattern_images(dir.path().string(), patterns(30, 0));
   const std::string data = dir.path().string(), cache = dir.file("cache");
   recycle::run_build(options_for(data, cache, 12));
   const CacheContents before = read_cache(cache);
@@ -345,7 +327,7 @@ TEST(DistributedBuild, AFailingRankFailsEveryRankAndLosesNothing) {
 
 TEST(DistributedBuild, ARankThatNeverComesEndsTheJobWithinTheTimeout) {
   TempDir dir;
-  write_data(dir.path().string(), patterns(10, 0));
+  write_pattern_images(dir.path().string(), patterns(10, 0));
   const auto start = std::chrono::steady_clock::now();
   const auto results =
       run_ranks(2, [&](int) { return options_for(dir.path().string(), dir.file("cache")); },

@@ -22,10 +22,12 @@
 namespace {
 
 namespace fs = std::filesystem;
+using recycle::testing::children_of;
 using recycle::testing::describe;
 using recycle::testing::have_fashion_mnist;
 using recycle::testing::TempDir;
 using recycle::testing::ToolRun;
+using recycle::testing::worker_of_rank;
 
 ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
   return recycle::testing::run_tool(dir, tool, args);
@@ -74,26 +76,6 @@ void expect_verifies(const TempDir& dir, const std::string& cache, int64_t recor
   ASSERT_EQ(v.code, 0) << describe(v);
   EXPECT_EQ(v.last.value("corrupt", -1), 0) << describe(v);
   EXPECT_EQ(v.last.value("checked", -1), records) << describe(v);
-}
-
-// The pids of `parent`'s children (the launcher's workers).
-std::vector<pid_t> children_of(pid_t parent) {
-  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
-                   "/children");
-  std::vector<pid_t> pids;
-  pid_t pid;
-  while (in >> pid) pids.push_back(pid);
-  return pids;
-}
-
-// The worker of `launcher` started with --rank `rank` (its command line says so), or -1.
-pid_t worker_of_rank(pid_t launcher, int rank) {
-  for (pid_t pid : children_of(launcher)) {
-    std::string cmdline = recycle::testing::read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(" --rank " + std::to_string(rank) + " ") != std::string::npos) return pid;
-  }
-  return -1;
 }
 
 bool staging_is_empty(const std::string& cache) {
