@@ -9,31 +9,29 @@ namespace recycle {
 
 namespace {
 
-// Rank 0's values of `tensors`, in place on every rank: one broadcast of their concatenation.
-void broadcast_from_rank0(c10d::ProcessGroup& group, const std::vector<torch::Tensor>& tensors) {
+// Runs `collective` on one flat float32 copy of `tensors` (one call, not one per tensor), then
+// copies the result back into them. Turns what c10d throws into CommFailure.
+template <typename Collective>
+void through_one_flat_tensor(const std::vector<torch::Tensor>& tensors, Collective&& collective) {
   if (tensors.empty()) return;
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> flat_parts;
-  for (const torch::Tensor& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(torch::kFloat));
-  std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
-  c10d::BroadcastOptions options;
-  options.rootRank = 0;
-  group.broadcast(flat, options)->wait();
-  int64_t offset = 0;
-  for (const torch::Tensor& t : tensors) {
-    torch::Tensor target = t;
-    target.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
-    offset += t.numel();
+  std::vector<torch::Tensor> floats;
+  for (const torch::Tensor& t : tensors) floats.push_back(t.detach().to(torch::kFloat));
+  torch::Tensor flat = at::flatten_dense_tensors(floats);
+  try {
+    collective(flat);
+  } catch (const c10::Error& e) {
+    throw CommFailure(first_line(e.what_without_backtrace()));
   }
+  const std::vector<torch::Tensor> results = at::unflatten_dense_tensors(flat, floats);
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(results[i]);
 }
 
 }  // namespace
 
-
 DataParallel::DataParallel(DistContext& context, Trainer& trainer)
     : context_(context), trainer_(trainer) {
-  const DistOptions& o = context.options();
-  check_dist_options(o);
+  const DistOptions& o = context.options();  // checked by DistContext
   average_every_ = parse_sync(o.sync);
   std::unique_ptr<CommHook> hook = make_comm_hook(o.grad_compression, context.group());
 
@@ -42,11 +40,12 @@ DataParallel::DataParallel(DistContext& context, Trainer& trainer)
   for (const torch::Tensor& b : trainer.module()->buffers()) {
     if (b.is_floating_point()) state.push_back(b);
   }
-  try {
-    broadcast_from_rank0(*context.group(), state);
-  } catch (const c10::Error& e) {
-    throw CommFailure(first_line(e.what_without_backtrace()));
-  }
+  c10d::BroadcastOptions from_rank0;
+  from_rank0.rootRank = 0;
+  through_one_flat_tensor(state, [&](torch::Tensor& flat) {
+    std::vector<torch::Tensor> one{flat};
+    context.group()->broadcast(one, from_rank0)->wait();
+  });
 
   if (average_every_ == 0) {
     reducer_ = std::make_unique<GradReducer>(trainer.trainable(), std::move(hook),
@@ -69,26 +68,8 @@ DataParallel::DataParallel(DistContext& context, Trainer& trainer)
 DataParallel::~DataParallel() = default;
 
 void DataParallel::average_parameters() {
-  try {
-    average_parameters_now();
-  } catch (const c10::Error& e) {
-    throw CommFailure(first_line(e.what_without_backtrace()));
-  }
-}
-
-void DataParallel::average_parameters_now() {
-  torch::NoGradGuard no_grad;
-  const std::vector<torch::Tensor>& params = trainer_.trainable();
-  std::vector<torch::Tensor> parts;
-  for (const torch::Tensor& p : params) parts.push_back(p.detach().reshape({-1}));
-  torch::Tensor flat = torch::cat(parts);
-  param_hook_->reduce(0, flat);
-  int64_t offset = 0;
-  for (const torch::Tensor& p : params) {
-    torch::Tensor target = p.detach();
-    target.copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
-    offset += p.numel();
-  }
+  through_one_flat_tensor(trainer_.trainable(),
+                          [&](torch::Tensor& flat) { param_hook_->reduce(0, flat); });
   last_average_ = steps_;
 }
 

@@ -44,8 +44,7 @@ class DataParallel {
   DataParallelStats stats() const;
 
  private:
-  void average_parameters();      // throws CommFailure
-  void average_parameters_now();
+  void average_parameters();  // throws CommFailure
 
   DistContext& context_;
   Trainer& trainer_;

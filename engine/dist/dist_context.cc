@@ -71,10 +71,11 @@ std::string local_address_toward(const std::string& host, int port) {
   return text;
 }
 
+// "1, 3" for ranks {1, 3}.
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
+  std::vector<std::string> names;
+  for (int r : ranks) names.push_back(std::to_string(r));
+  return join(names, ", ");
 }
 
 }  // namespace
