@@ -58,26 +58,6 @@ double max_difference(const std::map<std::string, torch::Tensor>& a,
   return worst;
 }
 
-// The pids of `parent`'s children (the launcher's workers).
-std::vector<pid_t> children_of(pid_t parent) {
-  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
-                   "/children");
-  std::vector<pid_t> pids;
-  pid_t pid;
-  while (in >> pid) pids.push_back(pid);
-  return pids;
-}
-
-// The worker of `launcher` started with --rank `rank` (its command line says so).
-pid_t worker_of_rank(pid_t launcher, int rank) {
-  for (pid_t pid : children_of(launcher)) {
-    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(" --rank " + std::to_string(rank) + " ") != std::string::npos) return pid;
-  }
-  return -1;
-}
-
 // Waits until the launcher has `n` workers.
 bool wait_for_workers(pid_t launcher, size_t n, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -109,6 +89,19 @@ TEST(DataParallel, TwoRanksOfBatchBGiveTheParametersOfOneRankOfBatch2B) {
   const auto head_two = load_head(dir.file("two.pt"));
   ASSERT_FALSE(head_one.empty());
   EXPECT_LT(max_difference(head_one, head_two), 1e-5);
+
+  // Parameter averaging after every step is gradient averaging for plain SGD (no momentum, no
+  // weight decay: the step is linear in the gradient).
+  const std::string plain = "--momentum 0 --weight-decay 0 ";
+  const ToolRun sgd = run_tool(dir, "recycle-train",
+                               common + plain + "--batch 20 --save-head " + dir.file("sgd.pt"));
+  ASSERT_EQ(sgd.code, 0) << describe(sgd);
+  const ToolRun avg = run_tool(dir, "recycle-train",
+                               common + plain + "--batch 10 --nproc 2 --sync average:1 --save-head " +
+                                   dir.file("avg.pt"));
+  ASSERT_EQ(avg.code, 0) << describe(avg);
+  EXPECT_EQ(avg.last["sync"], "average:1");
+  EXPECT_LT(max_difference(load_head(dir.file("sgd.pt")), load_head(dir.file("avg.pt"))), 1e-5);
 
   // The comparison can fail: 2 ranks of 20 (40 per step, 5 steps) end elsewhere.
   const ToolRun other = run_tool(dir, "recycle-train",
