@@ -23,6 +23,7 @@ stderr, exit status 1 (argparse usage errors: exit status 2).
 """
 
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -186,9 +187,19 @@ def build_model(torch, width, classes):
 
 # ---- training (engine/trainer.cc) -----------------------------------------------------------
 
-def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05):
+def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05, profile_to=None):
     """Trains `module` (all parameters that require grad) on inputs [n, ...] / labels [n];
-    returns the wall seconds of each epoch and the last epoch's (loss, accuracy)."""
+    returns the wall seconds of each epoch and the last epoch's (loss, accuracy).
+    With profile_to, the second epoch (the only one if there is one) runs under the legacy
+    autograd profiler, its steps in the engine's scopes (step.load, step.forward,
+    step.backward, step.optimizer; engine/train/trainer.h), and its Chrome trace is written
+    there."""
+    profiled_epoch = (1 if epochs > 1 else 0) if profile_to else -1
+
+    def scope(name, epoch):
+        if epoch != profiled_epoch:
+            return contextlib.nullcontext()
+        return torch.autograd.profiler.record_function(name)
     params = [p for p in module.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     loss_fn = torch.nn.functional.cross_entropy
@@ -200,29 +211,40 @@ def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05):
     last = (0.0, 0.0)
     module.train()
     for epoch in range(epochs):
+        prof = None
+        if epoch == profiled_epoch:
+            prof = torch.autograd.profiler.profile(use_kineto=False)
+            prof.__enter__()
         start = time.perf_counter()
         gen = torch.Generator()
         gen.manual_seed(seed * 1000003 + epoch)
         order = torch.randperm(n, generator=gen)
         loss_sum, correct, seen = 0.0, 0, 0
         for b in range(0, n, batch):
-            idx = order[b:b + batch]
-            x = inputs.index_select(0, idx)
-            y = labels.index_select(0, idx)
+            with scope("step.load", epoch):
+                idx = order[b:b + batch]
+                x = inputs.index_select(0, idx)
+                y = labels.index_select(0, idx)
             cur_lr = 0.5 * lr * (1.0 + math.cos(math.pi * step / total))
             step += 1
             for g in opt.param_groups:
                 g["lr"] = cur_lr
-            opt.zero_grad()
-            logits = module(x)
-            loss = loss_fn(logits, y)
-            loss.backward()
-            opt.step()
+            with scope("step.forward", epoch):
+                opt.zero_grad()
+                logits = module(x)
+                loss = loss_fn(logits, y)
+            with scope("step.backward", epoch):
+                loss.backward()
+            with scope("step.optimizer", epoch):
+                opt.step()
             k = y.shape[0]
             loss_sum += loss.item() * k
             correct += int(logits.argmax(1).eq(y).sum().item())
             seen += k
         seconds.append(time.perf_counter() - start)
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            prof.export_chrome_trace(profile_to)
         last = (loss_sum / seen, correct / seen)
     return seconds, last
 
@@ -245,6 +267,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                         help="directory of the Fashion-MNIST IDX .gz files (default: %s)" % DEFAULT_DATA_DIR)
+    parser.add_argument("--profile", metavar="DIR", default="",
+                        help="write Chrome traces of the second epoch of full fine-tuning and of "
+                             "head training (legacy autograd profiler) to DIR/peer-full.json and "
+                             "DIR/peer-head.json")
     args = parser.parse_args()
 
     if args.limit < 0:
@@ -258,6 +284,11 @@ def main():
     if args.seed < 0:
         raise PeerError("--seed must be 0 or positive")
     classes = parse_classes(args.classes)
+    if args.profile and not os.path.isdir(args.profile):
+        raise PeerError("--profile: %s is not a directory" % args.profile)
+
+    def profile_path(part):
+        return os.path.join(args.profile, "peer-%s.json" % part) if args.profile else None
 
     try:
         import numpy  # noqa: F401
@@ -279,7 +310,8 @@ def main():
     torch.manual_seed(args.seed)
     blocks, classifier = build_model(torch, WIDTH, len(classes))
     full = torch.nn.Sequential(*[b for _, b in blocks], classifier)
-    full_seconds, (full_loss, full_acc) = train(torch, full, x_all, y_all, args.epochs, args.batch, args.seed)
+    full_seconds, (full_loss, full_acc) = train(torch, full, x_all, y_all, args.epochs, args.batch, args.seed,
+                                                 profile_to=profile_path("full"))
 
     # ---- frozen prefix once, head from the in-memory activations ----
     torch.manual_seed(args.seed)
@@ -300,7 +332,8 @@ def main():
     prefix_seconds = time.perf_counter() - start
     del outputs
 
-    head_seconds, (head_loss, head_acc) = train(torch, head, acts, y_all, args.epochs, args.batch, args.seed)
+    head_seconds, (head_loss, head_acc) = train(torch, head, acts, y_all, args.epochs, args.batch, args.seed,
+                                                 profile_to=profile_path("head"))
 
     full_median = statistics.median(full_seconds)
     head_median = statistics.median(head_seconds)

@@ -5,6 +5,7 @@
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/train_job.h"
+#include "engine/models/memory_format.h"
 
 namespace recycle {
 
@@ -49,6 +50,13 @@ int train_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
+  app.add_option("--memory-format", o.hyper.memory_format,
+                 "layout of the trained module's convolution weights and inputs while it trains")
+      ->check(CLI::IsMember(memory_format_names()))
+      ->capture_default_str();
+  app.add_option("--profile", o.profile,
+                 "write a Chrome trace of the second epoch (LibTorch's autograd profiler) here; "
+                 "summarise it with bench/profile_table.py");
   add_dist_flags(app, &o.dist);
   app.add_option("--grad-compression", o.dist.grad_compression,
                  "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)")

@@ -22,6 +22,7 @@
 #include "engine/models/weights_io.h"
 #include "engine/models/model_setup.h"
 #include "engine/jobs/train_job.h"
+#include "engine/train/epoch_profiler.h"
 #include "engine/train/trainer.h"
 
 namespace recycle {
@@ -97,6 +98,9 @@ void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainO
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
               TrainReport* report) {
   Trainer trainer(head, o.hyper);
+  if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
+    profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
+  }
   const Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist ? dist->rank() : 0,
                         dist ? dist->world() : 1);
   if (!dist) {

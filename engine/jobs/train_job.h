@@ -32,6 +32,9 @@ struct TrainOptions {
   int threads = 0;
   bool progress = true;
   std::string device = "cpu";
+  // A Chrome trace of one epoch's steps from LibTorch's autograd profiler (rank 0 alone):
+  // the second epoch, or the only one (engine/train/epoch_profiler.h).
+  std::string profile;
   // Data-parallel: this process's rank, the world and how gradients travel (world 1 = alone).
   // Rank 0 alone evaluates and writes (--save-head, --save-model); every rank trains.
   DistOptions dist;

@@ -1,5 +1,6 @@
 #include "engine/train/trainer.h"
 
+#include <ATen/record_function.h>
 #include <c10/util/string_utils.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/models/memory_format.h"
 #include "engine/util/progress.h"
 
 namespace recycle {
@@ -51,7 +53,10 @@ std::string state_key(const torch::Tensor& p) {
 
 }  // namespace
 
-Trainer::Trainer(BlockStack module, const TrainHyper& hyper) : module_(std::move(module)), hyper_(hyper) {
+Trainer::Trainer(BlockStack module, const TrainHyper& hyper)
+    : module_(std::move(module)),
+      hyper_(hyper),
+      memory_format_(parse_memory_format(hyper.memory_format, "--memory-format")) {
   if (hyper.epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
   if (hyper.batch < 1) throw std::invalid_argument("--batch must be at least 1");
   if (!(hyper.lr > 0)) throw std::invalid_argument("--lr must be positive");
@@ -62,6 +67,7 @@ Trainer::Trainer(BlockStack module, const TrainHyper& hyper) : module_(std::move
 Trainer::~Trainer() = default;
 
 void Trainer::add_epoch_start_hook(EpochHook hook) { epoch_start_hooks_.push_back(std::move(hook)); }
+void Trainer::add_epoch_end_hook(EpochHook hook) { epoch_end_hooks_.push_back(std::move(hook)); }
 void Trainer::add_after_backward_hook(StepHook hook) {
   after_backward_hooks_.push_back(std::move(hook));
 }
@@ -82,7 +88,9 @@ void Trainer::rebuild_optimizer() {
 }
 
 void Trainer::set_module(BlockStack module) {
+  if (fitting_) set_memory_format(*module_, c10::MemoryFormat::Contiguous);
   module_ = std::move(module);
+  if (fitting_) set_memory_format(*module_, memory_format_);
   module_->train();
   rebuild_optimizer();
 }
@@ -99,6 +107,16 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
 
   std::vector<EpochResult> results;
   module_->train();
+  // The module in memory_format_ while it trains, contiguous again however fit ends.
+  set_memory_format(*module_, memory_format_);
+  fitting_ = true;
+  struct Relayout {
+    Trainer* t;
+    ~Relayout() {
+      t->fitting_ = false;
+      set_memory_format(*t->module_, c10::MemoryFormat::Contiguous);
+    }
+  } relayout{this};
   Batch batch;
   for (int64_t epoch = 0; epoch < hyper_.epochs; ++epoch) {
     for (const EpochHook& hook : epoch_start_hooks_) hook(*this, epoch);
@@ -110,12 +128,21 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
     int64_t correct = 0, seen = 0;
     for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(hyper_.batch)) {
       const int64_t n = std::min<int64_t>(hyper_.batch, static_cast<int64_t>(order.size() - pos));
-      train.load(order.data() + pos, n, &batch);
+      {
+        RECORD_USER_SCOPE("step.load");
+        train.load(order.data() + pos, n, &batch);
+      }
       const double lr = scheduled_lr(hyper_, step++, total_steps);
       for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-      optimizer_->zero_grad();
-      torch::Tensor logits = module_->forward(batch.features());
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+      torch::Tensor logits, loss;
+      {
+        RECORD_USER_SCOPE("step.forward");
+        // Gradients to none rather than to zero (what Python's zero_grad(set_to_none=True)
+        // does): backward then hands its result over instead of adding it to zeros.
+        for (torch::Tensor& p : trainable_) p.mutable_grad().reset();
+        logits = module_->forward(in_memory_format(batch.features(), memory_format_));
+        loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+      }
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) {
         throw std::runtime_error("the loss became " + std::to_string(loss_value) + " at epoch " +
@@ -124,10 +151,19 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
                                  std::to_string(steps_per_epoch) +
                                  ": training diverged (try a lower --lr)");
       }
-      loss.backward();
-      for (const StepHook& hook : after_backward_hooks_) hook(*this, step - 1);
-      optimizer_->step();
-      for (const StepHook& hook : after_step_hooks_) hook(*this, step - 1);
+      {
+        RECORD_USER_SCOPE("step.backward");
+        loss.backward();
+      }
+      if (!after_backward_hooks_.empty()) {
+        RECORD_USER_SCOPE("step.after_backward");
+        for (const StepHook& hook : after_backward_hooks_) hook(*this, step - 1);
+      }
+      {
+        RECORD_USER_SCOPE("step.optimizer");
+        optimizer_->step();
+        for (const StepHook& hook : after_step_hooks_) hook(*this, step - 1);
+      }
       loss_sum += loss_value * n;
       correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
       seen += n;
@@ -140,6 +176,7 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
     r.samples = seen;
     r.loss = seen ? loss_sum / seen : 0.0;
     r.accuracy = seen ? static_cast<double>(correct) / seen : 0.0;
+    for (const EpochHook& hook : epoch_end_hooks_) hook(*this, epoch);
     results.push_back(r);
   }
   return results;

@@ -36,7 +36,11 @@ struct EvalResult {
 // cross-entropy, backward, the after-backward hooks (gradients are ready: where gradient
 // averaging goes), the optimizer step, the after-step hooks (where parameter averaging goes).
 // An epoch: the epoch-start hooks (where a freeze schedule re-splits the model: it may call
-// set_module or rebuild_optimizer), then the steps over the sampler's order for that epoch.
+// set_module or rebuild_optimizer), then the steps over the sampler's order for that epoch,
+// then the epoch-end hooks. The parts of a step are named for LibTorch's profiler (the
+// user scopes "step.load", "step.forward", "step.backward", "step.after_backward" (the
+// hooks, when there are any), "step.optimizer" (the step and its hooks); see
+// epoch_profiler.h).
 class Trainer {
  public:
   using EpochHook = std::function<void(Trainer&, int64_t epoch)>;
@@ -48,6 +52,8 @@ class Trainer {
   ~Trainer();
 
   void add_epoch_start_hook(EpochHook hook);
+  // Runs after the epoch's last step, before its result is returned.
+  void add_epoch_end_hook(EpochHook hook);
   void add_after_backward_hook(StepHook hook);
   // Runs after the optimizer step (where parameter averaging goes).
   void add_after_step_hook(StepHook hook);
@@ -64,16 +70,20 @@ class Trainer {
   // Trains `module` from now on (train mode) and rebuilds the optimizer.
   void set_module(BlockStack module);
 
-  // Runs hyper.epochs epochs. Throws std::runtime_error when the loss stops being finite,
+  // Runs hyper.epochs epochs, the module laid out in hyper.memory_format meanwhile and in
+  // contiguous NCHW again when it returns or throws. Throws std::runtime_error when the loss stops being finite,
   // naming the epoch and step.
   std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress);
 
  private:
   BlockStack module_;
   TrainHyper hyper_;
+  c10::MemoryFormat memory_format_;
+  bool fitting_ = false;  // inside fit: the module is laid out in memory_format_
   std::vector<torch::Tensor> trainable_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<EpochHook> epoch_start_hooks_;
+  std::vector<EpochHook> epoch_end_hooks_;
   std::vector<StepHook> after_backward_hooks_;
   std::vector<StepHook> after_step_hooks_;
 };
