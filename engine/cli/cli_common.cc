@@ -10,6 +10,7 @@
 
 #include "base/strings.h"
 #include "engine/dist/launcher.h"
+#include "engine/util/heap_tuning.h"
 #include "engine/models/encoder_registry.h"
 
 namespace recycle {
@@ -25,6 +26,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     std::cerr << tool << ": " << e.what() << " (see --help)" << std::endl;
     return 2;
   }
+  keep_freed_blocks_for_reuse();
   try {
     const int code = body();
     // Output that did not reach its destination (a full disk, a closed stdout) is a failure.
