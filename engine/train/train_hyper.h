@@ -15,6 +15,9 @@ struct TrainHyper {
   double weight_decay = 5e-4;
   std::string schedule = "cosine";  // cosine (per step, to 0) | step (x0.1 at 50% and 75%) | constant
   uint64_t seed = 0;                // shuffling and any newly initialised classifier
+  // Layout of the trained module's 4-D tensors and of its 4-D inputs while it trains:
+  // channels_last | contiguous (engine/models/memory_format.h).
+  std::string memory_format = "channels_last";
 };
 
 }  // namespace recycle

@@ -132,6 +132,75 @@ TEST(Trainer, HooksRunAtEpochStartAndBetweenBackwardAndStep) {
   EXPECT_EQ(steps, want);
 }
 
+TEST(Trainer, EpochEndHooksRunAfterEachEpochsLastStep) {
+  TensorSource data = blobs(64);  // 4 steps of 16 per epoch
+  Trainer trainer(two_blocks(0), small_hyper());
+  int64_t steps = 0;
+  std::vector<int64_t> ends;
+  trainer.add_after_step_hook([&](Trainer&, int64_t) { ++steps; });
+  trainer.add_epoch_end_hook([&](Trainer&, int64_t epoch) {
+    EXPECT_EQ(steps, (epoch + 1) * 4);
+    ends.push_back(epoch);
+  });
+  trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+  EXPECT_EQ(ends, (std::vector<int64_t>{0, 1, 2}));
+}
+
+// Images [n, 2, 6, 6]: class 1 brighter in its first channel.
+TensorSource small_images(int64_t n) {
+  torch::manual_seed(2);
+  torch::Tensor y = torch::arange(n) % 2;
+  torch::Tensor x = torch::randn({n, 2, 6, 6});
+  x.select(1, 0).add_(y.to(torch::kFloat32).view({n, 1, 1}) * 1.5);
+  return TensorSource(x, y);
+}
+
+// A head with a convolution, batch norm and a linear layer.
+BlockStack conv_head(uint64_t seed) {
+  torch::manual_seed(seed);
+  BlockStack head;
+  head->append("conv", torch::nn::AnyModule(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).padding(1))));
+  head->append("bn", torch::nn::AnyModule(torch::nn::BatchNorm2d(4)));
+  head->append("flat", torch::nn::AnyModule(torch::nn::Flatten()));
+  head->append("fc", torch::nn::AnyModule(torch::nn::Linear(4 * 6 * 6, 2)));
+  return head;
+}
+
+// channels_last changes where values live, not what they are: both layouts train to the same
+// parameters (up to the order of float sums), and the module is contiguous NCHW after fit.
+TEST(Trainer, ChannelsLastTrainsLikeContiguousAndIsUndoneAfterFit) {
+  TensorSource data = small_images(96);
+  std::vector<std::vector<torch::Tensor>> trained;
+  for (const std::string format : {"contiguous", "channels_last"}) {
+    TrainHyper h = small_hyper();
+    h.memory_format = format;
+    BlockStack head = conv_head(3);
+    const torch::Tensor conv_weight = head->parameters()[0];
+    bool laid_out = false;
+    Trainer trainer(head, h);
+    trainer.add_after_backward_hook([&](Trainer&, int64_t) {
+      laid_out = format == "channels_last"
+                     ? conv_weight.is_contiguous(c10::MemoryFormat::ChannelsLast) && !conv_weight.is_contiguous()
+                     : conv_weight.is_contiguous();
+    });
+    trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+    EXPECT_TRUE(laid_out) << format;
+    std::vector<torch::Tensor> params;
+    for (const torch::Tensor& p : head->parameters()) {
+      EXPECT_TRUE(p.is_contiguous()) << format;
+      params.push_back(p.detach().clone());
+    }
+    trained.push_back(params);
+  }
+  ASSERT_EQ(trained[0].size(), trained[1].size());
+  for (size_t i = 0; i < trained[0].size(); ++i) {
+    EXPECT_TRUE(torch::allclose(trained[0][i], trained[1][i], 1e-4, 1e-5)) << "parameter " << i;
+  }
+  TrainHyper bad = small_hyper();
+  bad.memory_format = "nhwc";
+  EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
+}
+
 // What an after-backward hook does to the gradients is what the optimizer applies: zeroed
 // gradients (no weight decay) leave every parameter as it was.
 TEST(Trainer, AfterBackwardHookSeesTheGradientsTheStepUses) {

@@ -1,0 +1,33 @@
+// The memory format of a module's 4-D tensors (convolution weights; NCHW contiguous or NHWC
+// "channels last") and of the batches fed to it. oneDNN's convolutions run faster on
+// channels-last data on these CPUs (docs/profile.md measures it); the values do not change,
+// only their order in memory.
+#pragma once
+
+#include <c10/core/MemoryFormat.h>  // small: no LibTorch operators or modules
+
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+namespace torch::nn {
+class Module;
+}
+
+namespace recycle {
+
+// Parses "channels_last" or "contiguous"; throws std::invalid_argument naming `flag` otherwise.
+c10::MemoryFormat parse_memory_format(const std::string& name, const std::string& flag);
+std::vector<std::string> memory_format_names();
+
+// Re-lays every 4-D parameter and buffer of `module` out in `format`, in place: each tensor
+// keeps its identity (optimizer state and gradient hooks stay attached), only its strides
+// change. Not thread safe.
+void set_memory_format(torch::nn::Module& module, c10::MemoryFormat format);
+
+// `x` in `format` when it is 4-D, else `x` unchanged.
+at::Tensor in_memory_format(const at::Tensor& x, c10::MemoryFormat format);
+
+}  // namespace recycle
