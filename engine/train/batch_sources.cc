@@ -76,11 +76,37 @@ torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::Sc
 
 }  // namespace
 
+namespace {
+
+// `t` when nothing but its batch refers to it or to its memory (no other tensor, no view) and
+// it has this shape and dtype, else a new tensor: the buffer of the batch before is decoded
+// into again rather than allocated anew.
+torch::Tensor reuse_or_empty(const torch::Tensor& t, const std::vector<int64_t>& shape,
+                             torch::ScalarType dtype) {
+  if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
+      t.storage_offset() == 0 && t.scalar_type() == dtype && t.is_contiguous() &&
+      t.device().is_cpu() && t.sizes().vec() == shape) {
+    return t;
+  }
+  return torch::empty(shape, dtype);
+}
+
+const torch::Tensor* find_input(const Batch& b, const std::string& name) {
+  for (const auto& [n, t] : b.inputs) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
-  // Fixed layouts decode straight into the batch's tensors; variable ones per sample.
+  // Fixed layouts decode straight into the batch's tensors (those `out` holds when nothing
+  // else refers to them); variable ones per sample.
   std::vector<torch::Tensor> fixed;
   std::vector<std::vector<torch::Tensor>> per_sample(layout_.size());
   std::vector<int64_t> row_bytes(layout_.size(), 0);
+  const bool on_cpu = device_.is_cpu();
   for (size_t j = 0; j < layout_.size(); ++j) {
     if (variable_) {
       per_sample[j].resize(static_cast<size_t>(n));
@@ -88,50 +114,50 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     }
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
-    fixed.push_back(torch::empty(shape, torch_dtype(layout_[j].dtype)));
+    const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
+    fixed.push_back(reuse_or_empty(had ? *had : torch::Tensor(), shape,
+                                   torch_dtype(layout_[j].dtype)));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
-  torch::Tensor y = torch::empty({n}, torch::kInt64);
+  torch::Tensor y = reuse_or_empty(on_cpu ? out->labels : torch::Tensor(), {n}, torch::kInt64);
+  out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
-  std::vector<Key> keys(static_cast<size_t>(n));
+  keys_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    keys[i] = entries_[indices[i]].key;
+    keys_[i] = entries_[indices[i]].key;
     yp[i] = entries_[indices[i]].label;
   }
   std::string error;
-  std::vector<RecordTensor> parts;
-  std::vector<Status> statuses;
   store_.multi_get(
-      keys,
+      keys_,
       [&](size_t i, std::string_view bytes) {
         if (!error.empty()) return;
-        Status st = parse_record(bytes, &parts);
-        if (st.ok()) st = check_record_layout(parts, layout_);
+        Status st = parse_record(bytes, &parts_);
+        if (st.ok()) st = check_record_layout(parts_, layout_);
         if (!st.ok()) {
-          error = "record " + keys[i].to_hex() + ": " + st.to_string();
+          error = "record " + keys_[i].to_hex() + ": " + st.to_string();
           return;
         }
-        for (size_t j = 0; j < parts.size(); ++j) {
+        for (size_t j = 0; j < parts_.size(); ++j) {
           if (variable_) {
-            torch::Tensor t = torch::empty(parts[j].shape, torch_dtype(parts[j].dtype));
-            decode_into(parts[j], t.data_ptr());
+            torch::Tensor t = torch::empty(parts_[j].shape, torch_dtype(parts_[j].dtype));
+            decode_into(parts_[j], t.data_ptr());
             per_sample[j][i] = std::move(t);
           } else {
-            decode_into(parts[j], static_cast<char*>(fixed[j].data_ptr()) +
-                                      static_cast<int64_t>(i) * row_bytes[j]);
+            decode_into(parts_[j], static_cast<char*>(fixed[j].data_ptr()) +
+                                       static_cast<int64_t>(i) * row_bytes[j]);
           }
         }
       },
-      &statuses);
+      &statuses_);
   if (!error.empty()) throw std::runtime_error("corrupt cache " + store_.dir() + ": " + error);
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    if (statuses[i].is_not_found()) {
+  for (size_t i = 0; i < statuses_.size(); ++i) {
+    if (statuses_[i].is_not_found()) {
       throw std::runtime_error("corrupt cache " + store_.dir() + ": the samples index points to " +
-                               keys[i].to_hex() + ", which has no record");
+                               keys_[i].to_hex() + ", which has no record");
     }
-    if (!statuses[i].ok()) throw std::runtime_error("cache " + store_.dir() + ": " + statuses[i].to_string());
+    if (!statuses_[i].ok()) throw std::runtime_error("cache " + store_.dir() + ": " + statuses_[i].to_string());
   }
-  out->clear();
   for (size_t j = 0; j < layout_.size(); ++j) {
     torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
     out->set(layout_[j].name, t.to(device_));

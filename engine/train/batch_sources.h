@@ -24,7 +24,13 @@ class BatchSource {
   virtual int64_t size() const = 0;
   // Fills `out` with samples indices[0..n) in that order: inputs with the batch as dimension 0,
   // labels int64 [n], on the source's device.
+  // A source may reuse the tensors `out` already holds when nothing else refers to them (use
+  // count 1), so a caller that keeps a batch's tensors past the next load keeps them whole.
   virtual void load(const int64_t* indices, int64_t n, Batch* out) = 0;
+  // The order the next loads follow: order[0..batch), order[batch..2 batch), ... (the last one
+  // shorter). A hint: a source may load ahead (see engine/train/prefetch.h); loads that do
+  // not follow it are still served, in the order asked.
+  virtual void plan(const std::vector<int64_t>& /*order*/, int64_t /*batch*/) {}
 };
 
 // A split of an activation cache. Every tensor of the cache's record layout becomes a batch
@@ -45,6 +51,10 @@ class CachedBatches final : public BatchSource {
   RecordLayout layout_;
   bool variable_ = false;  // some dimension is variable: decode per sample, then pad
   torch::Device device_;
+  // Scratch reused from batch to batch: no allocation per sample on a fixed layout.
+  std::vector<Key> keys_;
+  std::vector<RecordTensor> parts_;
+  std::vector<Status> statuses_;
 };
 
 // Images of a dataset, preprocessed, then through `prefix` (no grad, eval mode) when it has

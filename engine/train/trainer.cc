@@ -124,6 +124,7 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
                  per_epoch, progress);
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int64_t> order = sampler.epoch_order(epoch);
+    train.plan(order, hyper_.batch);  // a prefetching source loads ahead
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
     for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(hyper_.batch)) {
@@ -197,6 +198,7 @@ EvalResult evaluate_module(BlockStack& module, BatchSource& eval, int64_t batch)
   int64_t correct = 0;
   const Sampler sampler(eval.size(), /*shuffle=*/false, 0);
   const std::vector<int64_t> order = sampler.epoch_order(0);
+  eval.plan(order, batch);
   Batch b;
   for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(batch)) {
     const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(order.size() - pos));

@@ -1,0 +1,127 @@
+#include "engine/train/prefetch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace recycle {
+
+PrefetchedBatches::PrefetchedBatches(BatchSource& inner, int64_t depth)
+    : inner_(inner), depth_(depth) {
+  if (depth < 1) {
+    throw std::invalid_argument("prefetch depth must be at least 1, not " + std::to_string(depth));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+PrefetchedBatches::~PrefetchedBatches() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int64_t PrefetchedBatches::batches() const {
+  const int64_t n = static_cast<int64_t>(order_.size());
+  return batch_ > 0 ? (n + batch_ - 1) / batch_ : 0;
+}
+
+void PrefetchedBatches::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] {
+      return stop_ || (planned_ && !failed_ && next_load_ < batches() &&
+                       static_cast<int64_t>(ready_.size()) < depth_);
+    });
+    if (stop_) return;
+    const uint64_t gen = generation_;
+    const int64_t pos = next_load_ * batch_;
+    const int64_t n = std::min<int64_t>(batch_, static_cast<int64_t>(order_.size()) - pos);
+    ++next_load_;
+    Slot slot;
+    if (!free_.empty()) {
+      slot.batch = std::move(free_.back());
+      free_.pop_back();
+    }
+    busy_ = true;
+    // order_ is not changed while busy_ (plan and cancel wait for the thread to be idle).
+    const int64_t* indices = order_.data() + pos;
+    lock.unlock();
+    try {
+      inner_.load(indices, n, &slot.batch);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    lock.lock();
+    busy_ = false;
+    if (gen == generation_) {
+      if (slot.error) failed_ = true;
+      ready_.push_back(std::move(slot));
+    } else if (!slot.error && static_cast<int64_t>(free_.size()) <= depth_) {
+      free_.push_back(std::move(slot.batch));
+    }
+    cv_.notify_all();
+  }
+}
+
+void PrefetchedBatches::cancel(std::unique_lock<std::mutex>& lock) {
+  ++generation_;
+  planned_ = false;
+  failed_ = false;
+  for (Slot& s : ready_) {
+    if (!s.error && static_cast<int64_t>(free_.size()) <= depth_) free_.push_back(std::move(s.batch));
+  }
+  ready_.clear();
+  cv_.wait(lock, [&] { return !busy_; });
+}
+
+void PrefetchedBatches::plan(const std::vector<int64_t>& order, int64_t batch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cancel(lock);
+  if (batch < 1 || order.empty()) return;
+  order_ = order;
+  batch_ = batch;
+  next_load_ = 0;
+  next_take_ = 0;
+  planned_ = true;
+  lock.unlock();
+  cv_.notify_all();
+}
+
+void PrefetchedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t pos = next_take_ * batch_;
+  const bool follows =
+      planned_ && next_take_ < batches() &&
+      n == std::min<int64_t>(batch_, static_cast<int64_t>(order_.size()) - pos) &&
+      (indices == order_.data() + pos ||
+       std::memcmp(indices, order_.data() + pos, static_cast<size_t>(n) * sizeof(int64_t)) == 0);
+  if (!follows) {
+    // Served here, in the order asked; the thread is idle and stays so until the next plan.
+    cancel(lock);
+    lock.unlock();
+    inner_.load(indices, n, out);
+    return;
+  }
+  cv_.wait(lock, [&] { return !ready_.empty(); });
+  Slot slot = std::move(ready_.front());
+  ready_.pop_front();
+  ++next_take_;
+  if (slot.error) {
+    // The thread loads no further in this plan (failed_); a later load starts over.
+    cancel(lock);
+    std::rethrow_exception(slot.error);
+  }
+  std::swap(*out, slot.batch);
+  // The caller's previous tensors are loaded into again once nothing else refers to them.
+  if (static_cast<int64_t>(free_.size()) <= depth_) free_.push_back(std::move(slot.batch));
+  ++prefetched_;
+  lock.unlock();
+  cv_.notify_all();
+}
+
+}  // namespace recycle

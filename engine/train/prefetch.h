@@ -1,0 +1,79 @@
+// PrefetchedBatches: a BatchSource that loads the next batches of an epoch on a background
+// thread while the training thread computes, so reading and decoding hide behind the step.
+//
+// Told the epoch's order and batch size (BatchSource::plan, which Trainer::fit calls at the
+// start of every epoch), one background thread loads batch i+1, i+2, ... up to `depth` ahead
+// into a bounded queue; load() takes the next one, swapping its tensors into the caller's
+// Batch. The tensors the caller's Batch held go back to a free list and are decoded into
+// again (the inner source reuses a Batch's tensors when nothing else refers to them), so an
+// epoch allocates no new batch memory once it runs. A load that does not follow the plan
+// (other indices, another size, no plan) cancels it and is served on the calling thread.
+//
+// Errors: an exception the inner source throws on the background thread (a missing or corrupt
+// record) is thrown again, the same object, by the load() that asks for that batch; loading
+// ahead stops there until the next plan. Destroying the source (after an exception anywhere,
+// too) stops the thread and waits for the batch it is loading, never longer.
+//
+// Memory: at most depth + 2 batches (the queue, the one being loaded, the caller's) are held.
+// Not thread safe (one training thread); the inner source is only ever used by one thread at a
+// time.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/train/batch.h"
+#include "engine/train/batch_sources.h"
+
+namespace recycle {
+
+class PrefetchedBatches final : public BatchSource {
+ public:
+  // depth: batches loaded ahead, >= 1 (throws std::invalid_argument otherwise).
+  PrefetchedBatches(BatchSource& inner, int64_t depth);
+  ~PrefetchedBatches() override;
+  PrefetchedBatches(const PrefetchedBatches&) = delete;
+  PrefetchedBatches& operator=(const PrefetchedBatches&) = delete;
+
+  int64_t size() const override { return inner_.size(); }
+  void load(const int64_t* indices, int64_t n, Batch* out) override;
+  void plan(const std::vector<int64_t>& order, int64_t batch) override;
+
+  // Batches handed out by load() that had been loaded ahead (for tests and figures).
+  int64_t prefetched() const { return prefetched_; }
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  void run();  // the background thread
+  // With mu_ held: drops the plan and what was loaded ahead, and waits until the thread is idle.
+  void cancel(std::unique_lock<std::mutex>& lock);
+  int64_t batches() const;  // in the plan
+
+  BatchSource& inner_;
+  const int64_t depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> order_;
+  int64_t batch_ = 0;
+  bool planned_ = false;
+  bool failed_ = false;       // the thread met an error in this plan: it loads no further
+  bool busy_ = false;         // the thread is inside inner_.load
+  bool stop_ = false;
+  uint64_t generation_ = 0;   // bumped by every plan and cancel: late batches are dropped
+  int64_t next_load_ = 0;     // next batch number the thread loads
+  int64_t next_take_ = 0;     // next batch number load() hands out
+  std::deque<Slot> ready_;    // loaded ahead, in order, starting at next_take_
+  std::vector<Batch> free_;   // buffers to load into again
+  int64_t prefetched_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace recycle

@@ -1,0 +1,102 @@
+#include "engine/train/preload.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace recycle {
+
+namespace {
+
+// `t` when nothing else refers to it or its memory and it has the shape and dtype of `like`
+// with `n` rows, else a new tensor.
+torch::Tensor rows_buffer(const torch::Tensor& t, const torch::Tensor& like, int64_t n) {
+  std::vector<int64_t> shape = like.sizes().vec();
+  shape[0] = n;
+  if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
+      t.storage_offset() == 0 && t.is_contiguous() && t.scalar_type() == like.scalar_type() &&
+      t.device() == like.device() && t.sizes().vec() == shape) {
+    return t;
+  }
+  return torch::empty(shape, like.options());
+}
+
+}  // namespace
+
+int64_t batch_bytes(BatchSource& source, int64_t n) {
+  if (source.size() == 0 || n <= 0) return 0;
+  const int64_t first = 0;
+  Batch one;
+  source.load(&first, 1, &one);
+  int64_t bytes = static_cast<int64_t>(one.labels.nbytes());
+  for (const auto& [name, t] : one.inputs) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes * n;
+}
+
+PreloadedBatches::PreloadedBatches(BatchSource& source, int64_t chunk) {
+  const int64_t size = source.size();
+  chunk = std::max<int64_t>(chunk, 1);
+  std::vector<int64_t> indices(static_cast<size_t>(std::min(chunk, size)));
+  Batch b;
+  for (int64_t pos = 0; pos < size; pos += chunk) {
+    const int64_t n = std::min(chunk, size - pos);
+    std::iota(indices.begin(), indices.begin() + n, pos);
+    source.load(indices.data(), n, &b);
+    if (pos == 0) {
+      for (const auto& [name, t] : b.inputs) {
+        std::vector<int64_t> shape = t.sizes().vec();
+        shape[0] = size;
+        inputs_.emplace_back(name, torch::empty(shape, t.options()));
+      }
+      labels_ = torch::empty({size}, b.labels.options());
+    }
+    if (b.inputs.size() != inputs_.size()) {
+      throw std::runtime_error("cannot preload: the batches do not all have the same inputs");
+    }
+    for (size_t j = 0; j < inputs_.size(); ++j) {
+      const torch::Tensor& t = b.inputs[j].second;
+      if (b.inputs[j].first != inputs_[j].first ||
+          t.sizes().slice(1) != inputs_[j].second.sizes().slice(1)) {
+        throw std::runtime_error("cannot preload: input '" + b.inputs[j].first +
+                                 "' has no single shape across samples (a variable layout)");
+      }
+      inputs_[j].second.narrow(0, pos, n).copy_(t);
+    }
+    labels_.narrow(0, pos, n).copy_(b.labels);
+  }
+}
+
+int64_t PreloadedBatches::bytes() const {
+  int64_t total = static_cast<int64_t>(labels_.nbytes());
+  for (const auto& [name, t] : inputs_) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
+void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (indices[i] < 0 || indices[i] >= size()) {
+      throw std::out_of_range("sample " + std::to_string(indices[i]) + " is outside 0.." +
+                              std::to_string(size() - 1));
+    }
+  }
+  const torch::Tensor index =
+      torch::from_blob(const_cast<int64_t*>(indices), {n}, torch::kInt64);
+  std::vector<torch::Tensor> rows;
+  for (const auto& [name, all] : inputs_) {
+    const torch::Tensor* had = nullptr;
+    for (const auto& [have, t] : out->inputs) {
+      if (have == name) had = &t;
+    }
+    rows.push_back(rows_buffer(had ? *had : torch::Tensor(), all, n));
+  }
+  torch::Tensor y = rows_buffer(out->labels, labels_, n);
+  out->clear();
+  for (size_t j = 0; j < inputs_.size(); ++j) {
+    torch::index_select_out(rows[j], inputs_[j].second, 0, index);
+    out->set(inputs_[j].first, rows[j]);
+  }
+  torch::index_select_out(y, labels_, 0, index);
+  out->labels = y;
+}
+
+}  // namespace recycle

@@ -1,0 +1,71 @@
+// PreloadedBatches: the whole split in memory, the same batches as its source.
+#include "engine/train/preload.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "engine/data/sampler.h"
+#include "engine/train/batch_sources.h"
+#include "tests/test_util.h"
+#include "tests/train/small_cache.h"
+
+using recycle::Batch;
+using recycle::testing::TempDir;
+
+namespace {
+
+// Samples whose input is [i + 1] long: no single shape.
+class RaggedSource : public recycle::BatchSource {
+ public:
+  int64_t size() const override { return 4; }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    out->clear();
+    out->set("x", torch::zeros({n, indices[0] + 1}));
+    out->labels = torch::zeros({n}, torch::kInt64);
+  }
+};
+
+}  // namespace
+
+TEST(PreloadedBatches, GivesTheBatchesOfItsSourceFromMemory) {
+  TempDir tmp;
+  auto store = recycle::testing::write_small_cache(tmp.file("cache"), 23);
+  recycle::Manifest m;
+  ASSERT_OK(store->read_manifest(&m));
+  recycle::CachedBatches cached(*store, m, "train", torch::kCPU);
+  recycle::PreloadedBatches source(cached, /*chunk=*/5);  // chunks that do not divide 23
+  EXPECT_EQ(source.size(), 23);
+  EXPECT_EQ(source.bytes(), 23 * (6 * 4 + 8));
+  EXPECT_EQ(recycle::batch_bytes(cached, 10), 10 * (6 * 4 + 8));
+  const std::vector<int64_t> order = recycle::Sampler(23, true, 3).epoch_order(0);
+  Batch got, want;
+  const void* first = nullptr;
+  for (size_t pos = 0; pos < order.size(); pos += 4) {
+    const int64_t n = std::min<int64_t>(4, static_cast<int64_t>(order.size() - pos));
+    source.load(order.data() + pos, n, &got);
+    cached.load(order.data() + pos, n, &want);
+    ASSERT_EQ(got.inputs.size(), 1u);
+    EXPECT_EQ(got.inputs[0].first, "activation");
+    EXPECT_TRUE(torch::equal(got.features(), want.features()));
+    EXPECT_TRUE(torch::equal(got.labels, want.labels));
+    if (pos == 0) first = got.features().data_ptr();
+    if (n == 4) {
+      EXPECT_EQ(got.features().data_ptr(), first);  // gathered into the same buffer
+    }
+  }
+  const int64_t bad = 23;
+  EXPECT_THROW(source.load(&bad, 1, &got), std::out_of_range);
+}
+
+TEST(PreloadedBatches, RefusesSamplesOfNoSingleShape) {
+  RaggedSource ragged;
+  try {
+    recycle::PreloadedBatches source(ragged, 2);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no single shape"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,36 @@
+// A small activation cache for the batch-source tests: n records of shape 2x3 (record i holds
+// i*10 + 0..5) and a complete "train" split of n samples in order, with labels i % 2.
+#pragma once
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/record.h"
+#include "tests/test_util.h"
+
+namespace recycle::testing {
+
+inline std::unique_ptr<ActivationStore> write_small_cache(const std::string& dir, int n) {
+  std::unique_ptr<ActivationStore> store;
+  EXPECT_OK(ActivationStore::open(dir, StoreOptions(), &store));
+  ActivationStore::Batch batch(*store);
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> v(6);
+    std::iota(v.begin(), v.end(), static_cast<float>(i * 10));
+    batch.put_record({1, static_cast<uint64_t>(i)}, encode_record(Codec::kFp32, {{v.data(), {2, 3}}}));
+    batch.put_index("train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
+  }
+  Manifest m;
+  m.codec = "fp32";
+  m.record_shapes = {{2, 3}};
+  m.class_names = {"even", "odd"};
+  m.splits["train"] = {"test data", n, n, true};
+  batch.put_manifest(m);
+  EXPECT_OK(store->write(&batch));
+  return store;
+}
+
+}  // namespace recycle::testing
