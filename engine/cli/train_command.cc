@@ -18,6 +18,19 @@ int train_main(int argc, char** argv) {
                "recycle-train");
   add_cache_flag(app, &o.cache_dir, "activation cache built by recycle-build");
   app.add_flag("--allow-partial", o.allow_partial, "train on a split whose build did not finish");
+  app.add_option("--memory-budget", o.memory_budget_mb,
+                 "MiB for the data with --cache: RocksDB's block cache, the prefetch queue and "
+                 "the --preload split share it (LibTorch and the model come on top)")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--prefetch", o.prefetch,
+                 "with --cache: batches loaded ahead on a background thread (0 = load on the "
+                 "training thread)")
+      ->check(CLI::Range(int64_t{0}, int64_t{64}))
+      ->capture_default_str();
+  app.add_flag("--preload", o.preload,
+               "with --cache: decode the whole training split into memory first (it must fit "
+               "in --memory-budget)");
   add_data_flags(app, &o.data);
   add_model_flags(app, &o.model);
   add_split_flags(app, &o.recycle, &o.split_at);
@@ -72,6 +85,15 @@ int train_main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     refuse_width_beside_weights(app);
+    if (o.cache_dir.empty()) {
+      for (const char* flag : {"--memory-budget", "--prefetch", "--preload"}) {
+        if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --cache");
+      }
+    }
+    if (o.preload && app.count("--prefetch")) {
+      throw std::invalid_argument("--preload and --prefetch do not go together (a preloaded "
+                                  "split has nothing to load ahead)");
+    }
     if (!o.cache_dir.empty()) {
       // A cache fixes the data, the model and the prefix: flags that would change them are
       // refused rather than ignored.

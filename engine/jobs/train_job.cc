@@ -16,6 +16,9 @@
 #include "engine/dist/data_parallel.h"
 #include "engine/dist/dist_context.h"
 #include "engine/train/batch_sources.h"
+#include "engine/train/memory_budget.h"
+#include "engine/train/prefetch.h"
+#include "engine/train/preload.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/split_model.h"
@@ -167,6 +170,19 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
                              store->other_writer());
   }
   have.throw_if_error();
+  // The block cache is what the budget leaves after the batches (and the preloaded split),
+  // which the manifest's layout sizes: the store is opened again with it.
+  {
+    const auto it = m.splits.find(o.data.split);
+    const int64_t preload_samples = o.preload && it != m.splits.end() ? it->second.samples : 0;
+    const MemoryPlan plan = plan_memory(o.memory_budget_mb << 20, decoded_sample_bytes(m.layout()),
+                                        o.hyper.batch, o.preload ? 0 : o.prefetch,
+                                        preload_samples);
+    so.block_cache_bytes = static_cast<size_t>(plan.block_cache_bytes);
+    store.reset();
+    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+    store->read_manifest(&m).throw_if_error();
+  }
   check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
@@ -232,9 +248,17 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
   split.head->to(device);
 
-  CachedBatches train(*store, m, o.data.split, device);
-  report.train_samples = train.size();
-  fit_head(split.head, train, o, dist, &report);
+  CachedBatches cached(*store, m, o.data.split, device);
+  report.train_samples = cached.size();
+  if (o.preload) {
+    PreloadedBatches train(cached);
+    fit_head(split.head, train, o, dist, &report);
+  } else if (o.prefetch > 0) {
+    PrefetchedBatches train(cached, o.prefetch);
+    fit_head(split.head, train, o, dist, &report);
+  } else {
+    fit_head(split.head, cached, o, dist, &report);
+  }
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     CachedBatches eval(*store, m, eval_split, device);

@@ -16,6 +16,11 @@ struct TrainOptions {
   // From a cache: train the head from split data.split, evaluate on `eval_split`.
   std::string cache_dir;
   bool allow_partial = false;       // train on a split whose build did not finish
+  // Memory for the data (--memory-budget, MiB): the prefetch queue, the preloaded split and
+  // RocksDB's block cache share it (engine/train/memory_budget.h).
+  int64_t memory_budget_mb = 256;
+  int64_t prefetch = 2;             // batches loaded ahead on a background thread; 0 = none
+  bool preload = false;             // decode the whole training split into memory first
   // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
   // freezes the prefix but recomputes it every step.
   DatasetOptions data;

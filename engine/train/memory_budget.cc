@@ -1,0 +1,63 @@
+#include "engine/train/memory_budget.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace recycle {
+
+namespace {
+
+int64_t dtype_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFloat32: return 4;
+    case Dtype::kInt64: return 8;
+    case Dtype::kInt32: return 4;
+    case Dtype::kUint8: return 1;
+    case Dtype::kBool: return 1;
+  }
+  return 8;
+}
+
+std::string mb(int64_t bytes) {
+  return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MB";
+}
+
+}  // namespace
+
+int64_t decoded_sample_bytes(const RecordLayout& layout) {
+  int64_t bytes = 8;  // the label
+  for (const TensorLayout& t : layout) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d == kVariableDim ? 1 : d;
+    bytes += n * dtype_bytes(t.dtype);
+  }
+  return bytes;
+}
+
+MemoryPlan plan_memory(int64_t budget_bytes, int64_t sample_bytes, int64_t batch,
+                       int64_t prefetch_depth, int64_t preload_samples) {
+  if (budget_bytes <= 0 || sample_bytes <= 0 || batch <= 0 || prefetch_depth < 0 ||
+      preload_samples < 0) {
+    throw std::invalid_argument("plan_memory: budget, sample bytes and batch must be positive");
+  }
+  MemoryPlan p;
+  const int64_t held = prefetch_depth > 0 ? prefetch_depth + 2 : 1;
+  p.queue_bytes = held * batch * sample_bytes;
+  p.preload_bytes = preload_samples * sample_bytes;
+  p.block_cache_bytes = budget_bytes - p.queue_bytes - p.preload_bytes;
+  if (p.block_cache_bytes < kMinBlockCacheBytes) {
+    std::string what = mb(p.queue_bytes) + " for " + std::to_string(held) + " batches of " +
+                       std::to_string(batch);
+    if (preload_samples > 0) {
+      what += " and " + mb(p.preload_bytes) + " for the " + std::to_string(preload_samples) +
+              " preloaded samples";
+    }
+    throw std::invalid_argument("--memory-budget " + mb(budget_bytes) + " is too small: " + what +
+                                " leave less than the " + mb(kMinBlockCacheBytes) +
+                                " block cache it needs (raise --memory-budget" +
+                                (preload_samples > 0 ? ", or drop --preload)" : ", or lower --batch or --prefetch)"));
+  }
+  return p;
+}
+
+}  // namespace recycle
