@@ -115,6 +115,8 @@ case_ "--recycle 0.3 (between blocks)" 2 "$good" "$bin/recycle-build" --data fas
 case_ "--seed -1" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --seed -1
 case_ "--lr 0" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 0
 case_ "--lr 1e308" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 1e308
+case_ "--memory-budget 16 with --batch 4096 (the prefetch queue alone is larger)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --memory-budget 16 --batch 4096
+case_ "--preload without --cache" 2 "" "$bin/recycle-train" --data fashion-mnist --split test --preload
 case_ "recycle-train --weights other than the cache's" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --weights "$work/enc.pt"
 cp "$work/enc.pt" "$work/bad.pt"; size=$(stat -c %s "$work/bad.pt")
 printf '\x55' | dd of="$work/bad.pt" bs=1 seek=$((size / 2)) conv=notrunc status=none
