@@ -81,8 +81,10 @@ namespace {
 // `t` when nothing but its batch refers to it or to its memory (no other tensor, no view) and
 // it has this shape and dtype, else a new tensor: the buffer of the batch before is decoded
 // into again rather than allocated anew.
-torch::Tensor reuse_or_empty(const torch::Tensor& t, const std::vector<int64_t>& shape,
+torch::Tensor reuse_or_empty(const torch::Tensor* had, const std::vector<int64_t>& shape,
                              torch::ScalarType dtype) {
+  if (had == nullptr) return torch::empty(shape, dtype);
+  const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
   if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
       t.storage_offset() == 0 && t.scalar_type() == dtype && t.is_contiguous() &&
       t.device().is_cpu() && t.sizes().vec() == shape) {
@@ -115,11 +117,10 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
     const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
-    fixed.push_back(reuse_or_empty(had ? *had : torch::Tensor(), shape,
-                                   torch_dtype(layout_[j].dtype)));
+    fixed.push_back(reuse_or_empty(had, shape, torch_dtype(layout_[j].dtype)));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
-  torch::Tensor y = reuse_or_empty(on_cpu ? out->labels : torch::Tensor(), {n}, torch::kInt64);
+  torch::Tensor y = reuse_or_empty(on_cpu ? &out->labels : nullptr, {n}, torch::kInt64);
   out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
   keys_.resize(static_cast<size_t>(n));

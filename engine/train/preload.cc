@@ -10,9 +10,11 @@ namespace {
 
 // `t` when nothing else refers to it or its memory and it has the shape and dtype of `like`
 // with `n` rows, else a new tensor.
-torch::Tensor rows_buffer(const torch::Tensor& t, const torch::Tensor& like, int64_t n) {
+torch::Tensor rows_buffer(const torch::Tensor* had, const torch::Tensor& like, int64_t n) {
   std::vector<int64_t> shape = like.sizes().vec();
   shape[0] = n;
+  if (had == nullptr) return torch::empty(shape, like.options());
+  const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
   if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
       t.storage_offset() == 0 && t.is_contiguous() && t.scalar_type() == like.scalar_type() &&
       t.device() == like.device() && t.sizes().vec() == shape) {
@@ -87,9 +89,9 @@ void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     for (const auto& [have, t] : out->inputs) {
       if (have == name) had = &t;
     }
-    rows.push_back(rows_buffer(had ? *had : torch::Tensor(), all, n));
+    rows.push_back(rows_buffer(had, all, n));
   }
-  torch::Tensor y = rows_buffer(out->labels, labels_, n);
+  torch::Tensor y = rows_buffer(&out->labels, labels_, n);
   out->clear();
   for (size_t j = 0; j < inputs_.size(); ++j) {
     torch::index_select_out(rows[j], inputs_[j].second, 0, index);
