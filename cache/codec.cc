@@ -3,8 +3,13 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
+
+#include "base/coding.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,7 +45,108 @@ __attribute__((target("avx,f16c"))) size_t decode_fp16_f16c(const char* in, size
   }
   return i;
 }
+
+// int8 decode, eight values per step with AVX2 (bytes -> int32 -> float, then mul and add:
+// no FMA, so every value is bit for bit what the scalar loop gives).
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+__attribute__((target("avx2"))) size_t decode_int8_avx2(const uint8_t* q, size_t n, float scale,
+                                                        float offset, float* out) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 o = _mm256_set1_ps(offset);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i));
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+    _mm256_storeu_ps(out + i, _mm256_add_ps(o, _mm256_mul_ps(s, v)));
+  }
+  return i;
+}
 #endif
+
+float float_of_le(const char* p) {
+  const uint32_t bits = get_le32(p);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void put_float_le(char* p, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  put_le32(p, bits);
+}
+
+constexpr size_t kInt8ChannelBytes = 8;  // scale:f32 offset:f32
+constexpr float kInt8Levels = 255.0f;
+
+void encode_int8(const float* in, size_t n, size_t channels, char* out) {
+  const size_t per = channels == 0 ? 0 : n / channels;
+  auto* q_out = reinterpret_cast<uint8_t*>(out + channels * kInt8ChannelBytes);
+  for (size_t c = 0; c < channels; ++c) {
+    const float* x = in + c * per;
+    float lo = std::numeric_limits<float>::infinity();
+    float hi = -lo;
+    for (size_t i = 0; i < per; ++i) {
+      if (!std::isfinite(x[i])) {
+        throw std::invalid_argument("int8 codec: channel " + std::to_string(c) + " holds " +
+                                    (std::isnan(x[i]) ? "a NaN" : "an infinity") +
+                                    "; int8 stores finite values only (use fp32 or fp16)");
+      }
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    if (per == 0) lo = hi = 0.0f;
+    const double range = static_cast<double>(hi) - static_cast<double>(lo);
+    if (range > std::numeric_limits<float>::max()) {
+      throw std::invalid_argument("int8 codec: channel " + std::to_string(c) +
+                                  " spans more than the float range; use fp32");
+    }
+    float scale = static_cast<float>(range / kInt8Levels);
+    // A range so small that range / 255 rounds to zero: the smallest scale still tells the
+    // values apart (q <= 128 then).
+    if (scale == 0.0f && range > 0) scale = std::numeric_limits<float>::denorm_min();
+    // Near the top of the float range, lo + 255 * scale can round past it: step the scale
+    // down until the largest code decodes to a finite value (check_payload insists on it).
+    while (!std::isfinite(lo + kInt8Levels * scale)) scale = std::nextafter(scale, 0.0f);
+    put_float_le(out + c * kInt8ChannelBytes, scale);
+    put_float_le(out + c * kInt8ChannelBytes + 4, lo);
+    // q is the nearest integer to (x - lo) / scale with the stored (float) scale, worked in
+    // double so that the rounding is that of the exact quotient.
+    const double inv = scale > 0 ? 1.0 / static_cast<double>(scale) : 0.0;
+    uint8_t* q = q_out + c * per;
+    for (size_t i = 0; i < per; ++i) {
+      const double v = std::nearbyint((static_cast<double>(x[i]) - lo) * inv);
+      q[i] = static_cast<uint8_t>(std::min(255.0, std::max(0.0, v)));
+    }
+  }
+}
+
+void decode_int8(const char* in, size_t n, size_t channels, float* out) {
+  const size_t per = channels == 0 ? 0 : n / channels;
+  const auto* q_in = reinterpret_cast<const uint8_t*>(in + channels * kInt8ChannelBytes);
+  for (size_t c = 0; c < channels; ++c) {
+    const float scale = float_of_le(in + c * kInt8ChannelBytes);
+    const float offset = float_of_le(in + c * kInt8ChannelBytes + 4);
+    const uint8_t* q = q_in + c * per;
+    float* y = out + c * per;
+    size_t i = 0;
+#ifdef RECYCLE_HAVE_F16C_PATH
+    if (cpu_has_avx2()) i = decode_int8_avx2(q, per, scale, offset, y);
+#endif
+    for (; i < per; ++i) y[i] = offset + scale * static_cast<float>(q[i]);
+  }
+}
+
+void check_channels(size_t n, size_t channels, const char* what) {
+  if (channels == 0 ? n != 0 : n % channels != 0) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(channels) +
+                                " channels do not divide " + std::to_string(n) + " values");
+  }
+}
 
 }  // namespace
 
@@ -49,14 +155,15 @@ std::string codec_name(Codec codec) {
     case Codec::kFp32: return "fp32";
     case Codec::kFp16: return "fp16";
     case Codec::kBf16: return "bf16";
+    case Codec::kInt8: return "int8";
   }
   return "unknown";
 }
 
-std::vector<std::string> codec_names() { return {"fp32", "fp16", "bf16"}; }
+std::vector<std::string> codec_names() { return {"fp32", "fp16", "bf16", "int8"}; }
 
 bool parse_codec(std::string_view name, Codec* out) {
-  for (Codec c : {Codec::kFp32, Codec::kFp16, Codec::kBf16}) {
+  for (Codec c : {Codec::kFp32, Codec::kFp16, Codec::kBf16, Codec::kInt8}) {
     if (name == codec_name(c)) {
       *out = c;
       return true;
@@ -66,17 +173,59 @@ bool parse_codec(std::string_view name, Codec* out) {
 }
 
 bool codec_from_byte(uint8_t byte, Codec* out) {
-  if (byte < static_cast<uint8_t>(Codec::kFp32) || byte > static_cast<uint8_t>(Codec::kBf16)) {
+  if (byte < static_cast<uint8_t>(Codec::kFp32) || byte > static_cast<uint8_t>(Codec::kInt8)) {
     return false;
   }
   *out = static_cast<Codec>(byte);
   return true;
 }
 
-size_t codec_value_bytes(Codec codec) { return codec == Codec::kFp32 ? 4 : 2; }
+size_t codec_value_bytes(Codec codec) {
+  switch (codec) {
+    case Codec::kFp32: return 4;
+    case Codec::kFp16: return 2;
+    case Codec::kBf16: return 2;
+    case Codec::kInt8: return 1;
+  }
+  throw std::invalid_argument("codec_value_bytes: unknown codec");
+}
+
+size_t codec_channel_bytes(Codec codec) { return codec == Codec::kInt8 ? kInt8ChannelBytes : 0; }
+
+size_t codec_payload_bytes(Codec codec, size_t n, size_t channels) {
+  return n * codec_value_bytes(codec) + channels * codec_channel_bytes(codec);
+}
 
 void encode_values(Codec codec, const float* in, size_t n, char* out) {
+  encode_values(codec, in, n, 1, out);
+}
+
+void decode_values(Codec codec, const char* in, size_t n, float* out) {
+  decode_values(codec, in, n, 1, out);
+}
+
+std::string check_payload(Codec codec, const char* in, size_t channels) {
+  if (codec != Codec::kInt8) return "";
+  for (size_t c = 0; c < channels; ++c) {
+    const float scale = float_of_le(in + c * kInt8ChannelBytes);
+    const float offset = float_of_le(in + c * kInt8ChannelBytes + 4);
+    const std::string which = "int8 channel " + std::to_string(c);
+    if (!std::isfinite(scale) || scale < 0) return which + " has scale " + std::to_string(scale);
+    if (!std::isfinite(offset)) return which + " has offset " + std::to_string(offset);
+    if (!std::isfinite(offset + kInt8Levels * scale)) {
+      return which + " decodes past the float range (offset " + std::to_string(offset) +
+             ", scale " + std::to_string(scale) + ")";
+    }
+  }
+  return "";
+}
+
+void encode_values(Codec codec, const float* in, size_t n, size_t channels, char* out) {
+  if (codec == Codec::kInt8) check_channels(n, channels, "encode_values");
   switch (codec) {
+    case Codec::kInt8:
+      encode_int8(in, n, channels, out);
+      return;
     case Codec::kFp32:
       std::memcpy(out, in, n * sizeof(float));
       return;
@@ -101,8 +250,12 @@ void encode_values(Codec codec, const float* in, size_t n, char* out) {
   throw std::invalid_argument("encode_values: unknown codec");
 }
 
-void decode_values(Codec codec, const char* in, size_t n, float* out) {
+void decode_values(Codec codec, const char* in, size_t n, size_t channels, float* out) {
+  if (codec == Codec::kInt8) check_channels(n, channels, "decode_values");
   switch (codec) {
+    case Codec::kInt8:
+      decode_int8(in, n, channels, out);
+      return;
     case Codec::kFp32:
       std::memcpy(out, in, n * sizeof(float));
       return;

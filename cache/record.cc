@@ -20,15 +20,17 @@ constexpr size_t kMaxRank = 8;
 constexpr Dtype kAllDtypes[] = {Dtype::kFloat32, Dtype::kInt64, Dtype::kInt32, Dtype::kUint8,
                                 Dtype::kBool};
 
-// Bytes one value takes in the payload.
-size_t stored_value_bytes(Dtype dtype, Codec codec) {
-  return dtype == Dtype::kFloat32 ? codec_value_bytes(codec) : dtype_value_bytes(dtype);
-}
-
 size_t numel_of(const std::vector<int64_t>& shape) {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
+}
+
+// Bytes of a tensor's payload: numel values, and for int8 a header per channel.
+size_t stored_payload_bytes(Dtype dtype, Codec codec, const std::vector<int64_t>& shape) {
+  const size_t n = numel_of(shape);
+  return dtype == Dtype::kFloat32 ? codec_payload_bytes(codec, n, channels_of(shape))
+                                  : n * dtype_value_bytes(dtype);
 }
 
 // Writes n exact values of `dtype` from `in` (host order) as the record stores them.
@@ -128,8 +130,10 @@ int64_t RecordTensor::numel() const {
   return n;
 }
 
-size_t RecordTensor::payload_bytes() const {
-  return static_cast<size_t>(numel()) * stored_value_bytes(dtype, codec);
+size_t RecordTensor::payload_bytes() const { return stored_payload_bytes(dtype, codec, shape); }
+
+size_t channels_of(const std::vector<int64_t>& shape) {
+  return shape.empty() ? 1 : static_cast<size_t>(shape[0]);
 }
 
 std::string encode_record(const std::vector<TypedArrayRef>& tensors) {
@@ -160,15 +164,16 @@ std::string encode_record(const std::vector<TypedArrayRef>& tensors) {
       }
       put_le32(&out, static_cast<uint32_t>(d));
     }
-    payload_bytes += numel_of(t.shape) * stored_value_bytes(dtype, codec);
+    payload_bytes += stored_payload_bytes(dtype, codec, t.shape);
   }
   size_t pos = out.size();
   out.resize(pos + payload_bytes + kChecksumBytes);
   for (const TypedArrayRef& t : tensors) {
     const size_t numel = numel_of(t.shape);
     if (t.dtype == Dtype::kFloat32) {
-      encode_values(t.codec, static_cast<const float*>(t.data), numel, out.data() + pos);
-      pos += numel * codec_value_bytes(t.codec);
+      encode_values(t.codec, static_cast<const float*>(t.data), numel, channels_of(t.shape),
+                    out.data() + pos);
+      pos += codec_payload_bytes(t.codec, numel, channels_of(t.shape));
     } else {
       encode_exact(t.dtype, t.data, numel, out.data() + pos);
       pos += numel * dtype_value_bytes(t.dtype);
@@ -241,7 +246,7 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
       if (numel > body) return Status::corruption(which + " larger than the record");
     }
     pos += 4 * ndim;
-    payload += numel * stored_value_bytes(t.dtype, t.codec);
+    payload += stored_payload_bytes(t.dtype, t.codec, t.shape);
   }
   if (pos + payload != body) {
     return Status::corruption("record payload is " + std::to_string(body - pos) +
@@ -251,6 +256,12 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     RecordTensor& t = (*tensors)[i];
     t.payload = bytes.data() + pos;
     pos += t.payload_bytes();
+    if (t.dtype == Dtype::kFloat32) {
+      const std::string problem = check_payload(t.codec, t.payload, channels_of(t.shape));
+      if (!problem.empty()) {
+        return Status::corruption("record tensor " + std::to_string(i) + ": " + problem);
+      }
+    }
     if (t.dtype == Dtype::kBool) {
       for (const char* p = t.payload; p != bytes.data() + pos; ++p) {
         if (*p != 0 && *p != 1) {
@@ -265,7 +276,8 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
 
 void decode_tensor(const RecordTensor& tensor, float* out) {
   expect_dtype(tensor, Dtype::kFloat32, "decode_tensor");
-  decode_values(tensor.codec, tensor.payload, static_cast<size_t>(tensor.numel()), out);
+  decode_values(tensor.codec, tensor.payload, static_cast<size_t>(tensor.numel()),
+                channels_of(tensor.shape), out);
 }
 
 void decode_exact(const RecordTensor& tensor, void* out) {

@@ -9,13 +9,18 @@
 //   checksum:u64 = XXH3-64 of every byte before it
 // dtype and codec bytes, and the payload of one tensor (numel = product of dims):
 //   1 float32  codec 1 fp32 / 2 fp16 / 3 bf16   numel x codec_value_bytes(codec)
+//              codec 4 int8                      (scale:f32 offset:f32) x C, then numel x u8
+//                                                (C = channels_of(shape) = shape[0], or 1 for
+//                                                rank 0; cache/codec.h says how it decodes)
 //   2 int64    codec 0 (raw)                     numel x 8, two's complement
 //   3 int32    codec 0 (raw)                     numel x 4, two's complement
 //   4 uint8    codec 0 (raw)                     numel x 1
 //   5 bool     codec 0 (raw)                     numel x 1, each byte 0 or 1
 // Records of float32 tensors only are byte for byte what every earlier version of this code
 // wrote; dtypes 2-5 were added within version 1 (an older reader refuses them as an unknown
-// dtype). Tensor names are not stored: a record's tensors are matched to the cache's
+// dtype); so was codec 4 (int8), which an older reader refuses as an unknown codec. Records
+// of codecs 1-3 are unchanged by it. An int8 tensor whose scale or offset is not finite, or
+// whose scale is negative, is corruption. Tensor names are not stored: a record's tensors are matched to the cache's
 // RecordLayout (cache/record_layout.h) by position.
 //
 // Everything here is a pure function of its arguments; thread safe.
@@ -81,14 +86,19 @@ struct RecordTensor {
   size_t payload_bytes() const;
 };
 
+// The channels of a float tensor of this shape for a per-channel codec (int8): its first
+// dimension, or 1 for a rank-0 tensor.
+size_t channels_of(const std::vector<int64_t>& shape);
+
 // Encodes tensors of any dtype, each float tensor with its own codec. Throws
 // std::invalid_argument for 0 or > 255 tensors, a rank over 8, a dimension outside [1, 2^31),
-// or a dtype or codec value outside the enums.
+// a dtype or codec value outside the enums, or (int8) a value that is not finite.
 std::string encode_record(const std::vector<TypedArrayRef>& tensors);
 // The same for float tensors only, all with one codec (what the image build writes).
 std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors);
 
-// Checks magic, version, sizes, checksum, every dtype and codec byte (a codec on an exact
+// Checks magic, version, sizes, checksum, every dtype and codec byte, the scales and offsets
+// of int8 tensors (cache/codec.h check_payload), (a codec on an exact
 // tensor, none on a float one, and a bool byte other than 0 or 1 are corruption) and lists
 // the tensors. Corruption names what is wrong. Does not copy or decode the payloads.
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors);

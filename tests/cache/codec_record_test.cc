@@ -1,4 +1,5 @@
-// Tests for cache/codec.h (fp32 exact; fp16 and bf16 round to nearest even) and cache/record.h
+// Tests for cache/codec.h (fp32 exact; fp16 and bf16 round to nearest even; int8 in
+// codec_int8_test.cc) and cache/record.h
 // (encode_record / parse_record, and Corruption for any damaged record).
 #include <gtest/gtest.h>
 #include <xxhash.h>
@@ -108,10 +109,11 @@ std::string small_record() {
 // Codec
 
 TEST(Codec, NamesRoundTrip) {
-  EXPECT_EQ(recycle::codec_names(), (std::vector<std::string>{"fp32", "fp16", "bf16"}));
+  EXPECT_EQ(recycle::codec_names(), (std::vector<std::string>{"fp32", "fp16", "bf16", "int8"}));
   const std::vector<std::pair<recycle::Codec, std::string>> all = {{recycle::Codec::kFp32, "fp32"},
                                                                    {recycle::Codec::kFp16, "fp16"},
-                                                                   {recycle::Codec::kBf16, "bf16"}};
+                                                                   {recycle::Codec::kBf16, "bf16"},
+                                                                   {recycle::Codec::kInt8, "int8"}};
   for (const auto& [codec, name] : all) {
     EXPECT_EQ(recycle::codec_name(codec), name);
     recycle::Codec parsed = recycle::Codec::kFp32;
@@ -130,11 +132,11 @@ TEST(Codec, NamesRoundTrip) {
 }
 
 TEST(Codec, RejectsUnknownNamesAndBytes) {
-  for (const char* name : {"", "FP32", "fp 16", "fp16 ", "float16", "int8", "fp8", "bf"}) {
+  for (const char* name : {"", "FP32", "fp 16", "fp16 ", "float16", "INT8", "int4", "fp8", "bf"}) {
     recycle::Codec c = recycle::Codec::kBf16;
     EXPECT_FALSE(recycle::parse_codec(name, &c)) << name;
   }
-  for (int byte : {0, 4, 5, 128, 255}) {
+  for (int byte : {0, 5, 6, 128, 255}) {
     recycle::Codec c = recycle::Codec::kBf16;
     EXPECT_FALSE(recycle::codec_from_byte(static_cast<uint8_t>(byte), &c)) << byte;
     EXPECT_EQ(c, recycle::Codec::kBf16) << "left alone for byte " << byte;
@@ -486,7 +488,8 @@ TEST(Record, BadHeadersWithValidChecksumAreCorruption) {
   EXPECT_FALSE(contains(corruption_of(with(4, 1)), "<not corruption"));  // one too few
   EXPECT_TRUE(contains(corruption_of(with(8, 2)), "dtype"));
   EXPECT_TRUE(contains(corruption_of(with(9, 0)), "codec"));
-  EXPECT_TRUE(contains(corruption_of(with(9, 4)), "codec"));
+  EXPECT_TRUE(contains(corruption_of(with(9, 5)), "codec"));
+  EXPECT_TRUE(contains(corruption_of(with(9, 4)), "is 10 bytes, header says 24"));  // int8: 2 + 2 x 8
   EXPECT_TRUE(contains(corruption_of(with(10, 9)), "rank"));
   EXPECT_TRUE(contains(corruption_of(with(12, 0)), "bad dimension"));
   EXPECT_TRUE(contains(corruption_of(with(27, 0x80)), "bad dimension"));             // 2^31 + 3

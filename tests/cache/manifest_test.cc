@@ -448,6 +448,6 @@ TEST(Manifest, BadLayoutsAreCorruption) {
   }
   // An old manifest whose codec cannot describe its records.
   nlohmann::json old = nlohmann::json::parse(old_manifest_json());
-  old["codec"] = "int8";
-  EXPECT_TRUE(contains(parse(old.dump()).message(), "codec 'int8' does not fit dtype float32"));
+  old["codec"] = "int4";
+  EXPECT_TRUE(contains(parse(old.dump()).message(), "codec 'int4' does not fit dtype float32"));
 }
