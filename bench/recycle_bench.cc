@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", o.threads, "0 = every core")->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--codec", o.codec)->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
+  app.add_option("--codec", o.codec)->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}))->capture_default_str();
   const CLI::Validator on_a_block(
       [](std::string& value) {
         double r = 0;

@@ -1,4 +1,4 @@
-// Micro benchmarks of the codecs (fp32 / fp16 / bf16) and the record format.
+// Micro benchmarks of the codecs (fp32 / fp16 / bf16 / int8) and the record format.
 // Sizes: 6272 floats (one 32x14x14 activation, the 50% split of the width-16 ResNet-18) and
 // 1 Mi floats. Bytes/s count the float side (4 bytes per value) for encode and decode alike;
 // items/s are values (codec benchmarks) or records (record benchmarks).
@@ -21,14 +21,17 @@ constexpr int64_t kActivation = 32 * 14 * 14;  // 6272
 constexpr int64_t kMi = 1 << 20;
 const std::vector<int64_t> kActivationShape = {32, 14, 14};
 
-const Codec kCodecs[] = {Codec::kFp32, Codec::kFp16, Codec::kBf16};
+const Codec kCodecs[] = {Codec::kFp32, Codec::kFp16, Codec::kBf16, Codec::kInt8};
+// Channels of the arrays (int8 keeps a scale and an offset per channel; the others ignore
+// them): 32, as in a 32x14x14 activation.
+constexpr size_t kChannels = 32;
 
 void BM_EncodeValues(benchmark::State& state, Codec codec) {
   const auto n = static_cast<size_t>(state.range(0));
   const auto in = recycle::bench::random_activations(n);
-  std::vector<char> out(n * recycle::codec_value_bytes(codec));
+  std::vector<char> out(recycle::codec_payload_bytes(codec, n, kChannels));
   for (auto _ : state) {
-    recycle::encode_values(codec, in.data(), n, out.data());
+    recycle::encode_values(codec, in.data(), n, kChannels, out.data());
     benchmark::ClobberMemory();
   }
   benchmark::DoNotOptimize(out.data());
@@ -39,11 +42,11 @@ void BM_EncodeValues(benchmark::State& state, Codec codec) {
 void BM_DecodeValues(benchmark::State& state, Codec codec) {
   const auto n = static_cast<size_t>(state.range(0));
   const auto values = recycle::bench::random_activations(n);
-  std::vector<char> encoded(n * recycle::codec_value_bytes(codec));
-  recycle::encode_values(codec, values.data(), n, encoded.data());
+  std::vector<char> encoded(recycle::codec_payload_bytes(codec, n, kChannels));
+  recycle::encode_values(codec, values.data(), n, kChannels, encoded.data());
   std::vector<float> out(n);
   for (auto _ : state) {
-    recycle::decode_values(codec, encoded.data(), n, out.data());
+    recycle::decode_values(codec, encoded.data(), n, kChannels, out.data());
     benchmark::ClobberMemory();
   }
   benchmark::DoNotOptimize(out.data());

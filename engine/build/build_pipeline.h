@@ -17,7 +17,8 @@ struct BuildOptions {
   double recycle = -1.0;       // fraction of blocks in the prefix, (0, 1]; < 0 = use split_at
   std::string split_at;        // name of the prefix's last block (instead of recycle)
   std::string keyer;           // keyer spec; "" = xxh3 for images, text for text data
-  std::string codec = "fp16";  // fp32 | fp16 | bf16
+  std::string codec = "fp16";  // fp32 | fp16 | bf16 | int8
+  std::string compression = "lz4";  // RocksDB's compression of the records written: none | lz4 | zstd
   std::string cache_dir;
   int64_t batch = 256;         // samples per prefix forward and per write batch
   int threads = 0;             // 0 = every core

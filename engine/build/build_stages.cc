@@ -131,7 +131,9 @@ void load_inputs(BuildState& s) {
 void reconcile_manifest(BuildState& s) {
   const std::string& dir = s.options.cache_dir;
   if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
-  ActivationStore::open(dir, StoreOptions(), &s.store).throw_if_error();
+  StoreOptions so;
+  so.compression = s.options.compression;
+  ActivationStore::open(dir, so, &s.store).throw_if_error();
   s.opening = std::make_unique<ActivationStore::Batch>(*s.store);
 
   Manifest stored;

@@ -29,6 +29,10 @@ int build_main(int argc, char** argv) {
   app.add_option("--codec", o.codec, "how records store activations")
       ->check(CLI::IsMember(codec_names()))
       ->capture_default_str();
+  app.add_option("--compression", o.compression,
+                 "RocksDB's compression of the records this run writes (readers need no flag)")
+      ->check(CLI::IsMember({"none", "lz4", "zstd"}))
+      ->capture_default_str();
   add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
       ->required();
   app.add_option("--batch", o.batch, "samples per prefix forward and write batch")

@@ -1,17 +1,19 @@
 // The build's stages run in-process (no child processes) on a small synthetic IDX data set
 // with a width-4 ResNet-18: what a first build computes and indexes, duplicates, a rerun
-// that writes nothing, a build stopped midway and resumed, a refused identity and the
-// per-chunk output-shape check.
+// that writes nothing, a build stopped midway and resumed, a refused identity, the
+// per-chunk output-shape check, an int8 build against an fp32 one, and --compression.
 #include "engine/build/build_stages.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cache/activation_store.h"
+#include "cache/record.h"
 #include "engine/build/build_pipeline.h"
 #include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
@@ -279,3 +281,56 @@ TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
 }
 
 }  // namespace
+
+// The same images built in fp32 and in int8 (LZ4 and zstd): the same keys, int8 records of
+// C x 8 + numel payload bytes, every value within half its channel's scale of the fp32
+// record's, and a zstd cache whose records are the LZ4 cache's byte for byte.
+TEST(BuildStages, Int8BuildIsWithinHalfAScaleOfFp32) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  const std::string exact = dir.file("fp32"), small = dir.file("int8"), zstd = dir.file("zstd");
+  BuildOptions o = options_for(dir, exact);
+  o.codec = "fp32";
+  build_all(o);
+  o.cache_dir = small;
+  o.codec = "int8";
+  build_all(o);
+  o.cache_dir = zstd;
+  o.compression = "zstd";
+  build_all(o);
+  const CacheContents a = read_cache(exact), b = read_cache(small), z = read_cache(zstd);
+  EXPECT_EQ(b.manifest.codec, "int8");
+  EXPECT_EQ(b.records, z.records);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  ASSERT_FALSE(a.records.empty());
+  for (const auto& [key, fp32_bytes] : a.records) {
+    ASSERT_EQ(b.records.count(key), 1u) << key;
+    std::vector<recycle::RecordTensor> ta, tb;
+    ASSERT_OK(recycle::parse_record(fp32_bytes, &ta));
+    ASSERT_OK(recycle::parse_record(b.records.at(key), &tb));
+    ASSERT_EQ(ta.size(), 1u);
+    ASSERT_EQ(tb.size(), 1u);
+    EXPECT_EQ(tb[0].codec, recycle::Codec::kInt8);
+    ASSERT_EQ(ta[0].shape, tb[0].shape);
+    const size_t n = static_cast<size_t>(ta[0].numel());
+    const size_t channels = static_cast<size_t>(ta[0].shape.at(0));
+    EXPECT_EQ(tb[0].payload_bytes(), n + 8 * channels);
+    std::vector<float> va(n), vb(n);
+    recycle::decode_tensor(ta[0], va.data());
+    recycle::decode_tensor(tb[0], vb.data());
+    const size_t per = n / channels;
+    for (size_t c = 0; c < channels; ++c) {
+      float lo = va[c * per], hi = va[c * per];
+      for (size_t i = c * per; i < (c + 1) * per; ++i) {
+        lo = std::min(lo, va[i]);
+        hi = std::max(hi, va[i]);
+      }
+      const double half_scale = (static_cast<double>(hi) - lo) / 255.0 / 2.0;
+      const double slack = 1e-6 * (std::fabs(lo) + std::fabs(hi)) + 1e-30;
+      for (size_t i = c * per; i < (c + 1) * per; ++i) {
+        ASSERT_LE(std::fabs(static_cast<double>(va[i]) - vb[i]), half_scale + slack)
+            << key << " channel " << c << " index " << i;
+      }
+    }
+  }
+}
