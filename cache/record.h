@@ -97,10 +97,9 @@ std::string encode_record(const std::vector<TypedArrayRef>& tensors);
 // The same for float tensors only, all with one codec (what the image build writes).
 std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors);
 
-// Checks magic, version, sizes, checksum, every dtype and codec byte, the scales and offsets
-// of int8 tensors (cache/codec.h check_payload), (a codec on an exact
-// tensor, none on a float one, and a bool byte other than 0 or 1 are corruption) and lists
-// the tensors. Corruption names what is wrong. Does not copy or decode the payloads.
+// Checks magic, version, sizes, checksum, every dtype and codec byte (a codec on an exact
+// tensor, none on a float one, and a bool byte other than 0 or 1 are corruption) and the
+// scales and offsets of int8 tensors (cache/codec.h check_payload), and lists the tensors. Corruption names what is wrong. Does not copy or decode the payloads.
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors);
 
 // Decodes a float32 tensor's values into out (numel() floats). Throws std::invalid_argument
