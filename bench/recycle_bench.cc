@@ -9,7 +9,8 @@
 // peer (bench/peers/eager_peer.py) and reports the engine's throughput over the peer's.
 // With --nproc N it runs the data-parallel comparison instead (bench/dist_bench.h): the
 // engine's data-parallel head training beside the PyTorch DDP peer, optionally over a
-// shaped link (--link).
+// shaped link (--link). With --targets it runs the performance targets instead
+// (bench/target_bench.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@
 #include "base/stats.h"
 #include "bench/bench_util.h"
 #include "bench/dist_bench.h"
+#include "bench/target_bench.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -66,6 +68,11 @@ struct BenchOptions {
   int average_every = 4;
   int timeout = 60;
   std::string ddp_peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
+  // --targets: the performance targets table (bench/target_bench.h) instead of the ratio table.
+  bool targets = false;
+  int64_t rounds = 3;
+  int64_t budget_mb = 256;
+  std::vector<int64_t> memory_samples = {10000, 30000, 60000};
 };
 
 // One configuration's measurements over all seeds.
@@ -105,6 +112,10 @@ class Bench {
       run_dist_bench(dist_options());
       return 0;
     }
+    if (o_.targets) {
+      run_target_bench(target_options());
+      return 0;
+    }
     std::vector<Config> configs;
     configs.push_back(train_raw("full", 0.0));
     for (double r : o_.ratios) configs.push_back(recycle(r));
@@ -137,6 +148,24 @@ class Bench {
     d.python = o_.python;
     d.peer_script = o_.ddp_peer_script;
     return d;
+  }
+
+  recycle::bench::TargetBenchOptions target_options() const {
+    recycle::bench::TargetBenchOptions t;
+    t.samples = o_.samples;
+    t.epochs = o_.epochs;
+    t.rounds = o_.rounds;
+    t.seeds = o_.seeds;
+    t.batch = o_.batch;
+    t.threads = o_.threads > 0 ? o_.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    t.budget_mb = o_.budget_mb;
+    t.memory_samples = o_.memory_samples;
+    t.weights = o_.weights;
+    t.out = work_;
+    t.tools_dir = o_.tools_dir;
+    t.python = o_.python;
+    t.peer_script = o_.peer_script;
+    return t;
   }
 
   std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
@@ -432,6 +461,26 @@ int main(int argc, char** argv) {
       ->needs(nproc_opt)
       ->capture_default_str();
   app.add_option("--ddp-peer-script", o.ddp_peer_script)->capture_default_str();
+  CLI::Option* targets_opt = app.add_flag(
+      "--targets", o.targets,
+      "instead of the ratio table, the performance targets beside the eager PyTorch peer, each a "
+      "ratio with its target (head and full fine-tuning epochs, reads against a preloaded split, "
+      "build against the peer's prefix pass, int8 against fp32, training within a memory "
+      "budget; see docs/performance.md). Writes targets.md, targets.json");
+  app.add_option("--rounds", o.rounds, "with --targets: engine/peer rounds of the speed ratios")
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->needs(targets_opt)
+      ->capture_default_str();
+  app.add_option("--memory-budget", o.budget_mb, "with --targets: --memory-budget MiB of the memory rows")
+      ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))
+      ->needs(targets_opt)
+      ->capture_default_str();
+  app.add_option("--memory-samples", o.memory_samples,
+                 "with --targets: training samples (of all 10 classes, at 0.25, fp32) of the memory rows")
+      ->check(CLI::Range(int64_t{128}, int64_t{60000}))
+      ->delimiter(',')
+      ->needs(targets_opt)
+      ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -445,10 +494,17 @@ int main(int argc, char** argv) {
   if (o.quick) {
     auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
     if (!given("--samples")) o.samples = 2000;
-    if (!given("--epochs")) o.epochs = o.nproc > 0 ? 3 : 2;  // medians need a few epochs
-    if (!given("--seeds")) o.seeds = 1;
+    if (!given("--epochs")) o.epochs = o.nproc > 0 || o.targets ? 3 : 2;  // medians need a few epochs
+    if (!given("--seeds")) o.seeds = o.targets ? 3 : 1;  // int8 against fp32 needs its seeds
+    if (!given("--rounds")) o.rounds = 2;
+    if (!given("--memory-budget")) o.budget_mb = 64;
+    if (!given("--memory-samples")) o.memory_samples = {2500, 6000};
     if (!given("--pretrain-epochs")) o.pretrain_epochs = 1;
     if (!given("--pretrain-limit")) o.pretrain_limit = 10000;
+  }
+  if (o.targets && o.nproc > 0) {
+    std::cerr << "recycle-bench: --targets and --nproc are two different benches (see --help)" << std::endl;
+    return 2;
   }
   if (o.tools_dir.empty()) o.tools_dir = fs::canonical("/proc/self/exe").parent_path().string();
   try {

@@ -1,0 +1,253 @@
+#include "bench/target_bench.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/stats.h"
+#include "bench/bench_util.h"
+
+namespace recycle::bench {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void append(std::vector<double>* to, const json& values) {
+  for (const json& v : values) to->push_back(v.get<double>());
+}
+
+// One row of the table: a measured value against its target.
+struct Target {
+  std::string measure;
+  double value = 0;
+  std::string unit;      // "x", " points", " MB"
+  bool at_least = true;  // value >= bound (else value <= bound)
+  double bound = 0;
+  std::string how;       // what was divided by what
+
+  bool met() const { return at_least ? value >= bound : value <= bound; }
+  json to_json() const {
+    return {{"measure", measure}, {"value", value},        {"unit", unit},
+            {"at_least", at_least}, {"target", bound},    {"met", met()},
+            {"how", how}};
+  }
+};
+
+class TargetBench {
+ public:
+  explicit TargetBench(TargetBenchOptions o) : o_(std::move(o)) {}
+
+  void run() {
+    speed_rounds();
+    codec_rows();
+    memory_rows();
+    report();
+  }
+
+ private:
+  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
+  std::string path(const std::string& name) const { return o_.out + "/" + name; }
+
+  std::vector<std::string> train_flags(int64_t epochs, int64_t seed) const {
+    return {"--epochs", std::to_string(epochs), "--batch", std::to_string(o_.batch), "--seed",
+            std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
+  }
+
+  // recycle-build of `split` at `ratio` into `cache` (a fresh one for the train split).
+  ChildRun build(const std::string& cache, const std::string& split, double ratio,
+                 const std::string& codec, const std::string& classes, int64_t limit) {
+    std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist", "--classes",
+                                     classes, "--split", split, "--weights", o_.weights,
+                                     "--recycle", fmt(ratio, 2), "--codec", codec, "--cache",
+                                     cache, "--threads", std::to_string(o_.threads), "--json"};
+    if (split == "train") argv.insert(argv.end(), {"--rebuild", "--limit", std::to_string(limit)});
+    return run_child(argv, o_.out);
+  }
+
+  // Engine and peer in turn, o_.rounds times: full fine-tuning, the 0.5 build and head epochs.
+  void speed_rounds() {
+    const std::string cache = path("targets-r50");
+    const std::string threads = std::to_string(o_.threads);
+    for (int64_t round = 0; round < o_.rounds; ++round) {
+      const std::string of = " (round " + std::to_string(round + 1) + "/" + std::to_string(o_.rounds) + ")";
+      note("engine: full fine-tuning" + of);
+      std::vector<std::string> full = {tool("recycle-train"), "--data", "fashion-mnist", "--classes",
+                                       "5-9", "--limit", std::to_string(o_.samples), "--weights",
+                                       o_.weights, "--recycle", "0", "--eval-split", "none"};
+      for (const auto& f : train_flags(o_.epochs, round)) full.push_back(f);
+      append(&engine_full_, run_child(full, o_.out).result.at("epoch_seconds"));
+
+      note("engine: build at 0.5" + of);
+      const json b = build(cache, "train", 0.5, "fp32", "5-9", o_.samples).result;
+      build_seconds_.push_back(b.at("seconds").get<double>());
+      if (b.contains("prefix_seconds")) prefix_share_.push_back(b.at("prefix_seconds").get<double>() / b.at("seconds").get<double>());
+
+      for (const bool preload : {false, true}) {
+        note(std::string("engine: head from the cache") + (preload ? ", preloaded" : "") + of);
+        std::vector<std::string> head = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
+        if (preload) head.push_back("--preload");
+        for (const auto& f : train_flags(o_.epochs, round)) head.push_back(f);
+        append(preload ? &engine_preloaded_ : &engine_head_, run_child(head, o_.out).result.at("epoch_seconds"));
+      }
+
+      note("eager PyTorch peer" + of);
+      const json p = run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit",
+                                std::to_string(o_.samples), "--epochs", std::to_string(o_.epochs),
+                                "--batch", std::to_string(o_.batch), "--threads", threads,
+                                "--seed", std::to_string(round)},
+                               o_.out).result;
+      append(&peer_full_, p.at("full_epoch_seconds"));
+      append(&peer_head_, p.at("head_epoch_seconds"));
+      peer_prefix_.push_back(p.at("prefix_seconds").get<double>());
+    }
+  }
+
+  // The 0.5 cache in fp32 and in int8: bytes per record and test accuracy over the seeds.
+  void codec_rows() {
+    for (const std::string codec : {"fp32", "int8"}) {
+      const std::string cache = path("targets-r50-" + codec);
+      note("engine: " + codec + " cache at 0.5, " + std::to_string(o_.seeds) + " seeds");
+      const json b = build(cache, "train", 0.5, codec, "5-9", o_.samples).result;
+      build(cache, "test", 0.5, codec, "5-9", 0);
+      record_bytes_[codec] = b.at("bytes").get<double>() / std::max<int64_t>(1, b.at("computed").get<int64_t>());
+      for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
+        for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
+        accuracy_[codec].push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
+      }
+    }
+  }
+
+  // Caches of N samples at 0.25 (fp32, classes 0-9) trained for one epoch within the budget,
+  // and one that fits in it.
+  void memory_rows() {
+    const std::string probe = path("targets-mem-probe");
+    const json p = build(probe, "train", 0.25, "fp32", "0-9", 64).result;
+    record_bytes_r25_ = p.at("bytes").get<double>() / std::max<int64_t>(1, p.at("computed").get<int64_t>());
+    fs::remove_all(probe);
+    const int64_t fits = std::max<int64_t>(
+        o_.batch, static_cast<int64_t>(0.5 * o_.budget_mb * 1048576.0 / record_bytes_r25_));
+    std::vector<int64_t> sizes = {fits};
+    sizes.insert(sizes.end(), o_.memory_samples.begin(), o_.memory_samples.end());
+    for (int64_t n : sizes) {
+      const std::string cache = path("targets-mem-" + std::to_string(n));
+      note("engine: " + std::to_string(n) + " samples at 0.25 in fp32 with --memory-budget " +
+           std::to_string(o_.budget_mb));
+      build(cache, "train", 0.25, "fp32", "0-9", n);
+      std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--eval-split", "none",
+                                       "--memory-budget", std::to_string(o_.budget_mb)};
+      for (const auto& f : train_flags(1, 0)) argv.push_back(f);
+      const ChildRun r = run_child(argv, o_.out);
+      MemoryRow row;
+      row.samples = n;
+      row.cache_mb = n * record_bytes_r25_ / 1048576.0;
+      row.peak_mb = r.peak_mb;
+      row.samples_per_s = r.result.at("train_samples_per_s").get<double>();
+      memory_.push_back(row);
+      fs::remove_all(cache);  // gigabytes: keep only one at a time
+    }
+  }
+
+  void report() {
+    std::vector<Target> t;
+    const double head = median(peer_head_) / median(engine_head_);
+    t.push_back({"head epoch at 0.5 from the cache / the peer's from in-memory activations", head,
+                 "x", true, 1.2, "peer median epoch s / engine median epoch s"});
+    t.push_back({"full fine-tuning epoch / the peer's", median(peer_full_) / median(engine_full_),
+                 "x", true, 1.0, "peer median epoch s / engine median epoch s"});
+    t.push_back({"head epoch from the cache / from the same split preloaded in memory",
+                 median(engine_preloaded_) / median(engine_head_), "x", true, 0.97,
+                 "preloaded median epoch s / cache median epoch s"});
+    t.push_back({"recycle-build at 0.5 / the peer's no-grad prefix pass",
+                 median(peer_prefix_) / median(build_seconds_), "x", true, 1.5,
+                 "peer prefix s / engine build report s (same samples)"});
+    t.push_back({"int8 record bytes / fp32", record_bytes_.at("int8") / record_bytes_.at("fp32"),
+                 "x", false, 0.3, "bytes per record, 0.5 cache"});
+    t.push_back({"int8 test accuracy - fp32 (mean of " + std::to_string(o_.seeds) + " seeds)",
+                 100.0 * (mean(accuracy_.at("int8")) - mean(accuracy_.at("fp32"))), " points", true,
+                 -0.5, "percentage points"});
+    const MemoryRow& fits = memory_.front();
+    const MemoryRow& largest = memory_.back();
+    t.push_back({"largest cache / memory budget", largest.cache_mb / o_.budget_mb, "x", true, 4.0,
+                 std::to_string(largest.samples) + " samples at 0.25, fp32"});
+    t.push_back({"throughput of the largest cache / of one that fits the budget",
+                 largest.samples_per_s / fits.samples_per_s, "x", true, 0.9,
+                 "samples/s, one epoch each, " + std::to_string(largest.samples) + " against " +
+                     std::to_string(fits.samples) + " samples"});
+    // What grows with N is the data's share of memory; the rest (LibTorch, the model, a step's
+    // activations) is what the run that fits measures beyond its data.
+    const double model_mb = fits.peak_mb - std::min<double>(fits.cache_mb, o_.budget_mb);
+    t.push_back({"peak RSS of the largest cache - (budget + the rest)",
+                 largest.peak_mb - (o_.budget_mb + model_mb), " MB", false, 0.0,
+                 "the rest: peak RSS of the run that fits minus its cache (" + fmt(model_mb, 0) + " MB)"});
+
+    std::ostringstream md;
+    md << "| measure | value | target | met |\n| --- | --- | --- | --- |\n";
+    json j;
+    for (const Target& x : t) {
+      md << "| " << x.measure << " | " << fmt(x.value, 2) << x.unit << " | "
+         << (x.at_least ? ">= " : "<= ") << fmt(x.bound, 2) << x.unit << " | "
+         << (x.met() ? "yes" : "**no**") << " |\n";
+      j["targets"].push_back(x.to_json());
+    }
+    if (!prefix_share_.empty()) {
+      md << "\nShare of recycle-build's time outside the prefix's forward (reading, keying, "
+            "encoding, writing, opening and flushing the cache): "
+         << fmt(100.0 * (1.0 - median(prefix_share_)), 1) << "%\n";
+      j["build_outside_prefix_share"] = 1.0 - median(prefix_share_);
+    }
+    md << "\n| samples at 0.25 (fp32) | cache MB | --memory-budget MB | peak RSS MB | samples/s |\n"
+       << "| --- | --- | --- | --- | --- |\n";
+    for (const MemoryRow& m : memory_) {
+      md << "| " << m.samples << " | " << fmt(m.cache_mb, 0) << " | " << o_.budget_mb << " | "
+         << fmt(m.peak_mb, 0) << " | " << fmt(m.samples_per_s, 0) << " |\n";
+      j["memory"].push_back({{"samples", m.samples}, {"cache_mb", m.cache_mb},
+                             {"budget_mb", o_.budget_mb}, {"peak_rss_mb", m.peak_mb},
+                             {"samples_per_s", m.samples_per_s}});
+    }
+    j["epoch_seconds"] = {{"engine_full", engine_full_}, {"peer_full", peer_full_},
+                          {"engine_head_cache", engine_head_}, {"engine_head_preloaded", engine_preloaded_},
+                          {"peer_head", peer_head_}};
+    j["build_seconds"] = build_seconds_;
+    j["peer_prefix_seconds"] = peer_prefix_;
+    j["accuracy"] = accuracy_;
+    j["record_bytes"] = record_bytes_;
+    j["options"] = {{"samples", o_.samples}, {"epochs", o_.epochs}, {"rounds", o_.rounds},
+                    {"seeds", o_.seeds},     {"batch", o_.batch},   {"threads", o_.threads},
+                    {"budget_mb", o_.budget_mb}, {"memory_samples", o_.memory_samples},
+                    {"weights", o_.weights}};
+    std::ofstream(path("targets.json")) << j.dump(2) << "\n";
+    std::ofstream(path("targets.md")) << md.str();
+    std::cout << md.str() << "\nwrote " << path("targets.md") << " and targets.json" << std::endl;
+  }
+
+  struct MemoryRow {
+    int64_t samples = 0;
+    double cache_mb = 0;
+    double peak_mb = 0;
+    double samples_per_s = 0;
+  };
+
+  TargetBenchOptions o_;
+  std::vector<double> engine_full_, engine_head_, engine_preloaded_, build_seconds_, prefix_share_;
+  std::vector<double> peer_full_, peer_head_, peer_prefix_;
+  std::map<std::string, double> record_bytes_;
+  std::map<std::string, std::vector<double>> accuracy_;
+  double record_bytes_r25_ = 0;
+  std::vector<MemoryRow> memory_;
+};
+
+}  // namespace
+
+void run_target_bench(const TargetBenchOptions& options) { TargetBench(options).run(); }
+
+}  // namespace recycle::bench

@@ -1,0 +1,44 @@
+// recycle-bench --targets: the engine's performance targets, each a ratio measured side by
+// side in one run, printed in one table with its target beside it (docs/performance.md).
+//
+// Runs, as child processes, ROUNDS times in turn (engine, then the eager PyTorch peer):
+//   - bench/peers/eager_peer.py: full fine-tuning epochs, one no-grad prefix pass at 0.5 over
+//     the samples, head epochs from those in-memory activations;
+//   - recycle-train --recycle 0 (full fine-tuning from the images);
+//   - recycle-build at 0.5 (the training split; its report's seconds and prefix seconds);
+//   - recycle-train --cache (head epochs from the cache, prefetching) and the same with
+//     --preload (the split decoded into memory first);
+// then, once: the 0.5 cache in fp32 and in int8 over SEEDS seeds (bytes per record, test
+// accuracy), and the memory budget: caches of N samples at 0.25 in fp32 (all ten classes)
+// trained for one epoch with --memory-budget B, and a cache that fits in B, with peak RSS
+// from wait4(). Medians are over every epoch of every round. Writes targets.md and
+// targets.json to the output directory. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recycle::bench {
+
+struct TargetBenchOptions {
+  int64_t samples = 5000;        // training samples of classes 5-9
+  int64_t epochs = 4;            // per training run
+  int64_t rounds = 3;            // engine/peer rounds of the speed ratios
+  int64_t seeds = 3;             // of the int8 against fp32 accuracy
+  int64_t batch = 128;
+  int threads = 2;
+  int64_t budget_mb = 256;       // --memory-budget of the memory rows
+  std::vector<int64_t> memory_samples = {10000, 30000, 60000};  // N of the memory rows
+  std::string weights;           // the pretrained encoder (must exist)
+  std::string out;               // output directory (exists)
+  std::string tools_dir;         // where recycle-build and recycle-train are
+  std::string python = "/usr/bin/python3";
+  std::string peer_script;       // bench/peers/eager_peer.py
+};
+
+// Runs everything above and prints the table. Throws std::runtime_error with one line when a
+// child fails.
+void run_target_bench(const TargetBenchOptions& options);
+
+}  // namespace recycle::bench
