@@ -1,0 +1,166 @@
+#include "engine/models/inference_prefix.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace recycle {
+
+namespace nn = torch::nn;
+
+namespace {
+
+using Children = std::map<std::string, std::shared_ptr<nn::Module>>;
+
+Children children_of(const nn::Module& module) {
+  Children out;
+  for (const auto& item : module.named_children()) out[item.key()] = item.value();
+  return out;
+}
+
+std::set<std::string> names_of(const Children& c) {
+  std::set<std::string> out;
+  for (const auto& [name, m] : c) out.insert(name);
+  return out;
+}
+
+nn::Conv2d as_conv(const Children& c, const std::string& name) {
+  auto impl = std::dynamic_pointer_cast<nn::Conv2dImpl>(c.at(name));
+  return impl ? nn::Conv2d(impl) : nn::Conv2d(nullptr);
+}
+
+nn::BatchNorm2d as_bn(const Children& c, const std::string& name) {
+  auto impl = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(c.at(name));
+  // Only running statistics fold: without them eval mode uses the batch's.
+  if (!impl || !impl->options.track_running_stats() || !impl->running_mean.defined()) {
+    return nn::BatchNorm2d(nullptr);
+  }
+  return nn::BatchNorm2d(impl);
+}
+
+// conv then bn (eval mode) as one convolution with a bias, computed in float64:
+//   s = gamma / sqrt(var + eps);  w' = w * s (per output channel);  b' = (b - mean) * s + beta.
+nn::Conv2d fold(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, torch::MemoryFormat format) {
+  torch::NoGradGuard no_grad;
+  const auto f64 = torch::kFloat64;
+  const torch::Tensor mean = bn->running_mean.to(f64);
+  const torch::Tensor var = bn->running_var.to(f64);
+  const bool affine = bn->options.affine();
+  const torch::Tensor gamma = affine ? bn->weight.to(f64) : torch::ones_like(mean);
+  const torch::Tensor beta = affine ? bn->bias.to(f64) : torch::zeros_like(mean);
+  const torch::Tensor scale = gamma / (var + bn->options.eps()).sqrt();
+  const torch::Tensor b0 = conv->options.bias() ? conv->bias.to(f64) : torch::zeros_like(mean);
+
+  const auto& o = conv->options;
+  nn::Conv2d out(nn::Conv2dOptions(o.in_channels(), o.out_channels(), o.kernel_size())
+                     .stride(o.stride())
+                     .padding(o.padding())
+                     .dilation(o.dilation())
+                     .groups(o.groups())
+                     .padding_mode(o.padding_mode())
+                     .bias(true));
+  out->to(conv->weight.device());
+  out->weight.copy_((conv->weight.to(f64) * scale.view({-1, 1, 1, 1})).to(torch::kFloat32));
+  out->bias.copy_(((b0 - mean) * scale + beta).to(torch::kFloat32));
+  out->weight.set_data(out->weight.contiguous(format));
+  out->eval();
+  for (auto& p : out->parameters()) p.set_requires_grad(false);
+  return out;
+}
+
+}  // namespace
+
+// One block of the prefix. Folded: [relu(stem(x))], then relu(c2(relu(c1(x))) + shortcut),
+// the shortcut being down(x) or x. Not folded: `plain`.
+struct InferencePrefix::Step {
+  bool folded = false;
+  nn::Conv2d stem{nullptr}, c1{nullptr}, c2{nullptr}, down{nullptr};
+  nn::AnyModule plain;
+
+  torch::Tensor run(torch::Tensor x) {
+    if (!folded) return plain.forward(x);
+    if (stem) x = stem->forward(x).relu_();
+    torch::Tensor y = c1->forward(x).relu_();
+    y = c2->forward(y);
+    y.add_(down ? down->forward(x) : x);
+    return y.relu_();
+  }
+};
+
+namespace {
+
+// Fills the folded convolutions of a ResNet-18 basic block; false when `module` is not one
+// (or a batch norm cannot fold).
+bool fold_basic(const nn::Module& module, torch::MemoryFormat format, InferencePrefix::Step* s) {
+  const Children c = children_of(module);
+  const std::set<std::string> plain = {"conv1", "bn1", "conv2", "bn2"};
+  const std::set<std::string> down = {"conv1", "bn1", "conv2", "bn2", "down_conv", "down_bn"};
+  const std::set<std::string> names = names_of(c);
+  if (names != plain && names != down) return false;
+  const nn::Conv2d conv1 = as_conv(c, "conv1"), conv2 = as_conv(c, "conv2");
+  const nn::BatchNorm2d bn1 = as_bn(c, "bn1"), bn2 = as_bn(c, "bn2");
+  if (!conv1 || !conv2 || !bn1 || !bn2) return false;
+  if (names == down) {
+    const nn::Conv2d dc = as_conv(c, "down_conv");
+    const nn::BatchNorm2d db = as_bn(c, "down_bn");
+    if (!dc || !db) return false;
+    s->down = fold(dc, db, format);
+  }
+  s->c1 = fold(conv1, bn1, format);
+  s->c2 = fold(conv2, bn2, format);
+  return true;
+}
+
+// The stem block: stem_conv, stem_bn, ReLU, then a basic block.
+bool fold_stem(const nn::Module& module, torch::MemoryFormat format, InferencePrefix::Step* s) {
+  const Children c = children_of(module);
+  if (names_of(c) != std::set<std::string>{"stem_conv", "stem_bn", "block"}) return false;
+  const nn::Conv2d conv = as_conv(c, "stem_conv");
+  const nn::BatchNorm2d bn = as_bn(c, "stem_bn");
+  if (!conv || !bn || !fold_basic(*c.at("block"), format, s)) return false;
+  s->stem = fold(conv, bn, format);
+  return true;
+}
+
+}  // namespace
+
+InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
+                                 torch::MemoryFormat format)
+    : format_(format) {
+  if (prefix_blocks < 0 || prefix_blocks > model.num_blocks()) {
+    throw std::invalid_argument("a prefix of " + std::to_string(prefix_blocks) +
+                                " blocks in a model of " + std::to_string(model.num_blocks()));
+  }
+  for (int64_t i = 0; i < prefix_blocks; ++i) {
+    auto step = std::make_unique<Step>();
+    const nn::Module& block = *model.blocks[i].ptr();
+    step->folded = fold_stem(block, format, step.get()) || fold_basic(block, format, step.get());
+    if (!step->folded) {
+      *step = Step();
+      step->plain = model.blocks[i];
+    }
+    steps_.push_back(std::move(step));
+  }
+}
+
+InferencePrefix::~InferencePrefix() = default;
+InferencePrefix::InferencePrefix(InferencePrefix&&) noexcept = default;
+InferencePrefix& InferencePrefix::operator=(InferencePrefix&&) noexcept = default;
+
+torch::Tensor InferencePrefix::forward(const torch::Tensor& x) const {
+  c10::InferenceMode inference;
+  torch::Tensor h = x.contiguous(format_);
+  for (const auto& step : steps_) h = step->run(h);
+  return h.contiguous();
+}
+
+int64_t InferencePrefix::blocks() const { return static_cast<int64_t>(steps_.size()); }
+
+int64_t InferencePrefix::folded_blocks() const {
+  int64_t n = 0;
+  for (const auto& step : steps_) n += step->folded ? 1 : 0;
+  return n;
+}
+
+}  // namespace recycle
