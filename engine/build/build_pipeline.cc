@@ -17,6 +17,7 @@ std::string BuildReport::to_json() const {
                       {"bytes", bytes},
                       {"records", records},
                       {"seconds", seconds},
+                      {"prefix_seconds", prefix_seconds},
                       {"samples_per_s", samples_per_s},
                       {"ranks", ranks}};
   return j.dump();
@@ -31,11 +32,13 @@ BuildReport run_build(const BuildOptions& options) {
   if (!s.unchanged) {
     begin_split(s);
     BuildChunk chunk;
+    ChunkWriter writer(s);
     while (next_chunk(s, &chunk)) {
       find_missing(s, &chunk);
       compute_chunk(s, &chunk);
-      write_chunk(s, &chunk);
+      writer.submit(stage_write(s, &chunk));
     }
+    writer.finish();
     finish_split(s);
   }
   return build_report(s);

@@ -41,6 +41,8 @@ struct BuildReport {
   int64_t bytes = 0;        // record bytes written by this run (before compression)
   int64_t records = 0;      // distinct records in the cache after the run
   double seconds = 0;       // wall time of run_build
+  double prefix_seconds = 0;// of it, in the prefix's forward (this process; the rest is reading,
+                            // keying, encoding, writing and opening/flushing the cache)
   double samples_per_s = 0;
   int ranks = 1;            // processes that computed records (1 unless distributed)
   std::string to_json() const;  // one line

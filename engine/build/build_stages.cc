@@ -12,6 +12,7 @@
 #include "cache/record.h"
 #include "engine/build/prefix_identity.h"
 #include "engine/models/block_model.h"
+#include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/preprocess.h"
 #include "engine/models/weights_io.h"
@@ -24,6 +25,7 @@ struct BuildModel {
   explicit BuildModel(const std::string& device_name) : device(device_name) {}
   torch::Device device;
   std::optional<PreparedModel> prepared;
+  std::optional<InferencePrefix> fast;  // the prepared prefix, folded: what records come from
 };
 
 BuildState::BuildState(BuildOptions o)
@@ -126,6 +128,7 @@ void load_inputs(BuildState& s) {
         "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
   }
   s.manifest = requested_manifest(pm, s.keyer->spec(), s.codec, s.data, s.model->device);
+  s.model->fast.emplace(pm.model, pm.split.prefix_blocks);
 }
 
 void reconcile_manifest(BuildState& s) {
@@ -263,13 +266,13 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   int64_t per_sample = 1;
   for (int64_t d : shape) per_sample *= d;
 
-  torch::NoGradGuard no_grad;
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
-  torch::Tensor out = s.model->prepared->split.prefix
-                          ->forward(image_batch(s.data, chunk->compute_pos.data(), m, device))
-                          .to(torch::kCPU, torch::kFloat32)
-                          .contiguous();
+  const torch::Tensor images = image_batch(s.data, chunk->compute_pos.data(), m, device);
+  const auto started = std::chrono::steady_clock::now();
+  torch::Tensor out = s.model->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
+  s.report.prefix_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != shape) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
@@ -284,15 +287,18 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   }
 }
 
-void write_chunk(BuildState& s, BuildChunk* chunk) {
+StagedWrite stage_write(BuildState& s, BuildChunk* chunk) {
   const std::string& split = s.options.data.split;
-  ActivationStore::Batch batch(*s.store);
+  StagedWrite w;
+  w.batch = std::make_unique<ActivationStore::Batch>(*s.store);
+  ActivationStore::Batch& batch = *w.batch;
   if (!chunk->records.empty()) {
     const int64_t m = static_cast<int64_t>(chunk->records.size());
     for (int64_t r = 0; r < m; ++r) {
       batch.put_record(chunk->compute_keys[r], chunk->records[r]);
       s.present.insert(chunk->compute_keys[r]);
     }
+    chunk->records.clear();  // the batch holds its own copy
     s.report.computed += m;
     s.report.bytes += static_cast<int64_t>(batch.record_bytes());
     s.manifest.records += m;
@@ -302,11 +308,37 @@ void write_chunk(BuildState& s, BuildChunk* chunk) {
     const int64_t pos = s.todo[t];
     batch.put_index(split, pos, IndexEntry{s.keys[pos], s.data.labels[pos]});
   }
-  s.report.index_written += static_cast<int64_t>(chunk->end - chunk->begin);
+  w.samples = static_cast<int64_t>(chunk->end - chunk->begin);
+  s.report.index_written += w.samples;
   batch.put_manifest(s.manifest);  // counts stay consistent with the data after a crash
-  check_free_space(s.options.cache_dir, batch.record_bytes());
-  write(s, &batch);
-  if (s.progress) s.progress->advance(static_cast<int64_t>(chunk->end - chunk->begin));
+  return w;
+}
+
+void write_staged(BuildState& s, StagedWrite* w) {
+  check_free_space(s.options.cache_dir, w->batch->record_bytes());
+  write(s, w->batch.get());
+  if (s.progress) s.progress->advance(w->samples);
+}
+
+void write_chunk(BuildState& s, BuildChunk* chunk) {
+  StagedWrite w = stage_write(s, chunk);
+  write_staged(s, &w);
+}
+
+ChunkWriter::~ChunkWriter() {
+  if (pending_.valid()) pending_.wait();
+}
+
+void ChunkWriter::submit(StagedWrite w) {
+  finish();
+  current_ = std::move(w);
+  pending_ = std::async(std::launch::async, [this] { write_staged(s_, &current_); });
+}
+
+void ChunkWriter::finish() {
+  if (!pending_.valid()) return;
+  pending_.get();  // rethrows the write's error
+  current_ = StagedWrite();
 }
 
 void finish_split(BuildState& s) {

@@ -8,14 +8,21 @@
 //   if (!s.unchanged) {
 //     begin_split(s);       the split marked incomplete (the manifest, a shorter index cut)
 //     BuildChunk c;
+//     ChunkWriter writer(s);
 //     while (next_chunk(s, &c)) {
 //       find_missing(s, &c);   distinct keys of the chunk with no stored record (MultiGet)
-//       compute_chunk(s, &c);  prefix forward (no grad), output shape checked, encoded
-//       write_chunk(s, &c);    one write batch: records, index entries, counts
+//       compute_chunk(s, &c);  prefix forward (inference form), output shape checked, encoded
+//       writer.submit(stage_write(s, &c));  one write batch: records, index entries, counts,
+//                              written on the writer's thread while the next chunk computes
 //     }
+//     writer.finish();      the last batch written (rethrows a write's error)
 //     finish_split(s);      the split marked complete, memtables flushed
 //   }
 //   return build_report(s);
+//
+// write_chunk(s, &c) is stage_write then write_staged on the calling thread: the same writes.
+// Batches reach the store in chunk order, so what a crash leaves is what the serial loop
+// leaves. The writer holds at most one batch: memory is two chunks' records at most.
 //
 // Each stage throws std::runtime_error / std::invalid_argument with one clear line, as
 // run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
@@ -26,12 +33,17 @@
 // rerun must compare every key with the index before deciding to write nothing. Streaming
 // the raw input chunk by chunk is a later issue.
 //
-// No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc.
-// Not thread safe: one thread runs the stages of a state.
+// No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc; the
+// records come from its InferencePrefix (engine/models/inference_prefix.h: batch norms folded,
+// within kInferencePrefixTolerance of the plain prefix, whose weights make the identity).
+// Not thread safe: one thread runs the stages of a state, except write_staged, which a
+// ChunkWriter runs on its thread while that one thread runs find_missing and compute_chunk of
+// the next chunk (write_staged touches only the store, s.writes and s.progress).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -121,12 +133,41 @@ void find_missing(BuildState& s, BuildChunk* chunk);
 // Runs the prefix (no grad) on the samples to compute, checks the output's shape against
 // the manifest's record shape, and encodes one record per sample.
 void compute_chunk(BuildState& s, BuildChunk* chunk);
-// One write batch: the chunk's records, its index entries and the manifest's counts, after
-// the free-space check. Updates the report's counters.
+// A chunk's write batch, made by stage_write and written by write_staged.
+struct StagedWrite {
+  std::unique_ptr<ActivationStore::Batch> batch;
+  int64_t samples = 0;  // index entries in it (the progress bar's step)
+};
+// The chunk's write batch: its records, its index entries and the manifest's counts. Updates
+// s.present, the report's counters and s.manifest's counts as if it were written. Moves the
+// records out of the chunk.
+StagedWrite stage_write(BuildState& s, BuildChunk* chunk);
+// Writes a staged batch after the free-space check; advances the progress bar.
+void write_staged(BuildState& s, StagedWrite* w);
+// stage_write then write_staged.
 void write_chunk(BuildState& s, BuildChunk* chunk);
+
+// Writes staged batches on a thread of its own, one at a time and in order: submit waits for
+// the batch before (rethrowing its error) and starts this one. finish waits for the last one.
+// The destructor waits too (errors dropped: it runs when the loop has thrown already).
+class ChunkWriter {
+ public:
+  explicit ChunkWriter(BuildState& s) : s_(s) {}
+  ~ChunkWriter();
+  ChunkWriter(const ChunkWriter&) = delete;
+  ChunkWriter& operator=(const ChunkWriter&) = delete;
+  void submit(StagedWrite w);
+  void finish();
+
+ private:
+  BuildState& s_;
+  StagedWrite current_;
+  std::future<void> pending_;
+};
 // Marks the split complete (a synced write) and flushes the memtables.
 void finish_split(BuildState& s);
-// The report: the counters plus records, skipped, seconds and rate.
+// The report: the counters plus records, skipped, seconds and rate (report.prefix_seconds:
+// compute_chunk's prefix forwards, summed).
 BuildReport build_report(const BuildState& s);
 
 // Throws std::runtime_error (what was written is kept; rerun to resume) when the file system

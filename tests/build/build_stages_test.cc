@@ -334,3 +334,53 @@ TEST(BuildStages, Int8BuildIsWithinHalfAScaleOfFp32) {
     }
   }
 }
+
+namespace {
+
+// run_build writes each chunk on a ChunkWriter's thread while the next chunk computes; the
+// cache it leaves must be the serial loop's, byte for byte, duplicates across chunks included.
+TEST(BuildStages, OverlappedWritesLeaveTheCacheTheSerialLoopLeaves) {
+  TempDir dir;
+  std::vector<int> p;
+  for (int i = 0; i < 60; ++i) p.push_back((i * 7) % 23);  // copies within and across chunks
+  write_pattern_images(dir.path().string(), p);
+  const recycle::BuildReport serial = build_all(options_for(dir, dir.file("serial"), 6));
+  const recycle::BuildReport overlapped = recycle::run_build(options_for(dir, dir.file("overlapped"), 6));
+  expect_counts(overlapped, {serial.computed, serial.index_written, serial.skipped, serial.records});
+  EXPECT_EQ(overlapped.computed, 23);
+  EXPECT_GT(overlapped.prefix_seconds, 0.0);
+  EXPECT_LE(overlapped.prefix_seconds, overlapped.seconds);
+  const CacheContents a = read_cache(dir.file("serial"));
+  const CacheContents b = read_cache(dir.file("overlapped"));
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.records, b.records);
+  EXPECT_EQ(a.manifest.records, b.manifest.records);
+  EXPECT_EQ(a.manifest.record_bytes, b.manifest.record_bytes);
+  EXPECT_TRUE(b.manifest.splits.at("train").complete);
+  // The report's JSON carries the prefix's share.
+  EXPECT_NE(overlapped.to_json().find("\"prefix_seconds\""), std::string::npos);
+}
+
+// A ChunkWriter hands a write's error to the next submit (or finish), and stops nothing else.
+TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  BuildState s(options_for(dir, dir.file("cache"), 4));
+  start(s);
+  recycle::begin_split(s);
+  BuildChunk chunk;
+  ASSERT_TRUE(recycle::next_chunk(s, &chunk));
+  recycle::find_missing(s, &chunk);
+  recycle::compute_chunk(s, &chunk);
+  recycle::StagedWrite w = recycle::stage_write(s, &chunk);
+  // A batch of another cache: the store refuses it with an error.
+  std::unique_ptr<ActivationStore> other;
+  ASSERT_OK(ActivationStore::open(dir.file("other"), recycle::StoreOptions(), &other));
+  w.batch = std::make_unique<ActivationStore::Batch>(*other);
+  recycle::ChunkWriter writer(s);
+  writer.submit(std::move(w));
+  EXPECT_THROW(writer.finish(), std::invalid_argument);  // "batch belongs to another cache"
+  writer.finish();  // nothing pending any more
+}
+
+}  // namespace
