@@ -27,6 +27,7 @@ std::string BuildReport::to_json() const {
 BuildReport run_build(const BuildOptions& options) {
   BuildState s(options);
   load_inputs(s);
+  key_samples(s);
   reconcile_manifest(s);
   plan_split(s);
   if (!s.unchanged) {

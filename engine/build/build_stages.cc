@@ -34,23 +34,63 @@ BuildState::~BuildState() = default;
 
 namespace {
 
-// Keys of every sample, computed in parallel. Exceptions are caught inside the OpenMP region
-// and rethrown after it.
-std::vector<Key> compute_keys(const Dataset& data, const Keyer& keyer) {
-  std::vector<Key> keys(data.size());
+// Samples keyed per chunk of a streamed split: 4096 images are 3 MB at 28x28.
+constexpr int64_t kKeyChunk = 4096;
+
+// The samples positions[0..n) of a streamed split as a dataset of n samples holding their
+// pixels (ids and labels too), so they go through Dataset::key_input and image_batch as the
+// samples of a dataset loaded whole do.
+Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* positions,
+                     int64_t n) {
+  Dataset chunk;
+  chunk.item_shape = data.item_shape;
+  chunk.pixels.resize(static_cast<size_t>(n * data.item_bytes()));
+  stream.read(positions, n, chunk.pixels.data());
+  chunk.labels.reserve(n);
+  chunk.ids.reserve(n);
+  for (int64_t i = 0; i < n; ++i) {
+    chunk.labels.push_back(data.labels[positions[i]]);
+    chunk.ids.push_back(data.ids[positions[i]]);
+  }
+  return chunk;
+}
+
+// Keys of data's samples [0, n) into keys[offset..), in parallel. Exceptions are caught inside
+// the OpenMP region and rethrown after it.
+void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vector<Key>* keys) {
   std::exception_ptr error;
   const int64_t n = static_cast<int64_t>(data.size());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     try {
       TensorView view;
-      keys[i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
+      (*keys)[offset + i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
     } catch (...) {
 #pragma omp critical
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
+std::vector<Key> compute_keys(const Dataset& data, const StreamedImages& streamed,
+                              const Keyer& keyer) {
+  std::vector<Key> keys(data.size());
+  if (!streamed.streamed()) {
+    key_range(data, keyer, 0, &keys);
+    return keys;
+  }
+  ImageStream stream(data, streamed);
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<int64_t> positions;
+  for (int64_t lo = 0; lo < n; lo += kKeyChunk) {
+    const int64_t hi = std::min(n, lo + kKeyChunk);
+    positions.resize(hi - lo);
+    for (int64_t i = lo; i < hi; ++i) positions[i - lo] = i;
+    key_range(read_samples(data, stream, positions.data(), hi - lo), keyer, lo, &keys);
+  }
+  stream.finish();
   return keys;
 }
 
@@ -114,7 +154,7 @@ void load_inputs(BuildState& s) {
   set_thread_count(o.threads);
   s.model = std::make_unique<BuildModel>(o.device);
 
-  s.data = load_dataset(o.data);
+  s.data = load_dataset(o.data, &s.streamed);
   if (s.data.is_text) {
     throw std::runtime_error("text data needs a text model, which this version does not have yet");
   }
@@ -170,7 +210,7 @@ void reconcile_manifest(BuildState& s) {
 }
 
 void key_samples(BuildState& s) {
-  s.keys = compute_keys(s.data, *s.keyer);
+  s.keys = compute_keys(s.data, s.streamed, *s.keyer);
   const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
   s.report.cache_dir = s.options.cache_dir;
   s.report.split = s.options.data.split;
@@ -268,7 +308,16 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
 
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
-  const torch::Tensor images = image_batch(s.data, chunk->compute_pos.data(), m, device);
+  torch::Tensor images;
+  if (s.streamed.streamed()) {
+    if (!s.images) s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+    const Dataset read = read_samples(s.data, *s.images, chunk->compute_pos.data(), m);
+    std::vector<int64_t> all(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) all[i] = i;
+    images = image_batch(read, all.data(), m, device);
+  } else {
+    images = image_batch(s.data, chunk->compute_pos.data(), m, device);
+  }
   const auto started = std::chrono::steady_clock::now();
   torch::Tensor out = s.model->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
   s.report.prefix_seconds +=

@@ -2,7 +2,8 @@
 // by one. run_build (build_pipeline.h) is these calls in this order:
 //
 //   BuildState s(options);
-//   load_inputs(s);         options checked, dataset, keyer, model prepared and split
+//   load_inputs(s);         options checked, dataset (images streamed), keyer, model prepared
+//   key_samples(s);         first pass over the images: every sample keyed, chunk by chunk
 //   reconcile_manifest(s);  cache opened or created; its identity compared, a mismatch refused
 //   plan_split(s);          keys, what the stored index holds already, what is left to write
 //   if (!s.unchanged) {
@@ -28,10 +29,14 @@
 // run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
 // cache that a new state resumes: plan_split starts from what the stored index holds.
 //
-// The whole dataset is loaded in memory by load_inputs, and plan_split keys every sample up
-// front (16 bytes each): the split's unique count goes into the manifest's first write and a
-// rerun must compare every key with the index before deciding to write nothing. Streaming
-// the raw input chunk by chunk is a later issue.
+// The images are streamed (engine/data/image_stream.h): load_inputs reads the labels and the
+// images' header, key_samples reads the images once, a chunk at a time, to key every sample
+// (16 bytes each: the split's unique count goes into the manifest's first write and a rerun
+// must compare every key with the index before deciding to write nothing), and compute_chunk
+// reads them a second time, forward, for the samples it computes. Memory holds the keys,
+// labels and ids, never the split's images. key_samples runs before the cache is opened, so
+// bad input fails before the cache is touched. A state whose s.data has its pixels in memory
+// (s.streamed.file empty) reads them there.
 //
 // No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc; the
 // records come from its InferencePrefix (engine/models/inference_prefix.h: batch norms folded,
@@ -54,6 +59,7 @@
 #include "cache/manifest.h"
 #include "engine/build/build_pipeline.h"
 #include "engine/data/dataset.h"
+#include "engine/data/image_stream.h"
 #include "keyers/keyer.h"
 
 namespace recycle {
@@ -73,7 +79,8 @@ struct BuildState {
 
   // load_inputs
   Codec codec = Codec::kFp16;
-  Dataset data;
+  Dataset data;               // without pixels when s.streamed.streamed()
+  StreamedImages streamed;    // where data's pixels are
   std::unique_ptr<Keyer> keyer;
   std::unique_ptr<BuildModel> model;
   Manifest manifest;  // the requested one; after reconcile_manifest the stored one if any
@@ -87,6 +94,8 @@ struct BuildState {
   // key_samples (called by plan_split when not called before)
   std::vector<Key> keys;             // keys[i]: sample i's key
   bool keyed = false;
+  // compute_chunk: the second pass over streamed images (opened by its first call)
+  std::unique_ptr<ImageStream> images;
 
   // plan_split
   std::vector<IndexEntry> existing;  // the split's index as stored when the run began
@@ -110,14 +119,15 @@ struct BuildChunk {
   std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
 };
 
-// Checks the options, loads the dataset, makes the keyer, prepares and splits the model and
+// Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model and
 // sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
 void load_inputs(BuildState& s);
 // Deletes the cache first with --rebuild, opens (or creates) it and compares the stored
 // manifest with the requested one; refuses another identity, other classes or other record
 // shapes with one line. A new cache gets the head's initial weights in s.opening.
 void reconcile_manifest(BuildState& s);
-// Keys every sample (in parallel) into s.keys and sets report.samples and report.unique. Needs
+// Keys every sample (in parallel; streamed images read a chunk at a time, and the whole file
+// checked as load_dataset checks it) into s.keys and sets report.samples and report.unique. Needs
 // no cache: the ranks of a distributed build that do not write it call this alone.
 void key_samples(BuildState& s);
 // Reads the split's stored index, keys every sample (key_samples, unless done already), lists

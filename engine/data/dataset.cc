@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/data/idx_reader.h"
+#include "engine/data/image_stream.h"
 #include "engine/data/tsv_reader.h"
 
 namespace recycle {
@@ -109,7 +110,9 @@ void filter_samples(Dataset* d, const std::vector<int64_t>& classes, int64_t lim
   d->class_names = names;
 }
 
-Dataset load_fashion_mnist(const std::string& dir, const std::string& split) {
+// streamed: null to load the pixels; else the images' header only, rows 0..n-1 in *streamed.
+Dataset load_fashion_mnist(const std::string& dir, const std::string& split,
+                           StreamedImages* streamed) {
   std::string prefix;
   if (split == "train") {
     prefix = "train";
@@ -118,7 +121,13 @@ Dataset load_fashion_mnist(const std::string& dir, const std::string& split) {
   } else {
     throw std::invalid_argument("fashion-mnist has splits train and test, not '" + split + "'");
   }
-  const IdxArray images = read_idx_file(dir + "/" + prefix + "-images-idx3-ubyte.gz", 3);
+  const std::string image_file = dir + "/" + prefix + "-images-idx3-ubyte.gz";
+  IdxArray images;
+  if (streamed == nullptr) {
+    images = read_idx_file(image_file, 3);
+  } else {
+    images.dims = IdxStream(image_file, 3).dims();  // the header; the data is streamed
+  }
   const IdxArray labels = read_idx_file(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 1);
   if (images.dims[0] != labels.dims[0]) {
     throw std::runtime_error(dir + ": " + std::to_string(images.dims[0]) + " images but " +
@@ -127,7 +136,12 @@ Dataset load_fashion_mnist(const std::string& dir, const std::string& split) {
   Dataset d;
   d.class_names = fashion_mnist_class_names();
   d.item_shape = {1, images.dims[1], images.dims[2]};
-  d.pixels = images.data;
+  d.pixels = std::move(images.data);
+  if (streamed != nullptr) {
+    streamed->file = image_file;
+    streamed->rows.resize(labels.data.size());
+    for (size_t i = 0; i < streamed->rows.size(); ++i) streamed->rows[i] = static_cast<int64_t>(i);
+  }
   d.labels.resize(labels.data.size());
   d.ids.resize(labels.data.size());
   for (size_t i = 0; i < labels.data.size(); ++i) {
@@ -155,7 +169,10 @@ Dataset load_tsv(const std::string& path) {
 
 }  // namespace
 
-Dataset load_dataset(const DatasetOptions& options) {
+namespace {
+
+// load_dataset; streamed: see load_dataset(options, images) in image_stream.h.
+Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
   if (options.limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
   const std::vector<int64_t> classes =
       options.classes.empty() ? std::vector<int64_t>() : parse_class_list(options.classes);
@@ -164,7 +181,7 @@ Dataset load_dataset(const DatasetOptions& options) {
   std::string source;
   if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {
     const std::string dir = spec.size() > 14 ? spec.substr(14) : kDefaultFashionMnistDir;
-    d = load_fashion_mnist(dir, options.split);
+    d = load_fashion_mnist(dir, options.split, streamed);
     source = "fashion-mnist:" + dir;
   } else if (spec.rfind("tsv:", 0) == 0 && spec.size() > 4) {
     d = load_tsv(spec.substr(4));
@@ -177,12 +194,17 @@ Dataset load_dataset(const DatasetOptions& options) {
   filter_samples(&d, classes, options.limit, [&](size_t src, size_t dst) {
     if (d.is_text) {
       if (src != dst) d.texts[dst] = std::move(d.texts[src]);
+    } else if (streamed != nullptr) {
+      streamed->rows[dst] = streamed->rows[src];
     } else if (src != dst) {
       std::copy_n(d.pixels.begin() + src * item, item, d.pixels.begin() + dst * item);
     }
   });
   if (d.is_text) {
     d.texts.resize(d.labels.size());
+  } else if (streamed != nullptr) {
+    streamed->rows.resize(d.labels.size());
+    streamed->rows.shrink_to_fit();
   } else {
     d.pixels.resize(d.labels.size() * item);
   }
@@ -191,6 +213,15 @@ Dataset load_dataset(const DatasetOptions& options) {
                   (options.classes.empty() ? "" : " classes=" + options.classes) +
                   (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "");
   return d;
+}
+
+}  // namespace
+
+Dataset load_dataset(const DatasetOptions& options) { return load(options, nullptr); }
+
+Dataset load_dataset(const DatasetOptions& options, StreamedImages* images) {
+  *images = StreamedImages();
+  return load(options, images);
 }
 
 }  // namespace recycle

@@ -67,22 +67,28 @@ std::string hex_byte(unsigned v) {
 
 }  // namespace
 
-IdxArray read_idx_file(const std::string& path, int expected_ndim) {
+struct IdxStream::File {
+  GzHandle gz;
+};
+
+IdxStream::IdxStream(const std::string& path, int expected_ndim)
+    : path_(path), file_(std::make_unique<File>()) {
   if (expected_ndim < 1 || expected_ndim > 255) {
     throw std::invalid_argument("read_idx_file: expected_ndim must be in 1..255, got " +
                                 std::to_string(expected_ndim));
   }
   require_regular_file(path);
   errno = 0;
-  GzHandle file(gzopen(path.c_str(), "rb"));
+  file_->gz.reset(gzopen(path.c_str(), "rb"));
+  gzFile file = file_->gz.get();
   if (!file) {
     fail(path, std::string("cannot open: ") +
                    (errno != 0 ? std::strerror(errno) : "out of memory"));
   }
-  gzbuffer(file.get(), kGzBufferBytes);
+  gzbuffer(file, kGzBufferBytes);
 
   uint8_t magic[4];
-  if (read_fully(file.get(), path, magic, 4) != 4) {
+  if (read_fully(file, path, magic, 4) != 4) {
     fail(path, "too short for an IDX header (need 4 magic bytes)");
   }
   if (magic[0] != 0 || magic[1] != 0) {
@@ -100,12 +106,11 @@ IdxArray read_idx_file(const std::string& path, int expected_ndim) {
   }
 
   std::vector<uint8_t> header(static_cast<size_t>(ndim) * 4);
-  if (read_fully(file.get(), path, header.data(), header.size()) != header.size()) {
+  if (read_fully(file, path, header.data(), header.size()) != header.size()) {
     fail(path, "truncated header: " + std::to_string(ndim) + " dimensions need " +
                    std::to_string(header.size()) + " bytes");
   }
-  IdxArray out;
-  out.dims.reserve(ndim);
+  dims_.reserve(ndim);
   uint64_t total = 1;
   for (int i = 0; i < ndim; ++i) {
     const uint64_t dim = get_be32(header.data() + 4 * i);
@@ -114,38 +119,66 @@ IdxArray read_idx_file(const std::string& path, int expected_ndim) {
       fail(path, "dimensions too large: data would exceed 2^34 bytes");
     }
     total *= dim;
-    out.dims.push_back(static_cast<int64_t>(dim));
+    dims_.push_back(static_cast<int64_t>(dim));
   }
+  total_ = total;
+}
 
-  // Grow the buffer as data arrives (at most 64 MiB ahead), so that a header claiming
-  // gigabytes over a short file fails on the missing data, not by allocating them.
-  constexpr uint64_t kChunk = uint64_t{64} << 20;
-  size_t got = 0;
-  while (got < total) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, total - got));
-    out.data.resize(got + want);
-    const size_t r = read_fully(file.get(), path, out.data.data() + got, want);
-    got += r;
-    if (r < want) break;
-  }
-  out.data.resize(got);
-  if (got != total) {
-    fail(path, "has " + std::to_string(got) + " bytes of data, header says " +
-                   std::to_string(total));
-  }
+IdxStream::~IdxStream() = default;
 
+void IdxStream::read(uint8_t* out, uint64_t n) {
+  if (n > total_ - position_) {
+    throw std::invalid_argument(path_ + ": read of " + std::to_string(n) + " bytes at " +
+                                std::to_string(position_) + " of " + std::to_string(total_));
+  }
+  std::vector<uint8_t> scratch;
+  if (out == nullptr) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, 1 << 16)));
+  uint64_t done = 0;
+  while (done < n) {
+    const size_t want = static_cast<size_t>(
+        out != nullptr ? n - done : std::min<uint64_t>(n - done, scratch.size()));
+    uint8_t* dst = out != nullptr ? out + done : scratch.data();
+    const size_t r = read_fully(file_->gz.get(), path_, dst, want);
+    done += r;
+    position_ += r;
+    if (r < want) {
+      fail(path_, "has " + std::to_string(position_) + " bytes of data, header says " +
+                      std::to_string(total_));
+    }
+  }
+}
+
+void IdxStream::finish() {
+  read(nullptr, total_ - position_);
   // Anything after the data is an error; count it in chunks to report how much there is.
   std::vector<uint8_t> scratch(1 << 16);
   uint64_t trailing = 0;
   for (;;) {
-    const size_t r = read_fully(file.get(), path, scratch.data(), scratch.size());
+    const size_t r = read_fully(file_->gz.get(), path_, scratch.data(), scratch.size());
     trailing += r;
     if (r < scratch.size()) break;
   }
   if (trailing != 0) {
-    fail(path, "has " + std::to_string(trailing) + " trailing bytes after the " +
-                   std::to_string(total) + " bytes of data");
+    fail(path_, "has " + std::to_string(trailing) + " trailing bytes after the " +
+                    std::to_string(total_) + " bytes of data");
   }
+}
+
+IdxArray read_idx_file(const std::string& path, int expected_ndim) {
+  IdxStream stream(path, expected_ndim);
+  IdxArray out;
+  out.dims = stream.dims();
+  // Grow the buffer as data arrives (at most 64 MiB ahead), so that a header claiming
+  // gigabytes over a short file fails on the missing data, not by allocating them.
+  constexpr uint64_t kChunk = uint64_t{64} << 20;
+  const uint64_t total = stream.data_bytes();
+  while (stream.position() < total) {
+    const size_t got = static_cast<size_t>(stream.position());
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, total - got));
+    out.data.resize(got + want);
+    stream.read(out.data.data() + got, want);
+  }
+  stream.finish();
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,37 @@ struct IdxArray {
 //
 // Reads in large chunks; thread-safe (no shared state), the result is owned by the caller.
 IdxArray read_idx_file(const std::string& path, int expected_ndim);
+
+// The same file read in pieces, so a reader holds only what it asks for: the constructor
+// opens it and checks the header, read() hands out the data in order, finish() checks that
+// the data is all there and that nothing follows it. The errors are read_idx_file's, each when
+// the reading reaches it (short data: at the read that runs out; trailing bytes: at finish).
+// Not thread safe.
+class IdxStream {
+ public:
+  IdxStream(const std::string& path, int expected_ndim);
+  ~IdxStream();
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  uint64_t data_bytes() const { return total_; }  // product(dims)
+  uint64_t position() const { return position_; }  // data bytes read (or skipped) so far
+
+  // The next n bytes of data into out, or skipped when out is null. Throws when the data ends
+  // before them ("has N bytes of data, header says M") or asks past the header's size.
+  void read(uint8_t* out, uint64_t n);
+  // Skips the rest of the data, then throws on trailing bytes.
+  void finish();
+
+ private:
+  struct File;
+  std::string path_;
+  std::unique_ptr<File> file_;
+  std::vector<int64_t> dims_;
+  uint64_t total_ = 0;
+  uint64_t position_ = 0;
+};
 
 }  // namespace recycle

@@ -384,3 +384,46 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
 }
 
 }  // namespace
+
+namespace {
+
+// The build streams its images: after load_inputs no pixel is in memory, the keys of the
+// streamed split are the keys of the split loaded whole, and so is the cache it builds.
+TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(20, 5));
+  BuildOptions o = options_for(dir, dir.file("streamed"), 3);
+  o.data.classes = "1-8";
+  BuildState s(o);
+  recycle::load_inputs(s);
+  EXPECT_TRUE(s.streamed.streamed());
+  EXPECT_TRUE(s.data.pixels.empty());
+  recycle::key_samples(s);
+  const recycle::Dataset whole = recycle::load_dataset(o.data);
+  ASSERT_EQ(s.keys.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    recycle::TensorView view;
+    EXPECT_EQ(s.keys[i], s.keyer->key(whole.key_input(i, &view))) << i;
+  }
+  recycle::reconcile_manifest(s);
+  recycle::plan_split(s);
+  run_chunks(s);
+
+  BuildOptions ow = o;
+  ow.cache_dir = dir.file("whole");
+  BuildState w(ow);
+  recycle::load_inputs(w);
+  w.data = whole;  // pixels in memory: compute_chunk reads them there
+  w.streamed = recycle::StreamedImages();
+  recycle::reconcile_manifest(w);
+  recycle::plan_split(w);
+  run_chunks(w);
+
+  const CacheContents a = read_cache(dir.file("streamed"));
+  const CacheContents b = read_cache(dir.file("whole"));
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.records, b.records);
+  EXPECT_EQ(a.records.size(), 16u);  // patterns 1-8 of 20, plus repeats of 1-4: 16 distinct
+}
+
+}  // namespace

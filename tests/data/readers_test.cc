@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -13,8 +14,10 @@
 #include <vector>
 
 #include "engine/data/idx_reader.h"
+#include "engine/data/image_stream.h"
 #include "engine/data/tsv_reader.h"
 #include "tests/test_util.h"
+#include "tests/tool_runner.h"
 
 namespace recycle {
 namespace {
@@ -512,6 +515,129 @@ TEST(TsvReader, Utf8Validator) {
   EXPECT_FALSE(is_valid_utf8("abcdefgh\x80"));      // stray continuation after the fast path
   EXPECT_FALSE(is_valid_utf8("\xe2\x82\xac\x82"));  // extra continuation byte
   EXPECT_FALSE(is_valid_utf8("\xf0\x9f\x98\x41"));  // last byte not a continuation
+}
+
+// ---------------------------------------------------------------------------------------------
+// IDX in pieces (IdxStream) and streamed datasets (ImageStream)
+
+TEST(IdxStream, ReadsInPiecesWhatReadIdxFileReads) {
+  TempDir dir;
+  const std::string gz = dir.file("images.gz");
+  const std::string data = counting_bytes(9 * 4 * 5);
+  write_gzip(gz, make_idx(0x08, {9, 4, 5}, data));
+  IdxStream s(gz, 3);
+  EXPECT_EQ(s.dims(), (std::vector<int64_t>{9, 4, 5}));
+  EXPECT_EQ(s.data_bytes(), 180u);
+  std::string got(30, '\0');
+  s.read(reinterpret_cast<uint8_t*>(got.data()), 30);
+  EXPECT_EQ(got, data.substr(0, 30));
+  s.read(nullptr, 100);  // skipped
+  EXPECT_EQ(s.position(), 130u);
+  got.assign(50, '\0');
+  s.read(reinterpret_cast<uint8_t*>(got.data()), 50);
+  EXPECT_EQ(got, data.substr(130, 50));
+  s.finish();
+  EXPECT_THROW(s.read(nullptr, 1), std::invalid_argument);  // past the header's size
+}
+
+TEST(IdxStream, ShortDataFailsAtTheReadAndTrailingBytesAtFinish) {
+  TempDir dir;
+  const std::string shortf = dir.file("short.gz");
+  write_gzip(shortf, make_idx(0x08, {10}, "123"));
+  IdxStream s(shortf, 1);
+  uint8_t buf[10];
+  s.read(buf, 2);  // what is there reads
+  EXPECT_TRUE(contains(error_of([&] { s.read(buf, 5); }), "has 3 bytes of data, header says 10"));
+
+  const std::string longf = dir.file("long.gz");
+  write_gzip(longf, make_idx(0x08, {3}, "abcd"));
+  IdxStream l(longf, 1);
+  l.read(buf, 3);
+  EXPECT_TRUE(contains(error_of([&] { l.finish(); }), "has 1 trailing bytes"));
+}
+
+// A streamed dataset is load_dataset's without the pixels, and its stream reads them.
+void expect_streams_like_loaded(const DatasetOptions& o) {
+  const Dataset whole = load_dataset(o);
+  StreamedImages images;
+  const Dataset lean = load_dataset(o, &images);
+  ASSERT_TRUE(images.streamed());
+  EXPECT_TRUE(lean.pixels.empty());
+  EXPECT_EQ(lean.description, whole.description);
+  EXPECT_EQ(lean.labels, whole.labels);
+  EXPECT_EQ(lean.ids, whole.ids);
+  EXPECT_EQ(lean.class_names, whole.class_names);
+  EXPECT_EQ(lean.item_shape, whole.item_shape);
+  ASSERT_EQ(images.rows.size(), whole.size());
+  const int64_t item = whole.item_bytes();
+  ImageStream stream(lean, images);
+  // Every third sample, in chunks of 7, then the rest of the file checked.
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < static_cast<int64_t>(whole.size()); p += 3) positions.push_back(p);
+  std::vector<uint8_t> got(positions.size() * item);
+  for (size_t lo = 0; lo < positions.size(); lo += 7) {
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(7, positions.size() - lo));
+    stream.read(positions.data() + lo, n, got.data() + lo * item);
+  }
+  stream.finish();
+  for (size_t i = 0; i < positions.size(); ++i) {
+    ASSERT_TRUE(std::equal(got.begin() + i * item, got.begin() + (i + 1) * item,
+                           whole.item_pixels(positions[i])))
+        << "sample " << positions[i];
+  }
+  // Positions go forward only.
+  ImageStream again(lean, images);
+  const int64_t two[] = {2, 1};
+  std::vector<uint8_t> buf(2 * item);
+  EXPECT_THROW(again.read(two, 2, buf.data()), std::invalid_argument);
+}
+
+TEST(ImageStream, ReadsWhatLoadDatasetLoadsAfterClassesAndLimit) {
+  TempDir dir;
+  const int n = 50;
+  std::vector<uint8_t> pixels, labels;
+  for (int i = 0; i < n; ++i) {
+    for (int q = 0; q < 28 * 28; ++q) pixels.push_back(static_cast<uint8_t>((i * 31 + q * 7) % 253));
+    labels.push_back(static_cast<uint8_t>((i * 3) % 10));
+  }
+  testing::write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, pixels);
+  testing::write_idx(dir.file("train-labels-idx1-ubyte.gz"), {n}, labels);
+  DatasetOptions o;
+  o.spec = "fashion-mnist:" + dir.path().string();
+  expect_streams_like_loaded(o);
+  o.classes = "1,4-6";
+  expect_streams_like_loaded(o);
+  o.limit = 9;
+  expect_streams_like_loaded(o);
+}
+
+TEST(ImageStream, ReadsTheRealTestSplit) {
+  DatasetOptions o;
+  o.spec = "fashion-mnist";
+  o.split = "test";
+  o.classes = "5-9";
+  o.limit = 700;
+  expect_streams_like_loaded(o);
+}
+
+TEST(ImageStream, ShortImagesFailWhenReached) {
+  TempDir dir;
+  std::vector<uint8_t> pixels(3 * 28 * 28, 9);  // the header will say 5 images
+  std::string bytes = {0, 0, 8, 3, 0, 0, 0, 5, 0, 0, 0, 28, 0, 0, 0, 28};
+  bytes.append(pixels.begin(), pixels.end());
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"), bytes);
+  testing::write_idx(dir.file("train-labels-idx1-ubyte.gz"), {5}, {1, 2, 3, 4, 5});
+  DatasetOptions o;
+  o.spec = "fashion-mnist:" + dir.path().string();
+  EXPECT_THROW(load_dataset(o), std::runtime_error);
+  StreamedImages images;
+  const Dataset lean = load_dataset(o, &images);  // the header only: fine
+  ImageStream stream(lean, images);
+  std::vector<uint8_t> buf(28 * 28);
+  const int64_t first = 0, last = 4;
+  stream.read(&first, 1, buf.data());
+  EXPECT_TRUE(contains(error_of([&] { stream.read(&last, 1, buf.data()); }),
+                       "bytes of data, header says 3920"));
 }
 
 }  // namespace
