@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the micro benchmarks (bench/micro/, one Google Benchmark binary) in
-# build-bench/: keyer, codecs and records, the RocksDB store, one training step. ~1 minute.
+# build-bench/: keyer, codecs and records, the RocksDB store, one training step, the prefix's
+# forward (plain and InferencePrefix). ~1 minute.
 # Usage: scripts/micro_bench.sh [Google Benchmark flags]
 #   e.g. scripts/micro_bench.sh --benchmark_filter='codec|record'
 #        scripts/micro_bench.sh --benchmark_format=json --benchmark_out=out/micro.json
