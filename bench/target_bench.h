@@ -5,7 +5,9 @@
 //   - bench/peers/eager_peer.py: full fine-tuning epochs, one no-grad prefix pass at 0.5 over
 //     the samples, head epochs from those in-memory activations;
 //   - recycle-train --recycle 0 (full fine-tuning from the images);
-//   - recycle-build at 0.5 (the training split; its report's seconds and prefix seconds);
+//   - recycle-build at 0.5 (the training split's --samples; its report's seconds and prefix
+//     seconds), and of the whole training split (30,000 samples), beside the peer's prefix
+//     pass over the same (eager_peer.py --prefix-only);
 //   - recycle-train --cache (head epochs from the cache, prefetching) and the same with
 //     --preload (the split decoded into memory first);
 // then, once: the 0.5 cache in fp32 and in int8 over SEEDS seeds (bytes per record, test

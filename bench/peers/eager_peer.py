@@ -267,6 +267,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and shuffling (default: 0)")
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                         help="directory of the Fashion-MNIST IDX .gz files (default: %s)" % DEFAULT_DATA_DIR)
+    parser.add_argument("--prefix-only", action="store_true",
+                        help="time only the no-grad prefix pass (no full fine-tuning, no head "
+                             "training; their fields are left out of the JSON)")
     parser.add_argument("--profile", metavar="DIR", default="",
                         help="write Chrome traces of the second epoch of full fine-tuning and of "
                              "head training (legacy autograd profiler) to DIR/peer-full.json and "
@@ -310,8 +313,9 @@ def main():
     torch.manual_seed(args.seed)
     blocks, classifier = build_model(torch, WIDTH, len(classes))
     full = torch.nn.Sequential(*[b for _, b in blocks], classifier)
-    full_seconds, (full_loss, full_acc) = train(torch, full, x_all, y_all, args.epochs, args.batch, args.seed,
-                                                 profile_to=profile_path("full"))
+    if not args.prefix_only:
+        full_seconds, (full_loss, full_acc) = train(torch, full, x_all, y_all, args.epochs, args.batch,
+                                                     args.seed, profile_to=profile_path("full"))
 
     # ---- frozen prefix once, head from the in-memory activations ----
     torch.manual_seed(args.seed)
@@ -332,6 +336,14 @@ def main():
     prefix_seconds = time.perf_counter() - start
     del outputs
 
+    if args.prefix_only:
+        print(json.dumps({"peer": "eager-pytorch", "samples": n, "threads": threads,
+                          "classes": args.classes, "torch_version": torch.__version__,
+                          "ratio": RATIO, "split_at": blocks[split - 1][0],
+                          "activation_shape": list(acts.shape[1:]),
+                          "prefix_seconds": round(prefix_seconds, 4),
+                          "prefix_samples_per_s": round(n / prefix_seconds, 1)}))
+        return 0
     head_seconds, (head_loss, head_acc) = train(torch, head, acts, y_all, args.epochs, args.batch, args.seed,
                                                  profile_to=profile_path("head"))
 
