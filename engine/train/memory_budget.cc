@@ -3,20 +3,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "cache/record.h"
+
 namespace recycle {
 
 namespace {
-
-int64_t dtype_bytes(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::kFloat32: return 4;
-    case Dtype::kInt64: return 8;
-    case Dtype::kInt32: return 4;
-    case Dtype::kUint8: return 1;
-    case Dtype::kBool: return 1;
-  }
-  return 8;
-}
 
 std::string mb(int64_t bytes) {
   return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MB";
@@ -29,7 +20,7 @@ int64_t decoded_sample_bytes(const RecordLayout& layout) {
   for (const TensorLayout& t : layout) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d == kVariableDim ? 1 : d;
-    bytes += n * dtype_bytes(t.dtype);
+    bytes += n * static_cast<int64_t>(dtype_value_bytes(t.dtype));
   }
   return bytes;
 }

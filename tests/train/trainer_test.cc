@@ -16,6 +16,7 @@
 #include "engine/train/batch_sources.h"
 #include "engine/train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/train/small_cache.h"
 
 using recycle::Batch;
 using recycle::BlockStack;
@@ -262,36 +263,9 @@ TEST(Trainer, RefusesBadHyperParametersAndAMismatchedSampler) {
   EXPECT_THROW(t.fit(data, recycle::Sampler(31, true, 0), false), std::invalid_argument);
 }
 
-namespace {
-
-// A cache with `n` records of shape 2x3 (record i holds i*10 + 0..5) and a complete "train"
-// split of n samples with labels i % 2.
-std::unique_ptr<recycle::ActivationStore> write_cache(const std::string& dir, int n) {
-  std::unique_ptr<recycle::ActivationStore> store;
-  EXPECT_OK(recycle::ActivationStore::open(dir, recycle::StoreOptions(), &store));
-  recycle::ActivationStore::Batch batch(*store);
-  for (int i = 0; i < n; ++i) {
-    std::vector<float> v(6);
-    std::iota(v.begin(), v.end(), static_cast<float>(i * 10));
-    batch.put_record({1, static_cast<uint64_t>(i)},
-                     recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {2, 3}}}));
-    batch.put_index("train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
-  }
-  recycle::Manifest m;
-  m.codec = "fp32";
-  m.record_shapes = {{2, 3}};
-  m.class_names = {"even", "odd"};
-  m.splits["train"] = {"test data", n, n, true};
-  batch.put_manifest(m);
-  EXPECT_OK(store->write(&batch));
-  return store;
-}
-
-}  // namespace
-
 TEST(CachedBatches, LoadsTheSamplesItIsAskedForInThatOrder) {
   TempDir tmp;
-  auto store = write_cache(tmp.file("cache"), 5);
+  auto store = recycle::testing::write_small_cache(tmp.file("cache"), 5);
   recycle::Manifest m;
   ASSERT_OK(store->read_manifest(&m));
   recycle::CachedBatches source(*store, m, "train", torch::kCPU);
@@ -309,7 +283,7 @@ TEST(CachedBatches, LoadsTheSamplesItIsAskedForInThatOrder) {
 
 TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
   TempDir tmp;
-  auto store = write_cache(tmp.file("cache"), 3);
+  auto store = recycle::testing::write_small_cache(tmp.file("cache"), 3);
   {
     recycle::ActivationStore::Batch batch(*store);
     std::vector<float> v(4, 1.0f);
