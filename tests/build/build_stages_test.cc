@@ -15,10 +15,14 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "engine/build/build_pipeline.h"
+#include "tests/build/cache_contents.h"
 #include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {
+
+using recycle::testing::CacheContents;
+using recycle::testing::read_cache;
 
 using recycle::ActivationStore;
 using recycle::BuildChunk;
@@ -82,28 +86,6 @@ void expect_counts(const recycle::BuildReport& r, const Counts& want) {
   EXPECT_EQ(r.index_written, want.index_written);
   EXPECT_EQ(r.skipped, want.skipped);
   EXPECT_EQ(r.records, want.records);
-}
-
-struct CacheContents {
-  Manifest manifest;
-  std::vector<IndexEntry> index;
-  std::map<std::string, std::string> records;  // key hex -> record bytes
-};
-
-CacheContents read_cache(const std::string& cache) {
-  CacheContents c;
-  std::unique_ptr<ActivationStore> store;
-  recycle::StoreOptions so;
-  so.read_only = true;
-  EXPECT_OK(ActivationStore::open(cache, so, &store));
-  if (!store) return c;
-  EXPECT_OK(store->read_manifest(&c.manifest));
-  EXPECT_OK(store->read_index("train", &c.index));
-  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view bytes) {
-    c.records[k.to_hex()] = std::string(bytes);
-    return true;
-  }));
-  return c;
 }
 
 TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {

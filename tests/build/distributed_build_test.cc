@@ -24,10 +24,14 @@
 #include "engine/build/build_pipeline.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
+#include "tests/build/cache_contents.h"
 #include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {
+
+using recycle::testing::CacheContents;
+using recycle::testing::read_cache;
 
 namespace fs = std::filesystem;
 using recycle::ActivationStore;
@@ -141,29 +145,6 @@ std::vector<RankResult> run_ranks(int world, const std::function<BuildOptions(in
 
 std::vector<RankResult> run_ranks(int world, const BuildOptions& o) {
   return run_ranks(world, [&](int) { return o; });
-}
-
-struct CacheContents {
-  Manifest manifest;
-  std::vector<IndexEntry> index;
-  std::map<std::string, std::string> records;  // key hex -> record bytes
-};
-
-CacheContents read_cache(const std::string& cache) {
-  CacheContents c;
-  std::unique_ptr<ActivationStore> store;
-  recycle::StoreOptions so;
-  so.read_only = true;
-  EXPECT_OK(ActivationStore::open(cache, so, &store));
-  if (!store) return c;
-  EXPECT_OK(store->read_manifest(&c.manifest));
-  EXPECT_OK(store->read_index("train", &c.index));
-  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view bytes) {
-    c.records[k.to_hex()] = std::string(bytes);
-    return true;
-  }));
-  EXPECT_OK(store->verify_files());
-  return c;
 }
 
 void expect_same_cache(const std::string& a_dir, const std::string& b_dir) {
