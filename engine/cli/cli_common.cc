@@ -53,8 +53,10 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 
 void add_data_flags(CLI::App& app, DatasetOptions* data) {
   app.add_option("--data", data->spec,
-                 "fashion-mnist[:DIR] (Debian's IDX .gz files) or tsv:FILE (label<TAB>text)");
-  app.add_option("--split", data->split, "split to read and name: train or test")
+                 "fashion-mnist[:DIR] (Debian's IDX .gz files), tsv:FILE (label<TAB>text) or "
+                 "tsv:DIR (DIR/SPLIT.tsv for each --split)");
+  app.add_option("--split", data->split,
+                 "split to read and name: train or test (fashion-mnist), SPLIT.tsv of tsv:DIR")
       ->capture_default_str();
   app.add_option("--classes", data->classes, "keep these classes, relabelled 0..k-1 (e.g. 5-9)");
   app.add_option("--limit", data->limit, "keep the first N samples (0 = all)")

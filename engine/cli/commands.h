@@ -8,5 +8,6 @@ namespace recycle {
 int build_main(int argc, char** argv);    // recycle-build
 int train_main(int argc, char** argv);    // recycle-train
 int inspect_main(int argc, char** argv);  // recycle-inspect
+int corpus_main(int argc, char** argv);   // recycle-corpus
 
 }  // namespace recycle

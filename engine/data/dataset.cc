@@ -1,6 +1,7 @@
 #include "engine/data/dataset.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 
@@ -155,6 +156,20 @@ Dataset load_fashion_mnist(const std::string& dir, const std::string& split,
   return d;
 }
 
+// tsv:FILE reads FILE whatever the split; tsv:DIR reads DIR/SPLIT.tsv.
+std::string tsv_path(const std::string& path, const std::string& split) {
+  if (!std::filesystem::is_directory(path)) return path;
+  if (split.empty() || split.find('/') != std::string::npos || split == "." || split == "..") {
+    throw std::invalid_argument("tsv:" + path + ": split '" + split + "' cannot name a file");
+  }
+  const std::string file = (std::filesystem::path(path) / (split + ".tsv")).string();
+  if (!std::filesystem::exists(file)) {
+    throw std::runtime_error("tsv:" + path + " is a folder without " + split + ".tsv (for --split " +
+                             split + ")");
+  }
+  return file;
+}
+
 Dataset load_tsv(const std::string& path) {
   TsvData tsv = read_tsv_file(path);
   Dataset d;
@@ -184,11 +199,11 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     d = load_fashion_mnist(dir, options.split, streamed);
     source = "fashion-mnist:" + dir;
   } else if (spec.rfind("tsv:", 0) == 0 && spec.size() > 4) {
-    d = load_tsv(spec.substr(4));
+    d = load_tsv(tsv_path(spec.substr(4), options.split));
     source = spec;
   } else {
     throw std::invalid_argument("unknown data '" + spec +
-                                "' (expected fashion-mnist[:DIR] or tsv:FILE)");
+                                "' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR)");
   }
   const int64_t item = d.item_bytes();
   filter_samples(&d, classes, options.limit, [&](size_t src, size_t dst) {

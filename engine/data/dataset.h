@@ -2,6 +2,7 @@
 //   fashion-mnist[:DIR]  Debian's IDX .gz files (DIR defaults to /usr/share/datasets/fashion-mnist);
 //                        split "train" reads train-*, "test" reads t10k-*.
 //   tsv:FILE             `label<TAB>text` lines (see tsv_reader.h); the split only names it.
+//   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace recycle {
 constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 struct DatasetOptions {
-  std::string spec;             // "fashion-mnist[:DIR]" or "tsv:FILE"
+  std::string spec;             // "fashion-mnist[:DIR]", "tsv:FILE" or "tsv:DIR"
   std::string split = "train";  // fashion-mnist: train | test
   std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
   int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
