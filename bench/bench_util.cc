@@ -76,6 +76,10 @@ ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir)
   return run;
 }
 
+void append(std::vector<std::string>* argv, const std::vector<std::string>& more) {
+  argv->insert(argv->end(), more.begin(), more.end());
+}
+
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;

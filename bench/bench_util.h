@@ -38,6 +38,9 @@ struct ChildRun {
 // command) unless it exited 0 with a JSON object as its last stdout line.
 ChildRun run_child(const std::vector<std::string>& argv, const std::string& dir);
 
+// Appends `more` to argv (the pieces of a child's command line).
+void append(std::vector<std::string>* argv, const std::vector<std::string>& more);
+
 double mean(const std::vector<double>& v);
 double stddev(const std::vector<double>& v);  // sample standard deviation; 0 below 2 values
 std::string fmt(double v, int digits);        // fixed, `digits` after the point

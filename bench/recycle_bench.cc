@@ -1,4 +1,7 @@
-// recycle-bench: recycle ratio against accuracy and speed on the transfer task.
+// recycle-bench: recycle ratio against accuracy and speed on a transfer task: the image task
+// (Fashion-MNIST, ResNet-18: pretrained on classes 0-4, fine-tuned on 5-9) or, with --task
+// text, the text task (SpamAssassin mails, the transformer encoder: pretrained on the 2002
+// groups, fine-tuned on ham against spam of 2003; docs/text-task.md).
 //
 // Runs the real tools as child processes, so it measures exactly what users run: full
 // fine-tuning (r = 0), recycling at each ratio (cache build + head training from the cache),
@@ -35,6 +38,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using recycle::median;
+using recycle::bench::append;
 using recycle::bench::ChildRun;
 using recycle::bench::fmt;
 using recycle::bench::mean;
@@ -45,6 +49,8 @@ using recycle::bench::stddev;
 namespace {
 
 struct BenchOptions {
+  std::string task = "image";                  // image | text
+  std::string text_dir = "data/spam-assassin";  // --task text: pretrain/ and finetune/ TSVs
   bool quick = false;
   std::string weights;           // pretrained encoder; "" = pretrain one here
   int64_t pretrain_epochs = 3;
@@ -170,6 +176,22 @@ class Bench {
 
   std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
 
+  bool text() const { return o_.task == "text"; }
+
+  // The data (and, for text, the model) the encoder is pretrained on.
+  std::vector<std::string> pretrain_data() const {
+    if (text()) return {"--data", "tsv:" + o_.text_dir + "/pretrain", "--model", "transformer"};
+    return {"--data", "fashion-mnist", "--classes", "0-4"};
+  }
+  // The data of the fine-tuning task; --split picks train or test.
+  std::vector<std::string> finetune_data() const {
+    if (text()) return {"--data", "tsv:" + o_.text_dir + "/finetune"};
+    return {"--data", "fashion-mnist", "--classes", "5-9"};
+  }
+  std::string pretrain_task() const {
+    return text() ? "the 2002 mails (easy-ham, hard-ham, spam)" : "classes 0-4";
+  }
+
   std::vector<std::string> common_train_flags(int64_t seed) const {
     return {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
             "--seed", std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
@@ -181,15 +203,16 @@ class Bench {
       note("reusing " + o_.weights);
       return;
     }
-    note("pretraining the encoder on classes 0-4 (" + std::to_string(o_.pretrain_epochs) + " epochs)");
-    std::vector<std::string> argv = {tool("recycle-train"), "--data", "fashion-mnist", "--classes",
-                                     "0-4", "--limit", std::to_string(o_.pretrain_limit),
-                                     "--recycle", "0", "--epochs", std::to_string(o_.pretrain_epochs),
-                                     "--threads", std::to_string(o_.threads),
-                                     "--save-model", o_.weights, "--json"};
+    note("pretraining the encoder on " + pretrain_task() + " (" +
+         std::to_string(o_.pretrain_epochs) + " epochs)");
+    std::vector<std::string> argv = {tool("recycle-train")};
+    append(&argv, pretrain_data());
+    append(&argv, {"--limit", std::to_string(o_.pretrain_limit), "--recycle", "0", "--epochs",
+                   std::to_string(o_.pretrain_epochs), "--threads", std::to_string(o_.threads),
+                   "--save-model", o_.weights, "--json"});
     const ChildRun r = run_child(argv, work_);
     pretrain_acc_ = r.result.value("test_acc", 0.0);
-    note("encoder test accuracy on classes 0-4: " + fmt(pretrain_acc_, 4));
+    note("encoder test accuracy on " + pretrain_task() + ": " + fmt(pretrain_acc_, 4));
   }
 
   void add_train_run(Config* c, const ChildRun& r) {
@@ -206,9 +229,10 @@ class Bench {
     c.ratio = ratio;
     for (int64_t seed = 0; seed < o_.seeds; ++seed) {
       note(label(c) + ", seed " + std::to_string(seed));
-      std::vector<std::string> argv = {tool("recycle-train"), "--data", "fashion-mnist",
-                                       "--classes", "5-9", "--limit", std::to_string(o_.samples),
-                                       "--weights", o_.weights, "--recycle", fmt(ratio, 2)};
+      std::vector<std::string> argv = {tool("recycle-train")};
+      append(&argv, finetune_data());
+      append(&argv, {"--limit", std::to_string(o_.samples), "--weights", o_.weights, "--recycle",
+                     fmt(ratio, 2)});
       if (name == "frozen") argv.push_back("--no-cache");
       for (const auto& f : common_train_flags(seed)) argv.push_back(f);
       add_train_run(&c, run_child(argv, work_));
@@ -223,11 +247,11 @@ class Bench {
     const std::string cache = work_ + "/cache-r" + fmt(ratio * 100, 0);
     note(label(c) + ": building the cache");
     for (const std::string split : {"train", "test"}) {
-      std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist",
-                                       "--classes", "5-9", "--split", split, "--weights",
-                                       o_.weights, "--recycle", fmt(ratio, 2), "--codec", o_.codec,
-                                       "--cache", cache, "--rebuild", "--threads",
-                                       std::to_string(o_.threads), "--json"};
+      std::vector<std::string> argv = {tool("recycle-build")};
+      append(&argv, finetune_data());
+      append(&argv, {"--split", split, "--weights", o_.weights, "--recycle", fmt(ratio, 2),
+                     "--codec", o_.codec, "--cache", cache, "--rebuild", "--threads",
+                     std::to_string(o_.threads), "--json"});
       if (split == "train") argv.insert(argv.end(), {"--limit", std::to_string(o_.samples)});
       if (split == "test") argv.erase(std::find(argv.begin(), argv.end(), "--rebuild"));
       const ChildRun r = run_child(argv, work_);
@@ -276,7 +300,8 @@ class Bench {
   void report(const std::vector<Config>& configs, const json& peer, double seconds) {
     const Config& full = configs.front();
     json j;
-    j["options"] = {{"quick", o_.quick},       {"samples", o_.samples}, {"epochs", o_.epochs},
+    j["options"] = {{"task", o_.task},         {"quick", o_.quick},
+                    {"samples", o_.samples},   {"epochs", o_.epochs},
                     {"seeds", o_.seeds},       {"batch", o_.batch},     {"threads", o_.threads},
                     {"codec", o_.codec},       {"weights", o_.weights}};
     j["machine"] = {{"cores", sysconf(_SC_NPROCESSORS_ONLN)}, {"cpu", cpu_name()}};
@@ -354,9 +379,12 @@ class Bench {
     gp << "set terminal pngcairo size 900,560 noenhanced\n"
        << "set output '" << o_.out << "/bench.png'\n"
        << "set datafile separator ','\n"
-       << "set title 'Fashion-MNIST classes 5-9: " << o_.samples << " samples, " << o_.epochs
+       << "set title '"
+       << (text() ? "SpamAssassin 2003, ham against spam" : "Fashion-MNIST classes 5-9") << ": "
+       << o_.samples << " samples, " << o_.epochs
        << " epochs, " << o_.seeds << (o_.seeds == 1 ? " seed" : " seeds") << "'\n"
-       << "set xlabel 'recycle ratio (fraction of encoder blocks frozen and cached)'\n"
+       << "set xlabel 'recycle ratio (fraction of encoder "
+       << (text() ? "layers" : "blocks") << " frozen and cached)'\n"
        << "set ylabel 'test accuracy'\nset y2label 'epoch speedup over full fine-tuning (x)'\n"
        << "set ytics nomirror\nset y2tics\nset key bottom right\nset grid\n"
        << "set xrange [-0.05:1.05]\nset logscale y2\nset y2range [1:*]\n"
@@ -383,12 +411,24 @@ class Bench {
 
 int main(int argc, char** argv) {
   BenchOptions o;
-  CLI::App app("Measures recycle ratio against accuracy and speed on the Fashion-MNIST transfer "
-               "task (encoder pretrained on classes 0-4, fine-tuned on 5-9), running the real "
-               "tools side by side.",
+  CLI::App app("Measures recycle ratio against accuracy and speed on a transfer task, running "
+               "the real tools side by side: the Fashion-MNIST task (a ResNet-18 pretrained on "
+               "classes 0-4, fine-tuned on 5-9) or, with --task text, the SpamAssassin task (the "
+               "transformer encoder pretrained on the 2002 mails, fine-tuned on ham against spam "
+               "of 2003; docs/text-task.md).",
                "recycle-bench");
+  app.add_option("--task", o.task,
+                 "image (Fashion-MNIST) or text (SpamAssassin mails from --text-dir; only the "
+                 "ratio table: no --peer, --nproc or --targets)")
+      ->check(CLI::IsMember({"image", "text"}))
+      ->capture_default_str();
+  app.add_option("--text-dir", o.text_dir,
+                 "with --task text: the folder scripts/fetch_spam_corpus.sh wrote (pretrain/ and "
+                 "finetune/)")
+      ->capture_default_str();
   app.add_flag("--quick", o.quick, "fewer samples and epochs, one seed (under 10 minutes; "
-                                  "2,000 samples, 2 epochs, or 3 with --nproc)");
+                                  "2,000 samples, 2 epochs, or 3 with --nproc; text: 1,000 "
+                                  "samples, 2 epochs)");
   app.add_option("--weights", o.weights, "pretrained encoder (default: pretrain one in --out)")
       ->check(CLI::ExistingFile);
   // Every flag is checked here, so that bad usage exits 2 with this tool's own message
@@ -399,7 +439,7 @@ int main(int argc, char** argv) {
   app.add_option("--pretrain-limit", o.pretrain_limit, "0 = all")
       ->check(CLI::Range(int64_t{0}, int64_t{30000}))
       ->capture_default_str();
-  app.add_option("--samples", o.samples, "training samples of classes 5-9")
+  app.add_option("--samples", o.samples, "training samples of the fine-tuning task")
       ->check(CLI::Range(int64_t{1}, int64_t{30000}))
       ->capture_default_str();
   app.add_option("--epochs", o.epochs)->check(CLI::Range(int64_t{1}, int64_t{100000}))
@@ -414,9 +454,8 @@ int main(int argc, char** argv) {
   const CLI::Validator on_a_block(
       [](std::string& value) {
         double r = 0;
-        if (!CLI::detail::lexical_cast(value, r) || !(r > 0 && r <= 1) ||
-            std::abs(r * 8 - std::round(r * 8)) > 1e-6) {
-          return "ratio " + value + " is not a multiple of 1/8 in (0, 1] (ResNet-18 has 8 blocks)";
+        if (!CLI::detail::lexical_cast(value, r) || !(r > 0 && r <= 1)) {
+          return "ratio " + value + " is not in (0, 1]";
         }
         return std::string();
       },
@@ -493,14 +532,37 @@ int main(int argc, char** argv) {
   }
   if (o.quick) {
     auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
-    if (!given("--samples")) o.samples = 2000;
+    if (!given("--samples")) o.samples = o.task == "text" ? 1000 : 2000;
     if (!given("--epochs")) o.epochs = o.nproc > 0 || o.targets ? 3 : 2;  // medians need a few epochs
     if (!given("--seeds")) o.seeds = o.targets ? 3 : 1;  // int8 against fp32 needs its seeds
     if (!given("--rounds")) o.rounds = 2;
     if (!given("--memory-budget")) o.budget_mb = 64;
     if (!given("--memory-samples")) o.memory_samples = {2500, 6000};
     if (!given("--pretrain-epochs")) o.pretrain_epochs = 1;
-    if (!given("--pretrain-limit")) o.pretrain_limit = 10000;
+    if (!given("--pretrain-limit")) o.pretrain_limit = o.task == "text" ? 0 : 10000;
+  }
+  if (o.task == "image") {
+    for (double r : o.ratios) {
+      if (std::abs(r * 8 - std::round(r * 8)) > 1e-6) {
+        std::cerr << "recycle-bench: --ratios: " << r
+                  << " is not a multiple of 1/8 (ResNet-18 has 8 blocks) (see --help)" << std::endl;
+        return 2;
+      }
+    }
+  }
+  if (o.task == "text") {
+    if (o.peer || o.nproc > 0 || o.targets) {
+      std::cerr << "recycle-bench: --task text runs the ratio table only (no --peer, --nproc or "
+                   "--targets) (see --help)" << std::endl;
+      return 2;
+    }
+    if (!fs::exists(o.text_dir + "/finetune/train.tsv") || !fs::exists(o.text_dir + "/pretrain/train.tsv")) {
+      std::cerr << "recycle-bench: error: " << o.text_dir
+                << " has no pretrain/ and finetune/ TSV files: run scripts/fetch_spam_corpus.sh "
+                << o.text_dir << " first" << std::endl;
+      return 1;
+    }
+    o.text_dir = fs::absolute(o.text_dir).string();
   }
   if (o.targets && o.nproc > 0) {
     std::cerr << "recycle-bench: --targets and --nproc are two different benches (see --help)" << std::endl;
