@@ -15,9 +15,12 @@
 #include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/preprocess.h"
+#include "engine/models/transformer.h"
 #include "engine/models/weights_io.h"
 #include "engine/util/progress.h"
+#include "engine/data/byte_tokenizer.h"
 #include "keyers/keyer_registry.h"
+#include "keyers/text_keyer.h"
 
 namespace recycle {
 
@@ -113,6 +116,41 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
   return m;
 }
 
+// The manifest a text run asks for: identity, the tokenizer as its preprocessing, and the
+// text record layout (text_record_layout).
+Manifest requested_text_manifest(const PreparedModel& pm, const std::string& keyer_spec,
+                                 Codec codec, const Dataset& data) {
+  Manifest m;
+  set_prefix_identity(pm.model, pm.split, &m);
+  m.keyer = keyer_spec;
+  m.codec = codec_name(codec);
+  m.preprocess = byte_tokenizer_spec();
+  m.input_shape = {transformer_max_tokens(pm.model.spec)};
+  m.record_layout = text_record_layout(resolve_encoder_spec(pm.model.spec).get("d_model"), codec);
+  m.record_shapes = layout_shapes(m.record_layout);
+  m.class_names = data.class_names;
+  m.classifier = pm.classifier_is_new ? "new" : "pretrained";
+  return m;
+}
+
+// What the prefix reads for a text: the text as the keyer hashes it (so samples that share a
+// key share a record that is a function of the key), or the text itself for other keyers.
+std::string model_text(const Keyer& keyer, const std::string& text) {
+  const auto* text_keyer = dynamic_cast<const TextKeyer*>(&keyer);
+  return text_keyer != nullptr ? text_keyer->normalized(text) : text;
+}
+
+// Refuses a text that the keyer's normalisation empties (only white space), before the cache
+// is opened.
+void check_model_texts(const Dataset& data, const Keyer& keyer, const std::string& source) {
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (model_text(keyer, data.texts[i]).empty()) {
+      throw std::runtime_error(source + ": sample " + data.ids[i] + " has no text left after " +
+                               "the keyer's normalisation (" + keyer.spec() + ")");
+    }
+  }
+}
+
 // Stops the build cleanly while the cache's filesystem still has room: RocksDB needs headroom
 // to flush its memtables (up to ~96 MB here), and Debian's RocksDB aborts on an assertion
 // rather than returning an error when a write fails for lack of space.
@@ -155,17 +193,20 @@ void load_inputs(BuildState& s) {
   s.model = std::make_unique<BuildModel>(o.device);
 
   s.data = load_dataset(o.data, &s.streamed);
-  if (s.data.is_text) {
-    throw std::runtime_error("text data needs a text model, which this version does not have yet");
-  }
   const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(s.data.is_text) : o.keyer;
   s.keyer = make_keyer(keyer_spec);
+  if (s.data.is_text) check_model_texts(s.data, *s.keyer, o.data.spec);
 
   s.model->prepared.emplace(prepare_model(o.model, s.data, o.recycle, o.split_at, s.model->device));
   PreparedModel& pm = *s.model->prepared;
   if (pm.split.prefix_blocks == 0) {
     throw std::invalid_argument(
         "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
+  }
+  if (s.data.is_text) {
+    // The plain prefix (eval mode) makes text records: nothing of a transformer folds.
+    s.manifest = requested_text_manifest(pm, s.keyer->spec(), s.codec, s.data);
+    return;
   }
   s.manifest = requested_manifest(pm, s.keyer->spec(), s.codec, s.data, s.model->device);
   s.model->fast.emplace(pm.model, pm.split.prefix_blocks);
@@ -299,9 +340,61 @@ void find_missing(BuildState& s, BuildChunk* chunk) {
   }
 }
 
+namespace {
+
+// compute_chunk for text: the chunk's texts tokenized and padded to the longest, the prefix's
+// packed features [m, L, D + 1], and per sample a record of its valid positions' hidden states
+// [length, D] and its length.
+void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
+  const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
+  const BlockModel& model = s.model->prepared->model;
+  std::vector<std::string> texts(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) texts[i] = model_text(*s.keyer, s.data.texts[chunk->compute_pos[i]]);
+  const torch::Tensor tokens =
+      token_batch(texts, transformer_max_tokens(model.spec), s.model->device);
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);  // {-1, D}
+  const int64_t d = shape.at(1), length = tokens.size(1);
+  torch::Tensor hidden;  // [m, L, D], contiguous on the CPU
+  {
+    c10::InferenceMode inference;
+    const torch::Tensor out =
+        s.model->prepared->split.prefix->forward(tokens).to(torch::kCPU, torch::kFloat32);
+    if (out.dim() != 3 || out.size(0) != m || out.size(1) != length || out.size(2) != d + 1) {
+      throw std::runtime_error("the prefix made outputs of shape " +
+                               shape_string(out.sizes().vec()) + ", the cache's records are " +
+                               shape_string(shape) + " per sample");
+    }
+    hidden = out.narrow(2, 0, d).contiguous();
+  }
+  s.report.prefix_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const torch::Tensor lengths = tokens.ne(kPadToken).sum(1).to(torch::kCPU).contiguous();
+  const float* base = hidden.data_ptr<float>();
+  const int64_t* len = lengths.data_ptr<int64_t>();
+  const Codec codec = s.codec;
+  chunk->records.resize(m);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < m; ++r) {
+    chunk->records[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
+                                       TypedArrayRef::exact(len + r, {})});
+  }
+}
+
+}  // namespace
+
+RecordLayout text_record_layout(int64_t d_model, Codec codec) {
+  return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, d_model}, codec_name(codec)},
+          TensorLayout{"length", Dtype::kInt64, {}, kRawCodecName}};
+}
+
 void compute_chunk(BuildState& s, BuildChunk* chunk) {
   chunk->records.clear();
   if (chunk->compute_pos.empty()) return;
+  if (s.data.is_text) {
+    compute_text_chunk(s, chunk);
+    return;
+  }
   const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
   int64_t per_sample = 1;
   for (int64_t d : shape) per_sample *= d;

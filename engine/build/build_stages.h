@@ -138,10 +138,17 @@ void plan_split(BuildState& s);
 void begin_split(BuildState& s);
 // The next chunk of todo into *chunk (cleared); false when none is left.
 bool next_chunk(BuildState& s, BuildChunk* chunk);
+// What every record of a text cache holds: "hidden" float32 [length, d_model] (the prefix's
+// hidden states at the text's valid positions, encoded by `codec`) and "length" int64 [] (a
+// scalar, stored exactly). Batches pad the hidden states to their longest and rebuild the mask
+// from the lengths (engine/train/text_batches.h).
+RecordLayout text_record_layout(int64_t d_model, Codec codec);
 // Distinct keys of the chunk that have no stored record (MultiGet for those not known).
 void find_missing(BuildState& s, BuildChunk* chunk);
 // Runs the prefix (no grad) on the samples to compute, checks the output's shape against
-// the manifest's record shape, and encodes one record per sample.
+// the manifest's record shape, and encodes one record per sample. Text: the texts as the
+// keyer hashes them (its normalisation applied), byte tokens padded to the chunk's longest,
+// and per sample the text_record_layout tensors of its valid positions.
 void compute_chunk(BuildState& s, BuildChunk* chunk);
 // A chunk's write batch, made by stage_write and written by write_staged.
 struct StagedWrite {

@@ -116,15 +116,20 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
         return std::string();
       },
       "SPEC");
-  model->encoder = default_encoder_name();
   app.add_option("--model", model->encoder,
-                 "encoder: NAME[:OPTION=N,...] (known: " + join(encoder_names(), ", ") + "; e.g. " +
-                     resolve_encoder_spec(default_encoder_name()).to_string() + ")")
-      ->check(encoder_spec)
-      ->capture_default_str();
+                 "encoder: NAME[:OPTION=N,...] (known: " + join(encoder_names(), ", ") +
+                     "; default: " + default_encoder_for("image") + " for images, " +
+                     default_encoder_for("text") + " for text; e.g. " +
+                     resolve_encoder_spec(default_encoder_for("image")).to_string() + ", " +
+                     resolve_encoder_spec(default_encoder_for("text")).to_string() + ")")
+      ->check(encoder_spec);
   app.add_option("--width", model->width,
                  "channels of the first stage (default: the model's; not with --weights)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  app.add_option("--max-tokens", model->max_tokens,
+                 "text models: tokens (UTF-8 bytes) kept per text, longer texts keep their "
+                 "first N bytes (default: the model's, 256; not with --weights)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
       ->check(CLI::ExistingFile)
       ->check(kNotEmpty);

@@ -97,7 +97,7 @@ int train_main(int argc, char** argv) {
     if (!o.cache_dir.empty()) {
       // A cache fixes the data, the model and the prefix: flags that would change them are
       // refused rather than ignored.
-      for (const char* flag : {"--width", "--model"}) {
+      for (const char* flag : {"--width", "--model", "--max-tokens"}) {
         if (app.count(flag)) {
           throw std::invalid_argument(std::string(flag) + " does not apply with --cache (the "
                                       "cache fixes the data and model; rebuild it to change them)");

@@ -19,6 +19,8 @@
 #include "engine/train/memory_budget.h"
 #include "engine/train/prefetch.h"
 #include "engine/train/preload.h"
+#include "engine/train/text_batches.h"
+#include "engine/models/transformer.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/split_model.h"
@@ -248,21 +250,35 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
   split.head->to(device);
 
+  // A text cache's records are hidden states and lengths: its batches are packed into the
+  // features a text head takes (text_batches.h).
+  const bool text = encoder_info(resolve_encoder_spec(m.model).name).input == "text";
+  if (text && o.preload) {
+    throw std::invalid_argument("--preload needs records of one shape; a text cache's vary in "
+                                "length (use --prefetch)");
+  }
+  auto fit = [&](BatchSource& source) {
+    if (!text) return fit_head(split.head, source, o, dist, &report);
+    TextFeatureBatches features(source);
+    fit_head(split.head, features, o, dist, &report);
+  };
   CachedBatches cached(*store, m, o.data.split, device);
   report.train_samples = cached.size();
   if (o.preload) {
     PreloadedBatches train(cached);
-    fit_head(split.head, train, o, dist, &report);
+    fit(train);
   } else if (o.prefetch > 0) {
     PrefetchedBatches train(cached, o.prefetch);
-    fit_head(split.head, train, o, dist, &report);
+    fit(train);
   } else {
-    fit_head(split.head, cached, o, dist, &report);
+    fit(cached);
   }
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     CachedBatches eval(*store, m, eval_split, device);
-    const EvalResult r = evaluate_module(split.head, eval, std::max<int64_t>(o.hyper.batch, 256));
+    TextFeatureBatches text_eval(eval);
+    BatchSource& source = text ? static_cast<BatchSource&>(text_eval) : eval;
+    const EvalResult r = evaluate_module(split.head, source, std::max<int64_t>(o.hyper.batch, 256));
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }
@@ -288,9 +304,15 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
     throw std::invalid_argument("--eval-split names the training split");
   }
 
-  RawBatches train(data, pm.split.prefix, device);
-  report.train_samples = train.size();
-  fit_head(pm.split.head, train, o, dist, &report);
+  // Text is tokenized (and cut to the model's max_tokens) a batch at a time.
+  auto raw_batches = [&](const Dataset& d) -> std::unique_ptr<BatchSource> {
+    if (!d.is_text) return std::make_unique<RawBatches>(d, pm.split.prefix, device);
+    return std::make_unique<RawTextBatches>(d, pm.split.prefix,
+                                            transformer_max_tokens(pm.model.spec), device);
+  };
+  const std::unique_ptr<BatchSource> train = raw_batches(data);
+  report.train_samples = train->size();
+  fit_head(pm.split.head, *train, o, dist, &report);
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     DatasetOptions eo = o.data;
@@ -300,8 +322,8 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
     if (eval_data.class_names != data.class_names) {
       throw std::runtime_error("split " + eval_split + " has other classes than " + o.data.split);
     }
-    RawBatches eval(eval_data, pm.split.prefix, device);
-    const EvalResult r = evaluate_module(pm.split.head, eval, std::max<int64_t>(o.hyper.batch, 256));
+    const std::unique_ptr<BatchSource> eval = raw_batches(eval_data);
+    const EvalResult r = evaluate_module(pm.split.head, *eval, std::max<int64_t>(o.hyper.batch, 256));
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }

@@ -20,10 +20,16 @@ torch::Tensor BlockStackImpl::forward(torch::Tensor x) {
   return x;
 }
 
-ClassifierImpl::ClassifierImpl(int64_t in_features, int64_t classes)
-    : fc_(register_module("fc", nn::Linear(in_features, classes))) {}
+ClassifierImpl::ClassifierImpl(int64_t in_features, int64_t classes, Pooling pooling)
+    : fc_(register_module("fc", nn::Linear(in_features, classes))), pooling_(pooling) {}
 
-torch::Tensor ClassifierImpl::forward(torch::Tensor x) { return fc_->forward(x.mean({2, 3})); }
+torch::Tensor ClassifierImpl::forward(torch::Tensor x) {
+  if (pooling_ == Pooling::kSpatialMean) return fc_->forward(x.mean({2, 3}));
+  const int64_t c = x.size(-1) - 1;
+  const torch::Tensor mask = x.narrow(-1, c, 1);  // [N, L, 1], 1 at valid positions
+  const torch::Tensor sum = (x.narrow(-1, 0, c) * mask).sum(1);
+  return fc_->forward(sum / mask.sum(1).clamp_min(1.0));
+}
 
 BlockStack BlockModel::as_stack() const {
   BlockStack stack;
@@ -33,7 +39,7 @@ BlockStack BlockModel::as_stack() const {
 }
 
 void BlockModel::reset_classifier(int64_t classes) {
-  classifier = Classifier(classifier->in_features(), classes);
+  classifier = Classifier(classifier->in_features(), classes, classifier->pooling());
 }
 
 void BlockModel::to(const torch::Device& device) {

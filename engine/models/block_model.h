@@ -1,7 +1,7 @@
 // Block models: an ordered list of named encoder blocks plus a classifier. Encoders are made by
 // the registry (encoder_registry.h), cut in two by split_model.h, saved and loaded by
-// weights_io.h. All tensors are float32, NCHW, on the device the modules were moved to (CPU by
-// default).
+// weights_io.h. Image tensors are float32, NCHW; text tensors are described in
+// engine/models/transformer.h. All are on the device the modules were moved to (CPU by default).
 #pragma once
 
 #include <torch/torch.h>
@@ -27,17 +27,26 @@ class BlockStackImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BlockStack);
 
-// Global average pooling over H and W, then a linear layer: [N, C, H, W] -> [N, classes].
+// How a classifier pools its input before its linear layer.
+enum class Pooling {
+  kSpatialMean,  // images: mean over H and W of [N, C, H, W]
+  kMaskedMean,   // text: mean over the valid positions of packed text features [N, L, C + 1]
+                 // (the last channel is the mask; see engine/models/transformer.h)
+};
+
+// Pooling, then a linear layer: [N, C, H, W] or [N, L, C + 1] -> [N, classes].
 class ClassifierImpl : public torch::nn::Module {
  public:
-  ClassifierImpl(int64_t in_features, int64_t classes);
+  ClassifierImpl(int64_t in_features, int64_t classes, Pooling pooling = Pooling::kSpatialMean);
   torch::Tensor forward(torch::Tensor x);
   void reset_parameters() { fc_->reset_parameters(); }
   int64_t in_features() const { return fc_->options.in_features(); }
   int64_t classes() const { return fc_->options.out_features(); }
+  Pooling pooling() const { return pooling_; }
 
  private:
   torch::nn::Linear fc_{nullptr};
+  Pooling pooling_;
 };
 TORCH_MODULE(Classifier);
 

@@ -7,6 +7,7 @@
 #include "base/strings.h"
 #include "engine/models/block_model.h"
 #include "engine/models/resnet18.h"
+#include "engine/models/transformer.h"
 
 namespace recycle {
 
@@ -20,6 +21,7 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {resnet18_info(), make_resnet18},
+      {transformer_info(), make_transformer},
   };
   return entries;
 }
@@ -42,6 +44,13 @@ std::vector<std::string> encoder_names() {
 }
 
 std::string default_encoder_name() { return registry().front().info.name; }
+
+std::string default_encoder_for(const std::string& input) {
+  for (const Entry& e : registry()) {
+    if (e.info.input == input) return e.info.name;
+  }
+  throw std::invalid_argument("no model reads " + input + " data");
+}
 
 const EncoderInfo& encoder_info(const std::string& name) { return entry(name).info; }
 

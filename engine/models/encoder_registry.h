@@ -1,6 +1,7 @@
 // The encoder registry: spec string -> encoder, in the style of the keyer registry
 // (keyers/keyer_registry.h). Each entry names an architecture, the kind of input it takes and
-// its integer options with defaults and ranges; ResNet-18 is one entry (engine/models/resnet18.h).
+// its integer options with defaults and ranges; ResNet-18 (engine/models/resnet18.h) and the
+// text transformer (engine/models/transformer.h) are entries.
 // No LibTorch in this header: BlockModel is only declared.
 #pragma once
 
@@ -24,15 +25,18 @@ struct EncoderOption {
 
 struct EncoderInfo {
   std::string name;
-  std::string input;  // the data it reads: "image" (so far the only kind)
+  std::string input;  // the data it reads: "image" or "text"
   std::vector<EncoderOption> options;  // printed in this order in canonical specs
   std::string help;
 };
 
 // The registered encoder names, sorted.
 std::vector<std::string> encoder_names();
-// The name recycle-build and recycle-train use when --model is not given.
+// The registry's first encoder (resnet18).
 std::string default_encoder_name();
+// The name recycle-build and recycle-train use when --model is not given, for data of this
+// kind ("image": resnet18, "text": transformer); throws std::invalid_argument for another kind.
+std::string default_encoder_for(const std::string& input);
 // The entry for `name`; throws std::invalid_argument naming the known encoders.
 const EncoderInfo& encoder_info(const std::string& name);
 

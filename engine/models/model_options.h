@@ -7,8 +7,9 @@
 namespace recycle {
 
 struct ModelOptions {
-  std::string encoder;   // encoder spec (see encoder_registry.h); "" = the registry's default
+  std::string encoder;   // encoder spec (see encoder_registry.h); "" = the default for the data
   int64_t width = 0;     // > 0: sets the encoder's width option (only without weights)
+  int64_t max_tokens = 0;  // > 0: sets the encoder's max_tokens option (text; only without weights)
   std::string weights;   // a file saved by recycle-train --save-model; "" = random init
   uint64_t seed = 0;     // initialisation seed when there are no weights
 };

@@ -18,16 +18,23 @@ void set_thread_count(int threads) {
 
 PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
                             const std::string& split_at, const torch::Device& device) {
-  EncoderSpec spec =
-      resolve_encoder_spec(options.encoder.empty() ? default_encoder_name() : options.encoder);
-  const EncoderInfo& info = encoder_info(spec.name);
   const std::string input = data.is_text ? "text" : "image";
+  EncoderSpec spec =
+      resolve_encoder_spec(options.encoder.empty() ? default_encoder_for(input) : options.encoder);
+  const EncoderInfo& info = encoder_info(spec.name);
   if (input != info.input) throw std::invalid_argument(spec.name + " needs " + info.input + " data");
   if (!options.weights.empty() && options.encoder.find(':') != std::string::npos) {
     throw std::invalid_argument("--model options apply only without --weights (the weights file "
                                 "sets them)");
   }
   if (options.width > 0) spec.set("width", options.width);
+  if (options.max_tokens > 0) {
+    if (!options.weights.empty()) {
+      throw std::invalid_argument("--max-tokens applies only without --weights (the weights file "
+                                  "sets it)");
+    }
+    spec.set("max_tokens", options.max_tokens);
+  }
   if (spec.has("in_channels")) spec.set("in_channels", data.item_shape.at(0));
   spec = resolve_encoder_spec(spec.to_string());  // checks the ranges again
   const int64_t classes = static_cast<int64_t>(data.class_names.size());
