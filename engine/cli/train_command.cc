@@ -5,6 +5,7 @@
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/train_job.h"
+#include "cache/codec.h"
 #include "engine/models/memory_format.h"
 
 namespace recycle {
@@ -70,6 +71,20 @@ int train_main(int argc, char** argv) {
   app.add_option("--profile", o.profile,
                  "write a Chrome trace of the second epoch (LibTorch's autograd profiler) here; "
                  "summarise it with bench/profile_table.py");
+  app.add_option("--freeze", o.freeze,
+                 "progressive recycling: linear:START:LEVEL (Composer's LayerFreezing over blocks: "
+                 "none frozen until a fraction START of the epochs, a fraction LEVEL of the "
+                 "blocks at the end, linear between) or auto[:THRESHOLD] (the next block freezes "
+                 "when the relative change of its gradient norm between epochs is below "
+                 "THRESHOLD, default 0.1); with --data --recycle 0 or with --cache; needs --levels");
+  app.add_option("--levels", o.levels_dir,
+                 "with --freeze: directory of the cache levels it makes (reused by a rerun whose "
+                 "frozen weights match)");
+  app.add_option("--level-codec", o.level_codec,
+                 "with --freeze from raw data: codec of the first level (derived levels keep "
+                 "their base's codec)")
+      ->check(CLI::IsMember(codec_names()))
+      ->capture_default_str();
   add_dist_flags(app, &o.dist);
   app.add_option("--grad-compression", o.dist.grad_compression,
                  "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)")
@@ -103,6 +118,14 @@ int train_main(int argc, char** argv) {
                                       "cache fixes the data and model; rebuild it to change them)");
         }
       }
+    }
+    if (o.freeze.empty()) {
+      for (const char* flag : {"--levels", "--level-codec"}) {
+        if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --freeze");
+      }
+    } else if (o.dist.nproc > 1 || o.dist.world_size > 1) {
+      throw std::invalid_argument("--freeze trains in one process for now (data-parallel "
+                                  "progressive recycling is not built yet; see docs/progressive.md)");
     }
     const int launched = launch_if_asked(app, argc, argv, o.dist, o.threads);
     if (launched >= 0) return launched;

@@ -27,6 +27,7 @@
 #include "engine/models/weights_io.h"
 #include "engine/models/model_setup.h"
 #include "engine/jobs/train_job.h"
+#include "engine/jobs/train_job_parts.h"
 #include "engine/train/epoch_profiler.h"
 #include "engine/train/trainer.h"
 
@@ -52,10 +53,35 @@ std::string TrainReport::to_json() const {
                       {"fp32_bytes_per_step", fp32_bytes_per_step},
                       {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  if (!freeze.empty()) {
+    j["freeze"] = freeze;
+    j["epoch_sources"] = epoch_sources;
+    j["level_seconds"] = level_seconds;
+    nlohmann::json events = nlohmann::json::array();
+    for (const FreezeEvent& e : freezes) {
+      const LevelInfo& l = e.level;
+      events.push_back({{"epoch", e.epoch},
+                        {"rule", e.rule},
+                        {"measure", e.measure},
+                        {"from_blocks", e.from_blocks},
+                        {"to_blocks", e.to_blocks},
+                        {"blocks", e.blocks},
+                        {"trainable_before", e.trainable_before},
+                        {"trainable_after", e.trainable_after},
+                        {"level", {{"dir", l.dir},
+                                   {"prefix_blocks", l.prefix_blocks},
+                                   {"split_at", l.split_at},
+                                   {"fingerprint", l.fingerprint},
+                                   {"source", l.source},
+                                   {"reused", l.reused},
+                                   {"computed", l.computed},
+                                   {"samples", l.samples},
+                                   {"seconds", l.seconds}}}});
+    }
+    j["freezes"] = events;
+  }
   return j.dump();
 }
-
-namespace {
 
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   report->epochs = static_cast<int64_t>(epochs.size());
@@ -67,7 +93,6 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
 }
 
-// Written to a temporary file beside `path`, then renamed: a reader never sees half a head.
 void save_head(BlockStack& head, const std::string& path) {
   torch::serialize::OutputArchive archive;
   head->save(archive);
@@ -84,6 +109,35 @@ void save_head(BlockStack& head, const std::string& path) {
     throw std::runtime_error("cannot write " + path + ": " + err);
   }
 }
+
+SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
+                           const torch::Device& device, BlockModel* model) {
+  const int64_t classes = static_cast<int64_t>(m.class_names.size());
+  try {
+    *model = make_encoder(m.model, classes);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("cache " + store.dir() + " was built for a model this version does "
+                             "not know: " + e.what());
+  }
+  model->class_names = m.class_names;
+  SplitModel split = split_block_model(*model, m.prefix_blocks);
+  std::string head_bytes;
+  store.get_blob("head", &head_bytes).throw_if_error();
+  try {
+    module_from_bytes(*split.head, head_bytes);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cache " + store.dir() + ": the stored head does not load: " +
+                             e.what_without_backtrace());
+  }
+  if (m.classifier == "new") {
+    torch::manual_seed(seed);
+    model->classifier->reset_parameters();
+  }
+  split.head->to(device);
+  return split;
+}
+
+namespace {
 
 // The data-parallel figures of the report.
 void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
@@ -227,28 +281,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
 
   // The head: the blocks after the split point and the classifier, initialised as the build
   // stored them; a classifier new to these classes is drawn from the seed.
-  const int64_t classes = static_cast<int64_t>(m.class_names.size());
   BlockModel model;
-  try {
-    model = make_encoder(m.model, classes);
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error("cache " + o.cache_dir + " was built for a model this version does "
-                             "not know: " + e.what());
-  }
-  SplitModel split = split_block_model(model, m.prefix_blocks);
-  std::string head_bytes;
-  store->get_blob("head", &head_bytes).throw_if_error();
-  try {
-    module_from_bytes(*split.head, head_bytes);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cache " + o.cache_dir + ": the stored head does not load: " +
-                             e.what_without_backtrace());
-  }
-  if (m.classifier == "new") {
-    torch::manual_seed(o.hyper.seed);
-    model.classifier->reset_parameters();
-  }
-  split.head->to(device);
+  SplitModel split = head_from_cache(*store, m, o.hyper.seed, device, &model);
 
   // A text cache's records are hidden states and lengths: its batches are packed into the
   // features a text head takes (text_batches.h).
@@ -353,11 +387,17 @@ TrainReport run_train(const TrainOptions& o) {
     throw std::invalid_argument("--save-model needs raw data: a cache holds no prefix weights "
                                 "(use --save-head)");
   }
+  if (!o.levels_dir.empty() && o.freeze.empty()) throw std::invalid_argument("--levels needs --freeze");
+  if (!o.freeze.empty() && o.dist.distributed()) {
+    throw std::invalid_argument("--freeze trains in one process for now (data-parallel "
+                                "progressive recycling is not built yet; see docs/progressive.md)");
+  }
   // A data-parallel job: join it (every rank waits here for the others).
   std::unique_ptr<DistContext> dist;
   if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist);
-  TrainReport report = from_cache ? train_from_cache(o, device, dist.get())
-                                  : train_from_data(o, device, dist.get());
+  TrainReport report = !o.freeze.empty() ? train_progressive(o, device)
+                       : from_cache       ? train_from_cache(o, device, dist.get())
+                                          : train_from_data(o, device, dist.get());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

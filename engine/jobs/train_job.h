@@ -7,6 +7,7 @@
 
 #include "engine/dist/dist_options.h"
 #include "engine/models/model_options.h"
+#include "engine/train/freeze_schedule.h"
 #include "engine/train/train_hyper.h"
 #include "engine/data/dataset.h"
 
@@ -28,6 +29,12 @@ struct TrainOptions {
   double recycle = -1.0;
   std::string split_at;
   bool no_cache = false;
+  // Progressive recycling (docs/progressive.md): a freeze schedule (linear:START:LEVEL,
+  // auto[:THRESHOLD]; "" = none), the directory its cache levels go to, and the codec of a
+  // first level built from raw data (a level derived from a cache keeps that cache's codec).
+  std::string freeze;
+  std::string levels_dir;
+  std::string level_codec = "fp16";
 
   // data.split names the split to train on, in a cache or in the raw data (default train).
   std::string eval_split;           // "" = test when there is one; "none" = no evaluation
@@ -46,7 +53,8 @@ struct TrainOptions {
 };
 
 struct TrainReport {
-  std::string mode;                 // "cache", "full" or "frozen" (prefix recomputed)
+  std::string mode;                 // "cache", "full", "frozen" (prefix recomputed) or
+                                    // "progressive" (--freeze)
   double recycle = 0;
   int64_t epochs = 0;
   int64_t train_samples = 0;        // per epoch
@@ -66,6 +74,11 @@ struct TrainReport {
   double bytes_per_step = 0;        // payload bytes this rank handed to collectives per step
   double fp32_bytes_per_step = 0;   // the same tensors as fp32 allreduce
   double compression_ratio = 0;     // fp32_bytes_per_step / bytes_per_step
+  // Progressive recycling (--freeze; "" and empty otherwise).
+  std::string freeze;               // the rule's spec
+  std::vector<FreezeEvent> freezes; // in order
+  std::vector<std::string> epoch_sources;  // per epoch: "raw" or the level trained from
+  double level_seconds = 0;         // making levels (builds, derivations), within `seconds`
   std::string to_json() const;      // one line
 };
 

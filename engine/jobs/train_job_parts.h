@@ -1,0 +1,31 @@
+// Parts of the training job shared by its modes (train_job.cc) and progressive recycling
+// (progressive_job.cc). Internal to engine/jobs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/jobs/train_job.h"
+#include "cache/activation_store.h"
+#include "engine/models/block_model.h"
+#include "engine/models/split_model.h"
+#include "engine/train/trainer.h"
+
+namespace recycle {
+
+// Epochs, epoch seconds and losses, and samples/s from the median epoch.
+void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
+// Written to a temporary file beside `path`, then renamed: a reader never sees half a head.
+void save_head(BlockStack& head, const std::string& path);
+// The model of cache `store` (manifest m) into *model: the encoder its spec names, its class
+// names, the head after the split point from the cache's "head" blob (a classifier new to the
+// cache's classes drawn from `seed`), the head moved to `device`. The prefix blocks keep their
+// initial weights: a cache holds none. Throws std::runtime_error naming the cache.
+SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
+                           const torch::Device& device, BlockModel* model);
+// run_train with --freeze, in one process (progressive_job.cc).
+TrainReport train_progressive(const TrainOptions& options, const torch::Device& device);
+
+}  // namespace recycle

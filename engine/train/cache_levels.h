@@ -1,0 +1,91 @@
+// Cache levels: the activation caches of one model at several split points, for progressive
+// recycling (docs/progressive.md). A levels directory holds one cache per level, each a whole
+// cache (recycle-inspect and recycle-train --cache read it as they read any other), in a
+// subdirectory named by the level's identity:
+//
+//   LEVELS/level-<prefix blocks>-<split block>-<16 hex digits of XXH3 of the identity>
+//
+// A level's identity is its manifest's identity (model, fingerprint, split point, keyer, codec,
+// preprocessing). Its fingerprint says which weights made it: for a level built from raw data
+// the fingerprint of blocks 0..m (as recycle-build writes it); for a level derived from level
+// k, derived_fingerprint(level k's fingerprint, fingerprint of blocks k..m-1 as they were when
+// they froze). A rerun whose frozen weights are the same finds the same directory complete and
+// reuses it; any other weights give another directory. Keys, labels and sample positions of a
+// derived level are those of its base level: only the records change.
+//
+// Derivation streams: a chunk of `batch` samples at a time is read from level k (MultiGet and
+// decode), pushed through the newly frozen blocks (eval mode, no grad, batch norms folded as
+// recycle-build folds them), encoded and written by the build's ChunkWriter on its own thread
+// while the next chunk computes. Memory holds the splits' indexes (24 bytes a sample) and two
+// chunks, never a whole split.
+//
+// Tolerance: a level derived from an fp32 level equals the level recycle-build makes from raw
+// data with the same weights within kInferencePrefixTolerance * max(1, max |x|) (both run the
+// same folded blocks; only the point where the activation leaves and re-enters memory differs).
+// With a lossy codec the base level's rounding is carried into the derived level.
+//
+// Not thread safe: one thread derives a level at a time, and nothing else writes its directory.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/manifest.h"
+#include "engine/data/dataset.h"
+#include "engine/models/block_model.h"
+#include "engine/train/freeze_schedule.h"
+
+namespace recycle {
+
+// Opens the cache (a level) in `dir` read-only and reads its manifest into *manifest. Throws
+// std::runtime_error with one line (no cache there, no manifest, a storage error).
+std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Manifest* manifest);
+
+// The subdirectory of `levels_dir` for the level whose identity `m` holds.
+std::string level_dir(const std::string& levels_dir, const Manifest& m);
+
+// The fingerprint of a level derived from a level with fingerprint `base` by blocks whose
+// parameters and buffers have fingerprint `blocks` (XXH3-128 hex of both, in order).
+std::string derived_fingerprint(const std::string& base, const std::string& blocks);
+
+struct DeriveOptions {
+  int64_t batch = 256;          // samples per forward and per write batch
+  std::string compression = "lz4";
+  bool progress = false;        // a progress bar per split on stderr
+  torch::Device device = torch::kCPU;
+};
+
+// Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
+// `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
+// parameters no longer requiring grad: they are frozen from now on). The head blob is the
+// model's head after to_blocks. A complete level of the same identity is reused (level.reused).
+// An incomplete one (a derivation that died) is deleted and derived again. Throws
+// std::runtime_error with one line for a base that is not a level of this model, a split point
+// not deeper than the base's, or a storage error.
+LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t to_blocks,
+                       const std::string& levels_dir, const DeriveOptions& options);
+
+struct RawLevelOptions {
+  DatasetOptions data;          // the training split as the run reads it
+  std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
+  std::string codec = "fp16";
+  std::string compression = "lz4";
+  int64_t batch = 256;
+  int threads = 0;
+  bool progress = false;
+  std::string device = "cpu";
+};
+
+// The first level of a run that started on raw data: recycle-build's pipeline (run_build) over
+// the training split and the evaluation split, with `model` as it is now split after
+// `to_blocks` (its weights go to a temporary file in levels_dir, removed afterwards). A rerun
+// with the same weights finds the level complete (level.reused).
+LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
+                               const RawLevelOptions& options);
+
+}  // namespace recycle

@@ -1,0 +1,137 @@
+// recycle-train --freeze end to end (docs/progressive.md): a run that starts on raw data builds
+// its first level from raw data and derives the next from it, reports every freeze in --json,
+// a rerun reuses the levels, a run can start from a cache, and bad flags give one line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/tool_runner.h"
+
+namespace {
+
+using recycle::testing::describe;
+using recycle::testing::TempDir;
+using recycle::testing::ToolRun;
+using recycle::testing::write_idx;
+
+ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
+  return recycle::testing::run_tool(dir, tool, args);
+}
+
+// train (n) and t10k (n / 2) IDX files in dir: 4 classes of noisy stripes, learnable in a few
+// epochs; every image differs from every other (train and test included).
+void write_stripes(const std::string& dir, int n) {
+  for (const auto& [prefix, count] : {std::pair<std::string, int>{"train", n}, {"t10k", n / 2}}) {
+    std::vector<uint8_t> images, labels;
+    for (int i = 0; i < count; ++i) {
+      const int label = i % 4;
+      const uint32_t sample = static_cast<uint32_t>(i + (prefix == "train" ? 0 : n) + 1);
+      for (int y = 0; y < 28; ++y) {
+        for (int x = 0; x < 28; ++x) {
+          const int stripe = label < 2 ? (y / (2 + 2 * label)) % 2 : (x / (2 + 2 * (label - 2))) % 2;
+          const uint32_t noise = (sample * 2654435761u) ^ (static_cast<uint32_t>(y * 28 + x) * 40503u);
+          images.push_back(static_cast<uint8_t>(stripe * 180 + (noise >> 7) % 60));
+        }
+      }
+      labels.push_back(static_cast<uint8_t>(label));
+    }
+    write_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", {count, 28, 28}, images);
+    write_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", {count}, labels);
+  }
+}
+
+TEST(ProgressiveTools, RawStartFreezesLinearlyReportsFreezesAndRerunReusesLevels) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 192);
+  const std::string levels = dir.file("levels");
+  // linear:0:0.5 over 3 epochs and 8 blocks: 1 block after epoch 1 (8 * 0.5 / 3), 2 after
+  // epoch 2 (8 * 0.5 * 2 / 3).
+  const std::string args = "--data fashion-mnist:" + dir.path().string() +
+                           " --model resnet18 --width 4 --recycle 0 --epochs 3 --batch 32 "
+                           "--threads 1 --freeze linear:0:0.5 --levels " + levels +
+                           " --level-codec fp32 --json";
+  ToolRun r = run(dir, "recycle-train", args);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["mode"], "progressive");
+  EXPECT_EQ(r.last["freeze"], "linear:0:0.5");
+  EXPECT_DOUBLE_EQ(r.last["recycle"].get<double>(), 0.25);
+  const auto& freezes = r.last["freezes"];
+  ASSERT_EQ(freezes.size(), 2u) << r.out;
+  EXPECT_EQ(freezes[0]["epoch"], 2);
+  EXPECT_EQ(freezes[0]["rule"], "linear:0:0.5");
+  EXPECT_EQ(freezes[0]["from_blocks"], 0);
+  EXPECT_EQ(freezes[0]["to_blocks"], 1);
+  EXPECT_EQ(freezes[0]["level"]["source"], "raw");
+  EXPECT_EQ(freezes[0]["level"]["samples"], 192 + 96);  // train and test splits
+  EXPECT_EQ(freezes[1]["epoch"], 3);
+  EXPECT_EQ(freezes[1]["to_blocks"], 2);
+  EXPECT_EQ(freezes[1]["level"]["source"], freezes[0]["level"]["dir"]);
+  EXPECT_LT(freezes[1]["trainable_after"].get<int64_t>(),
+            freezes[0]["trainable_before"].get<int64_t>());
+  const std::vector<std::string> sources = r.last["epoch_sources"];
+  EXPECT_EQ(sources, (std::vector<std::string>{"raw", freezes[0]["level"]["dir"],
+                                               freezes[1]["level"]["dir"]}));
+  EXPECT_EQ(r.last["test_samples"], 96);
+  EXPECT_GT(r.last["test_acc"].get<double>(), 0.25);  // better than chance on 4 classes
+
+  // Each level is a whole cache that recycle-inspect reads.
+  ToolRun inspect = run(dir, "recycle-inspect",
+                        "--cache " + freezes[1]["level"]["dir"].get<std::string>() + " --json");
+  ASSERT_EQ(inspect.code, 0) << describe(inspect);
+  EXPECT_EQ(inspect.last["splits"]["train"]["samples"], 192);
+
+  // The same run again: the same weights freeze, so both levels are found and reused.
+  ToolRun again = run(dir, "recycle-train", args);
+  ASSERT_EQ(again.code, 0) << describe(again);
+  ASSERT_EQ(again.last["freezes"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(again.last["freezes"][i]["level"]["dir"], freezes[i]["level"]["dir"]);
+    EXPECT_TRUE(again.last["freezes"][i]["level"]["reused"].get<bool>());
+    EXPECT_EQ(again.last["freezes"][i]["level"]["computed"], 0);
+  }
+}
+
+TEST(ProgressiveTools, StartsFromACacheAndDerivesFromIt) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 128);
+  const std::string data = "--data fashion-mnist:" + dir.path().string();
+  const std::string cache = dir.file("cache");
+  for (const char* split : {"train", "test"}) {
+    ToolRun b = run(dir, "recycle-build", data + " --width 4 --recycle 0.25 --cache " + cache +
+                                              " --split " + split + " --json");
+    ASSERT_EQ(b.code, 0) << describe(b);
+  }
+  // linear:0:0.75 over 2 epochs and 8 blocks: 3 frozen after the first (the cache has 2).
+  ToolRun r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --batch 32 --threads 1 "
+                                        "--freeze linear:0:0.75 --levels " + dir.file("levels") +
+                                        " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto& freezes = r.last["freezes"];
+  ASSERT_EQ(freezes.size(), 1u) << r.out;
+  EXPECT_EQ(freezes[0]["from_blocks"], 2);
+  EXPECT_EQ(freezes[0]["to_blocks"], 3);
+  EXPECT_EQ(freezes[0]["level"]["source"], cache);
+  EXPECT_EQ(freezes[0]["level"]["computed"], 128 + 64);
+  EXPECT_EQ(r.last["test_samples"], 64);
+}
+
+TEST(ProgressiveTools, BadFreezeFlagsGiveOneLineAndNonZeroExit) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 16);
+  const std::string data = "--data fashion-mnist:" + dir.path().string() + " --width 4 ";
+  for (const std::string& args :
+       {data + "--recycle 0 --freeze sometimes --levels " + dir.file("l"),
+        data + "--recycle 0 --freeze linear:0:0.5",
+        data + "--recycle 0 --levels " + dir.file("l"),
+        data + "--recycle 0.5 --no-cache --freeze auto --levels " + dir.file("l"),
+        data + "--recycle 0 --freeze auto --levels " + dir.file("l") + " --nproc 2"}) {
+    const ToolRun r = run(dir, "recycle-train", args);
+    EXPECT_NE(r.code, 0) << args << "\n" << describe(r);
+    EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << args << "\n" << describe(r);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("l")));
+}
+
+}  // namespace
