@@ -121,7 +121,8 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
                      "; default: " + default_encoder_for("image") + " for images, " +
                      default_encoder_for("text") + " for text; e.g. " +
                      resolve_encoder_spec(default_encoder_for("image")).to_string() + ", " +
-                     resolve_encoder_spec(default_encoder_for("text")).to_string() + ")")
+                     resolve_encoder_spec(default_encoder_for("text")).to_string() +
+                     "), or torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md)")
       ->check(encoder_spec);
   app.add_option("--width", model->width,
                  "channels of the first stage (default: the model's; not with --weights)")

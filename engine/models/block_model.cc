@@ -1,5 +1,7 @@
 #include "engine/models/block_model.h"
 
+#include <stdexcept>
+
 namespace recycle {
 
 namespace nn = torch::nn;
@@ -21,14 +23,36 @@ torch::Tensor BlockStackImpl::forward(torch::Tensor x) {
 }
 
 ClassifierImpl::ClassifierImpl(int64_t in_features, int64_t classes, Pooling pooling)
-    : fc_(register_module("fc", nn::Linear(in_features, classes))), pooling_(pooling) {}
+    : in_features_(in_features),
+      classes_(classes),
+      pooling_(pooling),
+      fc_(register_module("fc", nn::Linear(in_features, classes))) {}
+
+ClassifierImpl::ClassifierImpl(nn::AnyModule own, int64_t in_features, int64_t classes,
+                               Pooling pooling)
+    : in_features_(in_features), classes_(classes), pooling_(pooling), own_(std::move(own)) {
+  register_module("own", own_.ptr());
+}
 
 torch::Tensor ClassifierImpl::forward(torch::Tensor x) {
-  if (pooling_ == Pooling::kSpatialMean) return fc_->forward(x.mean({2, 3}));
+  if (is_own()) return own_.forward(x);
+  switch (pooling_) {
+    case Pooling::kSpatialMean:
+      return fc_->forward(x.mean({2, 3}));
+    case Pooling::kFlatten:
+      return fc_->forward(x.flatten(1));
+    case Pooling::kMaskedMean:
+      break;
+  }
   const int64_t c = x.size(-1) - 1;
   const torch::Tensor mask = x.narrow(-1, c, 1);  // [N, L, 1], 1 at valid positions
   const torch::Tensor sum = (x.narrow(-1, 0, c) * mask).sum(1);
   return fc_->forward(sum / mask.sum(1).clamp_min(1.0));
+}
+
+void ClassifierImpl::reset_parameters() {
+  if (is_own()) throw std::logic_error("a model's own classifier cannot be drawn again");
+  fc_->reset_parameters();
 }
 
 BlockStack BlockModel::as_stack() const {

@@ -27,26 +27,37 @@ class BlockStackImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BlockStack);
 
-// How a classifier pools its input before its linear layer.
+// How a classifier turns its input into the features of its linear layer.
 enum class Pooling {
-  kSpatialMean,  // images: mean over H and W of [N, C, H, W]
+  kSpatialMean,  // images: mean over H and W of [N, C, H, W] -> [N, C]
+  kFlatten,      // every dimension after the first: [N, ...] -> [N, numel / N]
   kMaskedMean,   // text: mean over the valid positions of packed text features [N, L, C + 1]
                  // (the last channel is the mask; see engine/models/transformer.h)
 };
 
-// Pooling, then a linear layer: [N, C, H, W] or [N, L, C + 1] -> [N, classes].
+// Pooling then a linear layer: [N, ...] -> [N, classes]; or a model's own classifier module
+// (a scripted model's last child), run as it is.
 class ClassifierImpl : public torch::nn::Module {
  public:
   ClassifierImpl(int64_t in_features, int64_t classes, Pooling pooling = Pooling::kSpatialMean);
+  // `own` maps the blocks' output to [N, classes]; a replacement (BlockModel::reset_classifier)
+  // is `pooling` then a new linear layer of in_features inputs.
+  ClassifierImpl(torch::nn::AnyModule own, int64_t in_features, int64_t classes, Pooling pooling);
   torch::Tensor forward(torch::Tensor x);
-  void reset_parameters() { fc_->reset_parameters(); }
-  int64_t in_features() const { return fc_->options.in_features(); }
-  int64_t classes() const { return fc_->options.out_features(); }
+  // Draws the linear layer's weights again; throws std::logic_error for a model's own module.
+  void reset_parameters();
+  int64_t in_features() const { return in_features_; }
+  int64_t classes() const { return classes_; }
   Pooling pooling() const { return pooling_; }
+  // True when this runs the model's own module (kept from a scripted file).
+  bool is_own() const { return !own_.is_empty(); }
 
  private:
-  torch::nn::Linear fc_{nullptr};
+  int64_t in_features_;
+  int64_t classes_;
   Pooling pooling_;
+  torch::nn::Linear fc_{nullptr};
+  torch::nn::AnyModule own_;
 };
 TORCH_MODULE(Classifier);
 
@@ -61,7 +72,8 @@ struct BlockModel {
   int64_t num_blocks() const { return static_cast<int64_t>(blocks.size()); }
   // Every block then the classifier, as one stack (modules shared).
   BlockStack as_stack() const;
-  // Replaces the classifier by a freshly initialised one with `classes` outputs.
+  // Replaces the classifier by a freshly initialised linear one with `classes` outputs (same
+  // inputs and pooling).
   void reset_classifier(int64_t classes);
   void to(const torch::Device& device);
 };

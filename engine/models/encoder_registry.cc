@@ -1,13 +1,18 @@
 #include "engine/models/encoder_registry.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 
 #include "base/strings.h"
 #include "engine/models/block_model.h"
 #include "engine/models/resnet18.h"
+#include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
+#include "keyers/content_hasher.h"
 
 namespace recycle {
 
@@ -22,6 +27,7 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {resnet18_info(), make_resnet18},
       {transformer_info(), make_transformer},
+      {torchscript_info(), make_torchscript},
   };
   return entries;
 }
@@ -32,6 +38,33 @@ const Entry& entry(const std::string& name) {
   }
   throw std::invalid_argument("unknown model '" + name + "' (known: " + join(encoder_names(), ", ") +
                               ")");
+}
+
+// Sets spec->file to its absolute path and spec->digest to the XXH3-128 of its bytes; throws
+// std::runtime_error when a digest was given and the file's differs.
+void resolve_file(const std::string& text, EncoderSpec* spec) {
+  if (spec->file.empty()) {
+    throw std::invalid_argument("model spec '" + text + "' names no file (" + spec->name + ":FILE)");
+  }
+  std::ifstream in(spec->file, std::ios::binary);
+  if (!in || std::filesystem::is_directory(spec->file)) {
+    throw std::invalid_argument("model file " + spec->file + " cannot be read");
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in.good() && !in.eof()) throw std::runtime_error("model file " + spec->file + " cannot be read");
+  const std::string digest = hash128(bytes.str()).to_hex();
+  const std::string path = std::filesystem::absolute(spec->file).lexically_normal().string();
+  if (path.find(',') != std::string::npos || path.find('=') != std::string::npos) {
+    throw std::invalid_argument("model file " + path + ": a path with ',' or '=' cannot be part of "
+                                "a model spec (rename it or use a symbolic link)");
+  }
+  if (!spec->digest.empty() && spec->digest != digest) {
+    throw std::runtime_error("model file " + path + " changed since this spec was made (xxh3 " +
+                             spec->digest + ", now " + digest + ")");
+  }
+  spec->file = path;
+  spec->digest = digest;
 }
 
 }  // namespace
@@ -69,6 +102,13 @@ EncoderSpec resolve_encoder_spec(const std::string& text) {
   }
   EncoderSpec spec;
   spec.name = info.name;
+  spec.file = given.file;
+  spec.digest = given.digest;
+  if (info.takes_file) {
+    resolve_file(text, &spec);
+  } else if (!given.file.empty() || !given.digest.empty()) {
+    throw std::invalid_argument("model spec '" + text + "': " + info.name + " takes no file");
+  }
   for (const EncoderOption& o : info.options) {
     const int64_t value = given.has(o.name) ? given.get(o.name) : o.default_value;
     if (value < o.min || value > o.max) {

@@ -28,6 +28,9 @@ struct EncoderInfo {
   std::string input;  // the data it reads: "image" or "text"
   std::vector<EncoderOption> options;  // printed in this order in canonical specs
   std::string help;
+  // Loaded from a file named in the spec ("torchscript:FILE"); its resolved spec holds the
+  // file's absolute path and the XXH3-128 of its bytes.
+  bool takes_file = false;
 };
 
 // The registered encoder names, sorted.
@@ -45,7 +48,7 @@ const EncoderInfo& encoder_info(const std::string& name);
 // result is canonical ("resnet18" -> "resnet18:width=16,in_channels=1") and round-trips.
 EncoderSpec resolve_encoder_spec(const std::string& text);
 
-// A randomly initialised encoder with a classifier of `classes` outputs (initialisation drawn
+// A randomly initialised encoder (or one loaded from the spec's file) with a classifier of `classes` outputs (initialisation drawn
 // from torch's global generator). model.spec is the canonical spec. Throws
 // std::invalid_argument for a bad spec or classes < 1.
 BlockModel make_encoder(const std::string& spec, int64_t classes);

@@ -2,14 +2,17 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace recycle {
 
 std::string EncoderSpec::to_string() const {
+  std::vector<std::string> items;
+  if (!file.empty()) items.push_back(file);
+  if (!digest.empty()) items.push_back("xxh3=" + digest);
+  for (const auto& [n, v] : options) items.push_back(n + "=" + std::to_string(v));
   std::string s = name;
-  for (size_t i = 0; i < options.size(); ++i) {
-    s += (i == 0 ? ":" : ",") + options[i].first + "=" + std::to_string(options[i].second);
-  }
+  for (size_t i = 0; i < items.size(); ++i) s += (i == 0 ? ":" : ",") + items[i];
   return s;
 }
 
@@ -45,9 +48,22 @@ EncoderSpec EncoderSpec::parse(const std::string& text) {
   if (colon == std::string::npos) return spec;
   std::stringstream in(text.substr(colon + 1));
   std::string item;
+  bool first = true;
   while (std::getline(in, item, ',')) {
     const size_t eq = item.find('=');
     const std::string name = item.substr(0, eq);
+    if (first && eq == std::string::npos && !item.empty()) {
+      spec.file = item;  // "NAME:FILE[,...]"
+      first = false;
+      continue;
+    }
+    first = false;
+    if (name == "xxh3") {
+      if (!spec.digest.empty()) throw std::invalid_argument("model spec '" + text + "': xxh3 is given twice");
+      spec.digest = item.substr(eq + 1);
+      if (spec.digest.empty()) throw std::invalid_argument("model spec '" + text + "': xxh3 is empty");
+      continue;
+    }
     int64_t value = 0;
     try {
       size_t used = 0;

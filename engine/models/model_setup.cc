@@ -23,7 +23,8 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
       resolve_encoder_spec(options.encoder.empty() ? default_encoder_for(input) : options.encoder);
   const EncoderInfo& info = encoder_info(spec.name);
   if (input != info.input) throw std::invalid_argument(spec.name + " needs " + info.input + " data");
-  if (!options.weights.empty() && options.encoder.find(':') != std::string::npos) {
+  if (!options.weights.empty() && !options.encoder.empty() &&
+      !EncoderSpec::parse(options.encoder).options.empty()) {
     throw std::invalid_argument("--model options apply only without --weights (the weights file "
                                 "sets them)");
   }
@@ -35,7 +36,13 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
     }
     spec.set("max_tokens", options.max_tokens);
   }
-  if (spec.has("in_channels")) spec.set("in_channels", data.item_shape.at(0));
+  // The input shape's options come from the data (C, H, W of one sample).
+  const char* shape_options[] = {"in_channels", "in_height", "in_width"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (spec.has(shape_options[i]) && i < data.item_shape.size()) {
+      spec.set(shape_options[i], data.item_shape[i]);
+    }
+  }
   spec = resolve_encoder_spec(spec.to_string());  // checks the ranges again
   const int64_t classes = static_cast<int64_t>(data.class_names.size());
 
@@ -45,17 +52,25 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
     pm.model = make_encoder(spec.to_string(), classes);
   } else {
     pm.model = load_block_model(options.weights);
-    // The file decides every option but the input channels, which the data decides.
+    // The file decides every option but the input shape, which the data decides; an encoder
+    // loaded from a file must name the same file, unchanged.
     const EncoderSpec have = resolve_encoder_spec(pm.model.spec);
     EncoderSpec want = have;
     want.name = spec.name;
-    if (want.has("in_channels")) want.set("in_channels", spec.get("in_channels"));
+    want.file = spec.file;
+    want.digest = spec.digest;
+    for (const char* name : shape_options) {
+      if (want.has(name)) want.set(name, spec.get(name));
+    }
     if (!(have == want)) {
       throw std::runtime_error("weights " + options.weights + " are for " + have.to_string() +
                                ", the data needs " + want.to_string());
     }
   }
-  pm.classifier_is_new = options.weights.empty() || pm.model.class_names != data.class_names;
+  // A scripted file's own classifier (as many outputs as the data has classes) is kept as
+  // pretrained; without weights any other classifier is new.
+  pm.classifier_is_new = options.weights.empty() ? !pm.model.classifier->is_own()
+                                                 : pm.model.class_names != data.class_names;
   if (pm.classifier_is_new && !options.weights.empty()) pm.model.reset_classifier(classes);
   pm.model.class_names = data.class_names;
   pm.model.to(device);

@@ -37,7 +37,8 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   EXPECT_EQ(spec.to_string(), "resnet18:width=32,in_channels=3");  // canonical order
   EXPECT_EQ(recycle::resolve_encoder_spec(spec.to_string()), spec);
   EXPECT_EQ(recycle::resolve_encoder_spec("resnet18").to_string(), "resnet18:width=16,in_channels=1");
-  EXPECT_EQ(recycle::encoder_names(), (std::vector<std::string>{"resnet18", "transformer"}));
+  EXPECT_EQ(recycle::encoder_names(),
+            (std::vector<std::string>{"resnet18", "transformer", "torchscript"}));
   EXPECT_EQ(recycle::default_encoder_name(), "resnet18");
   EXPECT_EQ(recycle::encoder_info("resnet18").input, "image");
   for (const char* bad : {"vgg", "", ":width=3", "resnet18:width=0", "resnet18:depth=3",

@@ -1,0 +1,79 @@
+// recycle-build and recycle-train with --model torchscript:FILE, on a scripted net this test
+// builds and saves (tests/models/scripted_net.h) and tiny IDX files: build, rerun, train from
+// the cache, pretrain and reuse the weights, and a changed file refused.
+#include <gtest/gtest.h>
+
+#include "tests/build/pattern_images.h"
+#include "tests/models/scripted_net.h"
+#include "tests/tool_runner.h"
+
+namespace {
+
+using recycle::testing::describe;
+using recycle::testing::TempDir;
+using recycle::testing::ToolRun;
+
+ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
+  return recycle::testing::run_tool(dir, tool, args);
+}
+
+void save_net(const std::string& path, uint64_t seed) {
+  torch::manual_seed(seed);
+  recycle::testing::scripted_net(1, 10).save(path);
+}
+
+TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(40, 8));
+  const std::string net = dir.file("net.ts"), cache = dir.file("cache");
+  save_net(net, 1);
+  const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 1 ";
+  const std::string build = data + "--model torchscript:" + net + " --recycle 0.5 --cache " + cache +
+                            " --json";
+  ToolRun r = run(dir, "recycle-build", build);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["samples"], 48);
+  EXPECT_EQ(r.last["computed"], 40);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string model = r.last["model"];
+  EXPECT_EQ(model.rfind("torchscript:" + net + ",xxh3=", 0), 0u) << model;
+  EXPECT_NE(model.find(",in_channels=1,in_height=28,in_width=28"), std::string::npos) << model;
+  EXPECT_EQ(r.last["split_at"], "stage2");
+  r = run(dir, "recycle-build", build);  // a rerun computes nothing
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["computed"], 0);
+  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --eval-split none --threads 1 "
+                                "--json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["train_samples"], 48);
+
+  // Pretrain the whole scripted model, then cache with its weights (a new cache).
+  const std::string enc = dir.file("enc.pt");
+  r = run(dir, "recycle-train", data + "--model torchscript:" + net + " --recycle 0 --epochs 1 "
+                                "--eval-split none --save-model " + enc + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-build", data + "--model torchscript:" + net + " --weights " + enc +
+                                " --split-at stage3 --cache " + dir.file("cache2") + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  // Building into the first cache with those weights: another prefix, refused.
+  r = run(dir, "recycle-build", data + "--model torchscript:" + net + " --weights " + enc +
+                                " --recycle 0.5 --cache " + cache);
+  EXPECT_NE(r.code, 0) << describe(r);
+  EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+
+  // The same path with other contents: the cache and the weights file are refused.
+  save_net(net, 2);
+  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 1 --eval-split none");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("model file " + net + " changed"), std::string::npos) << r.err;
+  r = run(dir, "recycle-build", data + "--model torchscript:" + net + " --weights " + enc +
+                                " --recycle 0.5 --cache " + dir.file("cache3"));
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("changed"), std::string::npos) << r.err;
+  r = run(dir, "recycle-build", build);  // a new digest: another model spec
+  EXPECT_NE(r.code, 0) << describe(r);
+  EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;
+}
+
+}  // namespace
