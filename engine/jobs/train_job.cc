@@ -120,6 +120,9 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
                              "not know: " + e.what());
   }
   model->class_names = m.class_names;
+  // A scripted model keeps its own classifier when the class counts match; the build stored a
+  // new linear one when its classes differed from the weights' (as prepare_model made it).
+  if (m.classifier == "new" && model->classifier->is_own()) model->reset_classifier(classes);
   SplitModel split = split_block_model(*model, m.prefix_blocks);
   std::string head_bytes;
   store.get_blob("head", &head_bytes).throw_if_error();

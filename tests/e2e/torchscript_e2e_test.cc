@@ -17,9 +17,9 @@ ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args
   return recycle::testing::run_tool(dir, tool, args);
 }
 
-void save_net(const std::string& path, uint64_t seed) {
+void save_net(const std::string& path, uint64_t seed, int64_t classes = 10) {
   torch::manual_seed(seed);
-  recycle::testing::scripted_net(1, 10).save(path);
+  recycle::testing::scripted_net(1, classes).save(path);
 }
 
 TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
@@ -61,6 +61,21 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
                                 " --recycle 0.5 --cache " + cache);
   EXPECT_NE(r.code, 0) << describe(r);
   EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+
+  // The transfer task's shape: a 5-class file pretrained on classes 0-4 (its own classifier
+  // kept), cached for classes 5-9 (a new classifier of as many outputs), trained from the cache.
+  const std::string net5 = dir.file("net5.ts"), enc5 = dir.file("enc5.pt");
+  save_net(net5, 3, 5);
+  r = run(dir, "recycle-train", data + "--classes 0-4 --model torchscript:" + net5 +
+                                " --recycle 0 --epochs 1 --eval-split none --save-model " + enc5);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-build", data + "--classes 5-9 --model torchscript:" + net5 + " --weights " +
+                                enc5 + " --recycle 0.25 --cache " + dir.file("cache5"));
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(dir, "recycle-train", "--cache " + dir.file("cache5") + " --epochs 1 --eval-split none "
+                                "--threads 1 --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["train_samples"], 23);  // classes 5-9 among the 48 samples
 
   // The same path with other contents: the cache and the weights file are refused.
   save_net(net, 2);
