@@ -38,7 +38,7 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   EXPECT_EQ(recycle::resolve_encoder_spec(spec.to_string()), spec);
   EXPECT_EQ(recycle::resolve_encoder_spec("resnet18").to_string(), "resnet18:width=16,in_channels=1");
   EXPECT_EQ(recycle::encoder_names(),
-            (std::vector<std::string>{"resnet18", "transformer", "torchscript"}));
+            (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
   EXPECT_EQ(recycle::default_encoder_name(), "resnet18");
   EXPECT_EQ(recycle::encoder_info("resnet18").input, "image");
   for (const char* bad : {"vgg", "", ":width=3", "resnet18:width=0", "resnet18:depth=3",

@@ -111,7 +111,8 @@ TEST(TorchScriptModel, SpecHoldsThePathAndDigestAndAChangedFileIsRefused) {
   EXPECT_EQ(spec.to_string(), "torchscript:" + path + ",xxh3=" + spec.digest +
                                   ",in_channels=1,in_height=28,in_width=28");
   EXPECT_EQ(recycle::resolve_encoder_spec(spec.to_string()), spec);
-  EXPECT_EQ(recycle::encoder_names(), (std::vector<std::string>{"resnet18", "torchscript"}));
+  EXPECT_EQ(recycle::encoder_names(),
+            (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
   // A relative path is made absolute.
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(dir.path());
