@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "engine/models/memory_format.h"
+
 namespace recycle {
 
 namespace nn = torch::nn;
@@ -63,7 +65,7 @@ nn::Conv2d fold(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, torch::Memory
   out->to(conv->weight.device());
   out->weight.copy_((conv->weight.to(f64) * scale.view({-1, 1, 1, 1})).to(torch::kFloat32));
   out->bias.copy_(((b0 - mean) * scale + beta).to(torch::kFloat32));
-  out->weight.set_data(out->weight.contiguous(format));
+  out->weight.set_data(in_memory_format(out->weight, format));
   out->eval();
   for (auto& p : out->parameters()) p.set_requires_grad(false);
   return out;
@@ -150,7 +152,7 @@ InferencePrefix& InferencePrefix::operator=(InferencePrefix&&) noexcept = defaul
 
 torch::Tensor InferencePrefix::forward(const torch::Tensor& x) const {
   c10::InferenceMode inference;
-  torch::Tensor h = x.contiguous(format_);
+  torch::Tensor h = in_memory_format(x, format_);
   for (const auto& step : steps_) h = step->run(h);
   return h.contiguous();
 }

@@ -22,12 +22,15 @@ namespace recycle {
 c10::MemoryFormat parse_memory_format(const std::string& name, const std::string& flag);
 std::vector<std::string> memory_format_names();
 
-// Re-lays every 4-D parameter and buffer of `module` out in `format`, in place: each tensor
+// Re-lays every 4-D parameter and buffer of `module` out in `format` (exact strides, as
+// in_memory_format), in place: each tensor
 // keeps its identity (optimizer state and gradient hooks stay attached), only its strides
 // change. Not thread safe.
 void set_memory_format(torch::nn::Module& module, c10::MemoryFormat format);
 
-// `x` in `format` when it is 4-D, else `x` unchanged.
+// `x` in `format` when it is 4-D, else `x` unchanged. The strides are exactly those of `format`,
+// also for a tensor with a dimension of size 1, which Tensor::contiguous(format) would leave
+// as it is (see memory_format.cc); `x` itself when it is already laid out so.
 at::Tensor in_memory_format(const at::Tensor& x, c10::MemoryFormat format);
 
 }  // namespace recycle
