@@ -129,7 +129,7 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_option("--max-tokens", model->max_tokens,
                  "text models: tokens (UTF-8 bytes) kept per text, longer texts keep their "
-                 "first N bytes (default: the model's, 256; not with --weights)")
+                 "first N bytes (default: the model's, 128; not with --weights)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
       ->check(CLI::ExistingFile)

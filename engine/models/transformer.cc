@@ -1,6 +1,8 @@
 #include "engine/models/transformer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "engine/data/byte_tokenizer.h"
@@ -11,6 +13,31 @@ namespace recycle {
 namespace nn = torch::nn;
 
 namespace {
+
+// Multi-head self-attention with nn::MultiheadAttention's parameters (in_proj_weight,
+// in_proj_bias, out_proj) and initialisation, computed by masked_self_attention.
+class SelfAttentionImpl : public nn::Module {
+ public:
+  SelfAttentionImpl(int64_t d_model, int64_t heads) : heads_(heads) {
+    in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({3 * d_model, d_model}));
+    in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * d_model}));
+    out_proj_ = register_module("out_proj", nn::Linear(d_model, d_model));
+    torch::NoGradGuard no_grad;
+    nn::init::xavier_uniform_(in_proj_weight_);
+    nn::init::zeros_(out_proj_->bias);
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) {
+    return masked_self_attention(x, mask, in_proj_weight_, in_proj_bias_, out_proj_->weight,
+                                 out_proj_->bias, heads_);
+  }
+
+ private:
+  int64_t heads_;
+  torch::Tensor in_proj_weight_, in_proj_bias_;
+  nn::Linear out_proj_{nullptr};
+};
+TORCH_MODULE(SelfAttention);
 
 // One pre-norm layer: x + attention(norm(x)), then x + feed_forward(norm(x)). The first layer
 // embeds token ids first; the last one ends with a layer norm.
@@ -24,7 +51,7 @@ class TextLayerImpl : public nn::Module {
       positions_ = register_module("position_embedding", nn::Embedding(max_tokens, d_model));
     }
     norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({d_model})));
-    attention_ = register_module("attention", nn::MultiheadAttention(d_model, heads));
+    attention_ = register_module("attention", SelfAttention(d_model, heads));
     norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({d_model})));
     ff1_ = register_module("ff1", nn::Linear(d_model, ff));
     ff2_ = register_module("ff2", nn::Linear(ff, d_model));
@@ -55,10 +82,7 @@ class TextLayerImpl : public nn::Module {
       h = x.narrow(2, 0, d_model_);
       mask = x.select(2, d_model_).gt(0.5);
     }
-    const torch::Tensor a = norm1_->forward(h).transpose(0, 1);  // [L, N, D]
-    const torch::Tensor attended =
-        std::get<0>(attention_->forward(a, a, a, mask.logical_not(), /*need_weights=*/false));
-    h = h + attended.transpose(0, 1);
+    h = h + attention_->forward(norm1_->forward(h), mask);
     h = h + ff2_->forward(torch::gelu(ff1_->forward(norm2_->forward(h))));
     if (final_norm_) h = final_norm_->forward(h);
     return pack_text_features(h, mask);
@@ -69,7 +93,7 @@ class TextLayerImpl : public nn::Module {
   int64_t max_tokens_;
   nn::Embedding tokens_{nullptr}, positions_{nullptr};
   nn::LayerNorm norm1_{nullptr}, norm2_{nullptr}, final_norm_{nullptr};
-  nn::MultiheadAttention attention_{nullptr};
+  SelfAttention attention_{nullptr};
   nn::Linear ff1_{nullptr}, ff2_{nullptr};
 };
 TORCH_MODULE(TextLayer);
@@ -84,7 +108,7 @@ EncoderInfo transformer_info() {
                   {"layers", 4, 1, 48, "transformer layers (the blocks)"},
                   {"heads", 4, 1, 64, "attention heads (must divide d_model)"},
                   {"ff", 256, 8, 8192, "width of each layer's feed-forward part"},
-                  {"max_tokens", 256, 1, 8192, "tokens (bytes) kept per text; longer texts are cut"}};
+                  {"max_tokens", 128, 1, 8192, "tokens (bytes) kept per text; longer texts are cut"}};
   info.help = "pre-norm transformer over UTF-8 bytes, mask-aware mean pooling";
   return info;
 }
@@ -109,6 +133,41 @@ int64_t transformer_max_tokens(const std::string& spec) {
   const EncoderSpec s = resolve_encoder_spec(spec);
   if (s.name != "transformer") throw std::invalid_argument(spec + " is not a transformer");
   return s.get("max_tokens");
+}
+
+torch::Tensor masked_self_attention(const torch::Tensor& x, const torch::Tensor& mask,
+                                    const torch::Tensor& in_proj_weight,
+                                    const torch::Tensor& in_proj_bias,
+                                    const torch::Tensor& out_weight, const torch::Tensor& out_bias,
+                                    int64_t heads) {
+  const int64_t n = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads;
+  // One matmul for queries, keys and values, then [N, L, 3, heads, head_dim] ->
+  // 3 x [N * heads, L, head_dim] (unbind: its backward stacks, no zero-filled copies).
+  const std::vector<torch::Tensor> qkv =
+      torch::linear(x, in_proj_weight, in_proj_bias).view({n, length, 3, heads, head_dim})
+          .permute({2, 0, 3, 1, 4}).reshape({3, n * heads, length, head_dim}).unbind(0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const torch::Tensor keys = qkv[1].transpose(1, 2);
+  // scores [N * heads, L, L] = q k^T / sqrt(head_dim), plus -inf at padded keys. The padding
+  // bias [N * heads, 1, L] is broadcast by baddbmm as it writes the scores, so masking costs
+  // no pass of its own over them, forward or backward (the bias needs no gradient). Every
+  // row has a valid key, so no row is all -inf. A batch without padding skips the bias.
+  torch::Tensor scores;
+  const torch::Tensor padded = mask.logical_not();
+  if (padded.any().item<bool>()) {
+    const torch::Tensor bias =
+        torch::zeros({n, 1, 1, length}, x.options())
+            .masked_fill_(padded.view({n, 1, 1, length}), -std::numeric_limits<float>::infinity())
+            .expand({n, heads, 1, length})
+            .reshape({n * heads, 1, length});
+    scores = torch::baddbmm(bias, qkv[0], keys, /*beta=*/1.0, /*alpha=*/scale);
+  } else {
+    scores = torch::bmm(qkv[0] * scale, keys);
+  }
+  const torch::Tensor attended = torch::bmm(torch::softmax(scores, -1), qkv[2]);  // [N*heads, L, hd]
+  const torch::Tensor joined =
+      attended.view({n, heads, length, head_dim}).transpose(1, 2).reshape({n, length, d});
+  return torch::linear(joined, out_weight, out_bias);
 }
 
 torch::Tensor pack_text_features(const torch::Tensor& hidden, const torch::Tensor& mask) {

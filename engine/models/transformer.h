@@ -18,7 +18,7 @@
 // with pack_text_features when they are assembled.
 //
 // Options: d_model (64), layers (4), heads (4; must divide d_model), ff (256: the width of the
-// feed-forward layer), max_tokens (256: texts keep their first max_tokens bytes).
+// feed-forward layer), max_tokens (128: texts keep their first max_tokens bytes; docs/text.md says why 128).
 #pragma once
 
 #include <torch/torch.h>
@@ -39,6 +39,19 @@ BlockModel make_transformer(const EncoderSpec& spec, int64_t classes);
 
 // max_tokens of a transformer spec (canonical or not).
 int64_t transformer_max_tokens(const std::string& spec);
+
+// Multi-head self-attention over x float32 [N, L, D] with a mask bool [N, L] (true at valid
+// positions; padded positions are never attended to, as keys): the computation of
+// nn::MultiheadAttention(D, heads) with key_padding_mask = !mask and no dropout, batch first:
+//   [q k v] = x in_proj_weight^T + in_proj_bias   (in_proj_weight [3D, D], in_proj_bias [3D])
+//   per head h: softmax(q_h k_h^T / sqrt(D / heads) + padding bias) v_h,  concatenated
+//   out = concat out_weight^T + out_bias          (out_weight [D, D], out_bias [D])
+// Returns [N, L, D]. Outputs at padded positions are computed too (the caller zeroes them).
+torch::Tensor masked_self_attention(const torch::Tensor& x, const torch::Tensor& mask,
+                                    const torch::Tensor& in_proj_weight,
+                                    const torch::Tensor& in_proj_bias,
+                                    const torch::Tensor& out_weight, const torch::Tensor& out_bias,
+                                    int64_t heads);
 
 // Packed text features from hidden states float32 [N, L, D] and a mask bool [N, L] (true at
 // valid positions): [N, L, D + 1], hidden states zeroed at padding.

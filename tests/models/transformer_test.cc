@@ -37,7 +37,7 @@ TEST(ByteTokenizerTest, BytesPlusOneTruncatedAtTheTail) {
 
 TEST(TransformerTest, SpecRoundTripsAndIsTheDefaultForText) {
   const EncoderSpec spec = resolve_encoder_spec("transformer");
-  EXPECT_EQ(spec.to_string(), "transformer:d_model=64,layers=4,heads=4,ff=256,max_tokens=256");
+  EXPECT_EQ(spec.to_string(), "transformer:d_model=64,layers=4,heads=4,ff=256,max_tokens=128");
   EXPECT_EQ(resolve_encoder_spec(spec.to_string()).to_string(), spec.to_string());
   EXPECT_EQ(resolve_encoder_spec(kSmall).to_string(), kSmall);
   EXPECT_EQ(encoder_info("transformer").input, "text");
@@ -106,6 +106,41 @@ TEST(TransformerTest, PaddingDoesNotChangeASamplesOutput) {
   for (int64_t b = 1; b < model.num_blocks(); ++b) rest->append(model.block_names[b], model.blocks[b]);
   rest->append("fc", torch::nn::AnyModule(model.classifier));
   EXPECT_TRUE(torch::allclose(rest->forward(packed), rest->forward(noisy), 1e-5, 1e-5));
+}
+
+// The hand-written attention computes what LibTorch's nn::MultiheadAttention computes with
+// the same weights and key_padding_mask, and a padded key's content never reaches a valid
+// position.
+TEST(TransformerTest, SelfAttentionMatchesMultiheadAttention) {
+  torch::manual_seed(11);
+  torch::nn::MultiheadAttention reference(16, 2);
+  torch::NoGradGuard no_grad;
+  reference->out_proj->bias.uniform_(-0.5, 0.5);  // its init zeroes the biases; test them too
+  reference->in_proj_bias.uniform_(-0.5, 0.5);
+  const torch::Tensor x = torch::randn({3, 7, 16});
+  const torch::Tensor mask = mask_from_lengths(torch::tensor({7, 3, 1}, torch::kInt64), 7);
+  const torch::Tensor t = x.transpose(0, 1);  // nn::MultiheadAttention takes [L, N, D]
+  const torch::Tensor expected = std::get<0>(
+      reference->forward(t, t, t, mask.logical_not(), /*need_weights=*/false)).transpose(0, 1);
+  const auto attend = [&](const torch::Tensor& in) {
+    return masked_self_attention(in, mask, reference->in_proj_weight, reference->in_proj_bias,
+                                 reference->out_proj->weight, reference->out_proj->bias, 2);
+  };
+  const torch::Tensor got = attend(x);
+  ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{3, 7, 16}));
+  EXPECT_TRUE(torch::allclose(got, expected, 1e-5, 1e-5));
+  // New content at the padded positions: the valid positions' outputs do not move.
+  const torch::Tensor noisy = x + torch::randn({3, 7, 16}) * mask.logical_not().unsqueeze(-1);
+  const torch::Tensor valid = mask.unsqueeze(-1).to(torch::kFloat);
+  EXPECT_FALSE(torch::equal(noisy, x));
+  EXPECT_TRUE(torch::allclose(attend(noisy) * valid, got * valid, 1e-5, 1e-5));
+  // Without padding, every key counts (the masked pass is skipped).
+  const torch::Tensor all = torch::ones({3, 7}, torch::kBool);
+  const torch::Tensor full = std::get<0>(reference->forward(t, t, t, {}, false)).transpose(0, 1);
+  EXPECT_TRUE(torch::allclose(
+      masked_self_attention(x, all, reference->in_proj_weight, reference->in_proj_bias,
+                            reference->out_proj->weight, reference->out_proj->bias, 2),
+      full, 1e-5, 1e-5));
 }
 
 TEST(TransformerTest, RatiosMapToLayers) {
