@@ -460,7 +460,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seeds", o.seeds)->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "samples per training step (text: 32 unless given)")->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+  app.add_option("--batch", o.batch, "samples per training step (text: 32 unless given)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
   app.add_option("--threads", o.threads, "0 = every core")->check(CLI::Range(0, 1024))
       ->capture_default_str();

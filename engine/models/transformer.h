@@ -18,7 +18,8 @@
 // with pack_text_features when they are assembled.
 //
 // Options: d_model (64), layers (4), heads (4; must divide d_model), ff (256: the width of the
-// feed-forward layer), max_tokens (128: texts keep their first max_tokens bytes; docs/text.md says why 128).
+// feed-forward layer), max_tokens (128: texts keep their first max_tokens bytes; docs/text.md
+// says why 128 and not more).
 #pragma once
 
 #include <torch/torch.h>
