@@ -205,8 +205,13 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     throw std::invalid_argument("unknown data '" + spec +
                                 "' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR)");
   }
+  if (options.shard_count < 1 || options.shard_index < 0 ||
+      options.shard_index >= options.shard_count) {
+    throw std::invalid_argument("shard " + std::to_string(options.shard_index) + " of " +
+                                std::to_string(options.shard_count) + " does not exist");
+  }
   const int64_t item = d.item_bytes();
-  filter_samples(&d, classes, options.limit, [&](size_t src, size_t dst) {
+  auto move_item = [&](size_t src, size_t dst) {
     if (d.is_text) {
       if (src != dst) d.texts[dst] = std::move(d.texts[src]);
     } else if (streamed != nullptr) {
@@ -214,7 +219,20 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     } else if (src != dst) {
       std::copy_n(d.pixels.begin() + src * item, item, d.pixels.begin() + dst * item);
     }
-  });
+  };
+  filter_samples(&d, classes, options.limit, move_item);
+  if (options.shard_count > 1) {
+    const size_t count = static_cast<size_t>(options.shard_count);
+    const size_t whole = d.labels.size() / count * count;
+    size_t kept = 0;
+    for (size_t i = static_cast<size_t>(options.shard_index); i < whole; i += count, ++kept) {
+      move_item(i, kept);
+      d.labels[kept] = d.labels[i];
+      d.ids[kept] = d.ids[i];
+    }
+    d.labels.resize(kept);
+    d.ids.resize(kept);
+  }
   if (d.is_text) {
     d.texts.resize(d.labels.size());
   } else if (streamed != nullptr) {
@@ -223,10 +241,16 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
   } else {
     d.pixels.resize(d.labels.size() * item);
   }
-  if (d.size() == 0) throw std::runtime_error("no samples left in " + spec + " after --classes");
+  if (d.size() == 0) {
+    throw std::runtime_error("no samples left in " + spec + " after --classes" +
+                             (options.shard_count > 1 ? std::string(" and sharding") : ""));
+  }
   d.description = source + " split=" + options.split +
                   (options.classes.empty() ? "" : " classes=" + options.classes) +
-                  (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "");
+                  (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "") +
+                  (options.shard_count > 1 ? " shard=" + std::to_string(options.shard_index) +
+                                                 "/" + std::to_string(options.shard_count)
+                                           : "");
   return d;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset.h"
 #include "engine/data/idx_reader.h"
 #include "engine/data/image_stream.h"
 #include "engine/data/tsv_reader.h"
@@ -671,4 +672,36 @@ TEST(TsvReader, LargeIntegerClassIdIsRefused) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), path + ":1: class id 16554432 is larger than 99999");
   }
+}
+
+// A data-parallel rank's shard (DatasetOptions::shard_*): every shard_count-th sample from
+// shard_index, of the first shard_count * floor(n / shard_count), so every shard has the same
+// size; the shard is part of the description (and so of a cache's identity).
+TEST(DatasetShards, EveryWorldthSampleFromTheRankOfEqualSizedShards) {
+  recycle::testing::TempDir dir;
+  const std::string path = dir.file("seven.tsv");
+  recycle::testing::write_file(path, "0\ta\n1\tb\n0\tc\n1\td\n0\te\n1\tf\n0\tg\n");
+  recycle::DatasetOptions o;
+  o.spec = "tsv:" + path;
+  const recycle::Dataset all = recycle::load_dataset(o);
+  ASSERT_EQ(all.size(), 7u);
+  std::vector<std::string> seen;
+  for (int r = 0; r < 3; ++r) {
+    o.shard_index = r;
+    o.shard_count = 3;
+    const recycle::Dataset d = recycle::load_dataset(o);
+    ASSERT_EQ(d.size(), 2u) << r;  // the 7th sample is left out
+    for (size_t i = 0; i < d.size(); ++i) {
+      EXPECT_EQ(d.texts[i], all.texts[static_cast<size_t>(r) + 3 * i]);
+      EXPECT_EQ(d.labels[i], all.labels[static_cast<size_t>(r) + 3 * i]);
+      EXPECT_EQ(d.ids[i], all.ids[static_cast<size_t>(r) + 3 * i]);
+      seen.push_back(d.texts[i]);
+    }
+    EXPECT_NE(d.description.find("shard=" + std::to_string(r) + "/3"), std::string::npos)
+        << d.description;
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
+  o.shard_index = 3;
+  EXPECT_THROW(recycle::load_dataset(o), std::invalid_argument);
 }
