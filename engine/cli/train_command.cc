@@ -76,7 +76,9 @@ int train_main(int argc, char** argv) {
                  "none frozen until a fraction START of the epochs, a fraction LEVEL of the "
                  "blocks at the end, linear between) or auto[:THRESHOLD] (the next block freezes "
                  "when the relative change of its gradient norm between epochs is below "
-                 "THRESHOLD, default 0.1); with --data --recycle 0 or with --cache; needs --levels");
+                 "THRESHOLD, default 0.1); with --data --recycle 0 or with --cache; needs --levels. "
+                 "With --nproc/--world-size (raw data only) each rank trains on and makes the "
+                 "levels of its own shard, and frozen blocks leave the gradient buckets");
   app.add_option("--levels", o.levels_dir,
                  "with --freeze: directory of the cache levels it makes (reused by a rerun whose "
                  "frozen weights match)");
@@ -123,10 +125,8 @@ int train_main(int argc, char** argv) {
       for (const char* flag : {"--levels", "--level-codec"}) {
         if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --freeze");
       }
-    } else if (o.dist.nproc > 1 || o.dist.world_size > 1) {
-      throw std::invalid_argument("--freeze trains in one process for now (data-parallel "
-                                  "progressive recycling is not built yet; see docs/progressive.md)");
     }
+    check_freeze_with_dist(o);
     const int launched = launch_if_asked(app, argc, argv, o.dist, o.threads);
     if (launched >= 0) return launched;
     o.dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;

@@ -2,12 +2,25 @@
 // with every block trainable (--data, --recycle 0) or on an existing level (--cache), and a
 // ProgressiveFreezer moves the freeze point at epoch boundaries, making each new level from the
 // one before.
+//
+// Data-parallel (a DistContext): rank R of W trains on its fixed shard of the training split
+// (DatasetOptions::shard_*: every W-th sample from R, up to W-1 left out so the shards are the
+// same size), and keeps its own levels in LEVELS/shard-R-of-W: the first is built from its raw
+// shard, each later one derived from its shard of the one before. Rank 0 decides every freeze
+// and broadcasts it (its rule reads gradient norms that are already averaged, so the others
+// would decide the same; the broadcast makes it certain); the freezing blocks take rank 0's
+// weights and batch-norm statistics first. DataParallel starts a new phase (new buckets) when
+// the trainable set shrinks. Every rank evaluates its shard of the evaluation split and the
+// counts are summed.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 
 #include "cache/activation_store.h"
+#include "engine/dist/data_parallel.h"
+#include "engine/dist/dist_context.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
@@ -41,9 +54,38 @@ StartLevel open_start_level(const TrainOptions& o, const torch::Device& device) 
   return s;
 }
 
+// Per rank: the rule's decision on rank 0, and with it what it measured.
+FreezeSchedule decided_on_rank0(FreezeSchedule schedule, DistContext& dist) {
+  return [schedule, &dist](int64_t epoch, int64_t frozen, const GradNormHistory& history,
+                           double* measure) {
+    const int64_t next = schedule(epoch, frozen, history, measure);
+    torch::Tensor decision = torch::tensor({static_cast<double>(next), *measure}, torch::kDouble);
+    broadcast_from_rank0(dist, {decision});
+    *measure = decision[1].item<double>();
+    return static_cast<int64_t>(std::llround(decision[0].item<double>()));
+  };
+}
+
+// Accuracy and loss over every rank's shard: the ranks' counts summed.
+EvalResult summed_over_ranks(const EvalResult& mine, DistContext& dist) {
+  torch::Tensor t = torch::tensor({mine.accuracy * static_cast<double>(mine.samples),
+                                   mine.loss * static_cast<double>(mine.samples),
+                                   static_cast<double>(mine.samples)},
+                                  torch::kDouble);
+  allreduce_sum(dist, {t});
+  EvalResult r;
+  r.samples = static_cast<int64_t>(std::llround(t[2].item<double>()));
+  if (r.samples > 0) {
+    r.accuracy = std::round(t[0].item<double>()) / static_cast<double>(r.samples);
+    r.loss = t[1].item<double>() / static_cast<double>(r.samples);
+  }
+  return r;
+}
+
 }  // namespace
 
-TrainReport train_progressive(const TrainOptions& o, const torch::Device& device) {
+TrainReport train_progressive(const TrainOptions& o, const torch::Device& device,
+                              DistContext* dist) {
   const FreezeRule rule = parse_freeze_rule(o.freeze);
   if (o.levels_dir.empty()) {
     throw std::invalid_argument("--freeze needs --levels DIR: the directory its cache levels go to");
@@ -62,6 +104,15 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   TrainReport report;
   report.mode = "progressive";
   report.freeze = rule.spec();
+
+  // Alone: the whole split and LEVELS. Rank R of W: its shard and LEVELS/shard-R-of-W.
+  DatasetOptions shard = o.data;
+  std::string levels_dir = o.levels_dir;
+  if (dist) {
+    shard.shard_index = dist->rank();
+    shard.shard_count = dist->world();
+    levels_dir += "/shard-" + std::to_string(dist->rank()) + "-of-" + std::to_string(dist->world());
+  }
 
   // The model, where the run starts, and its training source.
   std::optional<StartLevel> level;
@@ -82,7 +133,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
       start_prefetched = std::make_unique<PrefetchedBatches>(*start_source, o.prefetch);
     }
   } else {
-    data.emplace(load_dataset(o.data));
+    data.emplace(load_dataset(shard));
     ModelOptions mo = o.model;
     mo.seed = o.hyper.seed;
     pm.emplace(prepare_model(mo, *data, 0.0, "", device));
@@ -106,11 +157,11 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   ProgressiveOptions po;
   po.rule = rule.spec();
   po.track_grad_norms = rule.kind == FreezeRule::Kind::kAuto;
-  po.levels_dir = o.levels_dir;
+  po.levels_dir = levels_dir;
   po.derive.batch = std::max<int64_t>(o.hyper.batch, 256);
   po.derive.progress = o.progress;
   po.derive.device = device;
-  po.raw.data = o.data;
+  po.raw.data = shard;
   po.raw.eval_split = eval_split;
   po.raw.codec = o.level_codec;
   po.raw.batch = po.derive.batch;
@@ -119,15 +170,36 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   po.raw.device = o.device;
   po.prefetch = o.prefetch;
   po.train_split = o.data.split;
-  ProgressiveFreezer freezer(*model, frozen, from_cache ? o.cache_dir : "",
-                             make_freeze_schedule(rule, o.hyper.epochs, model->num_blocks()), po,
-                             source);
+  FreezeSchedule schedule = make_freeze_schedule(rule, o.hyper.epochs, model->num_blocks());
+  if (dist) {
+    schedule = decided_on_rank0(std::move(schedule), *dist);
+    po.before_freeze = [dist](const std::vector<torch::Tensor>& state) {
+      broadcast_from_rank0(*dist, state);
+    };
+  }
+  ProgressiveFreezer freezer(*model, frozen, from_cache ? o.cache_dir : "", std::move(schedule),
+                             po, source);
 
   Trainer trainer(split_block_model(*model, frozen).head, o.hyper);
-  freezer.attach(trainer);
-  if (!o.profile.empty()) profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
+  if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
+    profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
+  }
+  // Every rank visits its own shard alone: the sampler is rank 0 of 1 over it.
   const Sampler sampler(source.size(), /*shuffle=*/true, o.hyper.seed);
-  fill_report(&report, trainer.fit(source, sampler, o.progress));
+  // DataParallel's hooks go first: the freezer's gradient norms are of averaged gradients, and
+  // its new phase (epoch start) follows the freezer's set_module (epoch end).
+  std::unique_ptr<DataParallel> dp;
+  try {
+    if (dist) dp = std::make_unique<DataParallel>(*dist, trainer);
+    freezer.attach(trainer);
+    fill_report(&report, trainer.fit(source, sampler, o.progress));
+    if (dp) {
+      dp->finish();
+      fill_dist_report(&report, *dist, o, dp->stats());
+    }
+  } catch (const CommFailure& e) {
+    throw std::runtime_error(dist->explain_failure(e.what()));
+  }
   report.steps = report.epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
   report.freezes = freezer.events();
   report.epoch_sources = freezer.epoch_sources();
@@ -139,7 +211,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
     const int64_t batch = std::max<int64_t>(o.hyper.batch, 256);
     EvalResult r;
     if (freezer.frozen() == 0) {
-      DatasetOptions eo = o.data;
+      DatasetOptions eo = shard;
       eo.split = eval_split;
       eo.limit = 0;
       const Dataset eval_data = load_dataset(eo);
@@ -154,9 +226,11 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
       CachedBatches eval(*store, m, eval_split, device);
       r = evaluate_module(head, eval, batch);
     }
+    if (dist) r = summed_over_ranks(r, *dist);
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone writes
   if (!o.save_model.empty()) save_block_model(*model, o.save_model);
   if (!o.save_head.empty()) save_head(head, o.save_head);
   return report;

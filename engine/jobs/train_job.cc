@@ -53,6 +53,20 @@ std::string TrainReport::to_json() const {
                       {"fp32_bytes_per_step", fp32_bytes_per_step},
                       {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  if (!comm_phases.empty()) {
+    // Per trainable set: from which epoch (1-based), what travels and how much per step.
+    const int64_t steps_per_epoch = epochs > 0 ? steps / epochs : 0;
+    nlohmann::json phases = nlohmann::json::array();
+    for (const CommPhase& p : comm_phases) {
+      phases.push_back({{"first_epoch", steps_per_epoch ? p.first_step / steps_per_epoch + 1 : 1},
+                        {"steps", p.steps},
+                        {"trainable", p.trainable},
+                        {"buckets", p.buckets},
+                        {"bytes_per_step", p.bytes_per_step()},
+                        {"fp32_bytes_per_step", p.fp32_bytes_per_step()}});
+    }
+    j["comm_phases"] = phases;
+  }
   if (!freeze.empty()) {
     j["freeze"] = freeze;
     j["epoch_sources"] = epoch_sources;
@@ -140,9 +154,6 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
   return split;
 }
 
-namespace {
-
-// The data-parallel figures of the report.
 void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
                       const DataParallelStats& s) {
   report->world_size = dist.world();
@@ -153,7 +164,10 @@ void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainO
   report->bytes_per_step = s.bytes_per_step();
   report->fp32_bytes_per_step = s.fp32_bytes_per_step();
   report->compression_ratio = s.compression_ratio();
+  report->comm_phases = s.phases;
 }
+
+namespace {
 
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others).
@@ -371,6 +385,15 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
 
 }  // namespace
 
+void check_freeze_with_dist(const TrainOptions& o) {
+  if (!o.freeze.empty() && (o.dist.nproc > 1 || o.dist.distributed()) && !o.cache_dir.empty()) {
+    throw std::invalid_argument("data-parallel --freeze starts on raw data (--data, --recycle 0): "
+                                "every rank builds the first level of its own shard (starting "
+                                "from a cache, which would have to be split into shards, is not "
+                                "built)");
+  }
+}
+
 TrainReport run_train(const TrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   set_thread_count(o.threads);
@@ -391,14 +414,11 @@ TrainReport run_train(const TrainOptions& o) {
                                 "(use --save-head)");
   }
   if (!o.levels_dir.empty() && o.freeze.empty()) throw std::invalid_argument("--levels needs --freeze");
-  if (!o.freeze.empty() && o.dist.distributed()) {
-    throw std::invalid_argument("--freeze trains in one process for now (data-parallel "
-                                "progressive recycling is not built yet; see docs/progressive.md)");
-  }
+  check_freeze_with_dist(o);
   // A data-parallel job: join it (every rank waits here for the others).
   std::unique_ptr<DistContext> dist;
   if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist);
-  TrainReport report = !o.freeze.empty() ? train_progressive(o, device)
+  TrainReport report = !o.freeze.empty() ? train_progressive(o, device, dist.get())
                        : from_cache       ? train_from_cache(o, device, dist.get())
                                           : train_from_data(o, device, dist.get());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/comm_phase.h"
 #include "engine/dist/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/freeze_schedule.h"
@@ -74,6 +75,9 @@ struct TrainReport {
   double bytes_per_step = 0;        // payload bytes this rank handed to collectives per step
   double fp32_bytes_per_step = 0;   // the same tensors as fp32 allreduce
   double compression_ratio = 0;     // fp32_bytes_per_step / bytes_per_step
+  // Per trainable set, in order (one for a run whose trainable set never changes; a new one
+  // after each --freeze that shrinks it). Empty alone.
+  std::vector<CommPhase> comm_phases;
   // Progressive recycling (--freeze; "" and empty otherwise).
   std::string freeze;               // the rule's spec
   std::vector<FreezeEvent> freezes; // in order
@@ -81,6 +85,11 @@ struct TrainReport {
   double level_seconds = 0;         // making levels (builds, derivations), within `seconds`
   std::string to_json() const;      // one line
 };
+
+// Data-parallel --freeze (--nproc N or --world-size W above 1) starts on raw data: with --cache
+// it throws std::invalid_argument with one line (run_train calls it; so does the command line,
+// before it launches workers).
+void check_freeze_with_dist(const TrainOptions& options);
 
 // Throws std::runtime_error / std::invalid_argument with one clear line on bad input. In a
 // data-parallel job a failure of another rank ends this one with a line naming the lost rank.

@@ -15,6 +15,9 @@
 
 namespace recycle {
 
+class DistContext;
+struct DataParallelStats;
+
 // Epochs, epoch seconds and losses, and samples/s from the median epoch.
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
 // Written to a temporary file beside `path`, then renamed: a reader never sees half a head.
@@ -25,7 +28,12 @@ void save_head(BlockStack& head, const std::string& path);
 // initial weights: a cache holds none. Throws std::runtime_error naming the cache.
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
                            const torch::Device& device, BlockModel* model);
-// run_train with --freeze, in one process (progressive_job.cc).
-TrainReport train_progressive(const TrainOptions& options, const torch::Device& device);
+// The data-parallel figures of the report: world, sync, compression, steps, buckets, bytes per
+// step, and the traffic of each phase (trainable set).
+void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
+                      const DataParallelStats& s);
+// run_train with --freeze (progressive_job.cc): alone (dist null) or as one rank of `dist`.
+TrainReport train_progressive(const TrainOptions& options, const torch::Device& device,
+                              DistContext* dist);
 
 }  // namespace recycle

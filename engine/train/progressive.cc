@@ -101,6 +101,16 @@ void ProgressiveFreezer::freeze(Trainer& trainer, int64_t epoch, int64_t to_bloc
   event.to_blocks = to_blocks;
   for (int64_t b = frozen_; b < to_blocks; ++b) event.blocks.push_back(model_.block_names[b]);
   event.trainable_before = parameter_count(trainer.trainable());
+  if (options_.before_freeze) {
+    std::vector<torch::Tensor> state;
+    for (int64_t b = frozen_; b < to_blocks; ++b) {
+      for (const torch::Tensor& p : model_.blocks[b].ptr()->parameters()) state.push_back(p);
+      for (const torch::Tensor& t : model_.blocks[b].ptr()->buffers()) {
+        if (t.is_floating_point()) state.push_back(t);
+      }
+    }
+    options_.before_freeze(state);
+  }
   {
     // The level is made from the blocks as they are now (split_block_model puts them in eval
     // mode), laid out contiguous again: the trainer had them in its memory format.

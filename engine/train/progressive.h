@@ -63,6 +63,11 @@ struct ProgressiveOptions {
   RawLevelOptions raw;          // how the first level is built from raw data
   int64_t prefetch = 0;         // batches loaded ahead from a level (0 = none)
   std::string train_split = "train";
+  // Called with the parameters and floating-point buffers of the blocks about to freeze, before
+  // their level is made: a data-parallel job makes them rank 0's on every rank (batch-norm
+  // statistics differ between ranks), so that every rank's shard of the level comes from the
+  // same weights. Empty: nothing is called.
+  std::function<void(const std::vector<torch::Tensor>&)> before_freeze;
 };
 
 class ProgressiveFreezer {
