@@ -100,6 +100,13 @@ std::string fmt(double v, int digits) {
   return s.str();
 }
 
+std::string bytes_text(double b) {
+  if (b <= 0) return "-";
+  if (b >= 1e6) return fmt(b / 1e6, 2) + " MB";
+  if (b >= 1e3) return fmt(b / 1e3, 1) + " kB";
+  return fmt(b, 0) + " B";
+}
+
 void note(const std::string& line) { std::cerr << "recycle-bench: " << line << std::endl; }
 
 }  // namespace recycle::bench

@@ -44,6 +44,7 @@ void append(std::vector<std::string>* argv, const std::vector<std::string>& more
 double mean(const std::vector<double>& v);
 double stddev(const std::vector<double>& v);  // sample standard deviation; 0 below 2 values
 std::string fmt(double v, int digits);        // fixed, `digits` after the point
+std::string bytes_text(double b);             // "2.63 MB", "62.0 kB", "512 B"; "-" for 0
 
 // Writes "recycle-bench: LINE" on stderr.
 void note(const std::string& line);

@@ -227,12 +227,7 @@ class DistBench {
 
   double samples_per_s(const DistRow& r) const { return r.epoch() > 0 ? o_.samples / r.epoch() : 0; }
 
-  static std::string bytes(double b) {
-    if (b <= 0) return "-";
-    if (b >= 1e6) return fmt(b / 1e6, 2) + " MB";
-    if (b >= 1e3) return fmt(b / 1e3, 1) + " kB";
-    return fmt(b, 0) + " B";
-  }
+  static std::string bytes(double b) { return bytes_text(b); }
 
   static std::string accuracy(const std::vector<double>& a) {
     if (a.empty()) return "-";

@@ -13,7 +13,8 @@
 // With --nproc N it runs the data-parallel comparison instead (bench/dist_bench.h): the
 // engine's data-parallel head training beside the PyTorch DDP peer, optionally over a
 // shaped link (--link). With --targets it runs the performance targets instead
-// (bench/target_bench.h).
+// (bench/target_bench.h). With --progressive it runs progressive recycling's rules beside full
+// fine-tuning and a fixed recycle point instead (bench/progressive_bench.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,7 @@
 #include "base/stats.h"
 #include "bench/bench_util.h"
 #include "bench/dist_bench.h"
+#include "bench/progressive_bench.h"
 #include "bench/target_bench.h"
 
 namespace fs = std::filesystem;
@@ -79,6 +81,10 @@ struct BenchOptions {
   int64_t rounds = 3;
   int64_t budget_mb = 256;
   std::vector<int64_t> memory_samples = {10000, 30000, 60000};
+  // --progressive: progressive recycling's table (bench/progressive_bench.h) instead.
+  bool progressive = false;
+  std::vector<std::string> freeze_rules = {"linear:0:0.75", "auto:0.1"};
+  double fixed_ratio = 0.5;
 };
 
 // One configuration's measurements over all seeds.
@@ -120,6 +126,10 @@ class Bench {
     }
     if (o_.targets) {
       run_target_bench(target_options());
+      return 0;
+    }
+    if (o_.progressive) {
+      run_progressive_bench(progressive_options());
       return 0;
     }
     std::vector<Config> configs;
@@ -172,6 +182,22 @@ class Bench {
     t.python = o_.python;
     t.peer_script = o_.peer_script;
     return t;
+  }
+
+  recycle::bench::ProgressiveBenchOptions progressive_options() const {
+    recycle::bench::ProgressiveBenchOptions p;
+    p.rules = o_.freeze_rules;
+    p.fixed_ratio = o_.fixed_ratio;
+    p.samples = o_.samples;
+    p.epochs = o_.epochs;
+    p.seeds = o_.seeds;
+    p.batch = o_.batch;
+    p.threads = o_.threads;
+    p.codec = o_.codec;
+    p.weights = o_.weights;
+    p.out = work_;
+    p.tools_dir = o_.tools_dir;
+    return p;
   }
 
   std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
@@ -535,6 +561,20 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->needs(targets_opt)
       ->capture_default_str();
+  CLI::Option* progressive_opt = app.add_flag(
+      "--progressive", o.progressive,
+      "instead of the ratio table, progressive recycling (recycle-train --freeze) beside full "
+      "fine-tuning and a fixed recycle point: accuracy over --seeds seeds, total wall time with "
+      "builds, and bytes sent per step per rank under --nproc 2 (docs/progressive.md). Writes "
+      "progressive.json, progressive.md; --quick: 2,000 samples, 4 epochs, 3 seeds");
+  app.add_option("--freeze-rules", o.freeze_rules, "with --progressive: the --freeze rules to run")
+      ->delimiter(',')
+      ->needs(progressive_opt)
+      ->capture_default_str();
+  app.add_option("--fixed-ratio", o.fixed_ratio, "with --progressive: the fixed row's recycle ratio")
+      ->check(CLI::Range(0.125, 1.0))
+      ->needs(progressive_opt)
+      ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -548,9 +588,13 @@ int main(int argc, char** argv) {
   if (o.quick) {
     auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
     if (!given("--samples")) o.samples = o.task == "text" ? 1000 : 2000;
-    // Medians need a few epochs; the transformer needs 4 to learn the text task.
-    if (!given("--epochs")) o.epochs = o.nproc > 0 || o.targets ? 3 : o.task == "text" ? 4 : 2;
-    if (!given("--seeds")) o.seeds = o.targets ? 3 : 1;  // int8 against fp32 needs its seeds
+    // Medians need a few epochs; the transformer needs 4 to learn the text task; freezing
+    // needs epochs to freeze between.
+    if (!given("--epochs")) {
+      o.epochs = o.progressive || o.task == "text" ? 4 : o.nproc > 0 || o.targets ? 3 : 2;
+    }
+    // int8 against fp32 needs its seeds; the progressive target is over 3 seeds.
+    if (!given("--seeds")) o.seeds = o.targets || o.progressive ? 3 : 1;
     if (!given("--rounds")) o.rounds = 2;
     if (!given("--memory-budget")) o.budget_mb = 64;
     if (!given("--memory-samples")) o.memory_samples = {2500, 6000};
@@ -580,6 +624,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     o.text_dir = fs::absolute(o.text_dir).string();
+  }
+  if (o.progressive && (o.targets || o.nproc > 0 || o.peer || o.task == "text")) {
+    std::cerr << "recycle-bench: --progressive is its own bench on the image task (no --targets, "
+                 "--nproc, --peer or --task text; its data-parallel runs use 2 processes) (see "
+                 "--help)" << std::endl;
+    return 2;
+  }
+  if (o.progressive && std::abs(o.fixed_ratio * 8 - std::round(o.fixed_ratio * 8)) > 1e-6) {
+    std::cerr << "recycle-bench: --fixed-ratio: " << o.fixed_ratio
+              << " is not a multiple of 1/8 (ResNet-18 has 8 blocks) (see --help)" << std::endl;
+    return 2;
   }
   if (o.targets && o.nproc > 0) {
     std::cerr << "recycle-bench: --targets and --nproc are two different benches (see --help)" << std::endl;
