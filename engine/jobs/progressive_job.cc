@@ -226,7 +226,13 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
       CachedBatches eval(*store, m, eval_split, device);
       r = evaluate_module(head, eval, batch);
     }
-    if (dist) r = summed_over_ranks(r, *dist);
+    if (dist) {
+      try {
+        r = summed_over_ranks(r, *dist);
+      } catch (const CommFailure& e) {
+        throw std::runtime_error(dist->explain_failure(e.what()));
+      }
+    }
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }

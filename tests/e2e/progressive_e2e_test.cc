@@ -3,6 +3,7 @@
 // a rerun reuses the levels, a run can start from a cache, and bad flags give one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -175,6 +176,43 @@ TEST(ProgressiveTools, DataParallelFreezesAtTheSameEpochsAndSendsLessAfterEachFr
   EXPECT_EQ(one.last["test_samples"], 96);
   EXPECT_NEAR(two.last["test_acc"].get<double>(), one.last["test_acc"].get<double>(), 5.0 / 96)
       << one.out << "\n" << two.out;
+}
+
+// The prefix block counts of the levels in a shard's directory (level-<blocks>-<block>-<hash>).
+std::vector<int> level_blocks(const std::string& shard_dir) {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator(shard_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("level-", 0) == 0) out.push_back(std::stoi(name.substr(6)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// auto under --nproc 2: the gradient norms the rule reads are measured after the allreduce and
+// rank 0's decision is broadcast, so both ranks freeze the same blocks at the same epochs: their
+// shards' level directories name the same prefix depths. auto:1 (a relative change below 1: the
+// block's mean gradient norm did not double) freezes at the epoch boundaries after a block has
+// two epochs of norms: after epochs 2 and 3 on this data and seed.
+TEST(ProgressiveTools, DataParallelAutoFreezesTheSameBlocksOnEveryRank) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 128);
+  const std::string levels = dir.file("levels");
+  ToolRun r = run(dir, "recycle-train", "--data fashion-mnist:" + dir.path().string() +
+                                            " --width 4 --recycle 0 --epochs 4 --batch 16 "
+                                            "--freeze auto:1 --levels " + levels +
+                                            " --nproc 2 --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto& freezes = r.last["freezes"];
+  ASSERT_EQ(freezes.size(), 2u) << r.out;
+  EXPECT_EQ(freezes[0]["epoch"], 3);
+  EXPECT_EQ(freezes[1]["epoch"], 4);
+  EXPECT_EQ(freezes[0]["rule"], "auto:1");
+  EXPECT_EQ(level_blocks(levels + "/shard-0-of-2"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(level_blocks(levels + "/shard-1-of-2"), (std::vector<int>{1, 2}));
+  ASSERT_EQ(r.last["comm_phases"].size(), 3u) << r.out;
+  EXPECT_EQ(r.last["comm_phases"][1]["first_epoch"], 3);
+  EXPECT_EQ(r.last["comm_phases"][2]["first_epoch"], 4);
 }
 
 TEST(ProgressiveTools, BadFreezeFlagsGiveOneLineAndNonZeroExit) {
