@@ -168,7 +168,7 @@ class ProgressiveBench {
        << (o_.seeds == 1 ? "" : "s") << "; bytes per step per rank with --nproc " << o_.nproc
        << " (fp32 allreduce, seed 0).\n\n"
        << "| configuration | test acc (mean ± sd) | total s (builds included) | total / fixed | "
-          "levels s | frozen at end | freezes (seed 0: epoch: blocks) | bytes/step --nproc "
+          "levels or build s | frozen at end | freezes (seed 0: epoch: blocks) | bytes/step --nproc "
        << o_.nproc << " | per phase | acc --nproc " << o_.nproc << " |\n"
        << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     json j;
