@@ -33,9 +33,11 @@ BuildReport run_build(const BuildOptions& options) {
   if (!s.unchanged) {
     begin_split(s);
     BuildChunk chunk;
+    ChunkReader reader(s);
     ChunkWriter writer(s);
     while (next_chunk(s, &chunk)) {
       find_missing(s, &chunk);
+      reader.read(&chunk);
       compute_chunk(s, &chunk);
       writer.submit(stage_write(s, &chunk));
     }

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -56,6 +57,28 @@ Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* po
     chunk.ids.push_back(data.ids[positions[i]]);
   }
   return chunk;
+}
+
+// The samples chunk.compute_pos of a chunk whose pixels a ChunkReader read (those of
+// todo[chunk.begin, chunk.end)), as read_samples gives them.
+Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
+  const Dataset& data = s.data;
+  const int64_t item = data.item_bytes();
+  const auto first = s.todo.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
+  const auto last = s.todo.begin() + static_cast<std::ptrdiff_t>(chunk.end);
+  Dataset out;
+  out.item_shape = data.item_shape;
+  out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
+  for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
+    const int64_t pos = chunk.compute_pos[i];
+    const auto at = std::lower_bound(first, last, pos);
+    if (at == last || *at != pos) throw std::logic_error("a chunk computes a sample outside its range");
+    std::memcpy(out.pixels.data() + i * item, chunk.pixels.data() + (at - first) * item,
+                static_cast<size_t>(item));
+    out.labels.push_back(data.labels[pos]);
+    out.ids.push_back(data.ids[pos]);
+  }
+  return out;
 }
 
 // Keys of data's samples [0, n) into keys[offset..), in parallel. Exceptions are caught inside
@@ -282,6 +305,11 @@ void plan_split(BuildState& s) {
   // Keys known to have a record: everything the stored index points to.
   s.present.clear();
   for (const IndexEntry& e : s.existing) s.present.insert(e.key);
+  s.had_records = false;
+  s.store->for_each_record([&](const Key&, std::string_view) {
+    s.had_records = true;
+    return false;  // one is enough
+  }).throw_if_error();
   s.next = 0;
 }
 
@@ -323,9 +351,9 @@ void find_missing(BuildState& s, BuildChunk* chunk) {
       unknown_pos.push_back(s.todo[t]);
     }
   }
-  std::vector<Status> found;
-  s.store->multi_get(
-      unknown, [](size_t, std::string_view) {}, &found);
+  // A store that held no record when the run began has only what this run wrote: `present`.
+  std::vector<Status> found(unknown.size(), Status::not_found(""));
+  if (s.had_records) s.store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
   chunk->compute_pos.clear();
   chunk->compute_keys.clear();
   for (size_t u = 0; u < unknown.size(); ++u) {
@@ -402,11 +430,13 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
   torch::Tensor images;
-  if (s.streamed.streamed()) {
-    if (!s.images) s.images = std::make_unique<ImageStream>(s.data, s.streamed);
-    const Dataset read = read_samples(s.data, *s.images, chunk->compute_pos.data(), m);
+  if (!chunk->pixels.empty() || s.streamed.streamed()) {
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
+    if (chunk->pixels.empty() && !s.images) s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+    const Dataset read = chunk->pixels.empty()
+                             ? read_samples(s.data, *s.images, chunk->compute_pos.data(), m)
+                             : chunk_samples(s, *chunk);
     images = image_batch(read, all.data(), m, device);
   } else {
     images = image_batch(s.data, chunk->compute_pos.data(), m, device);
@@ -481,6 +511,41 @@ void ChunkWriter::finish() {
   if (!pending_.valid()) return;
   pending_.get();  // rethrows the write's error
   current_ = StagedWrite();
+}
+
+ChunkReader::ChunkReader(BuildState& s) : s_(s) {
+  if (!s_.streamed.streamed() || s_.data.is_text) return;
+  stream_ = std::make_unique<ImageStream>(s_.data, s_.streamed);
+  start(s_.next);
+}
+
+ChunkReader::~ChunkReader() {
+  if (ahead_.valid()) ahead_.wait();
+}
+
+void ChunkReader::start(size_t begin) {
+  ahead_begin_ = begin;
+  if (begin >= s_.todo.size()) return;
+  const size_t end = std::min(s_.todo.size(), begin + static_cast<size_t>(s_.options.batch));
+  // todo is not changed while the chunk loop runs.
+  const int64_t* positions = s_.todo.data() + begin;
+  const int64_t n = static_cast<int64_t>(end - begin);
+  const int64_t item = s_.data.item_bytes();
+  ImageStream* stream = stream_.get();
+  ahead_ = std::async(std::launch::async, [stream, positions, n, item] {
+    std::vector<uint8_t> pixels(static_cast<size_t>(n * item));
+    stream->read(positions, n, pixels.data());
+    return pixels;
+  });
+}
+
+void ChunkReader::read(BuildChunk* chunk) {
+  if (!stream_) return;
+  if (!ahead_.valid() || chunk->begin != ahead_begin_) {
+    throw std::logic_error("ChunkReader::read: chunks must come from next_chunk, in order");
+  }
+  chunk->pixels = ahead_.get();  // rethrows the read's error
+  start(chunk->end);
 }
 
 void finish_split(BuildState& s) {

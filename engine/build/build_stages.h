@@ -9,9 +9,12 @@
 //   if (!s.unchanged) {
 //     begin_split(s);       the split marked incomplete (the manifest, a shorter index cut)
 //     BuildChunk c;
+//     ChunkReader reader(s);
 //     ChunkWriter writer(s);
 //     while (next_chunk(s, &c)) {
 //       find_missing(s, &c);   distinct keys of the chunk with no stored record (MultiGet)
+//       reader.read(&c);       the chunk's images, read on the reader's thread while the chunk
+//                              before computed; it starts reading the next chunk's
 //       compute_chunk(s, &c);  prefix forward (inference form), output shape checked, encoded
 //       writer.submit(stage_write(s, &c));  one write batch: records, index entries, counts,
 //                              written on the writer's thread while the next chunk computes
@@ -23,7 +26,9 @@
 //
 // write_chunk(s, &c) is stage_write then write_staged on the calling thread: the same writes.
 // Batches reach the store in chunk order, so what a crash leaves is what the serial loop
-// leaves. The writer holds at most one batch: memory is two chunks' records at most.
+// leaves. The writer holds at most one batch: memory is two chunks' records at most. The
+// reader holds the images of one chunk ahead (gzip inflation is serial: read on the chunk
+// loop's thread it left the cores idle for about 5% of a build).
 //
 // Each stage throws std::runtime_error / std::invalid_argument with one clear line, as
 // run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
@@ -43,7 +48,8 @@
 // within kInferencePrefixTolerance of the plain prefix, whose weights make the identity).
 // Not thread safe: one thread runs the stages of a state, except write_staged, which a
 // ChunkWriter runs on its thread while that one thread runs find_missing and compute_chunk of
-// the next chunk (write_staged touches only the store, s.writes and s.progress).
+// the next chunk (write_staged touches only the store, s.writes and s.progress), and the image
+// reads a ChunkReader makes on its thread (they touch only the reader's own ImageStream).
 #pragma once
 
 #include <chrono>
@@ -101,6 +107,9 @@ struct BuildState {
   std::vector<IndexEntry> existing;  // the split's index as stored when the run began
   std::vector<int64_t> todo;         // positions whose index entry must be written, ascending
   std::unordered_set<Key, KeyHash> present;  // keys known to have a stored record
+  // The store held a record when the run began. When it did not, find_missing knows every
+  // key from `present` and asks RocksDB nothing.
+  bool had_records = true;
   bool unchanged = false;  // complete, same data, same index: nothing to compute or write
 
   // the chunk loop
@@ -117,6 +126,10 @@ struct BuildChunk {
   std::vector<int64_t> compute_pos;  // find_missing: a sample position per key to compute
   std::vector<Key> compute_keys;     // find_missing: distinct keys with no stored record
   std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
+  // ChunkReader::read, streamed image splits only: the pixels of todo[begin, end), in that
+  // order, item_bytes() each. compute_chunk takes its samples' images from here when set,
+  // else from the dataset in memory or a stream of its own.
+  std::vector<uint8_t> pixels;
 };
 
 // Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model and
@@ -131,7 +144,7 @@ void reconcile_manifest(BuildState& s);
 // no cache: the ranks of a distributed build that do not write it call this alone.
 void key_samples(BuildState& s);
 // Reads the split's stored index, keys every sample (key_samples, unless done already), lists
-// the positions to write and decides s.unchanged.
+// the positions to write, decides s.unchanged and notes whether the store holds any record.
 void plan_split(BuildState& s);
 // The first write of a changed split: its manifest entry (data, counts, incomplete), a
 // shorter index cut, and s.opening. Starts the progress bar.
@@ -143,7 +156,8 @@ bool next_chunk(BuildState& s, BuildChunk* chunk);
 // scalar, stored exactly). Batches pad the hidden states to their longest and rebuild the mask
 // from the lengths (engine/train/text_batches.h).
 RecordLayout text_record_layout(int64_t d_model, Codec codec);
-// Distinct keys of the chunk that have no stored record (MultiGet for those not known).
+// Distinct keys of the chunk that have no stored record (MultiGet for those not known, when
+// the store held records before this run).
 void find_missing(BuildState& s, BuildChunk* chunk);
 // Runs the prefix (no grad) on the samples to compute, checks the output's shape against
 // the manifest's record shape, and encodes one record per sample. Text: the texts as the
@@ -181,6 +195,28 @@ class ChunkWriter {
   StagedWrite current_;
   std::future<void> pending_;
 };
+// Reads the images of a streamed image split a chunk ahead, on a thread of its own: read(c)
+// waits for chunk c's pixels (rethrowing the read's error), moves them into c->pixels and
+// starts reading the chunk after c. The chunks must come from next_chunk, in order. A split
+// that is not streamed (text, or pixels in memory) is left alone: read does nothing. The
+// destructor waits for a read under way (its error dropped).
+class ChunkReader {
+ public:
+  explicit ChunkReader(BuildState& s);
+  ~ChunkReader();
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+  void read(BuildChunk* chunk);
+
+ private:
+  void start(size_t begin);  // reads todo[begin, begin + batch) on the thread
+
+  BuildState& s_;
+  std::unique_ptr<ImageStream> stream_;
+  size_t ahead_begin_ = 0;  // todo position of the chunk being read ahead
+  std::future<std::vector<uint8_t>> ahead_;
+};
+
 // Marks the split complete (a synced write) and flushes the memtables.
 void finish_split(BuildState& s);
 // The report: the counters plus records, skipped, seconds and rate (report.prefix_seconds:

@@ -409,3 +409,62 @@ TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
 }
 
 }  // namespace
+
+namespace {
+
+// run_build reads a streamed split's images a chunk ahead on a ChunkReader's thread (and, on
+// a new cache, asks RocksDB nothing in find_missing): the cache it builds is the one the
+// stages build one by one from the split held in memory, duplicates across chunks included.
+TEST(BuildStages, ReadAheadBuildsTheCacheOfTheStagesRunOneByOne) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(20, 5));
+  BuildOptions o = options_for(dir, dir.file("ahead"), 3);
+  o.data.classes = "1-8";
+  const recycle::BuildReport r = recycle::run_build(o);
+  EXPECT_EQ(r.computed, 16);
+  EXPECT_EQ(r.samples, 20);
+
+  BuildOptions ow = o;
+  ow.cache_dir = dir.file("whole");
+  BuildState w(ow);
+  recycle::load_inputs(w);
+  w.data = recycle::load_dataset(o.data);
+  w.streamed = recycle::StreamedImages();
+  recycle::reconcile_manifest(w);
+  recycle::plan_split(w);
+  EXPECT_FALSE(w.had_records);
+  run_chunks(w);
+
+  const CacheContents a = read_cache(dir.file("ahead"));
+  const CacheContents b = read_cache(dir.file("whole"));
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.records, b.records);
+}
+
+// A ChunkReader serves the chunks next_chunk hands out, in order, and refuses any other.
+TEST(BuildStages, ChunkReaderRefusesAChunkOutOfOrder) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  BuildState s(options_for(dir, dir.file("cache"), 4));
+  start(s);
+  recycle::begin_split(s);
+  recycle::ChunkReader reader(s);
+  BuildChunk first, second;
+  ASSERT_TRUE(recycle::next_chunk(s, &first));
+  ASSERT_TRUE(recycle::next_chunk(s, &second));
+  EXPECT_THROW(reader.read(&second), std::logic_error);  // the first was skipped
+}
+
+// A rerun on a cache that holds records asks RocksDB which keys it has (had_records).
+TEST(BuildStages, ARerunOnACacheWithRecordsLooksThemUp) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  BuildOptions o = options_for(dir, dir.file("cache"), 4);
+  recycle::run_build(o);
+  BuildState s(o);
+  start(s);
+  EXPECT_TRUE(s.had_records);
+  EXPECT_TRUE(s.unchanged);
+}
+
+}  // namespace
