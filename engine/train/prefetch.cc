@@ -81,6 +81,9 @@ void PrefetchedBatches::cancel(std::unique_lock<std::mutex>& lock) {
 
 void PrefetchedBatches::plan(const std::vector<int64_t>& order, int64_t batch) {
   std::unique_lock<std::mutex> lock(mu_);
+  // The plan under way, none of it taken yet (the trainer plans the next epoch during the
+  // last step of this one, then again when it starts): keep what it loaded ahead.
+  if (planned_ && !failed_ && next_take_ == 0 && batch == batch_ && order == order_) return;
   cancel(lock);
   if (batch < 1 || order.empty()) return;
   order_ = order;

@@ -6,7 +6,9 @@
 // into a bounded queue; load() takes the next one, swapping its tensors into the caller's
 // Batch. The tensors the caller's Batch held go back to a free list and are decoded into
 // again (the inner source reuses a Batch's tensors when nothing else refers to them), so an
-// epoch allocates no new batch memory once it runs. A load that does not follow the plan
+// epoch allocates no new batch memory once it runs. Planning the plan under way again before
+// any of its batches was taken keeps what was loaded ahead: Trainer::fit plans the next
+// epoch during the last step of an epoch, so its first batches load behind that step. A load that does not follow the plan
 // (other indices, another size, no plan) cancels it and is served on the calling thread.
 //
 // Errors: an exception the inner source throws on the background thread (a missing or corrupt

@@ -118,12 +118,15 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
     }
   } relayout{this};
   Batch batch;
+  std::vector<int64_t> next_order;  // planned during the last step of the epoch before
   for (int64_t epoch = 0; epoch < hyper_.epochs; ++epoch) {
     for (const EpochHook& hook : epoch_start_hooks_) hook(*this, epoch);
     Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(hyper_.epochs),
                  per_epoch, progress);
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<int64_t> order = sampler.epoch_order(epoch);
+    const std::vector<int64_t> order =
+        next_order.empty() ? sampler.epoch_order(epoch) : std::move(next_order);
+    next_order.clear();
     train.plan(order, hyper_.batch);  // a prefetching source loads ahead
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
@@ -132,6 +135,12 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
       {
         RECORD_USER_SCOPE("step.load");
         train.load(order.data() + pos, n, &batch);
+        if (pos + static_cast<size_t>(n) >= order.size() && epoch + 1 < hyper_.epochs) {
+          // The next epoch's first batches load behind this last step (its plan, made again
+          // when that epoch starts, keeps them).
+          next_order = sampler.epoch_order(epoch + 1);
+          train.plan(next_order, hyper_.batch);
+        }
       }
       const double lr = scheduled_lr(hyper_, step++, total_steps);
       for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -191,6 +194,73 @@ TEST(PrefetchedBatches, TrainsTheSameModelAsItsSourceAndStopsWhenTheStepThrows) 
     if (step == 2) throw std::runtime_error("stop here");
   });
   EXPECT_THROW(trainer.fit(source, recycle::Sampler(48, true, 1), false), std::runtime_error);
+}
+
+namespace {
+
+// A source that counts the loads asked of it (from any thread).
+class CountingBatches final : public recycle::BatchSource {
+ public:
+  explicit CountingBatches(recycle::BatchSource& inner) : inner_(inner) {}
+  int64_t size() const override { return inner_.size(); }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    ++loads;
+    inner_.load(indices, n, out);
+  }
+  std::atomic<int64_t> loads{0};
+
+ private:
+  recycle::BatchSource& inner_;
+};
+
+}  // namespace
+
+// The plan under way, made again before any batch of it was taken, keeps what was loaded
+// ahead; Trainer::fit plans the next epoch during the last step of one (each batch of every
+// epoch then comes from the queue and is loaded once).
+TEST(PrefetchedBatches, KeepsWhatItLoadedWhenThePlanUnderWayIsMadeAgain) {
+  Cache c(37);
+  CachedBatches inner(*c.store, c.manifest, "train", torch::kCPU);
+  CachedBatches reference(*c.store, c.manifest, "train", torch::kCPU);
+  CountingBatches counted(inner);
+  {
+    PrefetchedBatches source(counted, 2);
+    const std::vector<int64_t> order = shuffled(37, 0);
+    source.plan(order, 5);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (counted.loads < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(counted.loads, 2);  // depth 2: two batches ahead, then it waits
+    source.plan(order, 5);
+    expect_same_batches(source, reference, order, 5);
+    EXPECT_EQ(counted.loads, 8);  // ceil(37 / 5): none loaded twice
+    EXPECT_EQ(source.prefetched(), 8);
+  }
+  counted.loads = 0;
+  recycle::TrainHyper hyper;
+  hyper.epochs = 3;
+  hyper.batch = 5;
+  hyper.schedule = "constant";
+  recycle::BlockStack h;
+  h->append("flat", torch::nn::AnyModule(torch::nn::Flatten()));
+  h->append("fc", torch::nn::AnyModule(torch::nn::Linear(6, 2)));
+  PrefetchedBatches source(counted, 2);
+  recycle::Trainer trainer(h, hyper);
+  std::vector<int64_t> at_epoch_end;
+  trainer.add_epoch_end_hook([&](recycle::Trainer&, int64_t epoch) {
+    // The next epoch's first two batches were planned during this epoch's last step.
+    const int64_t want = 8 * (epoch + 1) + (epoch + 1 < hyper.epochs ? 2 : 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (counted.loads < want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    at_epoch_end.push_back(counted.loads);
+  });
+  trainer.fit(source, recycle::Sampler(37, true, 1), false);
+  EXPECT_EQ(at_epoch_end, (std::vector<int64_t>{10, 18, 24}));
+  EXPECT_EQ(counted.loads, 3 * 8);
+  EXPECT_EQ(source.prefetched(), 3 * 8);
 }
 
 TEST(PrefetchedBatches, RefusesADepthBelowOne) {
