@@ -20,6 +20,7 @@
 #include "engine/train/prefetch.h"
 #include "engine/train/preload.h"
 #include "engine/train/text_batches.h"
+#include "engine/models/memory_format.h"
 #include "engine/models/transformer.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
@@ -313,7 +314,9 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     TextFeatureBatches features(source);
     fit_head(split.head, features, o, dist, &report);
   };
-  CachedBatches cached(*store, m, o.data.split, device);
+  // Image features decoded straight into the layout the head trains in.
+  CachedBatches cached(*store, m, o.data.split, device,
+                       parse_memory_format(o.hyper.memory_format, "--memory-format"));
   report.train_samples = cached.size();
   if (o.preload) {
     PreloadedBatches train(cached);

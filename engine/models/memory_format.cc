@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace recycle {
@@ -42,6 +43,15 @@ void set_memory_format(torch::nn::Module& module, c10::MemoryFormat format) {
     if (p.grad().defined() && p.grad().dim() == 4) p.mutable_grad() = exactly_in(p.grad(), format);
   }
   for (torch::Tensor& b : module.buffers(/*recurse=*/true)) relayout(b);
+}
+
+std::vector<int64_t> strides_in(const std::vector<int64_t>& shape, c10::MemoryFormat format) {
+  if (format == c10::MemoryFormat::ChannelsLast && shape.size() == 4) {
+    return c10::get_channels_last_strides_2d(shape);
+  }
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
+  return strides;
 }
 
 torch::Tensor in_memory_format(const torch::Tensor& x, c10::MemoryFormat format) {

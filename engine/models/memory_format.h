@@ -28,6 +28,10 @@ std::vector<std::string> memory_format_names();
 // change. Not thread safe.
 void set_memory_format(torch::nn::Module& module, c10::MemoryFormat format);
 
+// The strides torch::empty(shape, format) gives: channels last for a 4-D shape in
+// ChannelsLast, row-major otherwise.
+std::vector<int64_t> strides_in(const std::vector<int64_t>& shape, c10::MemoryFormat format);
+
 // `x` in `format` when it is 4-D, else `x` unchanged. The strides are exactly those of `format`,
 // also for a tensor with a dimension of size 1, which Tensor::contiguous(format) would leave
 // as it is (see memory_format.cc); `x` itself when it is already laid out so.

@@ -5,13 +5,15 @@
 
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "engine/models/memory_format.h"
 #include "engine/models/preprocess.h"
 
 namespace recycle {
 
 CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manifest,
-                             const std::string& split, const torch::Device& device)
-    : store_(store), device_(device) {
+                             const std::string& split, const torch::Device& device,
+                             c10::MemoryFormat format)
+    : store_(store), device_(device), format_(format) {
   const auto info = manifest.splits.find(split);
   if (info == manifest.splits.end()) {
     throw std::runtime_error("cache " + store.dir() + " has no split '" + split + "'");
@@ -82,15 +84,27 @@ namespace {
 // it has this shape and dtype, else a new tensor: the buffer of the batch before is decoded
 // into again rather than allocated anew.
 torch::Tensor reuse_or_empty(const torch::Tensor* had, const std::vector<int64_t>& shape,
-                             torch::ScalarType dtype) {
-  if (had == nullptr) return torch::empty(shape, dtype);
+                             torch::ScalarType dtype,
+                             c10::MemoryFormat format = c10::MemoryFormat::Contiguous) {
+  const auto fresh = [&] {
+    return torch::empty(shape, torch::TensorOptions().dtype(dtype).memory_format(format));
+  };
+  if (had == nullptr) return fresh();
   const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
   if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
-      t.storage_offset() == 0 && t.scalar_type() == dtype && t.is_contiguous() &&
-      t.device().is_cpu() && t.sizes().vec() == shape) {
+      t.storage_offset() == 0 && t.scalar_type() == dtype && t.device().is_cpu() &&
+      t.sizes().vec() == shape && t.strides().vec() == strides_in(shape, format)) {
     return t;
   }
-  return torch::empty(shape, dtype);
+  return fresh();
+}
+
+// [C, H, W] values into [H, W, C] order: one sample of a channels-last batch.
+void to_channels_last(const float* chw, int64_t c, int64_t hw, float* hwc) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float* from = chw + ch * hw;
+    for (int64_t p = 0; p < hw; ++p) hwc[p * c + ch] = from[p];
+  }
 }
 
 const torch::Tensor* find_input(const Batch& b, const std::string& name) {
@@ -101,6 +115,11 @@ const torch::Tensor* find_input(const Batch& b, const std::string& name) {
 }
 
 }  // namespace
+
+bool CachedBatches::channels_last(size_t j) const {
+  return format_ == c10::MemoryFormat::ChannelsLast && !variable_ &&
+         layout_[j].dtype == Dtype::kFloat32 && layout_[j].shape.size() == 3;
+}
 
 void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   // Fixed layouts decode straight into the batch's tensors (those `out` holds when nothing
@@ -117,7 +136,8 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
     const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
-    fixed.push_back(reuse_or_empty(had, shape, torch_dtype(layout_[j].dtype)));
+    fixed.push_back(reuse_or_empty(had, shape, torch_dtype(layout_[j].dtype),
+                                   channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
   torch::Tensor y = reuse_or_empty(on_cpu ? &out->labels : nullptr, {n}, torch::kInt64);
@@ -144,6 +164,13 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
             torch::Tensor t = torch::empty(parts_[j].shape, torch_dtype(parts_[j].dtype));
             decode_into(parts_[j], t.data_ptr());
             per_sample[j][i] = std::move(t);
+          } else if (channels_last(j)) {
+            const std::vector<int64_t>& chw = layout_[j].shape;
+            sample_.resize(static_cast<size_t>(chw[0] * chw[1] * chw[2]));
+            decode_tensor(parts_[j], sample_.data());
+            to_channels_last(sample_.data(), chw[0], chw[1] * chw[2],
+                             reinterpret_cast<float*>(static_cast<char*>(fixed[j].data_ptr()) +
+                                                      static_cast<int64_t>(i) * row_bytes[j]));
           } else {
             decode_into(parts_[j], static_cast<char*>(fixed[j].data_ptr()) +
                                        static_cast<int64_t>(i) * row_bytes[j]);

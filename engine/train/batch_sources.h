@@ -38,20 +38,29 @@ class BatchSource {
 // bool exact), [n, ...per-sample shape]. Variable dimensions are padded at batch time, with
 // zeros (false), to the largest size in the batch. Throws std::runtime_error naming the key
 // when a record is missing, corrupt (checksum, header) or does not fit the layout.
+// `format`: the memory format of 4-D float32 inputs of a fixed layout ([n, C, H, W] records
+// [C, H, W]). ChannelsLast decodes each record straight into its sample's place in an NHWC
+// batch, so the trainer's channels-last module takes the batch as it is (no conversion on the
+// training thread; with PrefetchedBatches the decode runs on the loading thread).
 class CachedBatches final : public BatchSource {
  public:
   CachedBatches(const ActivationStore& store, const Manifest& manifest, const std::string& split,
-                const torch::Device& device);
+                const torch::Device& device,
+                c10::MemoryFormat format = c10::MemoryFormat::Contiguous);
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
 
  private:
+  bool channels_last(size_t j) const;  // layout_[j] is decoded into NHWC batches
+
   const ActivationStore& store_;
   std::vector<IndexEntry> entries_;
   RecordLayout layout_;
   bool variable_ = false;  // some dimension is variable: decode per sample, then pad
   torch::Device device_;
+  c10::MemoryFormat format_;
   // Scratch reused from batch to batch: no allocation per sample on a fixed layout.
+  std::vector<float> sample_;  // one record decoded in [C, H, W] order, before it goes NHWC
   std::vector<Key> keys_;
   std::vector<RecordTensor> parts_;
   std::vector<Status> statuses_;

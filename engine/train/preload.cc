@@ -1,26 +1,51 @@
 #include "engine/train/preload.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
+
+#include "engine/models/memory_format.h"
 
 namespace recycle {
 
 namespace {
 
-// `t` when nothing else refers to it or its memory and it has the shape and dtype of `like`
-// with `n` rows, else a new tensor.
+// The memory format of `t`: a channels-last batch is preloaded and served channels last (each
+// sample's values still one block, in [H, W, C] order).
+c10::MemoryFormat format_of(const torch::Tensor& t) {
+  return t.dim() == 4 ? t.suggest_memory_format() : c10::MemoryFormat::Contiguous;
+}
+
+// `t` when nothing else refers to it or its memory and it has the shape, dtype and layout of
+// `like` with `n` rows, else a new tensor.
 torch::Tensor rows_buffer(const torch::Tensor* had, const torch::Tensor& like, int64_t n) {
   std::vector<int64_t> shape = like.sizes().vec();
   shape[0] = n;
-  if (had == nullptr) return torch::empty(shape, like.options());
+  const c10::MemoryFormat format = format_of(like);
+  const torch::TensorOptions options = like.options().memory_format(format);
+  if (had == nullptr) return torch::empty(shape, options);
   const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
   if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
-      t.storage_offset() == 0 && t.is_contiguous() && t.scalar_type() == like.scalar_type() &&
-      t.device() == like.device() && t.sizes().vec() == shape) {
+      t.storage_offset() == 0 && t.scalar_type() == like.scalar_type() &&
+      t.device() == like.device() && t.sizes().vec() == shape &&
+      t.strides().vec() == strides_in(shape, format)) {
     return t;
   }
-  return torch::empty(shape, like.options());
+  return torch::empty(shape, options);
+}
+
+// rows[i] = all[index[i]]: each sample one block of bytes in both (row-major or channels last).
+void gather_rows(const torch::Tensor& all, const int64_t* index, int64_t n, torch::Tensor* rows) {
+  if (!all.device().is_cpu()) {
+    const torch::Tensor i = torch::from_blob(const_cast<int64_t*>(index), {n}, torch::kInt64);
+    torch::index_select_out(*rows, all, 0, i.to(all.device()));
+    return;
+  }
+  const int64_t row = all.size(0) > 0 ? static_cast<int64_t>(all.nbytes()) / all.size(0) : 0;
+  const char* from = static_cast<const char*>(all.data_ptr());
+  char* to = static_cast<char*>(rows->data_ptr());
+  for (int64_t i = 0; i < n; ++i) std::memcpy(to + i * row, from + index[i] * row, static_cast<size_t>(row));
 }
 
 }  // namespace
@@ -48,7 +73,7 @@ PreloadedBatches::PreloadedBatches(BatchSource& source, int64_t chunk) {
       for (const auto& [name, t] : b.inputs) {
         std::vector<int64_t> shape = t.sizes().vec();
         shape[0] = size;
-        inputs_.emplace_back(name, torch::empty(shape, t.options()));
+        inputs_.emplace_back(name, torch::empty(shape, t.options().memory_format(format_of(t))));
       }
       labels_ = torch::empty({size}, b.labels.options());
     }
@@ -81,8 +106,6 @@ void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
                               std::to_string(size() - 1));
     }
   }
-  const torch::Tensor index =
-      torch::from_blob(const_cast<int64_t*>(indices), {n}, torch::kInt64);
   std::vector<torch::Tensor> rows;
   for (const auto& [name, all] : inputs_) {
     const torch::Tensor* had = nullptr;
@@ -94,10 +117,10 @@ void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   torch::Tensor y = rows_buffer(&out->labels, labels_, n);
   out->clear();
   for (size_t j = 0; j < inputs_.size(); ++j) {
-    torch::index_select_out(rows[j], inputs_[j].second, 0, index);
+    gather_rows(inputs_[j].second, indices, n, &rows[j]);
     out->set(inputs_[j].first, rows[j]);
   }
-  torch::index_select_out(y, labels_, 0, index);
+  gather_rows(labels_, indices, n, &y);
   out->labels = y;
 }
 

@@ -69,3 +69,53 @@ TEST(PreloadedBatches, RefusesSamplesOfNoSingleShape) {
     EXPECT_NE(std::string(e.what()).find("no single shape"), std::string::npos) << e.what();
   }
 }
+
+// With ChannelsLast, CachedBatches decodes [C, H, W] records straight into NHWC batches (the
+// strides torch::empty gives channels last, reused batch after batch), with the values of the
+// row-major batches; PreloadedBatches keeps that layout and serves the same batches.
+TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
+  TempDir tmp;
+  std::unique_ptr<recycle::ActivationStore> store;
+  ASSERT_OK(recycle::ActivationStore::open(tmp.file("cache"), recycle::StoreOptions(), &store));
+  {
+    recycle::ActivationStore::Batch batch(*store);
+    for (int i = 0; i < 9; ++i) {
+      std::vector<float> v(3 * 2 * 5);
+      for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 100 + k);
+      batch.put_record({2, static_cast<uint64_t>(i)},
+                       recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {3, 2, 5}}}));
+      batch.put_index("train", i, {{2, static_cast<uint64_t>(i)}, i % 2});
+    }
+    recycle::Manifest m;
+    m.codec = "fp32";
+    m.record_shapes = {{3, 2, 5}};
+    m.class_names = {"even", "odd"};
+    m.splits["train"] = {"test data", 9, 9, true};
+    batch.put_manifest(m);
+    ASSERT_OK(store->write(&batch));
+  }
+  recycle::Manifest m;
+  ASSERT_OK(store->read_manifest(&m));
+  const auto cl = c10::MemoryFormat::ChannelsLast;
+  recycle::CachedBatches rows(*store, m, "train", torch::kCPU);
+  recycle::CachedBatches nhwc(*store, m, "train", torch::kCPU, cl);
+  const std::vector<int64_t> order = recycle::Sampler(9, true, 5).epoch_order(0);
+  Batch a, b;
+  const void* buffer = nullptr;
+  for (size_t pos = 0; pos + 4 <= order.size(); pos += 4) {
+    rows.load(order.data() + pos, 4, &a);
+    nhwc.load(order.data() + pos, 4, &b);
+    EXPECT_TRUE(a.features().is_contiguous());
+    EXPECT_EQ(b.features().strides().vec(), (std::vector<int64_t>{30, 1, 15, 3}));
+    EXPECT_TRUE(torch::equal(a.features(), b.features()));
+    EXPECT_TRUE(torch::equal(a.labels, b.labels));
+    if (buffer == nullptr) buffer = b.features().data_ptr();
+    EXPECT_EQ(b.features().data_ptr(), buffer);  // decoded into the same buffer again
+  }
+  recycle::PreloadedBatches preloaded(nhwc, /*chunk=*/4);
+  preloaded.load(order.data(), 5, &b);
+  rows.load(order.data(), 5, &a);
+  EXPECT_EQ(b.features().strides().vec(), (std::vector<int64_t>{30, 1, 15, 3}));
+  EXPECT_TRUE(torch::equal(a.features(), b.features()));
+  EXPECT_TRUE(torch::equal(a.labels, b.labels));
+}
