@@ -72,7 +72,9 @@ Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
   for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
     const int64_t pos = chunk.compute_pos[i];
     const auto at = std::lower_bound(first, last, pos);
-    if (at == last || *at != pos) throw std::logic_error("a chunk computes a sample outside its range");
+    if (at == last || *at != pos) {
+      throw std::logic_error("a chunk computes a sample outside its range");
+    }
     std::memcpy(out.pixels.data() + i * item, chunk.pixels.data() + (at - first) * item,
                 static_cast<size_t>(item));
     out.labels.push_back(data.labels[pos]);
@@ -433,7 +435,9 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   if (!chunk->pixels.empty() || s.streamed.streamed()) {
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
-    if (chunk->pixels.empty() && !s.images) s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+    if (chunk->pixels.empty() && !s.images) {
+      s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+    }
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(s.data, *s.images, chunk->compute_pos.data(), m)
                              : chunk_samples(s, *chunk);

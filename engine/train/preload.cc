@@ -45,7 +45,9 @@ void gather_rows(const torch::Tensor& all, const int64_t* index, int64_t n, torc
   const int64_t row = all.size(0) > 0 ? static_cast<int64_t>(all.nbytes()) / all.size(0) : 0;
   const char* from = static_cast<const char*>(all.data_ptr());
   char* to = static_cast<char*>(rows->data_ptr());
-  for (int64_t i = 0; i < n; ++i) std::memcpy(to + i * row, from + index[i] * row, static_cast<size_t>(row));
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(to + i * row, from + index[i] * row, static_cast<size_t>(row));
+  }
 }
 
 }  // namespace
