@@ -227,8 +227,6 @@ class DistBench {
 
   double samples_per_s(const DistRow& r) const { return r.epoch() > 0 ? o_.samples / r.epoch() : 0; }
 
-  static std::string bytes(double b) { return bytes_text(b); }
-
   static std::string accuracy(const std::vector<double>& a) {
     if (a.empty()) return "-";
     return a.size() == 1 ? fmt(a[0], 4) : fmt(mean(a), 4) + " ± " + fmt(stddev(a), 4);
@@ -295,7 +293,7 @@ class DistBench {
           << "," << over_peer << "\n";
       md << "| " << r.label() << " | " << r.world << " | " << r.compression << " | " << r.sync << " | "
          << accuracy(r.accuracy) << " | "
-         << fmt(r.epoch(), 2) << " | " << fmt(samples_per_s(r), 0) << " | " << (dp ? bytes(r.bytes_per_step) : "-")
+         << fmt(r.epoch(), 2) << " | " << fmt(samples_per_s(r), 0) << " | " << (dp ? bytes_text(r.bytes_per_step) : "-")
          << " | " << (dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-") << " | "
          << (bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-") << " | " << (over_none > 0 ? fmt(over_none, 2) : "-") << " | " << (over_peer > 0 ? fmt(over_peer, 2) + "x" : "-")
          << " |\n";
@@ -303,12 +301,12 @@ class DistBench {
     csv.close();
     md << "\n";
     if (full && none) {
-      md << "fp32 gradient bytes per step per rank: full fine-tuning " << bytes(full->fp32_bytes_per_step)
-         << ", head at 0.5 " << bytes(none->fp32_bytes_per_step) << " (the head sends "
+      md << "fp32 gradient bytes per step per rank: full fine-tuning " << bytes_text(full->fp32_bytes_per_step)
+         << ", head at 0.5 " << bytes_text(none->fp32_bytes_per_step) << " (the head sends "
          << fmt(none->fp32_bytes_per_step / full->fp32_bytes_per_step, 3) << " of full fine-tuning's)";
       if (peer_none) {
-        md << "; the peer counts " << bytes(peer_none->full_fp32_bytes_per_step) << " and "
-           << bytes(peer_none->fp32_bytes_per_step);
+        md << "; the peer counts " << bytes_text(peer_none->full_fp32_bytes_per_step) << " and "
+           << bytes_text(peer_none->fp32_bytes_per_step);
       }
       md << ".\n";
       j["bytes_full_over_head"] = full->fp32_bytes_per_step / none->fp32_bytes_per_step;

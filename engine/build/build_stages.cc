@@ -432,7 +432,7 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
   torch::Tensor images;
-  if (!chunk->pixels.empty() || s.streamed.streamed()) {
+  if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
     if (chunk->pixels.empty() && !s.images) {

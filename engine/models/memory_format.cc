@@ -1,8 +1,8 @@
 #include "engine/models/memory_format.h"
 
+#include <c10/util/strides.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace recycle {
@@ -49,9 +49,8 @@ std::vector<int64_t> strides_in(const std::vector<int64_t>& shape, c10::MemoryFo
   if (format == c10::MemoryFormat::ChannelsLast && shape.size() == 4) {
     return c10::get_channels_last_strides_2d(shape);
   }
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
-  return strides;
+  const c10::DimVector strides = c10::contiguous_strides(shape);
+  return {strides.begin(), strides.end()};
 }
 
 torch::Tensor in_memory_format(const torch::Tensor& x, c10::MemoryFormat format) {

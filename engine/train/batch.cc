@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "engine/models/memory_format.h"
+
 namespace recycle {
 
 void Batch::set(const std::string& name, torch::Tensor tensor) {
@@ -31,6 +33,20 @@ const torch::Tensor& Batch::features() const {
 void Batch::clear() {
   inputs.clear();
   labels = torch::Tensor();
+}
+
+torch::Tensor reuse_or_empty(const torch::Tensor* had, const std::vector<int64_t>& shape,
+                             const torch::TensorOptions& options, c10::MemoryFormat format) {
+  if (had != nullptr) {
+    const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
+    if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
+        t.storage_offset() == 0 && t.dtype() == options.dtype() &&
+        t.device() == options.device() && t.sizes().vec() == shape &&
+        t.strides().vec() == strides_in(shape, format)) {
+      return t;
+    }
+  }
+  return torch::empty(shape, options.memory_format(format));
 }
 
 }  // namespace recycle

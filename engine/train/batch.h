@@ -26,4 +26,12 @@ struct Batch {
   void clear();
 };
 
+// *had (a tensor a Batch held) when nothing else refers to it or to its memory (no other tensor,
+// no view) and it has this shape, the dtype and device of `options` and the strides
+// torch::empty gives it in `format`; else a new such tensor. Batch sources decode or gather
+// each batch into the buffers of the one before instead of allocating anew.
+torch::Tensor reuse_or_empty(const torch::Tensor* had, const std::vector<int64_t>& shape,
+                             const torch::TensorOptions& options,
+                             c10::MemoryFormat format = c10::MemoryFormat::Contiguous);
+
 }  // namespace recycle

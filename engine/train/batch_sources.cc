@@ -5,7 +5,6 @@
 
 #include "cache/record.h"
 #include "cache/record_layout.h"
-#include "engine/models/memory_format.h"
 #include "engine/models/preprocess.h"
 
 namespace recycle {
@@ -80,25 +79,6 @@ torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::Sc
 
 namespace {
 
-// `t` when nothing but its batch refers to it or to its memory (no other tensor, no view) and
-// it has this shape and dtype, else a new tensor: the buffer of the batch before is decoded
-// into again rather than allocated anew.
-torch::Tensor reuse_or_empty(const torch::Tensor* had, const std::vector<int64_t>& shape,
-                             torch::ScalarType dtype,
-                             c10::MemoryFormat format = c10::MemoryFormat::Contiguous) {
-  const auto fresh = [&] {
-    return torch::empty(shape, torch::TensorOptions().dtype(dtype).memory_format(format));
-  };
-  if (had == nullptr) return fresh();
-  const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
-  if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
-      t.storage_offset() == 0 && t.scalar_type() == dtype && t.device().is_cpu() &&
-      t.sizes().vec() == shape && t.strides().vec() == strides_in(shape, format)) {
-    return t;
-  }
-  return fresh();
-}
-
 // [C, H, W] values into [H, W, C] order: one sample of a channels-last batch.
 void to_channels_last(const float* chw, int64_t c, int64_t hw, float* hwc) {
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -136,11 +116,12 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
     const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
-    fixed.push_back(reuse_or_empty(had, shape, torch_dtype(layout_[j].dtype),
+    fixed.push_back(reuse_or_empty(had, shape, torch::dtype(torch_dtype(layout_[j].dtype)),
                                    channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
-  torch::Tensor y = reuse_or_empty(on_cpu ? &out->labels : nullptr, {n}, torch::kInt64);
+  torch::Tensor y =
+      reuse_or_empty(on_cpu ? &out->labels : nullptr, {n}, torch::dtype(torch::kInt64));
   out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
   keys_.resize(static_cast<size_t>(n));

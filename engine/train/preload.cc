@@ -5,8 +5,6 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "engine/models/memory_format.h"
-
 namespace recycle {
 
 namespace {
@@ -17,22 +15,11 @@ c10::MemoryFormat format_of(const torch::Tensor& t) {
   return t.dim() == 4 ? t.suggest_memory_format() : c10::MemoryFormat::Contiguous;
 }
 
-// `t` when nothing else refers to it or its memory and it has the shape, dtype and layout of
-// `like` with `n` rows, else a new tensor.
+// A buffer of `n` rows like `like` (its dtype, device and layout): *had when it can be reused.
 torch::Tensor rows_buffer(const torch::Tensor* had, const torch::Tensor& like, int64_t n) {
   std::vector<int64_t> shape = like.sizes().vec();
   shape[0] = n;
-  const c10::MemoryFormat format = format_of(like);
-  const torch::TensorOptions options = like.options().memory_format(format);
-  if (had == nullptr) return torch::empty(shape, options);
-  const torch::Tensor& t = *had;  // not copied: a copy would count as a second reference
-  if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
-      t.storage_offset() == 0 && t.scalar_type() == like.scalar_type() &&
-      t.device() == like.device() && t.sizes().vec() == shape &&
-      t.strides().vec() == strides_in(shape, format)) {
-    return t;
-  }
-  return torch::empty(shape, options);
+  return reuse_or_empty(had, shape, like.options(), format_of(like));
 }
 
 // rows[i] = all[index[i]]: each sample one block of bytes in both (row-major or channels last).
