@@ -442,7 +442,12 @@ Status ActivationStore::get_record(const Key& key, std::string* out) const {
 void ActivationStore::multi_get(const std::vector<Key>& keys,
                                 const std::function<void(size_t, std::string_view)>& fn,
                                 std::vector<Status>* statuses) const {
-  const size_t n = keys.size();
+  multi_get(keys.data(), keys.size(), fn, statuses);
+}
+
+void ActivationStore::multi_get(const Key* keys, size_t n,
+                                const std::function<void(size_t, std::string_view)>& fn,
+                                std::vector<Status>* statuses) const {
   statuses->assign(n, Status());
   if (n == 0) return;
   std::vector<char> key_bytes(n * Key::kBytes);

@@ -107,6 +107,10 @@ class ActivationStore {
   void multi_get(const std::vector<Key>& keys,
                  const std::function<void(size_t, std::string_view)>& fn,
                  std::vector<Status>* statuses) const;
+  // The same for keys[0..n); safe to call from several threads at once.
+  void multi_get(const Key* keys, size_t n,
+                 const std::function<void(size_t, std::string_view)>& fn,
+                 std::vector<Status>* statuses) const;
 
   // The split's index in position order. An empty vector when the split has none.
   Status read_index(const std::string& split, std::vector<IndexEntry>* out) const;

@@ -1,6 +1,7 @@
 // recycle-train's command line.
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
@@ -13,6 +14,7 @@ namespace recycle {
 int train_main(int argc, char** argv) {
   TrainOptions o;
   bool json = false;
+  std::string prefetch = "auto";
   CLI::App app("Trains a model's head from an activation cache (--cache), or from raw data: "
                "--recycle 0 is full fine-tuning, --recycle R --no-cache freezes the prefix and "
                "recomputes it every step.",
@@ -24,10 +26,11 @@ int train_main(int argc, char** argv) {
                  "the --preload split share it (LibTorch and the model come on top)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--prefetch", o.prefetch,
-                 "with --cache: batches loaded ahead on a background thread (0 = load on the "
-                 "training thread)")
-      ->check(CLI::Range(int64_t{0}, int64_t{64}))
+  app.add_option("--prefetch", prefetch,
+                 "with --cache: batches loaded ahead on a background thread (0: each batch "
+                 "loaded on the training thread, across --threads; auto: 2 when the machine "
+                 "has a core beyond --threads, else 0)")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(int64_t{0}, int64_t{64}))
       ->capture_default_str();
   app.add_flag("--preload", o.preload,
                "with --cache: decode the whole training split into memory first (it must fit "
@@ -102,6 +105,7 @@ int train_main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     refuse_width_beside_weights(app);
+    o.prefetch = prefetch == "auto" ? -1 : std::stoll(prefetch);  // checked by its validator
     if (o.cache_dir.empty()) {
       for (const char* flag : {"--memory-budget", "--prefetch", "--preload"}) {
         if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --cache");

@@ -127,11 +127,10 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
     model = &level->model;
     frozen = level->manifest.prefix_blocks;
     if (eval_split.empty()) eval_split = level->manifest.splits.count("test") ? "test" : "none";
-    start_source = std::make_unique<CachedBatches>(*level->store, level->manifest, o.data.split,
-                                                   device);
-    if (o.prefetch > 0) {
-      start_prefetched = std::make_unique<PrefetchedBatches>(*start_source, o.prefetch);
-    }
+    auto cached = std::make_unique<CachedBatches>(*level->store, level->manifest, o.data.split,
+                                                  device);
+    start_prefetched = load_ahead(*cached, o.prefetch);
+    start_source = std::move(cached);
   } else {
     data.emplace(load_dataset(shard));
     ModelOptions mo = o.model;

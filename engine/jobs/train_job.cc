@@ -250,7 +250,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     const auto it = m.splits.find(o.data.split);
     const int64_t preload_samples = o.preload && it != m.splits.end() ? it->second.samples : 0;
     const MemoryPlan plan = plan_memory(o.memory_budget_mb << 20, decoded_sample_bytes(m.layout()),
-                                        o.hyper.batch, o.preload ? 0 : o.prefetch,
+                                        o.hyper.batch, o.preload ? 0 : prefetch_depth(o.prefetch),
                                         preload_samples);
     so.block_cache_bytes = static_cast<size_t>(plan.block_cache_bytes);
     store.reset();
@@ -319,17 +319,18 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
                        parse_memory_format(o.hyper.memory_format, "--memory-format"));
   report.train_samples = cached.size();
   if (o.preload) {
+    cached.set_load_threads(at::get_num_threads());
     PreloadedBatches train(cached);
     fit(train);
-  } else if (o.prefetch > 0) {
-    PrefetchedBatches train(cached, o.prefetch);
-    fit(train);
+  } else if (auto ahead = load_ahead(cached, o.prefetch)) {
+    fit(*ahead);
   } else {
     fit(cached);
   }
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     CachedBatches eval(*store, m, eval_split, device);
+    eval.set_load_threads(at::get_num_threads());
     TextFeatureBatches text_eval(eval);
     BatchSource& source = text ? static_cast<BatchSource&>(text_eval) : eval;
     const EvalResult r = evaluate_module(split.head, source, std::max<int64_t>(o.hyper.batch, 256));

@@ -21,7 +21,9 @@ struct TrainOptions {
   // Memory for the data (--memory-budget, MiB): the prefetch queue, the preloaded split and
   // RocksDB's block cache share it (engine/train/memory_budget.h).
   int64_t memory_budget_mb = 256;
-  int64_t prefetch = 2;             // batches loaded ahead on a background thread; 0 = none
+  // Batches loaded ahead on a background thread; 0: none, each batch loaded on the training
+  // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
+  int64_t prefetch = -1;
   bool preload = false;             // decode the whole training split into memory first
   // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
   // freezes the prefix but recomputes it every step.

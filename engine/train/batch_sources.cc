@@ -1,5 +1,7 @@
 #include "engine/train/batch_sources.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -129,43 +131,66 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     keys_[i] = entries_[indices[i]].key;
     yp[i] = entries_[indices[i]].label;
   }
-  std::string error;
-  store_.multi_get(
-      keys_,
-      [&](size_t i, std::string_view bytes) {
-        if (!error.empty()) return;
-        Status st = parse_record(bytes, &parts_);
-        if (st.ok()) st = check_record_layout(parts_, layout_);
-        if (!st.ok()) {
-          error = "record " + keys_[i].to_hex() + ": " + st.to_string();
-          return;
-        }
-        for (size_t j = 0; j < parts_.size(); ++j) {
-          if (variable_) {
-            torch::Tensor t = torch::empty(parts_[j].shape, torch_dtype(parts_[j].dtype));
-            decode_into(parts_[j], t.data_ptr());
-            per_sample[j][i] = std::move(t);
-          } else if (channels_last(j)) {
-            const std::vector<int64_t>& chw = layout_[j].shape;
-            sample_.resize(static_cast<size_t>(chw[0] * chw[1] * chw[2]));
-            decode_tensor(parts_[j], sample_.data());
-            to_channels_last(sample_.data(), chw[0], chw[1] * chw[2],
-                             reinterpret_cast<float*>(static_cast<char*>(fixed[j].data_ptr()) +
-                                                      static_cast<int64_t>(i) * row_bytes[j]));
-          } else {
-            decode_into(parts_[j], static_cast<char*>(fixed[j].data_ptr()) +
-                                       static_cast<int64_t>(i) * row_bytes[j]);
+  // Samples [begin, end) of the batch: read with one MultiGet, decoded into their rows.
+  auto load_part = [&](Part& part, int64_t begin, int64_t end) {
+    part.error.clear();
+    store_.multi_get(
+        keys_.data() + begin, static_cast<size_t>(end - begin),
+        [&](size_t k, std::string_view bytes) {
+          if (!part.error.empty()) return;
+          const int64_t i = begin + static_cast<int64_t>(k);
+          Status st = parse_record(bytes, &part.tensors);
+          if (st.ok()) st = check_record_layout(part.tensors, layout_);
+          if (!st.ok()) {
+            part.error = "record " + keys_[i].to_hex() + ": " + st.to_string();
+            return;
           }
-        }
-      },
-      &statuses_);
-  if (!error.empty()) throw std::runtime_error("corrupt cache " + store_.dir() + ": " + error);
-  for (size_t i = 0; i < statuses_.size(); ++i) {
-    if (statuses_[i].is_not_found()) {
-      throw std::runtime_error("corrupt cache " + store_.dir() + ": the samples index points to " +
-                               keys_[i].to_hex() + ", which has no record");
+          for (size_t j = 0; j < part.tensors.size(); ++j) {
+            const RecordTensor& rt = part.tensors[j];
+            if (variable_) {
+              torch::Tensor t = torch::empty(rt.shape, torch_dtype(rt.dtype));
+              decode_into(rt, t.data_ptr());
+              per_sample[j][i] = std::move(t);
+              continue;
+            }
+            char* row = static_cast<char*>(fixed[j].data_ptr()) + i * row_bytes[j];
+            if (channels_last(j)) {
+              const std::vector<int64_t>& chw = layout_[j].shape;
+              part.sample.resize(static_cast<size_t>(chw[0] * chw[1] * chw[2]));
+              decode_tensor(rt, part.sample.data());
+              to_channels_last(part.sample.data(), chw[0], chw[1] * chw[2],
+                               reinterpret_cast<float*>(row));
+            } else {
+              decode_into(rt, row);
+            }
+          }
+        },
+        &part.statuses);
+  };
+  // A few samples are not worth a thread: parts of at least 8.
+  const int64_t count = std::clamp<int64_t>(n / 8, 1, load_threads_);
+  if (static_cast<int64_t>(parts_.size()) < count) parts_.resize(static_cast<size_t>(count));
+  auto bound = [&](int64_t p) { return n * p / count; };
+  if (count == 1) {
+    load_part(parts_[0], 0, n);
+  } else {
+    at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) load_part(parts_[p], bound(p), bound(p + 1));
+    });
+  }
+  for (int64_t p = 0; p < count; ++p) {
+    const Part& part = parts_[p];
+    if (!part.error.empty()) throw std::runtime_error("corrupt cache " + store_.dir() + ": " + part.error);
+    for (size_t k = 0; k < part.statuses.size(); ++k) {
+      if (part.statuses[k].is_not_found()) {
+        throw std::runtime_error("corrupt cache " + store_.dir() + ": the samples index points to " +
+                                 keys_[bound(p) + static_cast<int64_t>(k)].to_hex() +
+                                 ", which has no record");
+      }
+      if (!part.statuses[k].ok()) {
+        throw std::runtime_error("cache " + store_.dir() + ": " + part.statuses[k].to_string());
+      }
     }
-    if (!statuses_[i].ok()) throw std::runtime_error("cache " + store_.dir() + ": " + statuses_[i].to_string());
   }
   for (size_t j = 0; j < layout_.size(); ++j) {
     torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,8 +50,21 @@ class CachedBatches final : public BatchSource {
                 c10::MemoryFormat format = c10::MemoryFormat::Contiguous);
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
+  // Loads split a batch into up to `threads` parts, each read (MultiGet) and decoded into its
+  // rows by a thread of ATen's team (at::parallel_for) on the calling thread. Default 1: one
+  // part, no team (what a background loader such as PrefetchedBatches wants, so as not to start
+  // a second OpenMP team beside the training thread's).
+  void set_load_threads(int64_t threads) { load_threads_ = std::max<int64_t>(1, threads); }
 
  private:
+  // Scratch of one part of a batch, reused from batch to batch: no allocation per sample on a
+  // fixed layout.
+  struct Part {
+    std::vector<float> sample;  // one record decoded in [C, H, W] order, before it goes NHWC
+    std::vector<RecordTensor> tensors;
+    std::vector<Status> statuses;
+    std::string error;  // the first record of the part that could not be decoded
+  };
   bool channels_last(size_t j) const;  // layout_[j] is decoded into NHWC batches
 
   const ActivationStore& store_;
@@ -59,11 +73,9 @@ class CachedBatches final : public BatchSource {
   bool variable_ = false;  // some dimension is variable: decode per sample, then pad
   torch::Device device_;
   c10::MemoryFormat format_;
-  // Scratch reused from batch to batch: no allocation per sample on a fixed layout.
-  std::vector<float> sample_;  // one record decoded in [C, H, W] order, before it goes NHWC
-  std::vector<Key> keys_;
-  std::vector<RecordTensor> parts_;
-  std::vector<Status> statuses_;
+  int64_t load_threads_ = 1;
+  std::vector<Key> keys_;  // of the batch being loaded
+  std::vector<Part> parts_;
 };
 
 // Images of a dataset, preprocessed, then through `prefix` (no grad, eval mode) when it has

@@ -8,6 +8,19 @@
 
 namespace recycle {
 
+int64_t prefetch_depth(int64_t requested) {
+  if (requested >= 0) return requested;
+  const int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  return cores > at::get_num_threads() ? 2 : 0;
+}
+
+std::unique_ptr<PrefetchedBatches> load_ahead(CachedBatches& cached, int64_t requested) {
+  const int64_t depth = prefetch_depth(requested);
+  if (depth > 0) return std::make_unique<PrefetchedBatches>(cached, depth);
+  cached.set_load_threads(at::get_num_threads());
+  return nullptr;
+}
+
 PrefetchedBatches::PrefetchedBatches(BatchSource& inner, int64_t depth)
     : inner_(inner), depth_(depth) {
   if (depth < 1) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -77,5 +78,19 @@ class PrefetchedBatches final : public BatchSource {
   int64_t prefetched_ = 0;
   std::thread thread_;
 };
+
+// --prefetch auto: load ahead only when a core is left beside ATen's team.
+constexpr int64_t kAutoPrefetch = -1;
+
+// The depth `requested` means: itself when >= 0; for kAutoPrefetch 2 when the machine has more
+// cores than ATen's team has threads, else 0. On 2 cores with a team of 2, a loading thread
+// takes a core from the step's team, whose other thread then waits at its next barrier: loading
+// on the training thread, across the team, was faster (docs/performance.md, "Reads").
+int64_t prefetch_depth(int64_t requested);
+
+// How `cached` is read for training: for a depth (prefetch_depth) > 0, a PrefetchedBatches over
+// it, returned; for 0, nullptr, and `cached` loads each batch across ATen's team
+// (CachedBatches::set_load_threads).
+std::unique_ptr<PrefetchedBatches> load_ahead(CachedBatches& cached, int64_t requested);
 
 }  // namespace recycle

@@ -136,10 +136,7 @@ void ProgressiveFreezer::open_level(const std::string& dir) {
   std::unique_ptr<ActivationStore> store = open_level_read_only(dir, &m);
   auto cached = std::make_unique<CachedBatches>(*store, m, options_.train_split,
                                                 options_.derive.device);
-  std::unique_ptr<BatchSource> prefetched;
-  if (options_.prefetch > 0) {
-    prefetched = std::make_unique<PrefetchedBatches>(*cached, options_.prefetch);
-  }
+  std::unique_ptr<BatchSource> prefetched = load_ahead(*cached, options_.prefetch);
   source_.set(prefetched ? prefetched.get() : cached.get());
   // The old level's sources go before its store, newest first.
   prefetched_ = std::move(prefetched);

@@ -61,7 +61,7 @@ struct ProgressiveOptions {
   std::string levels_dir;       // where levels go
   DeriveOptions derive;         // how levels are derived from levels
   RawLevelOptions raw;          // how the first level is built from raw data
-  int64_t prefetch = 0;         // batches loaded ahead from a level (0 = none)
+  int64_t prefetch = 0;         // batches loaded ahead from a level, as load_ahead takes it
   std::string train_split = "train";
   // Called with the parameters and floating-point buffers of the blocks about to freeze, before
   // their level is made: a data-parallel job makes them rank 0's on every rank (batch-norm

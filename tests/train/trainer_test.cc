@@ -12,6 +12,7 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "engine/data/sampler.h"
 #include "engine/models/preprocess.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/trainer.h"
@@ -279,6 +280,43 @@ TEST(CachedBatches, LoadsTheSamplesItIsAskedForInThatOrder) {
   EXPECT_EQ(b.features()[0][1][2].item<float>(), 35.0f);
   EXPECT_EQ(b.features()[1][0][0].item<float>(), 0.0f);
   EXPECT_TRUE(torch::equal(b.labels, torch::tensor({1, 0, 1}, torch::kInt64)));
+}
+
+// Loads split into parts, each read and decoded by a thread of ATen's team, give the batches
+// of one thread; a record missing from a later part is named as it is on one thread.
+TEST(CachedBatches, LoadsInPartsOnATeamWithTheValuesOfOneThread) {
+  TempDir tmp;
+  auto store = recycle::testing::write_small_cache(tmp.file("cache"), 90);
+  recycle::Manifest m;
+  ASSERT_OK(store->read_manifest(&m));
+  recycle::CachedBatches one(*store, m, "train", torch::kCPU);
+  recycle::CachedBatches team(*store, m, "train", torch::kCPU);
+  team.set_load_threads(3);
+  std::vector<int64_t> pick = recycle::Sampler(90, true, 7).epoch_order(0);
+  pick.insert(pick.end(), {5, 5, 89});  // a sample twice in a batch, and in two parts
+  Batch a, b;
+  for (const int64_t n : {int64_t{93}, int64_t{23}, int64_t{7}}) {
+    one.load(pick.data(), n, &a);
+    team.load(pick.data(), n, &b);
+    EXPECT_EQ(b.features().sizes(), (std::vector<int64_t>{n, 2, 3}));
+    EXPECT_TRUE(torch::equal(a.features(), b.features())) << n;
+    EXPECT_TRUE(torch::equal(a.labels, b.labels)) << n;
+  }
+  EXPECT_EQ(b.features()[0][1][2].item<float>(), pick[0] * 10.0f + 5.0f);
+  {
+    recycle::ActivationStore::Batch batch(*store);
+    batch.delete_record({1, static_cast<uint64_t>(pick[80])});
+    ASSERT_OK(store->write(&batch));
+  }
+  for (recycle::CachedBatches* source : {&one, &team}) {
+    try {
+      source->load(pick.data(), 93, &b);
+      FAIL();
+    } catch (const std::runtime_error& e) {
+      const std::string want = recycle::Key{1, static_cast<uint64_t>(pick[80])}.to_hex() + ", which has no record";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
