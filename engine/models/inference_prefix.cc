@@ -73,20 +73,55 @@ nn::Conv2d fold(const nn::Conv2d& conv, const nn::BatchNorm2d& bn, torch::Memory
 
 }  // namespace
 
+// A convolution with its batch norm folded in. With oneDNN weights (kMkldnn) it takes and
+// gives oneDNN tensors; otherwise strided ones, through the module.
+struct FoldedConv {
+  nn::Conv2d conv{nullptr};
+  torch::Tensor mkldnn_weight, mkldnn_bias;  // reordered once for oneDNN (use_mkldnn)
+  std::vector<int64_t> padding;
+
+  explicit operator bool() const { return !conv.is_empty(); }
+  // False (and nothing changed) when the padding is not explicit sizes.
+  bool use_mkldnn() {
+    const auto& o = conv->options;
+    const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
+    if (pad == nullptr) return false;
+    padding.assign((*pad)->begin(), (*pad)->end());
+    mkldnn_weight = at::mkldnn_reorder_conv2d_weight(conv->weight.contiguous().to_mkldnn(),
+                                                     padding, *o.stride(), *o.dilation(), o.groups());
+    mkldnn_bias = conv->bias.to_mkldnn();
+    return true;
+  }
+  torch::Tensor operator()(const torch::Tensor& x) {
+    if (!mkldnn_weight.defined()) return conv->forward(x);
+    const auto& o = conv->options;
+    return at::mkldnn_convolution(x, mkldnn_weight, mkldnn_bias, padding, *o.stride(), *o.dilation(),
+                                  o.groups());
+  }
+};
+
 // One block of the prefix. Folded: [relu(stem(x))], then relu(c2(relu(c1(x))) + shortcut),
 // the shortcut being down(x) or x. Not folded: `plain`.
 struct InferencePrefix::Step {
   bool folded = false;
-  nn::Conv2d stem{nullptr}, c1{nullptr}, c2{nullptr}, down{nullptr};
+  FoldedConv stem, c1, c2, down;
   nn::AnyModule plain;
 
   torch::Tensor run(torch::Tensor x) {
     if (!folded) return plain.forward(x);
-    if (stem) x = stem->forward(x).relu_();
-    torch::Tensor y = c1->forward(x).relu_();
-    y = c2->forward(y);
-    y.add_(down ? down->forward(x) : x);
+    if (stem) x = stem(x).relu_();
+    torch::Tensor y = c1(x).relu_();
+    y = c2(y);
+    y.add_(down ? down(x) : x);
     return y.relu_();
+  }
+  // Reorders the folded convolutions' weights for oneDNN; false when one cannot be.
+  bool use_mkldnn() {
+    if (!folded) return false;
+    for (FoldedConv* c : {&stem, &c1, &c2, &down}) {
+      if (*c && !c->use_mkldnn()) return false;
+    }
+    return true;
   }
 };
 
@@ -107,10 +142,10 @@ bool fold_basic(const nn::Module& module, torch::MemoryFormat format, InferenceP
     const nn::Conv2d dc = as_conv(c, "down_conv");
     const nn::BatchNorm2d db = as_bn(c, "down_bn");
     if (!dc || !db) return false;
-    s->down = fold(dc, db, format);
+    s->down.conv = fold(dc, db, format);
   }
-  s->c1 = fold(conv1, bn1, format);
-  s->c2 = fold(conv2, bn2, format);
+  s->c1.conv = fold(conv1, bn1, format);
+  s->c2.conv = fold(conv2, bn2, format);
   return true;
 }
 
@@ -121,19 +156,29 @@ bool fold_stem(const nn::Module& module, torch::MemoryFormat format, InferencePr
   const nn::Conv2d conv = as_conv(c, "stem_conv");
   const nn::BatchNorm2d bn = as_bn(c, "stem_bn");
   if (!conv || !bn || !fold_basic(*c.at("block"), format, s)) return false;
-  s->stem = fold(conv, bn, format);
+  s->stem.conv = fold(conv, bn, format);
   return true;
 }
 
 }  // namespace
 
-InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
-                                 torch::MemoryFormat format)
-    : format_(format) {
+InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks, PrefixLayout layout)
+    : layout_(layout) {
   if (prefix_blocks < 0 || prefix_blocks > model.num_blocks()) {
     throw std::invalid_argument("a prefix of " + std::to_string(prefix_blocks) +
                                 " blocks in a model of " + std::to_string(model.num_blocks()));
   }
+  // oneDNN's layout is for the CPU and for a prefix folded throughout; otherwise channels last.
+  bool on_cpu = true;
+  for (int64_t i = 0; i < prefix_blocks; ++i) {
+    for (const torch::Tensor& p : model.blocks[i].ptr()->parameters()) on_cpu = on_cpu && p.device().is_cpu();
+  }
+  if (layout_ == PrefixLayout::kMkldnn && (!at::hasMKLDNN() || !on_cpu)) {
+    layout_ = PrefixLayout::kChannelsLast;
+  }
+  const torch::MemoryFormat format = layout_ == PrefixLayout::kContiguous
+                                         ? torch::MemoryFormat::Contiguous
+                                         : torch::MemoryFormat::ChannelsLast;
   for (int64_t i = 0; i < prefix_blocks; ++i) {
     auto step = std::make_unique<Step>();
     const nn::Module& block = *model.blocks[i].ptr();
@@ -144,6 +189,20 @@ InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
     }
     steps_.push_back(std::move(step));
   }
+  if (layout_ == PrefixLayout::kMkldnn) {
+    c10::InferenceMode inference;
+    for (const auto& step : steps_) {
+      if (!step->use_mkldnn()) {
+        for (const auto& s : steps_) {
+          for (FoldedConv* c : {&s->stem, &s->c1, &s->c2, &s->down}) {
+            c->mkldnn_weight = c->mkldnn_bias = torch::Tensor();
+          }
+        }
+        layout_ = PrefixLayout::kChannelsLast;
+        break;
+      }
+    }
+  }
 }
 
 InferencePrefix::~InferencePrefix() = default;
@@ -152,7 +211,14 @@ InferencePrefix& InferencePrefix::operator=(InferencePrefix&&) noexcept = defaul
 
 torch::Tensor InferencePrefix::forward(const torch::Tensor& x) const {
   c10::InferenceMode inference;
-  torch::Tensor h = in_memory_format(x, format_);
+  if (layout_ == PrefixLayout::kMkldnn) {
+    torch::Tensor h = x.to(torch::kFloat32).contiguous().to_mkldnn();
+    for (const auto& step : steps_) h = step->run(h);
+    return h.to_dense();  // NCHW, contiguous
+  }
+  torch::Tensor h = in_memory_format(x, layout_ == PrefixLayout::kContiguous
+                                            ? torch::MemoryFormat::Contiguous
+                                            : torch::MemoryFormat::ChannelsLast);
   for (const auto& step : steps_) h = step->run(h);
   return h.contiguous();
 }

@@ -27,12 +27,22 @@ namespace recycle {
 
 constexpr double kInferencePrefixTolerance = 1e-4;
 
+// How the activations are laid out while the prefix runs.
+enum class PrefixLayout {
+  kContiguous,    // strided NCHW
+  kChannelsLast,  // strided NHWC
+  // oneDNN's own (blocked) layout end to end, its convolution weights reordered for it once:
+  // no reorder between the blocks. CPU only, and only when every block folds; otherwise the
+  // prefix runs channels last.
+  kMkldnn,
+};
+
 class InferencePrefix {
  public:
-  // The first `prefix_blocks` blocks of `model`, folded. format: the memory format the images
-  // and activations run in (ChannelsLast or Contiguous).
+  // The first `prefix_blocks` blocks of `model`, folded, run in `layout` (or channels last,
+  // see PrefixLayout::kMkldnn).
   InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
-                  torch::MemoryFormat format = kDefaultFormat);
+                  PrefixLayout layout = kDefaultLayout);
   ~InferencePrefix();
   InferencePrefix(InferencePrefix&&) noexcept;
   InferencePrefix& operator=(InferencePrefix&&) noexcept;
@@ -44,16 +54,16 @@ class InferencePrefix {
 
   int64_t blocks() const;         // blocks in the prefix
   int64_t folded_blocks() const;  // of them, how many were folded (the rest run as they are)
-  torch::MemoryFormat format() const { return format_; }
+  PrefixLayout layout() const { return layout_; }  // the one it runs in
 
-  // The faster of the two formats on this machine's CPU build (measured, docs/performance.md).
-  static constexpr torch::MemoryFormat kDefaultFormat = torch::MemoryFormat::ChannelsLast;
+  // The fastest layout on this machine's CPU build (measured, docs/performance.md).
+  static constexpr PrefixLayout kDefaultLayout = PrefixLayout::kMkldnn;
 
   struct Step;  // one block, folded or not (inference_prefix.cc)
 
  private:
   std::vector<std::unique_ptr<Step>> steps_;
-  torch::MemoryFormat format_;
+  PrefixLayout layout_;
 };
 
 }  // namespace recycle

@@ -1,5 +1,5 @@
-// The inference prefix (batch norms folded, InferenceMode, channels-last or contiguous)
-// against the plain prefix, on the real ResNet-18 blocks with non-trivial batch norms.
+// The inference prefix (batch norms folded, InferenceMode; oneDNN's layout, channels last or
+// contiguous) against the plain prefix, on the real ResNet-18 blocks with non-trivial batch norms.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -32,13 +32,14 @@ void randomise_batch_norms(BlockModel& model) {
 
 double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
-void expect_matches_plain(double ratio, torch::MemoryFormat format) {
+void expect_matches_plain(double ratio, recycle::PrefixLayout layout) {
   torch::manual_seed(7);
   BlockModel model = recycle::make_encoder("resnet18:width=16,in_channels=1", 10);
   randomise_batch_norms(model);
   const int64_t blocks = recycle::prefix_blocks_for_ratio(model, ratio);
   recycle::SplitModel split = recycle::split_block_model(model, blocks);
-  const InferencePrefix fast(model, blocks, format);
+  const InferencePrefix fast(model, blocks, layout);
+  EXPECT_EQ(fast.layout(), layout);
   EXPECT_EQ(fast.blocks(), blocks);
   EXPECT_EQ(fast.folded_blocks(), blocks);  // every ResNet-18 block folds
 
@@ -63,15 +64,21 @@ void expect_matches_plain(double ratio, torch::MemoryFormat format) {
   EXPECT_TRUE(torch::equal(split.prefix->forward(x), want));
 }
 
+TEST(InferencePrefix, MatchesThePlainPrefixInOneDnnLayout) {
+  ASSERT_TRUE(at::hasMKLDNN()) << "this LibTorch has no oneDNN: the build would run channels last";
+  EXPECT_EQ(InferencePrefix::kDefaultLayout, recycle::PrefixLayout::kMkldnn);
+  for (double ratio : {0.25, 0.5, 0.75}) expect_matches_plain(ratio, recycle::PrefixLayout::kMkldnn);
+}
+
 TEST(InferencePrefix, MatchesThePlainPrefixChannelsLast) {
   for (double ratio : {0.25, 0.5, 0.75}) {
-    expect_matches_plain(ratio, torch::MemoryFormat::ChannelsLast);
+    expect_matches_plain(ratio, recycle::PrefixLayout::kChannelsLast);
   }
 }
 
 TEST(InferencePrefix, MatchesThePlainPrefixContiguous) {
   for (double ratio : {0.25, 0.5, 0.75}) {
-    expect_matches_plain(ratio, torch::MemoryFormat::Contiguous);
+    expect_matches_plain(ratio, recycle::PrefixLayout::kContiguous);
   }
 }
 
@@ -99,6 +106,7 @@ TEST(InferencePrefix, RunsUnknownBlocksAsTheyAre) {
   model.blocks = {torch::nn::AnyModule(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 3)))};
   const InferencePrefix fast(model, 1);
   EXPECT_EQ(fast.folded_blocks(), 0);
+  EXPECT_EQ(fast.layout(), recycle::PrefixLayout::kChannelsLast);  // oneDNN's needs all folded
   const torch::Tensor x = torch::randn({2, 1, 8, 8});
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::allclose(fast.forward(x), model.blocks[0].forward(x), 1e-5, 1e-6));
