@@ -21,8 +21,31 @@ using nlohmann::json;
 
 namespace {
 
-void append(std::vector<double>* to, const json& values) {
-  for (const json& v : values) to->push_back(v.get<double>());
+// Seconds measured round by round (epochs of one run, or one build).
+struct Rounds {
+  std::vector<std::vector<double>> rounds;
+
+  void add(const json& seconds) {
+    rounds.push_back(seconds.is_array() ? seconds.get<std::vector<double>>()
+                                        : std::vector<double>{seconds.get<double>()});
+  }
+  std::vector<double> all() const {
+    std::vector<double> out;
+    for (const auto& r : rounds) out.insert(out.end(), r.begin(), r.end());
+    return out;
+  }
+  json to_json() const { return all(); }
+};
+
+// The median over rounds of (median of `num` in a round) / (median of `den` in the same round).
+// A round runs both side by side, so a machine that slows down for a while (these shared ones
+// do, by 10-40% for minutes) slows both sides of a ratio, not one.
+double paired_ratio(const Rounds& num, const Rounds& den) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < std::min(num.rounds.size(), den.rounds.size()); ++r) {
+    ratios.push_back(median(num.rounds[r]) / median(den.rounds[r]));
+  }
+  return median(ratios);
 }
 
 // One row of the table: a measured value against its target.
@@ -84,11 +107,11 @@ class TargetBench {
                                        "5-9", "--limit", std::to_string(o_.samples), "--weights",
                                        o_.weights, "--recycle", "0", "--eval-split", "none"};
       for (const auto& f : train_flags(o_.epochs, round)) full.push_back(f);
-      append(&engine_full_, run_child(full, o_.out).result.at("epoch_seconds"));
+      engine_full_.add(run_child(full, o_.out).result.at("epoch_seconds"));
 
       note("engine: build at 0.5" + of);
       const json b = build(cache, "train", 0.5, "fp32", "5-9", o_.samples).result;
-      build_seconds_.push_back(b.at("seconds").get<double>());
+      build_seconds_.add(b.at("seconds"));
       if (b.contains("prefix_seconds")) prefix_share_.push_back(b.at("prefix_seconds").get<double>() / b.at("seconds").get<double>());
 
       for (const bool preload : {false, true}) {
@@ -96,17 +119,17 @@ class TargetBench {
         std::vector<std::string> head = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
         if (preload) head.push_back("--preload");
         for (const auto& f : train_flags(o_.epochs, round)) head.push_back(f);
-        append(preload ? &engine_preloaded_ : &engine_head_, run_child(head, o_.out).result.at("epoch_seconds"));
+        (preload ? engine_preloaded_ : engine_head_).add(run_child(head, o_.out).result.at("epoch_seconds"));
       }
 
       note("engine: build of the whole training split at 0.5" + of);
       const json whole = build(path("targets-r50-all"), "train", 0.5, "fp16", "5-9", 0).result;
-      whole_build_seconds_.push_back(whole.at("seconds").get<double>());
+      whole_build_seconds_.add(whole.at("seconds"));
       whole_samples_ = whole.at("samples").get<int64_t>();
       note("eager PyTorch peer: prefix pass over the whole split" + of);
-      peer_whole_prefix_.push_back(run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit", "0",
+      peer_whole_prefix_.add(run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit", "0",
                                               "--prefix-only", "--threads", threads},
-                                             o_.out).result.at("prefix_seconds").get<double>());
+                                             o_.out).result.at("prefix_seconds"));
 
       note("eager PyTorch peer" + of);
       const json p = run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit",
@@ -114,9 +137,9 @@ class TargetBench {
                                 "--batch", std::to_string(o_.batch), "--threads", threads,
                                 "--seed", std::to_string(round)},
                                o_.out).result;
-      append(&peer_full_, p.at("full_epoch_seconds"));
-      append(&peer_head_, p.at("head_epoch_seconds"));
-      peer_prefix_.push_back(p.at("prefix_seconds").get<double>());
+      peer_full_.add(p.at("full_epoch_seconds"));
+      peer_head_.add(p.at("head_epoch_seconds"));
+      peer_prefix_.add(p.at("prefix_seconds"));
     }
   }
 
@@ -168,18 +191,19 @@ class TargetBench {
 
   void report() {
     std::vector<Target> t;
-    const double head = median(peer_head_) / median(engine_head_);
-    t.push_back({"head epoch at 0.5 from the cache / the peer's from in-memory activations", head,
-                 "x", true, 1.2, "peer median epoch s / engine median epoch s"});
-    t.push_back({"full fine-tuning epoch / the peer's", median(peer_full_) / median(engine_full_),
-                 "x", true, 1.0, "peer median epoch s / engine median epoch s"});
+    // Speed ratios: paired round by round (paired_ratio), medians over the rounds.
+    t.push_back({"head epoch at 0.5 from the cache / the peer's from in-memory activations",
+                 paired_ratio(peer_head_, engine_head_), "x", true, 1.2,
+                 "peer median epoch s / engine median epoch s, per round"});
+    t.push_back({"full fine-tuning epoch / the peer's", paired_ratio(peer_full_, engine_full_),
+                 "x", true, 1.0, "peer median epoch s / engine median epoch s, per round"});
     t.push_back({"head epoch from the cache / from the same split preloaded in memory",
-                 median(engine_preloaded_) / median(engine_head_), "x", true, 0.97,
-                 "preloaded median epoch s / cache median epoch s"});
+                 paired_ratio(engine_preloaded_, engine_head_), "x", true, 0.97,
+                 "preloaded median epoch s / cache median epoch s, per round"});
     t.push_back({"recycle-build at 0.5 of the whole split (" + std::to_string(whole_samples_) +
                      " samples) / the peer's no-grad prefix pass over it",
-                 median(peer_whole_prefix_) / median(whole_build_seconds_), "x", true, 1.5,
-                 "peer prefix s / engine build report s (fp16 records)"});
+                 paired_ratio(peer_whole_prefix_, whole_build_seconds_), "x", true, 1.5,
+                 "peer prefix s / engine build report s (fp16 records), per round"});
     t.push_back({"int8 record bytes / fp32", record_bytes_.at("int8") / record_bytes_.at("fp32"),
                  "x", false, 0.3, "bytes per record, 0.5 cache"});
     t.push_back({"int8 test accuracy - fp32 (mean of " + std::to_string(o_.seeds) +
@@ -210,7 +234,7 @@ class TargetBench {
          << (x.met() ? "yes" : "**no**") << " |\n";
       j["targets"].push_back(x.to_json());
     }
-    const double small_build = median(peer_prefix_) / median(build_seconds_);
+    const double small_build = paired_ratio(peer_prefix_, build_seconds_);
     md << "\nrecycle-build of " << o_.samples << " samples (fp32 records) / the peer's prefix pass "
        << "over them: " << fmt(small_build, 2) << "x";
     j["build_over_peer_prefix_samples"] = small_build;
@@ -230,13 +254,14 @@ class TargetBench {
                              {"budget_mb", o_.budget_mb}, {"peak_rss_mb", m.peak_mb},
                              {"samples_per_s", m.samples_per_s}});
     }
-    j["epoch_seconds"] = {{"engine_full", engine_full_}, {"peer_full", peer_full_},
-                          {"engine_head_cache", engine_head_}, {"engine_head_preloaded", engine_preloaded_},
-                          {"peer_head", peer_head_}};
-    j["build_seconds"] = build_seconds_;
-    j["whole_split_build_seconds"] = whole_build_seconds_;
-    j["peer_whole_split_prefix_seconds"] = peer_whole_prefix_;
-    j["peer_prefix_seconds"] = peer_prefix_;
+    j["epoch_seconds"] = {{"engine_full", engine_full_.rounds}, {"peer_full", peer_full_.rounds},
+                          {"engine_head_cache", engine_head_.rounds},
+                          {"engine_head_preloaded", engine_preloaded_.rounds},
+                          {"peer_head", peer_head_.rounds}};
+    j["build_seconds"] = build_seconds_.to_json();
+    j["whole_split_build_seconds"] = whole_build_seconds_.to_json();
+    j["peer_whole_split_prefix_seconds"] = peer_whole_prefix_.to_json();
+    j["peer_prefix_seconds"] = peer_prefix_.to_json();
     j["accuracy"] = accuracy_;
     j["record_bytes"] = record_bytes_;
     j["options"] = {{"samples", o_.samples}, {"epochs", o_.epochs}, {"rounds", o_.rounds},
@@ -256,9 +281,10 @@ class TargetBench {
   };
 
   TargetBenchOptions o_;
-  std::vector<double> engine_full_, engine_head_, engine_preloaded_, build_seconds_, prefix_share_;
-  std::vector<double> peer_full_, peer_head_, peer_prefix_;
-  std::vector<double> whole_build_seconds_, peer_whole_prefix_;
+  Rounds engine_full_, engine_head_, engine_preloaded_, build_seconds_;
+  std::vector<double> prefix_share_;
+  Rounds peer_full_, peer_head_, peer_prefix_;
+  Rounds whole_build_seconds_, peer_whole_prefix_;
   int64_t whole_samples_ = 0;
   std::map<std::string, double> record_bytes_;
   std::map<std::string, std::vector<double>> accuracy_;
