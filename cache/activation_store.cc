@@ -277,6 +277,9 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   db_options.create_if_missing = false;
   db_options.create_missing_column_families = !options.read_only;
   db_options.paranoid_checks = true;
+  // Column families flush together: unlogged writes (write_unlogged) lost in a crash are the
+  // latest ones in every family, never an index entry without its record.
+  db_options.atomic_flush = true;
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 3;
   // Every table file is opened when the cache is opened, so a reader's view never depends on
@@ -549,8 +552,21 @@ uint64_t ActivationStore::disk_bytes() const {
 Status ActivationStore::write(Batch* batch, bool sync) {
   if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
   if (&batch->store_ != this) return Status::invalid_argument("batch belongs to another cache");
+  if (unlogged_) {
+    const Status st = flush();
+    if (!st.ok()) return st;
+  }
   rocksdb::WriteOptions wo;
   wo.sync = sync;
+  return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
+}
+
+Status ActivationStore::write_unlogged(Batch* batch) {
+  if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
+  if (&batch->store_ != this) return Status::invalid_argument("batch belongs to another cache");
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  unlogged_ = true;
   return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
 }
 
@@ -692,7 +708,10 @@ Status RecordFileWriter::finish() {
 Status ActivationStore::flush() {
   if (read_only_) return Status();
   rocksdb::FlushOptions fo;
-  return from_rocks(db_->Flush(fo, handles_), "flushing cache " + dir_);
+  const bool unlogged = unlogged_.exchange(false);
+  const Status st = from_rocks(db_->Flush(fo, handles_), "flushing cache " + dir_);
+  if (!st.ok() && unlogged) unlogged_ = true;
+  return st;
 }
 
 Status ActivationStore::compact_records() {

@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,7 @@ struct StoreOptions {
   bool read_only = false;               // open with DB::OpenForReadOnly
   bool create_if_missing = true;        // writers only
   size_t block_cache_bytes = 64 << 20;  // LRU block cache shared by the column families
-  std::string compression = "lz4";      // records' compression: none, lz4, zstd
+  std::string compression = "none";     // records' compression: none, lz4, zstd
 };
 
 struct IndexEntry {
@@ -128,8 +129,16 @@ class ActivationStore {
   // Live SST and WAL bytes on disk.
   uint64_t disk_bytes() const;
 
-  // Applies the batch atomically. sync: wait for the WAL to reach the disk.
+  // Applies the batch atomically. sync: wait for the WAL to reach the disk. Unlogged writes
+  // before it are flushed first, so it never survives a crash without them.
   Status write(Batch* batch, bool sync = false);
+  // Applies the batch atomically without RocksDB's write-ahead log, for bulk writes (a build's
+  // records: half the bytes written). Durable once flushed: a crash before the next flush
+  // (memtables fill and flush on their own, or flush()) loses it and the unlogged writes after
+  // the last flush. The column families flush together (atomic flush), so what a crash leaves
+  // is a prefix of the writes, whole batches, as with the log. Safe beside readers; one
+  // writing thread at a time, as for write().
+  Status write_unlogged(Batch* batch);
 
   // The cache's staging area, DIR/recycle-staging (kStagingDirName in cache/cache_dir.h): where
   // record files to ingest are made. Not created here. A writer's open empties it (whatever is
@@ -171,6 +180,7 @@ class ActivationStore {
   std::string dir_;       // as the caller named it, for messages
   std::string real_dir_;  // with symbolic links followed
   bool read_only_ = false;
+  std::atomic<bool> unlogged_{false};  // unlogged writes since the last flush
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
 };

@@ -115,7 +115,7 @@ case_ "--recycle 0.3 (between blocks)" 2 "$good" "$bin/recycle-build" --data fas
 case_ "--seed -1" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --seed -1
 case_ "--lr 0" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 0
 case_ "--lr 1e308" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 1e308
-case_ "--memory-budget 16 with --batch 4096 (the prefetch queue alone is larger)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --memory-budget 16 --batch 4096
+case_ "--memory-budget 16 with --batch 4096 (the batches alone are larger)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --memory-budget 16 --batch 4096
 case_ "--preload without --cache" 2 "" "$bin/recycle-train" --data fashion-mnist --split test --preload
 case_ "recycle-train --weights other than the cache's" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --weights "$work/enc.pt"
 cp "$work/enc.pt" "$work/bad.pt"; size=$(stat -c %s "$work/bad.pt")
@@ -139,7 +139,7 @@ if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpf
   case_ "a cache on a read-only filesystem (build)" 1 "$work/ro/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 100 --recycle 0.5 --cache "$work/ro/cache"
   mkdir -p "$work/full" && mount -t tmpfs -o size=256m tmpfs "$work/full" && mounts+=("$work/full")
   "$bin/recycle-build" --data fashion-mnist --split test --limit 100 --recycle 0.5 --cache "$work/full/cache" >/dev/null 2>&1
-  case_ "a disk filling up during a build (256 MB filesystem, 8,000 records of 12.5 KB)" 1 "$work/full/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 8000 --recycle 0.5 --cache "$work/full/cache"
+  case_ "a disk filling up during a build (256 MB filesystem, 24,000 records of 12.5 KB)" 1 "$work/full/cache" "$bin/recycle-build" --data fashion-mnist --split train --limit 24000 --recycle 0.5 --cache "$work/full/cache"
   if ! "$bin/recycle-inspect" --cache "$work/full/cache" --verify --json | tail -n 1 \
        | jq -e '.splits.test.complete and .splits.test.samples == 100 and .corrupt == 0' >/dev/null; then
     echo "FAIL: the split built before the disk filled is no longer complete" >&2; failures=$((failures + 1))

@@ -18,7 +18,10 @@ struct BuildOptions {
   std::string split_at;        // name of the prefix's last block (instead of recycle)
   std::string keyer;           // keyer spec; "" = xxh3 for images, text for text data
   std::string codec = "fp16";  // fp32 | fp16 | bf16 | int8
-  std::string compression = "lz4";  // RocksDB's compression of the records written: none | lz4 | zstd
+  // RocksDB's compression of the records written: none | lz4 | zstd. None: float activations
+  // gained 11% (fp16) to 20% (fp32) from lz4 and int8 nothing, at about 18% of a build's time
+  // (docs/performance.md).
+  std::string compression = "none";
   std::string cache_dir;
   int64_t batch = 256;         // samples per prefix forward and per write batch
   int threads = 0;             // 0 = every core

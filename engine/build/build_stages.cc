@@ -204,6 +204,14 @@ void write(BuildState& s, ActivationStore::Batch* batch, bool sync = false) {
   ++s.writes;
 }
 
+// A chunk's records and index entries, without the write-ahead log: a crash loses the chunks
+// written since the last flush, which a rerun computes again (plan_split resumes from the index
+// that survived; records and index flush together).
+void write_unlogged(BuildState& s, ActivationStore::Batch* batch) {
+  s.store->write_unlogged(batch).throw_if_error();
+  ++s.writes;
+}
+
 }  // namespace
 
 void load_inputs(BuildState& s) {
@@ -492,7 +500,7 @@ StagedWrite stage_write(BuildState& s, BuildChunk* chunk) {
 
 void write_staged(BuildState& s, StagedWrite* w) {
   check_free_space(s.options.cache_dir, w->batch->record_bytes());
-  write(s, w->batch.get());
+  write_unlogged(s, w->batch.get());
   if (s.progress) s.progress->advance(w->samples);
 }
 
@@ -557,7 +565,7 @@ void finish_split(BuildState& s) {
   s.manifest.splits[s.options.data.split].complete = true;
   ActivationStore::Batch last(*s.store);
   last.put_manifest(s.manifest);
-  write(s, &last, /*sync=*/true);
+  write(s, &last, /*sync=*/true);  // flushes the chunks' unlogged writes first
   s.store->flush().throw_if_error();
 }
 

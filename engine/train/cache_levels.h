@@ -55,7 +55,7 @@ std::string derived_fingerprint(const std::string& base, const std::string& bloc
 
 struct DeriveOptions {
   int64_t batch = 256;          // samples per forward and per write batch
-  std::string compression = "lz4";
+  std::string compression = "none";  // as BuildOptions::compression
   bool progress = false;        // a progress bar per split on stderr
   torch::Device device = torch::kCPU;
 };
@@ -74,7 +74,7 @@ struct RawLevelOptions {
   DatasetOptions data;          // the training split as the run reads it
   std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
   std::string codec = "fp16";
-  std::string compression = "lz4";
+  std::string compression = "none";  // as BuildOptions::compression
   int64_t batch = 256;
   int threads = 0;
   bool progress = false;

@@ -1,14 +1,18 @@
 // Reliability: builds killed with SIGKILL at random moments resume to exactly the cache an
 // uninterrupted build makes; flipped bytes in a cache's files are detected and never trained
 // on; readers opening a cache while a build appends to it see whole records only.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cache/activation_store.h"
@@ -92,14 +96,45 @@ void expect_same_cache(const Snapshot& got, const Snapshot& want, const std::str
   std::cout << what << ": " << bit_equal << "/" << want.records.size() << " records bit-equal\n";
 }
 
-// Bytes of the regular files under dir (0 while it does not exist).
-uint64_t dir_bytes(const std::string& dir) {
-  std::error_code ec;
-  uint64_t total = 0;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file(ec)) total += it->file_size(ec);
+// CPU seconds (user + system, all threads) `pid` has used, from /proc/PID/stat; -1 when gone.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind(')') == std::string::npos) return -1;
+  std::istringstream rest(line.substr(line.rfind(')') + 2));  // from field 3, the state
+  std::string field;
+  unsigned long long user = 0, system = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) user = std::stoull(field);
+    if (i == 15) system = std::stoull(field);
   }
-  return total;
+  return static_cast<double>(user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+bool cache_exists(const std::string& dir) { return fs::exists(fs::path(dir) / "CURRENT"); }
+
+// Runs recycle-build on `args` until it exits, or until it has used `kill_after` CPU seconds
+// since its cache appeared (then SIGKILL). Returns its exit code (-signal), and in `*span` the
+// CPU seconds it used from the cache's appearance to its end.
+int run_build(const std::vector<std::string>& args, const std::string& cache, double kill_after,
+              double* span = nullptr) {
+  const pid_t pid = recycle::testing::spawn_tool("recycle-build", args);
+  double at_cache = -1, last = 0;
+  while (true) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      if (span) *span = at_cache < 0 ? 0 : last - at_cache;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    const double cpu = cpu_seconds(pid);
+    if (cpu >= 0) last = cpu;
+    if (at_cache < 0 && cache_exists(cache)) at_cache = last;
+    if (at_cache >= 0 && last - at_cache >= kill_after) {
+      kill(pid, SIGKILL);
+      return recycle::testing::wait_tool(pid);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 TEST(Reliability, KilledBuildsResumeToTheSameCache) {
@@ -107,15 +142,14 @@ TEST(Reliability, KilledBuildsResumeToTheSameCache) {
   TempDir dir;
   const int64_t samples = 2000;
   const std::string ref = dir.file("reference");
-  ASSERT_EQ(recycle::testing::wait_tool(
-                recycle::testing::spawn_tool("recycle-build", build_args(ref, samples))),
-            0);
+  // The moments to kill at are drawn as fractions of the CPU time the reference build used
+  // once its cache existed (the chunks' writes, unlogged, reach the files only at flushes), so
+  // they do not depend on how busy the machine is.
+  double span = 0;
+  ASSERT_EQ(run_build(build_args(ref, samples), ref, 1e9, &span), 0);
   const Snapshot want = snapshot(ref, "test");
   ASSERT_EQ(static_cast<int64_t>(want.index.size()), samples);
-  // What the build writes to its WAL before the final flush: the moments to kill at are drawn
-  // as fractions of it, so they do not depend on how busy the machine is.
-  uint64_t wal_bytes = 0;
-  for (const auto& [key, bytes] : want.records) wal_bytes += bytes.size();
+  ASSERT_GT(span, 0.0);
 
   std::mt19937 rng(20261122);
   std::uniform_real_distribution<double> when(0.0, 1.1);
@@ -123,24 +157,7 @@ TEST(Reliability, KilledBuildsResumeToTheSameCache) {
   int no_cache_yet = 0, incomplete = 0, finished = 0, failed_open_or_verify = 0;
   for (int t = 0; t < trials; ++t) {
     const std::string cache = dir.file("kill-" + std::to_string(t));
-    const uint64_t target = static_cast<uint64_t>(when(rng) * static_cast<double>(wal_bytes));
-    const pid_t pid = recycle::testing::spawn_tool("recycle-build", build_args(cache, samples));
-    int code = 0;
-    bool exited = false;
-    while (true) {
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        exited = true;
-        code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-        break;
-      }
-      if (dir_bytes(cache) >= target) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (!exited) {
-      kill(pid, SIGKILL);
-      code = recycle::testing::wait_tool(pid);
-    }
+    const int code = run_build(build_args(cache, samples), cache, when(rng) * span);
 
     if (!fs::exists(fs::path(cache) / "CURRENT")) {
       ++no_cache_yet;  // killed before RocksDB made the cache: nothing to check but the rerun
