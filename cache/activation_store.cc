@@ -549,24 +549,21 @@ uint64_t ActivationStore::disk_bytes() const {
   return total;
 }
 
-Status ActivationStore::write(Batch* batch, bool sync) {
+Status ActivationStore::write(Batch* batch, bool sync) { return apply(batch, sync, /*logged=*/true); }
+
+Status ActivationStore::write_unlogged(Batch* batch) { return apply(batch, false, /*logged=*/false); }
+
+Status ActivationStore::apply(Batch* batch, bool sync, bool logged) {
   if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
   if (&batch->store_ != this) return Status::invalid_argument("batch belongs to another cache");
-  if (unlogged_) {
+  if (logged && unlogged_) {
     const Status st = flush();
     if (!st.ok()) return st;
   }
   rocksdb::WriteOptions wo;
   wo.sync = sync;
-  return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
-}
-
-Status ActivationStore::write_unlogged(Batch* batch) {
-  if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
-  if (&batch->store_ != this) return Status::invalid_argument("batch belongs to another cache");
-  rocksdb::WriteOptions wo;
-  wo.disableWAL = true;
-  unlogged_ = true;
+  wo.disableWAL = !logged;
+  if (!logged) unlogged_ = true;
   return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
 }
 

@@ -25,9 +25,9 @@
 // links; a dangling link is refused.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
-#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -177,6 +177,9 @@ class ActivationStore {
   // are there, else takes the manifest's counts back. Called by open() for writers (which then
   // empties the staging area) and by ingest_records.
   Status settle_pending_ingest();
+  // write() (logged: unlogged writes flushed first) and write_unlogged().
+  Status apply(Batch* batch, bool sync, bool logged);
+
   std::string dir_;       // as the caller named it, for messages
   std::string real_dir_;  // with symbolic links followed
   bool read_only_ = false;

@@ -199,14 +199,14 @@ void check_free_space(const std::string& dir, uint64_t batch_bytes) {
 
 namespace {
 
-void write(BuildState& s, ActivationStore::Batch* batch, bool sync = false) {
-  s.store->write(batch, sync).throw_if_error();
+void write(BuildState& s, ActivationStore::Batch* batch) {
+  s.store->write(batch).throw_if_error();
   ++s.writes;
 }
 
-// A chunk's records and index entries, without the write-ahead log: a crash loses the chunks
-// written since the last flush, which a rerun computes again (plan_split resumes from the index
-// that survived; records and index flush together).
+// A chunk's records and index entries (or the split's last manifest), without the write-ahead
+// log: a crash loses the writes since the last flush, which a rerun computes again (plan_split
+// resumes from the index that survived; records and index flush together).
 void write_unlogged(BuildState& s, ActivationStore::Batch* batch) {
   s.store->write_unlogged(batch).throw_if_error();
   ++s.writes;
@@ -565,8 +565,8 @@ void finish_split(BuildState& s) {
   s.manifest.splits[s.options.data.split].complete = true;
   ActivationStore::Batch last(*s.store);
   last.put_manifest(s.manifest);
-  write(s, &last, /*sync=*/true);  // flushes the chunks' unlogged writes first
-  s.store->flush().throw_if_error();
+  write_unlogged(s, &last);
+  s.store->flush().throw_if_error();  // the chunks and the completed manifest, durable together
 }
 
 BuildReport build_report(const BuildState& s) {

@@ -28,8 +28,8 @@
 // Batches reach the store in chunk order, so what a crash leaves is what the serial loop
 // leaves. Chunks are written without the write-ahead log (ActivationStore::write_unlogged): a
 // crash loses those since the last memtable flush, a prefix of the chunks survives, and the
-// rerun computes the rest. The writer holds at most one batch: memory is two chunks' records at most. The
-// reader holds the images of one chunk ahead (gzip inflation is serial: read on the chunk
+// rerun computes the rest. The writer holds at most one batch: memory is two chunks' records
+// at most. The reader holds the images of one chunk ahead (gzip inflation is serial: read on the chunk
 // loop's thread it left the cores idle for about 5% of a build).
 //
 // Each stage throws std::runtime_error / std::invalid_argument with one clear line, as

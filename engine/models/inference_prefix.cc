@@ -1,5 +1,6 @@
 #include "engine/models/inference_prefix.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -81,16 +82,18 @@ struct FoldedConv {
   std::vector<int64_t> padding;
 
   explicit operator bool() const { return !conv.is_empty(); }
-  // False (and nothing changed) when the padding is not explicit sizes.
-  bool use_mkldnn() {
+  // oneDNN's convolution takes explicit padding sizes only.
+  const torch::ExpandingArray<2>* explicit_padding() const {
+    return c10::get_if<torch::ExpandingArray<2>>(&conv->options.padding());
+  }
+  // Reorders the weights for oneDNN; needs explicit_padding().
+  void use_mkldnn() {
     const auto& o = conv->options;
-    const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
-    if (pad == nullptr) return false;
-    padding.assign((*pad)->begin(), (*pad)->end());
+    const torch::ExpandingArray<2>& pad = *explicit_padding();
+    padding.assign(pad->begin(), pad->end());
     mkldnn_weight = at::mkldnn_reorder_conv2d_weight(conv->weight.contiguous().to_mkldnn(),
                                                      padding, *o.stride(), *o.dilation(), o.groups());
     mkldnn_bias = conv->bias.to_mkldnn();
-    return true;
   }
   torch::Tensor operator()(const torch::Tensor& x) {
     if (!mkldnn_weight.defined()) return conv->forward(x);
@@ -115,11 +118,18 @@ struct InferencePrefix::Step {
     y.add_(down ? down(x) : x);
     return y.relu_();
   }
-  // Reorders the folded convolutions' weights for oneDNN; false when one cannot be.
-  bool use_mkldnn() {
-    if (!folded) return false;
+  std::vector<FoldedConv*> convs() {
+    std::vector<FoldedConv*> out;
     for (FoldedConv* c : {&stem, &c1, &c2, &down}) {
-      if (*c && !c->use_mkldnn()) return false;
+      if (*c) out.push_back(c);
+    }
+    return out;
+  }
+  // Folded, with convolutions oneDNN's convolution takes.
+  bool mkldnn_ready() {
+    if (!folded) return false;
+    for (FoldedConv* c : convs()) {
+      if (!c->explicit_padding()) return false;
     }
     return true;
   }
@@ -168,14 +178,7 @@ InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
     throw std::invalid_argument("a prefix of " + std::to_string(prefix_blocks) +
                                 " blocks in a model of " + std::to_string(model.num_blocks()));
   }
-  // oneDNN's layout is for the CPU and for a prefix folded throughout; otherwise channels last.
-  bool on_cpu = true;
-  for (int64_t i = 0; i < prefix_blocks; ++i) {
-    for (const torch::Tensor& p : model.blocks[i].ptr()->parameters()) on_cpu = on_cpu && p.device().is_cpu();
-  }
-  if (layout_ == PrefixLayout::kMkldnn && (!at::hasMKLDNN() || !on_cpu)) {
-    layout_ = PrefixLayout::kChannelsLast;
-  }
+  // The folded modules are channels last for kMkldnn too: its fallback.
   const torch::MemoryFormat format = layout_ == PrefixLayout::kContiguous
                                          ? torch::MemoryFormat::Contiguous
                                          : torch::MemoryFormat::ChannelsLast;
@@ -189,18 +192,20 @@ InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
     }
     steps_.push_back(std::move(step));
   }
+  // oneDNN's layout is for the CPU and a prefix folded throughout; otherwise channels last.
+  bool on_cpu = true;
+  for (int64_t i = 0; i < prefix_blocks; ++i) {
+    for (const torch::Tensor& p : model.blocks[i].ptr()->parameters()) on_cpu = on_cpu && p.device().is_cpu();
+  }
+  const bool ready =
+      std::all_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->mkldnn_ready(); });
+  if (layout_ == PrefixLayout::kMkldnn && !(at::hasMKLDNN() && on_cpu && ready)) {
+    layout_ = PrefixLayout::kChannelsLast;
+  }
   if (layout_ == PrefixLayout::kMkldnn) {
     c10::InferenceMode inference;
     for (const auto& step : steps_) {
-      if (!step->use_mkldnn()) {
-        for (const auto& s : steps_) {
-          for (FoldedConv* c : {&s->stem, &s->c1, &s->c2, &s->down}) {
-            c->mkldnn_weight = c->mkldnn_bias = torch::Tensor();
-          }
-        }
-        layout_ = PrefixLayout::kChannelsLast;
-        break;
-      }
+      for (FoldedConv* c : step->convs()) c->use_mkldnn();
     }
   }
 }
