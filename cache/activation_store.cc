@@ -376,6 +376,23 @@ ActivationStore::~ActivationStore() {
   if (!read_only_) note_writer(real_dir_, false);
 }
 
+uint64_t ActivationStore::table_readers_bytes() const {
+  uint64_t total = 0;
+  for (auto* h : handles_) {
+    uint64_t bytes = 0;
+    if (db_->GetIntProperty(h, rocksdb::DB::Properties::kEstimateTableReadersMem, &bytes)) {
+      total += bytes;
+    }
+  }
+  return total;
+}
+
+uint64_t ActivationStore::block_cache_usage() const {
+  uint64_t bytes = 0;  // the families share one cache: any family's handle reports it
+  db_->GetIntProperty(handles_[kRecords], rocksdb::DB::Properties::kBlockCacheUsage, &bytes);
+  return bytes;
+}
+
 std::string ActivationStore::other_writer() const {
   if (!read_only_ || writer_pid(real_dir_) == 0) return "";
   return writer_lock_message(dir_, real_dir_);

@@ -124,6 +124,12 @@ class ActivationStore {
   // status (Corruption when a block fails its checksum).
   Status for_each_record(const std::function<bool(const Key&, std::string_view)>& fn) const;
 
+  // Memory RocksDB holds for the open table files outside the block cache (their index and
+  // filter blocks), all column families.
+  uint64_t table_readers_bytes() const;
+  // Bytes the block cache holds now (StoreOptions::block_cache_bytes is its capacity).
+  uint64_t block_cache_usage() const;
+
   // RocksDB's whole-file checksum verification of every SST file.
   Status verify_files() const;
   // Live SST and WAL bytes on disk.

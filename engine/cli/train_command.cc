@@ -22,8 +22,9 @@ int train_main(int argc, char** argv) {
   add_cache_flag(app, &o.cache_dir, "activation cache built by recycle-build");
   app.add_flag("--allow-partial", o.allow_partial, "train on a split whose build did not finish");
   app.add_option("--memory-budget", o.memory_budget_mb,
-                 "MiB for the data with --cache: RocksDB's block cache, the prefetch queue and "
-                 "the --preload split share it (LibTorch and the model come on top)")
+                 "MiB for the data with --cache: the batches held, the --preload split, the "
+                 "samples' index and RocksDB's block cache share it (LibTorch and the model "
+                 "come on top)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--prefetch", prefetch,

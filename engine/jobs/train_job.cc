@@ -54,6 +54,13 @@ std::string TrainReport::to_json() const {
                       {"fp32_bytes_per_step", fp32_bytes_per_step},
                       {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  if (mode == "cache") {
+    j["memory"] = {{"queue_bytes", memory.queue_bytes},
+                   {"preload_bytes", memory.preload_bytes},
+                   {"index_bytes", memory.index_bytes},
+                   {"block_cache_bytes", memory.block_cache_bytes},
+                   {"block_cache_used_bytes", block_cache_used}};
+  }
   if (!comm_phases.empty()) {
     // Per trainable set: from which epoch (1-based), what travels and how much per step.
     const int64_t steps_per_epoch = epochs > 0 ? steps / epochs : 0;
@@ -244,19 +251,6 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
                              store->other_writer());
   }
   have.throw_if_error();
-  // The block cache is what the budget leaves after the batches (and the preloaded split),
-  // which the manifest's layout sizes: the store is opened again with it.
-  {
-    const auto it = m.splits.find(o.data.split);
-    const int64_t preload_samples = o.preload && it != m.splits.end() ? it->second.samples : 0;
-    const MemoryPlan plan = plan_memory(o.memory_budget_mb << 20, decoded_sample_bytes(m.layout()),
-                                        o.hyper.batch, o.preload ? 0 : prefetch_depth(o.prefetch),
-                                        preload_samples);
-    so.block_cache_bytes = static_cast<size_t>(plan.block_cache_bytes);
-    store.reset();
-    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
-    store->read_manifest(&m).throw_if_error();
-  }
   check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
@@ -297,6 +291,27 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
   if (eval_split != "none") split_info(eval_split);
 
+  // The block cache is what the budget leaves after the batches, the preloaded split and the
+  // index, which the manifest and the open store size: the store is opened again with it.
+  const int64_t eval_batch = std::max<int64_t>(o.hyper.batch, 256);
+  {
+    MemoryNeeds needs;
+    needs.sample_bytes = decoded_sample_bytes(m.layout());
+    needs.batch = o.hyper.batch;
+    needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
+    needs.preload_samples = o.preload ? m.splits.at(o.data.split).samples : 0;
+    needs.eval_batch = eval_split != "none" ? eval_batch : 0;
+    int64_t indexed = m.splits.at(o.data.split).samples;
+    if (eval_split != "none") indexed += m.splits.at(eval_split).samples;
+    needs.index_bytes = indexed * kIndexBytesPerSample +
+                        static_cast<int64_t>(store->table_readers_bytes());
+    report.memory = plan_memory(o.memory_budget_mb << 20, needs);
+    so.block_cache_bytes = static_cast<size_t>(report.memory.block_cache_bytes);
+    store.reset();
+    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+    store->read_manifest(&m).throw_if_error();
+  }
+
   // The head: the blocks after the split point and the classifier, initialised as the build
   // stored them; a classifier new to these classes is drawn from the seed.
   BlockModel model;
@@ -314,26 +329,30 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     TextFeatureBatches features(source);
     fit_head(split.head, features, o, dist, &report);
   };
-  // Image features decoded straight into the layout the head trains in.
-  CachedBatches cached(*store, m, o.data.split, device,
-                       parse_memory_format(o.hyper.memory_format, "--memory-format"));
-  report.train_samples = cached.size();
-  if (o.preload) {
-    cached.set_load_threads(at::get_num_threads());
-    PreloadedBatches train(cached);
-    fit(train);
-  } else if (auto ahead = load_ahead(cached, o.prefetch)) {
-    fit(*ahead);
-  } else {
-    fit(cached);
+  {
+    // Image features decoded straight into the layout the head trains in. Its batches are
+    // gone before the evaluation's, as the budget plans.
+    CachedBatches cached(*store, m, o.data.split, device,
+                         parse_memory_format(o.hyper.memory_format, "--memory-format"));
+    report.train_samples = cached.size();
+    if (o.preload) {
+      cached.set_load_threads(at::get_num_threads());
+      PreloadedBatches train(cached);
+      fit(train);
+    } else if (auto ahead = load_ahead(cached, o.prefetch)) {
+      fit(*ahead);
+    } else {
+      fit(cached);
+    }
   }
+  report.block_cache_used = static_cast<int64_t>(store->block_cache_usage());
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
     CachedBatches eval(*store, m, eval_split, device);
     eval.set_load_threads(at::get_num_threads());
     TextFeatureBatches text_eval(eval);
     BatchSource& source = text ? static_cast<BatchSource&>(text_eval) : eval;
-    const EvalResult r = evaluate_module(split.head, source, std::max<int64_t>(o.hyper.batch, 256));
+    const EvalResult r = evaluate_module(split.head, source, eval_batch);
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }

@@ -9,6 +9,7 @@
 #include "engine/dist/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/freeze_schedule.h"
+#include "engine/train/memory_budget.h"
 #include "engine/train/train_hyper.h"
 #include "engine/data/dataset.h"
 
@@ -18,8 +19,8 @@ struct TrainOptions {
   // From a cache: train the head from split data.split, evaluate on `eval_split`.
   std::string cache_dir;
   bool allow_partial = false;       // train on a split whose build did not finish
-  // Memory for the data (--memory-budget, MiB): the prefetch queue, the preloaded split and
-  // RocksDB's block cache share it (engine/train/memory_budget.h).
+  // Memory for the data (--memory-budget, MiB): the batches held, the preloaded split, the
+  // samples' index and RocksDB's block cache share it (engine/train/memory_budget.h).
   int64_t memory_budget_mb = 256;
   // Batches loaded ahead on a background thread; 0: none, each batch loaded on the training
   // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
@@ -85,6 +86,10 @@ struct TrainReport {
   std::vector<FreezeEvent> freezes; // in order
   std::vector<std::string> epoch_sources;  // per epoch: "raw" or the level trained from
   double level_seconds = 0;         // making levels (builds, derivations), within `seconds`
+  // From a cache (mode "cache"): how --memory-budget was divided, and the bytes the block
+  // cache held when training ended. Zeros otherwise.
+  MemoryPlan memory;
+  int64_t block_cache_used = 0;
   std::string to_json() const;      // one line
 };
 

@@ -1,5 +1,6 @@
 #include "engine/train/memory_budget.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -25,28 +26,30 @@ int64_t decoded_sample_bytes(const RecordLayout& layout) {
   return bytes;
 }
 
-MemoryPlan plan_memory(int64_t budget_bytes, int64_t sample_bytes, int64_t batch,
-                       int64_t prefetch_depth, int64_t preload_samples) {
-  if (budget_bytes <= 0 || sample_bytes <= 0 || batch <= 0 || prefetch_depth < 0 ||
-      preload_samples < 0) {
+MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs) {
+  if (budget_bytes <= 0 || needs.sample_bytes <= 0 || needs.batch <= 0 ||
+      needs.prefetch_depth < 0 || needs.preload_samples < 0 || needs.eval_batch < 0 || needs.index_bytes < 0) {
     throw std::invalid_argument("plan_memory: budget, sample bytes and batch must be positive");
   }
   MemoryPlan p;
-  const int64_t held = prefetch_depth > 0 ? prefetch_depth + 2 : 1;
-  p.queue_bytes = held * batch * sample_bytes;
-  p.preload_bytes = preload_samples * sample_bytes;
-  p.block_cache_bytes = budget_bytes - p.queue_bytes - p.preload_bytes;
+  const int64_t held = needs.prefetch_depth > 0 ? needs.prefetch_depth + 2 : 1;
+  p.queue_bytes = std::max(held * needs.batch, needs.eval_batch) * needs.sample_bytes;
+  p.preload_bytes = needs.preload_samples * needs.sample_bytes;
+  p.index_bytes = needs.index_bytes;
+  p.block_cache_bytes = budget_bytes - p.queue_bytes - p.preload_bytes - p.index_bytes;
   if (p.block_cache_bytes < kMinBlockCacheBytes) {
     std::string what = mb(p.queue_bytes) + " for " + std::to_string(held) + " batches of " +
-                       std::to_string(batch);
-    if (preload_samples > 0) {
-      what += " and " + mb(p.preload_bytes) + " for the " + std::to_string(preload_samples) +
+                       std::to_string(needs.batch);
+    if (needs.preload_samples > 0) {
+      what += ", " + mb(p.preload_bytes) + " for the " + std::to_string(needs.preload_samples) +
               " preloaded samples";
     }
+    what += " and " + mb(p.index_bytes) + " for the index";
     throw std::invalid_argument("--memory-budget " + mb(budget_bytes) + " is too small: " + what +
                                 " leave less than the " + mb(kMinBlockCacheBytes) +
                                 " block cache it needs (raise --memory-budget" +
-                                (preload_samples > 0 ? ", or drop --preload)" : ", or lower --batch or --prefetch)"));
+                                (needs.preload_samples > 0 ? ", or drop --preload)"
+                                                           : ", or lower --batch or --prefetch)"));
   }
   return p;
 }

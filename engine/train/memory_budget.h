@@ -1,8 +1,8 @@
 // How recycle-train divides its memory budget (--memory-budget): the batches the prefetch queue
-// holds and, with --preload, the decoded split come first; RocksDB's block cache gets the rest.
+// holds, with --preload the decoded split, and the index of the samples (entries, epoch orders,
+// RocksDB's table readers) come first; RocksDB's block cache gets the rest.
 // What the budget does not cover: LibTorch and the model (parameters, gradients, optimizer
-// state, the step's activations), the split's index (24 bytes a sample) and RocksDB's table
-// readers. No LibTorch here; pure functions.
+// state, the step's activations). No LibTorch here; pure functions.
 #pragma once
 
 #include <cstddef>
@@ -15,21 +15,39 @@ namespace recycle {
 // Smallest block cache a budget may leave: below this RocksDB re-reads every block.
 constexpr int64_t kMinBlockCacheBytes = 8 << 20;
 
+// Bytes the trainer holds for each sample of a split it reads from a cache, whatever the
+// record: its index entry (key and label, 24 bytes) and its place in the epoch's order and in
+// the next one's (8 bytes each).
+constexpr int64_t kIndexBytesPerSample = 40;
+
 // Bytes one decoded sample takes in a batch: every tensor of the layout (float32 decoded at 4
 // bytes a value, whatever its codec; a variable dimension counted as 1) and its int64 label.
 int64_t decoded_sample_bytes(const RecordLayout& layout);
 
+// What a run from a cache needs beside the block cache.
+struct MemoryNeeds {
+  int64_t sample_bytes = 0;     // decoded_sample_bytes of the cache's layout
+  int64_t batch = 0;            // --batch
+  int64_t prefetch_depth = 0;   // batches loaded ahead (0: loaded when the trainer asks)
+  int64_t preload_samples = 0;  // samples decoded into memory (--preload), else 0
+  int64_t eval_batch = 0;       // the evaluation's batch, loaded after training's are gone
+  // The samples the run indexes (the training split and the evaluated one) times
+  // kIndexBytesPerSample, plus RocksDB's table readers (ActivationStore::table_readers_bytes).
+  int64_t index_bytes = 0;
+};
+
 struct MemoryPlan {
-  int64_t queue_bytes = 0;        // batches held by the prefetch queue and the trainer
+  int64_t queue_bytes = 0;        // batches held: the prefetch queue and the trainer's, or the
+                                  // evaluation's when it is larger
   int64_t preload_bytes = 0;      // the decoded split (--preload), else 0
+  int64_t index_bytes = 0;        // MemoryNeeds::index_bytes
   int64_t block_cache_bytes = 0;  // the rest of the budget
 };
 
 // Divides `budget_bytes`. The batches held: prefetch_depth + 2 (the queue, the one being
-// loaded, the trainer's) or 1 without prefetch (depth 0). preload_samples: samples decoded into
-// memory (0: none). Throws std::invalid_argument, one line with the figures, when the batches
-// and the preloaded split leave less than kMinBlockCacheBytes.
-MemoryPlan plan_memory(int64_t budget_bytes, int64_t sample_bytes, int64_t batch,
-                       int64_t prefetch_depth, int64_t preload_samples);
+// loaded, the trainer's) or 1 without prefetch (depth 0), or the one of eval_batch samples
+// when that is more. Throws std::invalid_argument, one
+// line with the figures, when the rest leaves less than kMinBlockCacheBytes.
+MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs);
 
 }  // namespace recycle

@@ -261,6 +261,25 @@ TEST(ActivationStore, MultiGetCallsBackForPresentKeysInOrder) {
   EXPECT_TRUE(statuses.empty());
 }
 
+TEST(ActivationStore, ReportsTheMemoryOfItsTableReadersAndOfItsBlockCache) {
+  TempDir tmp;
+  auto store = open_store(tmp.file("cache"));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->table_readers_bytes(), 0u);  // no table file yet
+  write_sample_cache(store.get(), 64);
+  ASSERT_OK(store->flush());
+  EXPECT_GT(store->table_readers_bytes(), 0u);  // each family's new file: index and filter
+  const uint64_t before = store->block_cache_usage();
+  std::vector<recycle::Key> keys;
+  for (int i = 0; i < 64; ++i) keys.push_back(key_of(i));
+  std::vector<recycle::Status> statuses;
+  size_t bytes = 0;
+  store->multi_get(keys, [&](size_t, std::string_view v) { bytes += v.size(); }, &statuses);
+  EXPECT_GT(bytes, 0u);
+  // The records' blocks were read through the cache and stay there.
+  EXPECT_GT(store->block_cache_usage(), before + bytes);
+}
+
 TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
   TempDir tmp;
   auto store = open_store(tmp.file("cache"));

@@ -109,6 +109,23 @@ TEST(Tools, TransferTaskEndToEnd) {
   EXPECT_EQ(again.last["test_acc"], r.last["test_acc"]);
   EXPECT_EQ(again.last["epoch_loss"], r.last["epoch_loss"]);
 
+  // --memory-budget (256 MiB by default) is divided as reported, the index of both splits
+  // included, and the block cache stays within its share.
+  const json& memory = r.last["memory"];
+  EXPECT_EQ(memory["queue_bytes"].get<int64_t>() + memory["preload_bytes"].get<int64_t>() +
+                memory["index_bytes"].get<int64_t>() + memory["block_cache_bytes"].get<int64_t>(),
+            int64_t{256} << 20)
+      << memory;
+  EXPECT_GE(memory["index_bytes"].get<int64_t>(), (1600 + 1000) * 40) << memory;
+  EXPECT_GT(memory["block_cache_used_bytes"].get<int64_t>(), 0) << memory;
+  EXPECT_LE(memory["block_cache_used_bytes"], memory["block_cache_bytes"]) << memory;
+  // A budget the batches leave no block cache in is refused with one line of figures.
+  r = run(dir, "recycle-train", "--cache " + cache + " --memory-budget 16 --batch 1024 --epochs 1");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--memory-budget 16 MB is too small"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("for the index"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+
   // Training checks the cache against weights it is given, and refuses other weights or
   // another split point with one line naming what differs.
   const std::string other = dir.file("other.pt");
