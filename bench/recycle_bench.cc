@@ -78,7 +78,7 @@ struct BenchOptions {
   std::string ddp_peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
   // --targets: the performance targets table (bench/target_bench.h) instead of the ratio table.
   bool targets = false;
-  int64_t rounds = 3;
+  int64_t rounds = 5;
   int64_t budget_mb = 256;
   std::vector<int64_t> memory_samples = {10000, 30000, 60000};
   // --progressive: progressive recycling's table (bench/progressive_bench.h) instead.
@@ -547,7 +547,7 @@ int main(int argc, char** argv) {
       "ratio with its target (head and full fine-tuning epochs, reads against a preloaded split, "
       "build against the peer's prefix pass, int8 against fp32, training within a memory "
       "budget; see docs/performance.md). Writes targets.md, targets.json");
-  app.add_option("--rounds", o.rounds, "with --targets: engine/peer rounds of the speed ratios")
+  app.add_option("--rounds", o.rounds, "with --targets: rounds of the speed ratios (engine and peer) and of the memory runs")
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->needs(targets_opt)
       ->capture_default_str();

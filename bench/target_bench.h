@@ -26,7 +26,7 @@ namespace recycle::bench {
 struct TargetBenchOptions {
   int64_t samples = 5000;        // training samples of classes 5-9
   int64_t epochs = 4;            // per training run
-  int64_t rounds = 3;            // engine/peer rounds of the speed ratios
+  int64_t rounds = 5;            // rounds of the speed ratios (engine and peer) and memory runs
   int64_t seeds = 3;             // of the int8 against fp32 accuracy
   int64_t batch = 128;
   int threads = 2;
