@@ -207,7 +207,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
 
   BlockStack head = trainer.module();
   if (eval_split != "none") {
-    const int64_t batch = std::max<int64_t>(o.hyper.batch, 256);
+    const int64_t batch = o.hyper.eval_batch();
     EvalResult r;
     if (freezer.frozen() == 0) {
       DatasetOptions eo = shard;

@@ -293,14 +293,13 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
 
   // The block cache is what the budget leaves after the batches, the preloaded split and the
   // index, which the manifest and the open store size: the store is opened again with it.
-  const int64_t eval_batch = std::max<int64_t>(o.hyper.batch, 256);
   {
     MemoryNeeds needs;
     needs.sample_bytes = decoded_sample_bytes(m.layout());
     needs.batch = o.hyper.batch;
     needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
     needs.preload_samples = o.preload ? m.splits.at(o.data.split).samples : 0;
-    needs.eval_batch = eval_split != "none" ? eval_batch : 0;
+    needs.eval_batch = eval_split != "none" ? o.hyper.eval_batch() : 0;
     int64_t indexed = m.splits.at(o.data.split).samples;
     if (eval_split != "none") indexed += m.splits.at(eval_split).samples;
     needs.index_bytes = indexed * kIndexBytesPerSample +
@@ -352,7 +351,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     eval.set_load_threads(at::get_num_threads());
     TextFeatureBatches text_eval(eval);
     BatchSource& source = text ? static_cast<BatchSource&>(text_eval) : eval;
-    const EvalResult r = evaluate_module(split.head, source, eval_batch);
+    const EvalResult r = evaluate_module(split.head, source, o.hyper.eval_batch());
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }
@@ -397,7 +396,7 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
       throw std::runtime_error("split " + eval_split + " has other classes than " + o.data.split);
     }
     const std::unique_ptr<BatchSource> eval = raw_batches(eval_data);
-    const EvalResult r = evaluate_module(pm.split.head, *eval, std::max<int64_t>(o.hyper.batch, 256));
+    const EvalResult r = evaluate_module(pm.split.head, *eval, o.hyper.eval_batch());
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }

@@ -1,6 +1,5 @@
 #include "engine/train/memory_budget.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -28,18 +27,22 @@ int64_t decoded_sample_bytes(const RecordLayout& layout) {
 
 MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs) {
   if (budget_bytes <= 0 || needs.sample_bytes <= 0 || needs.batch <= 0 ||
-      needs.prefetch_depth < 0 || needs.preload_samples < 0 || needs.eval_batch < 0 || needs.index_bytes < 0) {
+      needs.prefetch_depth < 0 || needs.preload_samples < 0 || needs.eval_batch < 0 ||
+      needs.index_bytes < 0) {
     throw std::invalid_argument("plan_memory: budget, sample bytes and batch must be positive");
   }
   MemoryPlan p;
   const int64_t held = needs.prefetch_depth > 0 ? needs.prefetch_depth + 2 : 1;
-  p.queue_bytes = std::max(held * needs.batch, needs.eval_batch) * needs.sample_bytes;
+  const bool eval_larger = needs.eval_batch > held * needs.batch;
+  p.queue_bytes = (eval_larger ? needs.eval_batch : held * needs.batch) * needs.sample_bytes;
   p.preload_bytes = needs.preload_samples * needs.sample_bytes;
   p.index_bytes = needs.index_bytes;
   p.block_cache_bytes = budget_bytes - p.queue_bytes - p.preload_bytes - p.index_bytes;
   if (p.block_cache_bytes < kMinBlockCacheBytes) {
-    std::string what = mb(p.queue_bytes) + " for " + std::to_string(held) + " batches of " +
-                       std::to_string(needs.batch);
+    std::string what = mb(p.queue_bytes) + " for " +
+                       (eval_larger ? "the evaluation's batch of " + std::to_string(needs.eval_batch)
+                                    : std::to_string(held) + " batches of " +
+                                          std::to_string(needs.batch));
     if (needs.preload_samples > 0) {
       what += ", " + mb(p.preload_bytes) + " for the " + std::to_string(needs.preload_samples) +
               " preloaded samples";

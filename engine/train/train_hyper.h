@@ -1,6 +1,7 @@
 // TrainHyper: the hyper-parameters of a training run. No LibTorch here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,9 @@ struct TrainHyper {
   // Layout of the trained module's 4-D tensors and of its 4-D inputs while it trains:
   // channels_last | contiguous (engine/models/memory_format.h).
   std::string memory_format = "channels_last";
+
+  // Samples per batch when evaluating (no gradients to hold: at least 256).
+  int64_t eval_batch() const { return std::max<int64_t>(batch, 256); }
 };
 
 }  // namespace recycle

@@ -74,6 +74,14 @@ TEST(MemoryBudget, RefusesABudgetTheBatchesThePreloadOrTheIndexDoNotLeaveRoomIn)
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("and 60 MB for the index"), std::string::npos) << e.what();
   }
+  try {
+    plan_memory(16 * mb, needs(50000, 128, 0, 0, 256));  // 256 samples to evaluate: 12.8 MB
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("13 MB for the evaluation's batch of 256"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(plan_memory(0, needs(1, 1, 2)), std::invalid_argument);
   EXPECT_THROW(plan_memory(64 * mb, needs(1, 1, 0, 0, 0, -1)), std::invalid_argument);
 }
