@@ -1,10 +1,7 @@
 #include "engine/build/build_stages.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -18,6 +15,7 @@
 #include "engine/models/preprocess.h"
 #include "engine/models/transformer.h"
 #include "engine/models/weights_io.h"
+#include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
 #include "engine/data/byte_tokenizer.h"
 #include "keyers/keyer_registry.h"
@@ -83,22 +81,12 @@ Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
   return out;
 }
 
-// Keys of data's samples [0, n) into keys[offset..), in parallel. Exceptions are caught inside
-// the OpenMP region and rethrown after it.
+// Keys of data's samples [0, n) into keys[offset..), in parallel.
 void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vector<Key>* keys) {
-  std::exception_ptr error;
-  const int64_t n = static_cast<int64_t>(data.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      TensorView view;
-      (*keys)[offset + i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
-    } catch (...) {
-#pragma omp critical
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  parallel_loop(static_cast<int64_t>(data.size()), [&](int64_t i) {
+    TensorView view;
+    (*keys)[offset + i] = keyer.key(data.key_input(static_cast<size_t>(i), &view));
+  });
 }
 
 // Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
@@ -412,11 +400,10 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
   const int64_t* len = lengths.data_ptr<int64_t>();
   const Codec codec = s.codec;
   chunk->records.resize(m);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < m; ++r) {
+  parallel_loop(m, [&](int64_t r) {
     chunk->records[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
                                        TypedArrayRef::exact(len + r, {})});
-  }
+  });
 }
 
 }  // namespace
@@ -465,10 +452,9 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   const float* base = out.data_ptr<float>();
   const Codec codec = s.codec;
   chunk->records.resize(m);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < m; ++r) {
+  parallel_loop(m, [&](int64_t r) {
     chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});
-  }
+  });
 }
 
 StagedWrite stage_write(BuildState& s, BuildChunk* chunk) {

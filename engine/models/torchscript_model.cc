@@ -178,6 +178,10 @@ BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes) {
                                 std::to_string(w) + " inputs: " + e.what());
   }
   root.train();
+  if (!torch::isfinite(whole).all().item<bool>()) {
+    throw std::invalid_argument("model file " + file + ": its outputs on a probe batch are not "
+                                "finite (NaN or infinity): check its weights");
+  }
   if (logits.dim() != 2 || !close(whole, logits)) {
     throw std::invalid_argument("model file " + file + ": its forward is not its children run in "
                                 "order to [N, classes] (expected a scripted nn.Sequential)");

@@ -20,6 +20,7 @@
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
 #include "engine/train/batch_sources.h"
+#include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
@@ -133,10 +134,9 @@ void derive_split(BuildState& s, const ActivationStore& from, const Manifest& fr
       }
       const float* base_ptr = out.data_ptr<float>();
       std::vector<std::string> records(static_cast<size_t>(m));
-#pragma omp parallel for schedule(static)
-      for (int64_t r = 0; r < m; ++r) {
+      parallel_loop(m, [&](int64_t r) {
         records[r] = encode_record(codec, {FloatArrayRef{base_ptr + r * per_sample, shape}});
-      }
+      });
       for (int64_t r = 0; r < m; ++r) w.batch->put_record(keys[r], records[r]);
       s.report.computed += m;
       s.manifest.records += m;

@@ -3,6 +3,8 @@
 // the cache, pretrain and reuse the weights, and a changed file refused.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/build/pattern_images.h"
 #include "tests/models/scripted_net.h"
 #include "tests/tool_runner.h"
@@ -89,6 +91,41 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
   r = run(dir, "recycle-build", build);  // a new digest: another model spec
   EXPECT_NE(r.code, 0) << describe(r);
   EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;
+}
+
+// Activations that are not finite, cached with --codec int8 (which stores finite values only):
+// the codec's error, thrown inside the build's parallel encode loop, reaches the user as one
+// line and exit status 2 (not as std::terminate's abort), and a rerun says the same. The gate
+// keeps the model's load-time probe (values in [-1, 1]) finite and turns the normalised images
+// (up to 1.97) into NaN. A model that is not finite on the probe is refused when it loads.
+TEST(TorchScriptTools, ActivationsThatAreNotFiniteAreRefusedWithOneLine) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(12, 1));
+  const std::string gated = dir.file("gated.ts"), nan = dir.file("nan.ts");
+  torch::manual_seed(7);
+  recycle::testing::scripted_net(1, 10, true, "x * torch.sqrt(1.5 - torch.amax(x))").save(gated);
+  torch::jit::Module m = recycle::testing::scripted_net(1, 10);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+      p.value.fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  m.save(nan);
+  const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 2 ";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + gated +
+                                                    " --recycle 0.5 --codec int8 --cache " +
+                                                    dir.file("cache"));
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_NE(r.err.find("int8 codec: channel "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("NaN"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+  }
+  const ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + nan +
+                                                  " --recycle 0.5 --cache " + dir.file("cache2"));
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("are not finite"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -62,8 +62,11 @@ inline torch::jit::Module scripted_stage(int64_t in, int64_t out, int64_t stride
   return m;
 }
 
-inline torch::jit::Module scripted_net(int64_t in_channels, int64_t classes, bool in_order = true) {
+// With a gate (a TorchScript expression of x), the net's first child applies it to the input.
+inline torch::jit::Module scripted_net(int64_t in_channels, int64_t classes, bool in_order = true,
+                                       const std::string& gate = "") {
   torch::jit::Module net = scripted_module("Net");
+  if (!gate.empty()) net.register_module("gate", scripted_function("Gate", gate));
   net.register_module("conv1", scripted_conv(in_channels, 4, 1));
   net.register_module("bn1", scripted_bn(4));
   net.register_module("relu", scripted_function("ReLU", "torch.relu(x)"));
@@ -77,7 +80,9 @@ inline torch::jit::Module scripted_net(int64_t in_channels, int64_t classes, boo
   fc.register_parameter("bias", torch::randn({classes}) * 0.1, false);
   fc.define("def forward(self, x):\n    return torch.matmul(x, self.weight.t()) + self.bias\n");
   net.register_module("fc", fc);
-  net.define(std::string("def forward(self, x):\n    x = self.bn1.forward(self.conv1.forward(x))\n") +
+  net.define(std::string("def forward(self, x):\n") +
+             (gate.empty() ? "" : "    x = self.gate.forward(x)\n") +
+             "    x = self.bn1.forward(self.conv1.forward(x))\n" +
              (in_order ? "    x = self.relu.forward(x)\n" : "") +
              "    x = self.stage2.forward(self.stage1.forward(x))\n"
              "    x = self.stage4.forward(self.stage3.forward(x))\n"
