@@ -1,5 +1,7 @@
 #include "bench/target_bench.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -104,7 +106,11 @@ class TargetBench {
                                      "--recycle", fmt(ratio, 2), "--codec", codec, "--cache",
                                      cache, "--threads", std::to_string(o_.threads), "--json"};
     if (split == "train") argv.insert(argv.end(), {"--rebuild", "--limit", std::to_string(limit)});
-    return run_child(argv, o_.out);
+    ChildRun r = run_child(argv, o_.out);
+    // The kernel writes a build's files back in the half minute after it: now, not while the
+    // next run is timed (the first run after a build was 10-20% slower in round 7's runs).
+    ::sync();
+    return r;
   }
 
   // Engine and peer in turn, o_.rounds times: full fine-tuning, the 0.5 build and head epochs.
@@ -125,12 +131,28 @@ class TargetBench {
       build_seconds_.add(b.at("seconds"));
       if (b.contains("prefix_seconds")) prefix_share_.push_back(b.at("prefix_seconds").get<double>() / b.at("seconds").get<double>());
 
-      for (const bool preload : {false, true}) {
+      // The engine's head run from the cache next to each of its two references, the peer's
+      // head in a process of its own and the engine's head from a preloaded split (the
+      // machine drifts within a minute); the order reverses every other round.
+      auto engine_head = [&](bool preload) {
         note(std::string("engine: head from the cache") + (preload ? ", preloaded" : "") + of);
         std::vector<std::string> head = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
         if (preload) head.push_back("--preload");
         for (const auto& f : train_flags(o_.epochs, round)) head.push_back(f);
         (preload ? engine_preloaded_ : engine_head_).add(run_child(head, o_.out).result.at("epoch_seconds"));
+      };
+      auto peer_head = [&] {
+        note("eager PyTorch peer: head only" + of);
+        peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
+      };
+      if (round % 2 == 0) {
+        peer_head();
+        engine_head(false);
+        engine_head(true);
+      } else {
+        engine_head(true);
+        engine_head(false);
+        peer_head();
       }
 
       note("engine: build of the whole training split at 0.5" + of);
@@ -143,15 +165,22 @@ class TargetBench {
                                              o_.out).result.at("prefix_seconds"));
 
       note("eager PyTorch peer" + of);
-      const json p = run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit",
-                                std::to_string(o_.samples), "--epochs", std::to_string(o_.epochs),
-                                "--batch", std::to_string(o_.batch), "--threads", threads,
-                                "--seed", std::to_string(round)},
-                               o_.out).result;
+      const json p = run_child(peer_argv(round, ""), o_.out).result;
       peer_full_.add(p.at("full_epoch_seconds"));
-      peer_head_.add(p.at("head_epoch_seconds"));
+      peer_head_after_full_.add(p.at("head_epoch_seconds"));
       peer_prefix_.add(p.at("prefix_seconds"));
     }
+  }
+
+  // The peer on the speed rounds' samples; `part` is empty or one of its --*-only flags.
+  std::vector<std::string> peer_argv(int64_t round, const std::string& part) const {
+    std::vector<std::string> argv = {o_.python, o_.peer_script, "--classes", "5-9", "--limit",
+                                     std::to_string(o_.samples), "--epochs",
+                                     std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
+                                     "--threads", std::to_string(o_.threads), "--seed",
+                                     std::to_string(round)};
+    if (!part.empty()) argv.push_back(part);
+    return argv;
   }
 
   // The 0.5 cache in fp32 and in int8: bytes per record and test accuracy over the seeds.
@@ -236,7 +265,8 @@ class TargetBench {
     // Speed ratios: paired round by round (paired_ratio), medians over the rounds.
     t.push_back({"head epoch at 0.5 from the cache / the peer's from in-memory activations",
                  paired_ratio(peer_head_, engine_head_), "x", true, 1.2,
-                 "peer median epoch s / engine median epoch s, per round"});
+                 "peer median epoch s (its own process, next to the engine's run) / engine "
+                 "median epoch s, per round"});
     t.push_back({"full fine-tuning epoch / the peer's", paired_ratio(peer_full_, engine_full_),
                  "x", true, 1.0, "peer median epoch s / engine median epoch s, per round"});
     t.push_back({"head epoch from the cache / from the same split preloaded in memory",
@@ -298,6 +328,11 @@ class TargetBench {
       j["build_outside_prefix_share"] = 1.0 - median(prefix_share_);
     }
     md << "\n";
+    const double head_after_full = paired_ratio(peer_head_after_full_, engine_head_);
+    md << "\nHead epoch at 0.5 from the cache / the peer's head epoch in the process that did its "
+          "full fine-tuning first (the measure before round 7): "
+       << fmt(head_after_full, 2) << "x\n";
+    j["head_over_peer_head_after_full"] = head_after_full;
     md << "\nThe model measured instead as the run that fits the budget (trained for as many steps "
           "as the largest) less what its block cache held: "
        << fmt(median(model_fits), 0) << " MB; peak RSS of the largest cache - (budget + that): "
@@ -325,7 +360,8 @@ class TargetBench {
     j["epoch_seconds"] = {{"engine_full", engine_full_.rounds}, {"peer_full", peer_full_.rounds},
                           {"engine_head_cache", engine_head_.rounds},
                           {"engine_head_preloaded", engine_preloaded_.rounds},
-                          {"peer_head", peer_head_.rounds}};
+                          {"peer_head", peer_head_.rounds},
+                          {"peer_head_after_full", peer_head_after_full_.rounds}};
     j["build_seconds"] = build_seconds_.to_json();
     j["whole_split_build_seconds"] = whole_build_seconds_.to_json();
     j["peer_whole_split_prefix_seconds"] = peer_whole_prefix_.to_json();
@@ -344,7 +380,9 @@ class TargetBench {
   TargetBenchOptions o_;
   Rounds engine_full_, engine_head_, engine_preloaded_, build_seconds_;
   std::vector<double> prefix_share_;
-  Rounds peer_full_, peer_head_, peer_prefix_;
+  // The peer's head epochs in a --head-only process; and in the process that did full
+  // fine-tuning first (the measure before round 7).
+  Rounds peer_full_, peer_head_, peer_head_after_full_, peer_prefix_;
   Rounds whole_build_seconds_, peer_whole_prefix_;
   int64_t whole_samples_ = 0;
   std::map<std::string, double> record_bytes_;
