@@ -1,6 +1,7 @@
 // recycle-build and recycle-train with --model torchscript:FILE, on a scripted net this test
 // builds and saves (tests/models/scripted_net.h) and tiny IDX files: build, rerun, train from
-// the cache, pretrain and reuse the weights, and a changed file refused.
+// the cache, pretrain and reuse the weights, a changed file refused, and activations that are
+// not finite refused in one line.
 #include <gtest/gtest.h>
 
 #include <limits>
