@@ -29,7 +29,8 @@ MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs) {
   if (budget_bytes <= 0 || needs.sample_bytes <= 0 || needs.batch <= 0 ||
       needs.prefetch_depth < 0 || needs.preload_samples < 0 || needs.eval_batch < 0 ||
       needs.index_bytes < 0) {
-    throw std::invalid_argument("plan_memory: budget, sample bytes and batch must be positive");
+    throw std::invalid_argument("plan_memory: budget, sample bytes and batch must be positive, "
+                                "the other needs not negative");
   }
   MemoryPlan p;
   const int64_t held = needs.prefetch_depth > 0 ? needs.prefetch_depth + 2 : 1;

@@ -46,8 +46,8 @@ struct MemoryPlan {
 
 // Divides `budget_bytes`. The batches held: prefetch_depth + 2 (the queue, the one being
 // loaded, the trainer's) or 1 without prefetch (depth 0), or the one of eval_batch samples
-// when that is more. Throws std::invalid_argument, one
-// line with the figures, when the rest leaves less than kMinBlockCacheBytes.
+// when that is more. Throws std::invalid_argument, one line with the figures, when the rest
+// leaves less than kMinBlockCacheBytes.
 MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs);
 
 }  // namespace recycle
