@@ -36,6 +36,11 @@ int train_main(int argc, char** argv) {
   app.add_flag("--preload", o.preload,
                "with --cache: decode the whole training split into memory first (it must fit "
                "in --memory-budget)");
+  app.add_flag("--alternate-preload", o.alternate_preload,
+               "with --cache: train epochs 1, 3, ... from the cache and 2, 4, ... from the split "
+               "preloaded in memory (the same samples and batches), to time what reading from "
+               "the cache costs within one run; the --json report's epoch_sources names each "
+               "epoch's");
   add_data_flags(app, &o.data);
   add_model_flags(app, &o.model);
   add_split_flags(app, &o.recycle, &o.split_at);
@@ -108,9 +113,13 @@ int train_main(int argc, char** argv) {
     refuse_width_beside_weights(app);
     o.prefetch = prefetch == "auto" ? -1 : std::stoll(prefetch);  // checked by its validator
     if (o.cache_dir.empty()) {
-      for (const char* flag : {"--memory-budget", "--prefetch", "--preload"}) {
+      for (const char* flag : {"--memory-budget", "--prefetch", "--preload", "--alternate-preload"}) {
         if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --cache");
       }
+    }
+    if (o.preload && o.alternate_preload) {
+      throw std::invalid_argument("--preload and --alternate-preload do not go together (the "
+                                  "second trains every other epoch from the cache)");
     }
     if (o.preload && app.count("--prefetch")) {
       throw std::invalid_argument("--preload and --prefetch do not go together (a preloaded "

@@ -90,7 +90,10 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   if (o.levels_dir.empty()) {
     throw std::invalid_argument("--freeze needs --levels DIR: the directory its cache levels go to");
   }
-  if (o.preload) throw std::invalid_argument("--preload does not go with --freeze");
+  if (o.preload || o.alternate_preload) {
+    throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
+                                " does not go with --freeze");
+  }
   if (o.no_cache || o.recycle > 0 || !o.split_at.empty()) {
     throw std::invalid_argument("--freeze starts with every block trainable on raw data "
                                 "(--recycle 0) or from a cache (--cache): --recycle R, --split-at "

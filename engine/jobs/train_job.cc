@@ -75,9 +75,9 @@ std::string TrainReport::to_json() const {
     }
     j["comm_phases"] = phases;
   }
+  if (!epoch_sources.empty()) j["epoch_sources"] = epoch_sources;
   if (!freeze.empty()) {
     j["freeze"] = freeze;
-    j["epoch_sources"] = epoch_sources;
     j["level_seconds"] = level_seconds;
     nlohmann::json events = nlohmann::json::array();
     for (const FreezeEvent& e : freezes) {
@@ -178,10 +178,14 @@ void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainO
 namespace {
 
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
-// of each epoch's order, gradients or parameters averaged with the others).
+// of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
+// given, is `train` and switches source as each epoch starts.
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
-              TrainReport* report) {
+              TrainReport* report, AlternatingBatches* alternating = nullptr) {
   Trainer trainer(head, o.hyper);
+  if (alternating) {
+    trainer.add_epoch_start_hook([alternating](Trainer&, int64_t epoch) { alternating->select(epoch); });
+  }
   if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
     profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
   }
@@ -298,7 +302,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     needs.sample_bytes = decoded_sample_bytes(m.layout());
     needs.batch = o.hyper.batch;
     needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
-    needs.preload_samples = o.preload ? m.splits.at(o.data.split).samples : 0;
+    needs.preload_samples =
+        o.preload || o.alternate_preload ? m.splits.at(o.data.split).samples : 0;
     needs.eval_batch = eval_split != "none" ? o.hyper.eval_batch() : 0;
     int64_t indexed = m.splits.at(o.data.split).samples;
     if (eval_split != "none") indexed += m.splits.at(eval_split).samples;
@@ -319,12 +324,13 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   // A text cache's records are hidden states and lengths: its batches are packed into the
   // features a text head takes (text_batches.h).
   const bool text = encoder_info(resolve_encoder_spec(m.model).name).input == "text";
-  if (text && o.preload) {
-    throw std::invalid_argument("--preload needs records of one shape; a text cache's vary in "
-                                "length (use --prefetch)");
+  if (text && (o.preload || o.alternate_preload)) {
+    throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
+                                " needs records of one shape; a text cache's vary in length "
+                                "(use --prefetch)");
   }
-  auto fit = [&](BatchSource& source) {
-    if (!text) return fit_head(split.head, source, o, dist, &report);
+  auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
+    if (!text) return fit_head(split.head, source, o, dist, &report, alternating);
     TextFeatureBatches features(source);
     fit_head(split.head, features, o, dist, &report);
   };
@@ -338,6 +344,14 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
       cached.set_load_threads(at::get_num_threads());
       PreloadedBatches train(cached);
       fit(train);
+    } else if (o.alternate_preload) {
+      cached.set_load_threads(at::get_num_threads());
+      PreloadedBatches preloaded(cached);
+      cached.set_load_threads(1);  // as load_ahead expects it (a background loader's)
+      const auto ahead = load_ahead(cached, o.prefetch);
+      AlternatingBatches train(ahead ? static_cast<BatchSource&>(*ahead) : cached, preloaded);
+      fit(train, &train);
+      for (bool odd : train.selected()) report.epoch_sources.push_back(odd ? "preloaded" : "cache");
     } else if (auto ahead = load_ahead(cached, o.prefetch)) {
       fit(*ahead);
     } else {

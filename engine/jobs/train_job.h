@@ -26,6 +26,9 @@ struct TrainOptions {
   // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
   int64_t prefetch = -1;
   bool preload = false;             // decode the whole training split into memory first
+  // Epochs 1, 3, ... from the cache and 2, 4, ... from the split preloaded in memory: what
+  // reading from the cache costs, timed within one run (report.epoch_sources says which).
+  bool alternate_preload = false;
   // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
   // freezes the prefix but recomputes it every step.
   DatasetOptions data;
@@ -84,7 +87,9 @@ struct TrainReport {
   // Progressive recycling (--freeze; "" and empty otherwise).
   std::string freeze;               // the rule's spec
   std::vector<FreezeEvent> freezes; // in order
-  std::vector<std::string> epoch_sources;  // per epoch: "raw" or the level trained from
+  // Per epoch: with --freeze "raw" or the level trained from; with --alternate-preload "cache"
+  // or "preloaded".
+  std::vector<std::string> epoch_sources;
   double level_seconds = 0;         // making levels (builds, derivations), within `seconds`
   // From a cache (mode "cache"): how --memory-budget was divided, and the bytes the block
   // cache held when training ended. Zeros otherwise.

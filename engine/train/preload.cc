@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace recycle {
 
@@ -111,6 +112,14 @@ void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   }
   gather_rows(labels_, indices, n, &y);
   out->labels = y;
+}
+
+AlternatingBatches::AlternatingBatches(BatchSource& even, BatchSource& odd)
+    : even_(even), odd_(odd), current_(&even) {
+  if (even.size() != odd.size()) {
+    throw std::invalid_argument("alternating sources of " + std::to_string(even.size()) + " and " +
+                                std::to_string(odd.size()) + " samples");
+  }
 }
 
 }  // namespace recycle

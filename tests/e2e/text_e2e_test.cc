@@ -80,11 +80,13 @@ TEST(TextTools, RepeatedLinesShareRecordsAndTheHeadTrains) {
   // The classes differ in every other word: a head that learnt nothing scores 0.5.
   EXPECT_GE(r.last["test_acc"].get<double>(), 0.9) << describe(r);
 
-  // --preload needs one record shape: refused with one line.
-  r = run(dir, "recycle-train", "--epochs 1 --preload --threads 1" + cache);
-  EXPECT_NE(r.code, 0);
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("--prefetch"), std::string::npos) << r.err;
+  // --preload and --alternate-preload need one record shape: refused with one line.
+  for (const char* flag : {"--preload", "--alternate-preload"}) {
+    r = run(dir, "recycle-train", std::string("--epochs 1 --threads 1 ") + flag + cache);
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(std::string(flag) + " needs records of one shape"), std::string::npos) << r.err;
+  }
 
   // Full fine-tuning from raw text (the default model for text, cut to 32 tokens).
   r = run(dir, "recycle-train", "--data tsv:" + dir.file("train.tsv") +

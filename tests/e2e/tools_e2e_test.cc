@@ -108,6 +108,20 @@ TEST(Tools, TransferTaskEndToEnd) {
   ASSERT_EQ(again.code, 0) << describe(again);
   EXPECT_EQ(again.last["test_acc"], r.last["test_acc"]);
   EXPECT_EQ(again.last["epoch_loss"], r.last["epoch_loss"]);
+  EXPECT_FALSE(again.last.contains("epoch_sources"));
+  // --alternate-preload trains the same run, its epochs taking turns between the cache and the
+  // split preloaded in memory (the same batches).
+  ToolRun alternate =
+      run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --alternate-preload --json");
+  ASSERT_EQ(alternate.code, 0) << describe(alternate);
+  EXPECT_EQ(alternate.last["epoch_sources"], json({"cache", "preloaded", "cache"}));
+  ASSERT_EQ(alternate.last["epoch_loss"].size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_NEAR(alternate.last["epoch_loss"][e].get<double>(), r.last["epoch_loss"][e].get<double>(),
+                1e-6)
+        << "epoch " << e + 1;
+  }
+  EXPECT_GT(alternate.last["memory"]["preload_bytes"].get<int64_t>(), 0);
 
   // --memory-budget (256 MiB by default) is divided as reported, the index of both splits
   // included, and the block cache stays within its share.
@@ -197,6 +211,9 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
       {"recycle-build", "--data fashion-mnist --recycle 0.5 --keyer md5 --limit 5 " + cache, 2,
        "unknown keyer"},
       {"recycle-train", cache, 1, "no cache at"},
+      {"recycle-train", cache + " --preload --alternate-preload", 2,
+       "--preload and --alternate-preload do not go together"},
+      {"recycle-train", "--alternate-preload", 2, "--alternate-preload needs --cache"},
       {"recycle-train", "", 2, "--cache"},
       {"recycle-inspect", cache, 1, "no cache at"},
       {"recycle-inspect", "", 2, "--cache"},

@@ -1,4 +1,5 @@
-// PreloadedBatches: the whole split in memory, the same batches as its source.
+// PreloadedBatches: the whole split in memory, the same batches as its source. AlternatingBatches:
+// two sources taking turns epoch by epoch.
 #include "engine/train/preload.h"
 
 #include <gtest/gtest.h>
@@ -118,4 +119,52 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
   EXPECT_EQ(b.features().strides().vec(), (std::vector<int64_t>{30, 1, 15, 3}));
   EXPECT_TRUE(torch::equal(a.features(), b.features()));
   EXPECT_TRUE(torch::equal(a.labels, b.labels));
+}
+
+namespace {
+
+// Counts what reaches it; its samples are all `value`.
+class CountingSource : public recycle::BatchSource {
+ public:
+  CountingSource(int64_t size, float value) : size_(size), value_(value) {}
+  int64_t size() const override { return size_; }
+  void load(const int64_t* /*indices*/, int64_t n, Batch* out) override {
+    ++loads;
+    out->clear();
+    out->set("x", torch::full({n, 1}, value_));
+    out->labels = torch::zeros({n}, torch::kInt64);
+  }
+  void plan(const std::vector<int64_t>& /*order*/, int64_t /*batch*/) override { ++plans; }
+  int loads = 0, plans = 0;
+
+ private:
+  int64_t size_;
+  float value_;
+};
+
+}  // namespace
+
+TEST(AlternatingBatches, EvenEpochsGoToOneSourceAndOddEpochsToTheOther) {
+  CountingSource even(6, 1.0f), odd(6, 2.0f);
+  recycle::AlternatingBatches alternating(even, odd);
+  EXPECT_EQ(alternating.size(), 6);
+  const std::vector<int64_t> order = {5, 4, 3, 2, 1, 0};
+  Batch b;
+  for (int64_t epoch = 0; epoch < 5; ++epoch) {
+    alternating.select(epoch);
+    alternating.plan(order, 4);
+    alternating.load(order.data(), 4, &b);
+    alternating.load(order.data() + 4, 2, &b);
+    EXPECT_TRUE(torch::equal(b.features(), torch::full({2, 1}, epoch % 2 == 0 ? 1.0f : 2.0f)));
+  }
+  EXPECT_EQ(even.plans, 3);  // epochs 0, 2, 4
+  EXPECT_EQ(even.loads, 6);
+  EXPECT_EQ(odd.plans, 2);   // epochs 1, 3
+  EXPECT_EQ(odd.loads, 4);
+  EXPECT_EQ(alternating.selected(), (std::vector<bool>{false, true, false, true, false}));
+}
+
+TEST(AlternatingBatches, RefusesSourcesOfDifferentSizes) {
+  CountingSource six(6, 1.0f), seven(7, 1.0f);
+  EXPECT_THROW(recycle::AlternatingBatches(six, seven), std::invalid_argument);
 }
