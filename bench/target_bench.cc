@@ -31,6 +31,12 @@ struct Rounds {
     rounds.push_back(seconds.is_array() ? seconds.get<std::vector<double>>()
                                         : std::vector<double>{seconds.get<double>()});
   }
+  // A second run in the same round: the round's epochs are those of both runs.
+  void extend(const json& seconds) {
+    if (rounds.empty()) throw std::logic_error("Rounds::extend before any round");
+    const std::vector<double> more = seconds.get<std::vector<double>>();
+    rounds.back().insert(rounds.back().end(), more.begin(), more.end());
+  }
   std::vector<double> all() const {
     std::vector<double> out;
     for (const auto& r : rounds) out.insert(out.end(), r.begin(), r.end());
@@ -131,29 +137,42 @@ class TargetBench {
       build_seconds_.add(b.at("seconds"));
       if (b.contains("prefix_seconds")) prefix_share_.push_back(b.at("prefix_seconds").get<double>() / b.at("seconds").get<double>());
 
-      // The engine's head run from the cache next to each of its two references, the peer's
-      // head in a process of its own and the engine's head from a preloaded split (the
-      // machine drifts within a minute); the order reverses every other round.
-      auto engine_head = [&](bool preload) {
+      // The engine's head from the cache beside its two references, the peer's head in a
+      // process of its own and the engine's head from a preloaded split, in an order symmetric
+      // in time: preloaded, cache, peer, cache, preloaded. Each side's runs are centred on the
+      // round's middle, so a machine that drifts steadily within the round (these do, within a
+      // minute) moves all three alike. A round of an engine side holds both its runs' epochs.
+      auto engine_head = [&](bool preload, bool second) {
         note(std::string("engine: head from the cache") + (preload ? ", preloaded" : "") + of);
         std::vector<std::string> head = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
         if (preload) head.push_back("--preload");
         for (const auto& f : train_flags(o_.epochs, round)) head.push_back(f);
-        (preload ? engine_preloaded_ : engine_head_).add(run_child(head, o_.out).result.at("epoch_seconds"));
+        const json seconds = run_child(head, o_.out).result.at("epoch_seconds");
+        Rounds& side = preload ? engine_preloaded_ : engine_head_;
+        second ? side.extend(seconds) : side.add(seconds);
       };
-      auto peer_head = [&] {
-        note("eager PyTorch peer: head only" + of);
-        peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
-      };
-      if (round % 2 == 0) {
-        peer_head();
-        engine_head(false);
-        engine_head(true);
-      } else {
-        engine_head(true);
-        engine_head(false);
-        peer_head();
+      engine_head(true, false);
+      engine_head(false, false);
+      note("eager PyTorch peer: head only" + of);
+      peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
+      engine_head(false, true);
+      engine_head(true, true);
+      // The reads row: one run whose epochs take turns, from the cache and from the split
+      // preloaded (--alternate-preload), a second apart. The budget leaves the cache side at
+      // least the block cache of the runs above (the preloaded split takes a share of it).
+      note("engine: head epochs alternating between the cache and the preloaded split" + of);
+      std::vector<std::string> alternate = {tool("recycle-train"), "--cache", cache,
+                                            "--eval-split", "none", "--alternate-preload",
+                                            "--memory-budget", "512"};
+      for (const auto& f : train_flags(2 * o_.epochs, round)) alternate.push_back(f);
+      const json a = run_child(alternate, o_.out).result;
+      std::vector<double> from_cache, from_memory;
+      for (size_t e = 0; e < a.at("epoch_sources").size(); ++e) {
+        const double seconds = a.at("epoch_seconds").at(e).get<double>();
+        (a.at("epoch_sources").at(e) == "cache" ? from_cache : from_memory).push_back(seconds);
       }
+      alternating_cache_.add(from_cache);
+      alternating_preloaded_.add(from_memory);
 
       note("engine: build of the whole training split at 0.5" + of);
       const json whole = build(path("targets-r50-all"), "train", 0.5, "fp16", "5-9", 0).result;
@@ -270,8 +289,9 @@ class TargetBench {
     t.push_back({"full fine-tuning epoch / the peer's", paired_ratio(peer_full_, engine_full_),
                  "x", true, 1.0, "peer median epoch s / engine median epoch s, per round"});
     t.push_back({"head epoch from the cache / from the same split preloaded in memory",
-                 paired_ratio(engine_preloaded_, engine_head_), "x", true, 0.97,
-                 "preloaded median epoch s / cache median epoch s, per round"});
+                 paired_ratio(alternating_preloaded_, alternating_cache_), "x", true, 0.97,
+                 "preloaded median epoch s / cache median epoch s, the epochs taking turns in "
+                 "one run (--alternate-preload), per round"});
     t.push_back({"recycle-build at 0.5 of the whole split (" + std::to_string(whole_samples_) +
                      " samples) / the peer's no-grad prefix pass over it",
                  paired_ratio(peer_whole_prefix_, whole_build_seconds_), "x", true, 1.5,
@@ -333,6 +353,11 @@ class TargetBench {
           "full fine-tuning first (the measure before round 7): "
        << fmt(head_after_full, 2) << "x\n";
     j["head_over_peer_head_after_full"] = head_after_full;
+    const double reads_by_runs = paired_ratio(engine_preloaded_, engine_head_);
+    md << "\nHead epoch from the cache / from the preloaded split, measured by whole runs (the "
+          "measure before round 8: the cache's and the preloaded runs' median epochs, per round): "
+       << fmt(reads_by_runs, 2) << "x\n";
+    j["reads_by_runs"] = reads_by_runs;
     md << "\nThe model measured instead as the run that fits the budget (trained for as many steps "
           "as the largest) less what its block cache held: "
        << fmt(median(model_fits), 0) << " MB; peak RSS of the largest cache - (budget + that): "
@@ -360,6 +385,8 @@ class TargetBench {
     j["epoch_seconds"] = {{"engine_full", engine_full_.rounds}, {"peer_full", peer_full_.rounds},
                           {"engine_head_cache", engine_head_.rounds},
                           {"engine_head_preloaded", engine_preloaded_.rounds},
+                          {"alternating_cache", alternating_cache_.rounds},
+                          {"alternating_preloaded", alternating_preloaded_.rounds},
                           {"peer_head", peer_head_.rounds},
                           {"peer_head_after_full", peer_head_after_full_.rounds}};
     j["build_seconds"] = build_seconds_.to_json();
@@ -379,6 +406,8 @@ class TargetBench {
 
   TargetBenchOptions o_;
   Rounds engine_full_, engine_head_, engine_preloaded_, build_seconds_;
+  // The epochs of the --alternate-preload runs, by source.
+  Rounds alternating_cache_, alternating_preloaded_;
   std::vector<double> prefix_share_;
   // The peer's head epochs in a --head-only process; and in the process that did full
   // fine-tuning first (the measure before round 7).

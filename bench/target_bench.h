@@ -8,13 +8,17 @@
 //   - recycle-build at 0.5 (the training split's --samples; its report's seconds and prefix
 //     seconds), and of the whole training split (30,000 samples), beside the peer's prefix
 //     pass over the same (eager_peer.py --prefix-only);
-//   - recycle-train --cache (head epochs from the cache, prefetching) and the same with
-//     --preload (the split decoded into memory first);
+//   - head epochs in the order preloaded, cache, peer, cache, preloaded: recycle-train --cache
+//     with --preload (the split decoded into memory first) and without, twice each, around
+//     eager_peer.py --head-only;
+//   - recycle-train --cache --alternate-preload for twice the epochs: epochs from the cache and
+//     from the split preloaded in memory taking turns in one run (the reads row);
 // then, once: the 0.5 cache in fp32 and in int8 over SEEDS seeds (bytes per record, test
 // accuracy), and the memory budget: caches of N samples at 0.25 in fp32 (all ten classes)
 // trained for one epoch with --memory-budget B, and a cache that fits in B, with peak RSS
-// from wait4(). Medians are over every epoch of every round. Writes targets.md and
-// targets.json to the output directory. No LibTorch here.
+// from wait4(). A speed ratio is the median over rounds of the ratio of the two sides' median
+// epochs (or builds) in the round. Writes targets.md and targets.json to the output
+// directory. No LibTorch here.
 #pragma once
 
 #include <cstdint>
