@@ -157,8 +157,8 @@ class TargetBench {
       peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
       engine_head(false, true);
       engine_head(true, true);
-      // The reads row: one run whose epochs take turns, from the cache and from the split
-      // preloaded (--alternate-preload), a second apart. The budget leaves the cache side at
+      // The reads row: one run whose epochs take turns, a second apart, from the cache and
+      // from the split preloaded (--alternate-preload: cache, preloaded, preloaded, cache, ...). The budget leaves the cache side at
       // least the block cache of the runs above (the preloaded split takes a share of it).
       note("engine: head epochs alternating between the cache and the preloaded split" + of);
       std::vector<std::string> alternate = {tool("recycle-train"), "--cache", cache,

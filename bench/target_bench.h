@@ -12,7 +12,8 @@
 //     with --preload (the split decoded into memory first) and without, twice each, around
 //     eager_peer.py --head-only;
 //   - recycle-train --cache --alternate-preload for twice the epochs: epochs from the cache and
-//     from the split preloaded in memory taking turns in one run (the reads row);
+//     from the split preloaded in memory taking turns in one run (cache, preloaded, preloaded,
+//     cache, ...; the reads row);
 // then, once: the 0.5 cache in fp32 and in int8 over SEEDS seeds (bytes per record, test
 // accuracy), and the memory budget: caches of N samples at 0.25 in fp32 (all ten classes)
 // trained for one epoch with --memory-budget B, and a cache that fits in B, with peak RSS

@@ -37,10 +37,10 @@ int train_main(int argc, char** argv) {
                "with --cache: decode the whole training split into memory first (it must fit "
                "in --memory-budget)");
   app.add_flag("--alternate-preload", o.alternate_preload,
-               "with --cache: train epochs 1, 3, ... from the cache and 2, 4, ... from the split "
-               "preloaded in memory (the same samples and batches), to time what reading from "
-               "the cache costs within one run; the --json report's epoch_sources names each "
-               "epoch's");
+               "with --cache: train epochs 1, 4, 5, 8, 9, ... from the cache and 2, 3, 6, 7, ... "
+               "from the split preloaded in memory (the same samples and batches), to time what "
+               "reading from the cache costs within one run; the --json report's epoch_sources "
+               "names each epoch's");
   add_data_flags(app, &o.data);
   add_model_flags(app, &o.model);
   add_split_flags(app, &o.recycle, &o.split_at);

@@ -351,7 +351,9 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
       const auto ahead = load_ahead(cached, o.prefetch);
       AlternatingBatches train(ahead ? static_cast<BatchSource&>(*ahead) : cached, preloaded);
       fit(train, &train);
-      for (bool odd : train.selected()) report.epoch_sources.push_back(odd ? "preloaded" : "cache");
+      for (bool second : train.selected()) {
+        report.epoch_sources.push_back(second ? "preloaded" : "cache");
+      }
     } else if (auto ahead = load_ahead(cached, o.prefetch)) {
       fit(*ahead);
     } else {

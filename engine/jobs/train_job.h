@@ -26,8 +26,9 @@ struct TrainOptions {
   // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
   int64_t prefetch = -1;
   bool preload = false;             // decode the whole training split into memory first
-  // Epochs 1, 3, ... from the cache and 2, 4, ... from the split preloaded in memory: what
-  // reading from the cache costs, timed within one run (report.epoch_sources says which).
+  // Epochs 1, 4, 5, 8, 9, ... from the cache and 2, 3, 6, 7, ... from the split preloaded in
+  // memory: what reading from the cache costs, timed within one run (AlternatingBatches;
+  // report.epoch_sources says which).
   bool alternate_preload = false;
   // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
   // freezes the prefix but recomputes it every step.

@@ -114,11 +114,11 @@ void PreloadedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   out->labels = y;
 }
 
-AlternatingBatches::AlternatingBatches(BatchSource& even, BatchSource& odd)
-    : even_(even), odd_(odd), current_(&even) {
-  if (even.size() != odd.size()) {
-    throw std::invalid_argument("alternating sources of " + std::to_string(even.size()) + " and " +
-                                std::to_string(odd.size()) + " samples");
+AlternatingBatches::AlternatingBatches(BatchSource& first, BatchSource& second)
+    : first_(first), second_(second), current_(&first) {
+  if (first.size() != second.size()) {
+    throw std::invalid_argument("alternating sources of " + std::to_string(first.size()) +
+                                " and " + std::to_string(second.size()) + " samples");
   }
 }
 

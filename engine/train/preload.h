@@ -36,26 +36,30 @@ class PreloadedBatches final : public BatchSource {
   torch::Tensor labels_;                                       // int64 [size]
 };
 
-// Epoch e (from 0) is served by `even` when e is even, by `odd` when it is odd: the trainer's
-// epoch-start hook calls select(e). Plans and loads go to the selected source only, so one
-// that loads ahead (PrefetchedBatches) does no work in the other's epochs. Both must hold
-// the same samples in the same order (std::invalid_argument when their sizes differ).
+// Epochs (from 0) in the order first, second, second, first, then again: epochs 0, 3, 4, 7,
+// 8, ... are served by `first`, 1, 2, 5, 6, ... by `second`. Each pair of four is symmetric in
+// time, so a machine that speeds up or slows down steadily moves both sides alike (with plain
+// turns, `first` would always run before `second`). The trainer's epoch-start hook calls
+// select(e). Plans and loads go to the selected source only, so one that loads ahead
+// (PrefetchedBatches) does no work in the other's epochs. Both must hold the same samples in
+// the same order (std::invalid_argument when their sizes differ).
 class AlternatingBatches final : public BatchSource {
  public:
-  AlternatingBatches(BatchSource& even, BatchSource& odd);
-  int64_t size() const override { return even_.size(); }
+  AlternatingBatches(BatchSource& first, BatchSource& second);
+  int64_t size() const override { return first_.size(); }
   void select(int64_t epoch) {
-    current_ = epoch % 2 == 0 ? &even_ : &odd_;
-    selected_.push_back(current_ == &odd_);
+    const int64_t phase = epoch % 4;
+    current_ = phase == 1 || phase == 2 ? &second_ : &first_;
+    selected_.push_back(current_ == &second_);
   }
   void load(const int64_t* indices, int64_t n, Batch* out) override { current_->load(indices, n, out); }
   void plan(const std::vector<int64_t>& order, int64_t batch) override { current_->plan(order, batch); }
-  // Per select(), in order: whether it chose `odd`.
+  // Per select(), in order: whether it chose `second`.
   const std::vector<bool>& selected() const { return selected_; }
 
  private:
-  BatchSource& even_;
-  BatchSource& odd_;
+  BatchSource& first_;
+  BatchSource& second_;
   BatchSource* current_;
   std::vector<bool> selected_;
 };

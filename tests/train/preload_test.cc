@@ -144,24 +144,26 @@ class CountingSource : public recycle::BatchSource {
 
 }  // namespace
 
-TEST(AlternatingBatches, EvenEpochsGoToOneSourceAndOddEpochsToTheOther) {
-  CountingSource even(6, 1.0f), odd(6, 2.0f);
-  recycle::AlternatingBatches alternating(even, odd);
+TEST(AlternatingBatches, EpochsGoToTheFirstSecondSecondFirstSourceInTurn) {
+  CountingSource first(6, 1.0f), second(6, 2.0f);
+  recycle::AlternatingBatches alternating(first, second);
   EXPECT_EQ(alternating.size(), 6);
   const std::vector<int64_t> order = {5, 4, 3, 2, 1, 0};
   Batch b;
-  for (int64_t epoch = 0; epoch < 5; ++epoch) {
+  const std::vector<bool> second_serves = {false, true, true, false, false, true, true, false, false};
+  for (int64_t epoch = 0; epoch < 9; ++epoch) {
     alternating.select(epoch);
     alternating.plan(order, 4);
     alternating.load(order.data(), 4, &b);
     alternating.load(order.data() + 4, 2, &b);
-    EXPECT_TRUE(torch::equal(b.features(), torch::full({2, 1}, epoch % 2 == 0 ? 1.0f : 2.0f)));
+    EXPECT_TRUE(torch::equal(b.features(), torch::full({2, 1}, second_serves[epoch] ? 2.0f : 1.0f)))
+        << "epoch " << epoch;
   }
-  EXPECT_EQ(even.plans, 3);  // epochs 0, 2, 4
-  EXPECT_EQ(even.loads, 6);
-  EXPECT_EQ(odd.plans, 2);   // epochs 1, 3
-  EXPECT_EQ(odd.loads, 4);
-  EXPECT_EQ(alternating.selected(), (std::vector<bool>{false, true, false, true, false}));
+  EXPECT_EQ(first.plans, 5);  // epochs 0, 3, 4, 7, 8
+  EXPECT_EQ(first.loads, 10);
+  EXPECT_EQ(second.plans, 4);  // epochs 1, 2, 5, 6
+  EXPECT_EQ(second.loads, 8);
+  EXPECT_EQ(alternating.selected(), second_serves);
 }
 
 TEST(AlternatingBatches, RefusesSourcesOfDifferentSizes) {
