@@ -158,8 +158,9 @@ class TargetBench {
       engine_head(false, true);
       engine_head(true, true);
       // The reads row: one run whose epochs take turns, a second apart, from the cache and
-      // from the split preloaded (--alternate-preload: cache, preloaded, preloaded, cache, ...). The budget leaves the cache side at
-      // least the block cache of the runs above (the preloaded split takes a share of it).
+      // from the split preloaded (--alternate-preload: cache, preloaded, preloaded, cache,
+      // ...). The budget leaves the cache side at least the block cache of the runs above
+      // (the preloaded split takes a share of it).
       note("engine: head epochs alternating between the cache and the preloaded split" + of);
       std::vector<std::string> alternate = {tool("recycle-train"), "--cache", cache,
                                             "--eval-split", "none", "--alternate-preload",

@@ -119,7 +119,8 @@ int train_main(int argc, char** argv) {
     }
     if (o.preload && o.alternate_preload) {
       throw std::invalid_argument("--preload and --alternate-preload do not go together (the "
-                                  "second trains every other epoch from the cache)");
+                                  "second preloads the split too, and trains half its epochs "
+                                  "from the cache)");
     }
     if (o.preload && app.count("--prefetch")) {
       throw std::invalid_argument("--preload and --prefetch do not go together (a preloaded "

@@ -37,7 +37,7 @@ class PreloadedBatches final : public BatchSource {
 };
 
 // Epochs (from 0) in the order first, second, second, first, then again: epochs 0, 3, 4, 7,
-// 8, ... are served by `first`, 1, 2, 5, 6, ... by `second`. Each pair of four is symmetric in
+// 8, ... are served by `first`, 1, 2, 5, 6, ... by `second`. Each group of four is symmetric in
 // time, so a machine that speeds up or slows down steadily moves both sides alike (with plain
 // turns, `first` would always run before `second`). The trainer's epoch-start hook calls
 // select(e). Plans and loads go to the selected source only, so one that loads ahead
