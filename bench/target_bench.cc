@@ -142,12 +142,18 @@ class TargetBench {
       // in time: preloaded, cache, peer, cache, preloaded. Each side's runs are centred on the
       // round's middle, so a machine that drifts steadily within the round (these do, within a
       // minute) moves all three alike. A round of an engine side holds both its runs' epochs.
+      // recycle-train's head on the round's cache for `epochs`, with `flags`: its report.
+      auto head_run = [&](std::vector<std::string> flags, int64_t epochs) {
+        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
+        argv.insert(argv.end(), flags.begin(), flags.end());
+        for (const auto& f : train_flags(epochs, round)) argv.push_back(f);
+        return run_child(argv, o_.out).result;
+      };
       auto engine_head = [&](bool preload, bool second) {
         note(std::string("engine: head from the cache") + (preload ? ", preloaded" : "") + of);
-        std::vector<std::string> head = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
-        if (preload) head.push_back("--preload");
-        for (const auto& f : train_flags(o_.epochs, round)) head.push_back(f);
-        const json seconds = run_child(head, o_.out).result.at("epoch_seconds");
+        std::vector<std::string> flags;
+        if (preload) flags.push_back("--preload");
+        const json seconds = head_run(flags, o_.epochs).at("epoch_seconds");
         Rounds& side = preload ? engine_preloaded_ : engine_head_;
         second ? side.extend(seconds) : side.add(seconds);
       };
@@ -162,11 +168,7 @@ class TargetBench {
       // ...). The budget leaves the cache side at least the block cache of the runs above
       // (the preloaded split takes a share of it).
       note("engine: head epochs alternating between the cache and the preloaded split" + of);
-      std::vector<std::string> alternate = {tool("recycle-train"), "--cache", cache,
-                                            "--eval-split", "none", "--alternate-preload",
-                                            "--memory-budget", "512"};
-      for (const auto& f : train_flags(2 * o_.epochs, round)) alternate.push_back(f);
-      const json a = run_child(alternate, o_.out).result;
+      const json a = head_run({"--alternate-preload", "--memory-budget", "512"}, 2 * o_.epochs);
       std::vector<double> from_cache, from_memory;
       for (size_t e = 0; e < a.at("epoch_sources").size(); ++e) {
         const double seconds = a.at("epoch_seconds").at(e).get<double>();
