@@ -187,9 +187,11 @@ def build_model(torch, width, classes):
 
 # ---- training (engine/trainer.cc) -----------------------------------------------------------
 
-def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05, profile_to=None):
+def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05, profile_to=None, bf16=False):
     """Trains `module` (all parameters that require grad) on inputs [n, ...] / labels [n];
     returns the wall seconds of each epoch and the last epoch's (loss, accuracy).
+    With bf16, the forward runs under torch.autocast("cpu", dtype=torch.bfloat16) and the loss
+    on fp32 logits (the engine's --precision bf16).
     With profile_to, the second epoch (the only one if there is one) runs under the legacy
     autograd profiler, its steps in the engine's scopes (step.load, step.forward,
     step.backward, step.optimizer; engine/train/trainer.h), and its Chrome trace is written
@@ -231,7 +233,9 @@ def train(torch, module, inputs, labels, epochs, batch, seed, lr=0.05, profile_t
                 g["lr"] = cur_lr
             with scope("step.forward", epoch):
                 opt.zero_grad()
-                logits = module(x)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    logits = module(x)
+                logits = logits.float()
                 loss = loss_fn(logits, y)
             with scope("step.backward", epoch):
                 loss.backward()
@@ -273,6 +277,9 @@ def main():
     parser.add_argument("--head-only", action="store_true",
                         help="skip full fine-tuning: time the prefix pass and head training in a "
                              "process that has done nothing else (their fields only in the JSON)")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="arithmetic of the training forward: fp32, or bf16 under "
+                             "torch.autocast (the engine's --precision) (default: fp32)")
     parser.add_argument("--profile", metavar="DIR", default="",
                         help="write Chrome traces of the second epoch of full fine-tuning and of "
                              "head training (legacy autograd profiler) to DIR/peer-full.json and "
@@ -320,7 +327,8 @@ def main():
     full = torch.nn.Sequential(*[b for _, b in blocks], classifier)
     if not args.prefix_only and not args.head_only:
         full_seconds, (full_loss, full_acc) = train(torch, full, x_all, y_all, args.epochs, args.batch,
-                                                     args.seed, profile_to=profile_path("full"))
+                                                     args.seed, profile_to=profile_path("full"),
+                                                     bf16=args.precision == "bf16")
 
     # ---- frozen prefix once, head from the in-memory activations ----
     torch.manual_seed(args.seed)
@@ -350,7 +358,8 @@ def main():
                           "prefix_samples_per_s": round(n / prefix_seconds, 1)}))
         return 0
     head_seconds, (head_loss, head_acc) = train(torch, head, acts, y_all, args.epochs, args.batch, args.seed,
-                                                 profile_to=profile_path("head"))
+                                                 profile_to=profile_path("head"),
+                                                 bf16=args.precision == "bf16")
 
     head_median = statistics.median(head_seconds)
     result = {
@@ -360,6 +369,7 @@ def main():
         "threads": threads,
         "epochs": args.epochs,
         "seed": args.seed,
+        "precision": args.precision,
         "classes": args.classes,
         "torch_version": torch.__version__,
         "ratio": RATIO,

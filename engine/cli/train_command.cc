@@ -8,6 +8,7 @@
 #include "engine/jobs/train_job.h"
 #include "cache/codec.h"
 #include "engine/models/memory_format.h"
+#include "engine/train/precision.h"
 
 namespace recycle {
 
@@ -76,6 +77,12 @@ int train_main(int argc, char** argv) {
   app.add_option("--memory-format", o.hyper.memory_format,
                  "layout of the trained module's convolution weights and inputs while it trains")
       ->check(CLI::IsMember(memory_format_names()))
+      ->capture_default_str();
+  app.add_option("--precision", o.hyper.precision,
+                 "arithmetic of the training forward: fp32, or bf16 mixed precision (LibTorch's "
+                 "autocast: convolutions and linear layers in bfloat16; weights, gradients, "
+                 "optimizer and loss in fp32; faster on CPUs with AVX512_BF16)")
+      ->check(CLI::IsMember(precision_names()))
       ->capture_default_str();
   app.add_option("--profile", o.profile,
                  "write a Chrome trace of the second epoch (LibTorch's autograd profiler) here; "

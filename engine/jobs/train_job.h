@@ -73,6 +73,7 @@ struct TrainReport {
   int64_t test_samples = 0;
   double seconds = 0;               // wall time of run_train
   std::vector<std::string> notes;   // what the user should know, e.g. no evaluation
+  std::string precision;            // of the training forward: "fp32" or "bf16"
   // Data-parallel figures (world_size 1: no communication, zeros).
   int world_size = 1;
   std::string sync;                 // "allreduce" or "average:K" ("" alone)

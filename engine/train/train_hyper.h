@@ -19,6 +19,9 @@ struct TrainHyper {
   // Layout of the trained module's 4-D tensors and of its 4-D inputs while it trains:
   // channels_last | contiguous (engine/models/memory_format.h).
   std::string memory_format = "channels_last";
+  // Arithmetic of the training forward: fp32 | bf16 (mixed precision under LibTorch's
+  // autocast; parameters, gradients and optimizer in fp32; engine/train/precision.h).
+  std::string precision = "fp32";
 
   // Samples per batch when evaluating (no gradients to hold: at least 256).
   int64_t eval_batch() const { return std::max<int64_t>(batch, 256); }

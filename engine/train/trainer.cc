@@ -56,7 +56,8 @@ std::string state_key(const torch::Tensor& p) {
 Trainer::Trainer(BlockStack module, const TrainHyper& hyper)
     : module_(std::move(module)),
       hyper_(hyper),
-      memory_format_(parse_memory_format(hyper.memory_format, "--memory-format")) {
+      memory_format_(parse_memory_format(hyper.memory_format, "--memory-format")),
+      precision_(parse_precision(hyper.precision, "--precision")) {
   if (hyper.epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
   if (hyper.batch < 1) throw std::invalid_argument("--batch must be at least 1");
   if (!(hyper.lr > 0)) throw std::invalid_argument("--lr must be positive");
@@ -150,7 +151,13 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
         // Gradients to none rather than to zero (what Python's zero_grad(set_to_none=True)
         // does): backward then hands its result over instead of adding it to zeros.
         for (torch::Tensor& p : trainable_) p.mutable_grad().reset();
-        logits = module_->forward(in_memory_format(batch.features(), memory_format_));
+        const torch::Tensor features = in_memory_format(batch.features(), memory_format_);
+        {
+          AutocastScope autocast(precision_, features.device().type());
+          logits = module_->forward(features);
+        }
+        // bf16 logits from an autocast forward: the loss and its gradient in fp32.
+        logits = logits.to(torch::kFloat);
         loss = torch::nn::functional::cross_entropy(logits, batch.labels);
       }
       const double loss_value = loss.item<double>();

@@ -13,6 +13,7 @@
 #include "engine/data/sampler.h"
 #include "engine/models/block_model.h"
 #include "engine/train/batch_sources.h"
+#include "engine/train/precision.h"
 #include "engine/train/train_hyper.h"
 
 namespace recycle {
@@ -32,9 +33,10 @@ struct EvalResult {
 
 // Trains one module (train mode). Not thread safe; hooks run on the calling thread.
 //
-// A step: set the scheduled learning rate, zero the gradients, forward the batch's features,
-// cross-entropy, backward, the after-backward hooks (gradients are ready: where gradient
-// averaging goes), the optimizer step, the after-step hooks (where parameter averaging goes).
+// A step: set the scheduled learning rate, zero the gradients, forward the batch's features
+// (under bf16 autocast with hyper.precision "bf16"), cross-entropy in fp32, backward, the
+// after-backward hooks (gradients are ready: where gradient averaging goes), the optimizer
+// step, the after-step hooks (where parameter averaging goes).
 // An epoch: the epoch-start hooks (where a freeze schedule re-splits the model: it may call
 // set_module or rebuild_optimizer), then the steps over the sampler's order for that epoch,
 // then the epoch-end hooks. The parts of a step are named for LibTorch's profiler (the
@@ -46,8 +48,8 @@ class Trainer {
   using EpochHook = std::function<void(Trainer&, int64_t epoch)>;
   using StepHook = std::function<void(Trainer&, int64_t step)>;
 
-  // Throws std::invalid_argument for bad hyper-parameters (epochs, batch, lr, optimizer or
-  // schedule names), before any work.
+  // Throws std::invalid_argument for bad hyper-parameters (epochs, batch, lr, optimizer,
+  // schedule, memory format or precision names), before any work.
   Trainer(BlockStack module, const TrainHyper& hyper);
   ~Trainer();
 
@@ -79,6 +81,7 @@ class Trainer {
   BlockStack module_;
   TrainHyper hyper_;
   c10::MemoryFormat memory_format_;
+  Precision precision_;
   bool fitting_ = false;  // inside fit: the module is laid out in memory_format_
   std::vector<torch::Tensor> trainable_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

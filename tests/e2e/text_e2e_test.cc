@@ -79,6 +79,12 @@ TEST(TextTools, RepeatedLinesShareRecordsAndTheHeadTrains) {
   EXPECT_EQ(r.last["epochs"], 6);
   // The classes differ in every other word: a head that learnt nothing scores 0.5.
   EXPECT_GE(r.last["test_acc"].get<double>(), 0.9) << describe(r);
+  // The text head in bf16 mixed precision (its attention and linear layers under autocast).
+  r = run(dir, "recycle-train",
+          "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1 --precision bf16" + cache);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["precision"], "bf16");
+  EXPECT_GE(r.last["test_acc"].get<double>(), 0.8) << describe(r);
 
   // --preload and --alternate-preload need one record shape: refused with one line.
   for (const char* flag : {"--preload", "--alternate-preload"}) {

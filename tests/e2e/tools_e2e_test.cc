@@ -122,6 +122,14 @@ TEST(Tools, TransferTaskEndToEnd) {
         << "epoch " << e + 1;
   }
   EXPECT_GT(alternate.last["memory"]["preload_bytes"].get<int64_t>(), 0);
+  // --precision bf16 trains the same head in bf16 mixed precision: not the same numbers, but
+  // as good a head.
+  EXPECT_EQ(r.last["precision"], "fp32");
+  ToolRun bf16 = run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --precision bf16 --json");
+  ASSERT_EQ(bf16.code, 0) << describe(bf16);
+  EXPECT_EQ(bf16.last["precision"], "bf16");
+  EXPECT_NE(bf16.last["epoch_loss"], r.last["epoch_loss"]);
+  EXPECT_NEAR(bf16.last["test_acc"].get<double>(), r.last["test_acc"].get<double>(), 0.05) << bf16.out;
 
   // --memory-budget (256 MiB by default) is divided as reported, the index of both splits
   // included, and the block cache stays within its share.
@@ -214,6 +222,7 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
       {"recycle-train", cache + " --preload --alternate-preload", 2,
        "--preload and --alternate-preload do not go together"},
       {"recycle-train", "--alternate-preload", 2, "--alternate-preload needs --cache"},
+      {"recycle-train", cache + " --precision fp16", 2, "--precision"},
       {"recycle-train", "", 2, "--cache"},
       {"recycle-inspect", cache, 1, "no cache at"},
       {"recycle-inspect", "", 2, "--cache"},

@@ -50,6 +50,14 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
                                 "--json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["train_samples"], 48);
+  // A scripted head trains in bf16 mixed precision too: autocast reaches the operators
+  // TorchScript runs, so the losses are not fp32's.
+  const nlohmann::json fp32_loss = r.last["epoch_loss"];
+  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --eval-split none --threads 1 "
+                                "--precision bf16 --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["precision"], "bf16");
+  EXPECT_NE(r.last["epoch_loss"], fp32_loss);
 
   // Pretrain the whole scripted model, then cache with its weights (a new cache).
   const std::string enc = dir.file("enc.pt");

@@ -1,6 +1,7 @@
 // The train room in process: batches, batch sources over a cache and over raw data, and the
 // trainer with its hooks (no child processes).
 #include <gtest/gtest.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "engine/data/sampler.h"
 #include "engine/models/preprocess.h"
 #include "engine/train/batch_sources.h"
+#include "engine/train/precision.h"
 #include "engine/train/trainer.h"
 #include "tests/test_util.h"
 #include "tests/train/small_cache.h"
@@ -201,6 +203,74 @@ TEST(Trainer, ChannelsLastTrainsLikeContiguousAndIsUndoneAfterFit) {
   TrainHyper bad = small_hyper();
   bad.memory_format = "nhwc";
   EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
+}
+
+// bf16 mixed precision: the forward's convolution and linear layer run in bfloat16 (the first
+// step's loss differs from fp32's, by about bf16's rounding), while the parameters and their
+// gradients stay fp32; the two train to parameters close to each other, and autocast is off
+// again after fit.
+TEST(Trainer, Bf16RunsTheForwardInBfloat16AndKeepsParametersAndGradientsInFp32) {
+  TensorSource data = small_images(96);
+  std::vector<std::vector<torch::Tensor>> trained;
+  std::vector<double> first_loss;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    TrainHyper h = small_hyper();
+    h.precision = precision;
+    BlockStack head = conv_head(3);
+    bool grads_fp32 = true;
+    Trainer trainer(head, h);
+    trainer.add_after_backward_hook([&](Trainer& t, int64_t) {
+      for (const torch::Tensor& p : t.trainable()) {
+        grads_fp32 = grads_fp32 && p.grad().scalar_type() == torch::kFloat32;
+      }
+    });
+    const auto epochs = trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
+    EXPECT_TRUE(grads_fp32) << precision;
+    EXPECT_FALSE(at::autocast::is_cpu_enabled()) << precision;
+    EXPECT_LT(epochs.back().loss, epochs.front().loss) << precision;
+    first_loss.push_back(epochs.front().loss);
+    std::vector<torch::Tensor> params;
+    for (const torch::Tensor& p : head->parameters()) {
+      EXPECT_EQ(p.scalar_type(), torch::kFloat32) << precision;
+      params.push_back(p.detach().clone());
+    }
+    trained.push_back(params);
+  }
+  EXPECT_NE(first_loss[0], first_loss[1]);
+  EXPECT_NEAR(first_loss[0], first_loss[1], 0.05);
+  ASSERT_EQ(trained[0].size(), trained[1].size());
+  for (size_t i = 0; i < trained[0].size(); ++i) {
+    EXPECT_TRUE(torch::allclose(trained[0][i], trained[1][i], 0.05, 0.02)) << "parameter " << i;
+  }
+  TrainHyper bad = small_hyper();
+  bad.precision = "fp16";
+  EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
+}
+
+// The scope turns autocast to bf16 on for its life and restores what was there before: off,
+// or on.
+TEST(AutocastScope, TurnsBf16AutocastOnAndRestoresThePreviousState) {
+  const torch::Tensor a = torch::randn({4, 4});
+  {
+    recycle::AutocastScope scope(recycle::Precision::kBf16, c10::DeviceType::CPU);
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat32);
+  {
+    recycle::AutocastScope scope(recycle::Precision::kFp32, c10::DeviceType::CPU);
+    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  }
+  at::autocast::set_cpu_enabled(true);
+  {
+    recycle::AutocastScope scope(recycle::Precision::kBf16, c10::DeviceType::CPU);
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+  }
+  EXPECT_TRUE(at::autocast::is_cpu_enabled());
+  at::autocast::set_cpu_enabled(false);
+  EXPECT_EQ(recycle::parse_precision("bf16", "--precision"), recycle::Precision::kBf16);
+  EXPECT_THROW(recycle::parse_precision("half", "--precision"), std::invalid_argument);
 }
 
 // What an after-backward hook does to the gradients is what the optimizer applies: zeroed

@@ -1,0 +1,44 @@
+// The arithmetic a training step's forward runs in. fp32 everywhere, or bf16 mixed precision:
+// LibTorch's autocast runs the convolutions, linear layers and matrix products of the forward
+// in bfloat16 (so their backward too), while the parameters, their gradients, the optimizer
+// and the loss stay fp32. On CPUs with bf16 instructions (AVX512_BF16, AMX) oneDNN's bf16
+// convolutions are faster than its fp32 ones; elsewhere oneDNN emulates them and they are
+// slower. No LibTorch operators here.
+#pragma once
+
+#include <c10/core/DeviceType.h>  // small: no LibTorch operators or modules
+#include <c10/core/ScalarType.h>
+
+#include <string>
+#include <vector>
+
+namespace recycle {
+
+enum class Precision { kFp32, kBf16 };
+
+// Parses "fp32" or "bf16"; throws std::invalid_argument naming `flag` otherwise.
+Precision parse_precision(const std::string& name, const std::string& flag);
+std::vector<std::string> precision_names();
+
+// Whether this CPU has bf16 dot-product instructions (x86 AVX512_BF16). False elsewhere.
+bool cpu_has_bf16_instructions();
+
+// While it lives, operations on `device` run under autocast to bf16 when `precision` is
+// kBf16 (nothing changes for kFp32). The thread's previous autocast state is restored when it
+// goes, and the casts of the weights it cached are dropped. Not for nesting with another
+// autocast scope on the same thread.
+class AutocastScope {
+ public:
+  AutocastScope(Precision precision, c10::DeviceType device);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  bool cpu_ = true;
+  bool was_enabled_ = false;
+  c10::ScalarType previous_dtype_ = c10::ScalarType::BFloat16;
+};
+
+}  // namespace recycle
