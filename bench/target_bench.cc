@@ -149,20 +149,19 @@ class TargetBench {
         for (const auto& f : train_flags(epochs, round)) argv.push_back(f);
         return run_child(argv, o_.out).result;
       };
-      auto engine_head = [&](bool preload, bool second) {
-        note(std::string("engine: head from the cache") + (preload ? ", preloaded" : "") + of);
-        std::vector<std::string> flags;
-        if (preload) flags.push_back("--preload");
+      // The head with `flags` into `side`: the round's first run, or its second (`second`).
+      auto engine_head = [&](const std::string& what, const std::vector<std::string>& flags,
+                             Rounds& side, bool second) {
+        note("engine: head from the cache" + what + of);
         const json seconds = head_run(flags, o_.epochs).at("epoch_seconds");
-        Rounds& side = preload ? engine_preloaded_ : engine_head_;
         second ? side.extend(seconds) : side.add(seconds);
       };
-      engine_head(true, false);
-      engine_head(false, false);
+      engine_head(", preloaded", {"--preload"}, engine_preloaded_, false);
+      engine_head("", {}, engine_head_, false);
       note("eager PyTorch peer: head only" + of);
       peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
-      engine_head(false, true);
-      engine_head(true, true);
+      engine_head("", {}, engine_head_, true);
+      engine_head(", preloaded", {"--preload"}, engine_preloaded_, true);
       // The reads row: one run whose epochs take turns, a second apart, from the cache and
       // from the split preloaded (--alternate-preload: cache, preloaded, preloaded, cache,
       // ...). The budget leaves the cache side at least the block cache of the runs above
@@ -176,6 +175,15 @@ class TargetBench {
       }
       alternating_cache_.add(from_cache);
       alternating_preloaded_.add(from_memory);
+
+      // bf16 mixed precision on both sides (printed under the table, not a target): the
+      // engine's head, the peer's under torch.autocast, the engine's again.
+      engine_head(", --precision bf16", {"--precision", "bf16"}, engine_bf16_, false);
+      note("eager PyTorch peer: head only, bf16 autocast" + of);
+      std::vector<std::string> peer_bf16 = peer_argv(round, "--head-only");
+      peer_bf16.insert(peer_bf16.end(), {"--precision", "bf16"});
+      peer_bf16_.add(run_child(peer_bf16, o_.out).result.at("head_epoch_seconds"));
+      engine_head(", --precision bf16", {"--precision", "bf16"}, engine_bf16_, true);
 
       note("engine: build of the whole training split at 0.5" + of);
       const json whole = build(path("targets-r50-all"), "train", 0.5, "fp16", "5-9", 0).result;
@@ -217,6 +225,14 @@ class TargetBench {
         std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
         for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
         accuracy_[codec].push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
+      }
+      if (codec != "fp32") continue;
+      // The same fp32 records, the head trained in bf16 mixed precision.
+      note("engine: the fp32 cache trained with --precision bf16, " + std::to_string(o_.seeds) + (o_.seeds == 1 ? " seed" : " seeds"));
+      for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--precision", "bf16"};
+        for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
+        accuracy_["fp32, bf16 training"].push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
       }
     }
   }
@@ -361,6 +377,23 @@ class TargetBench {
           "measure before round 8: the cache's and the preloaded runs' median epochs, per round): "
        << fmt(reads_by_runs, 2) << "x\n";
     j["reads_by_runs"] = reads_by_runs;
+    const double bf16_points =
+        100.0 * (mean(accuracy_.at("fp32, bf16 training")) - mean(accuracy_.at("fp32")));
+    const double bf16_over_peer = paired_ratio(peer_bf16_, engine_bf16_);
+    const double bf16_over_fp32 = paired_ratio(engine_head_, engine_bf16_);
+    const double peer_bf16_over_fp32 = paired_ratio(peer_head_, peer_bf16_);
+    md << "\nbf16 mixed precision (`--precision bf16`; not a target, the rows above are fp32): head "
+          "epoch at 0.5 from the cache / the peer's under bf16 autocast (engine, peer, engine, per "
+          "round): "
+       << fmt(bf16_over_peer, 2) << "x; the engine's head in bf16 / in fp32 (the round's runs "
+       << "from the cache): " << fmt(bf16_over_fp32, 2) << "x; the peer's in bf16 / in fp32: "
+       << fmt(peer_bf16_over_fp32, 2) << "x; test accuracy in bf16 - fp32 (the fp32 cache, mean of "
+       << o_.seeds << (o_.seeds == 1 ? " seed" : " seeds") << "): " << fmt(bf16_points, 2)
+       << " points\n";
+    j["bf16"] = {{"head_over_peer_bf16", bf16_over_peer},
+                 {"head_bf16_over_fp32", bf16_over_fp32},
+                 {"peer_head_bf16_over_fp32", peer_bf16_over_fp32},
+                 {"accuracy_points", bf16_points}};
     md << "\nThe model measured instead as the run that fits the budget (trained for as many steps "
           "as the largest) less what its block cache held: "
        << fmt(median(model_fits), 0) << " MB; peak RSS of the largest cache - (budget + that): "
@@ -391,6 +424,8 @@ class TargetBench {
                           {"alternating_cache", alternating_cache_.rounds},
                           {"alternating_preloaded", alternating_preloaded_.rounds},
                           {"peer_head", peer_head_.rounds},
+                          {"engine_head_bf16", engine_bf16_.rounds},
+                          {"peer_head_bf16", peer_bf16_.rounds},
                           {"peer_head_after_full", peer_head_after_full_.rounds}};
     j["build_seconds"] = build_seconds_.to_json();
     j["whole_split_build_seconds"] = whole_build_seconds_.to_json();
@@ -415,6 +450,8 @@ class TargetBench {
   // The peer's head epochs in a --head-only process; and in the process that did full
   // fine-tuning first (the measure before round 7).
   Rounds peer_full_, peer_head_, peer_head_after_full_, peer_prefix_;
+  // The head in bf16 mixed precision: the engine's from the cache, the peer's head-only.
+  Rounds engine_bf16_, peer_bf16_;
   Rounds whole_build_seconds_, peer_whole_prefix_;
   int64_t whole_samples_ = 0;
   std::map<std::string, double> record_bytes_;
