@@ -217,24 +217,33 @@ class TargetBench {
   void codec_rows() {
     for (const std::string codec : {"fp32", "int8"}) {
       const std::string cache = path("targets-r50-" + codec);
-      note("engine: " + codec + " cache at 0.5, " + std::to_string(o_.seeds) + (o_.seeds == 1 ? " seed" : " seeds"));
+      note("engine: " + codec + " cache at 0.5, " + seeds_text());
       const json b = build(cache, "train", 0.5, codec, "5-9", o_.samples).result;
       build(cache, "test", 0.5, codec, "5-9", 0);
       record_bytes_[codec] = b.at("bytes").get<double>() / std::max<int64_t>(1, b.at("computed").get<int64_t>());
-      for (int64_t seed = 0; seed < o_.seeds; ++seed) {
-        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
-        for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
-        accuracy_[codec].push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
-      }
+      accuracy_[codec] = test_accuracies(cache, {});
       if (codec != "fp32") continue;
       // The same fp32 records, the head trained in bf16 mixed precision.
-      note("engine: the fp32 cache trained with --precision bf16, " + std::to_string(o_.seeds) + (o_.seeds == 1 ? " seed" : " seeds"));
-      for (int64_t seed = 0; seed < o_.seeds; ++seed) {
-        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--precision", "bf16"};
-        for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
-        accuracy_["fp32, bf16 training"].push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
-      }
+      note("engine: the fp32 cache trained with --precision bf16, " + seeds_text());
+      accuracy_["fp32, bf16 training"] = test_accuracies(cache, {"--precision", "bf16"});
     }
+  }
+
+  // "3 seeds" (or "1 seed").
+  std::string seeds_text() const {
+    return std::to_string(o_.seeds) + (o_.seeds == 1 ? " seed" : " seeds");
+  }
+
+  // The test accuracy of recycle-train on `cache` with `flags`, for each seed.
+  std::vector<double> test_accuracies(const std::string& cache, const std::vector<std::string>& flags) {
+    std::vector<double> out;
+    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+      std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
+      out.push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
+    }
+    return out;
   }
 
   // Caches of N samples at 0.25 (fp32, classes 0-9) trained for one epoch within the budget,
@@ -317,8 +326,7 @@ class TargetBench {
                  "peer prefix s / engine build report s (fp16 records), per round"});
     t.push_back({"int8 record bytes / fp32", record_bytes_.at("int8") / record_bytes_.at("fp32"),
                  "x", false, 0.3, "bytes per record, 0.5 cache"});
-    t.push_back({"int8 test accuracy - fp32 (mean of " + std::to_string(o_.seeds) +
-                     (o_.seeds == 1 ? " seed)" : " seeds)"),
+    t.push_back({"int8 test accuracy - fp32 (mean of " + seeds_text() + ")",
                  100.0 * (mean(accuracy_.at("int8")) - mean(accuracy_.at("fp32"))), " points", true,
                  -0.5, "percentage points"});
     std::vector<double> throughput, over, model, over_fits, model_fits;
@@ -388,8 +396,7 @@ class TargetBench {
        << fmt(bf16_over_peer, 2) << "x; the engine's head in bf16 / in fp32 (the round's runs "
        << "from the cache): " << fmt(bf16_over_fp32, 2) << "x; the peer's in bf16 / in fp32: "
        << fmt(peer_bf16_over_fp32, 2) << "x; test accuracy in bf16 - fp32 (the fp32 cache, mean of "
-       << o_.seeds << (o_.seeds == 1 ? " seed" : " seeds") << "): " << fmt(bf16_points, 2)
-       << " points\n";
+       << seeds_text() << "): " << fmt(bf16_points, 2) << " points\n";
     j["bf16"] = {{"head_over_peer_bf16", bf16_over_peer},
                  {"head_bf16_over_fp32", bf16_over_fp32},
                  {"peer_head_bf16_over_fp32", peer_bf16_over_fp32},
