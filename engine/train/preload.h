@@ -41,8 +41,12 @@ class PreloadedBatches final : public BatchSource {
 // time, so a machine that speeds up or slows down steadily moves both sides alike (with plain
 // turns, `first` would always run before `second`). The trainer's epoch-start hook calls
 // select(e). Plans and loads go to the selected source only, so one that loads ahead
-// (PrefetchedBatches) does no work in the other's epochs. Both must hold the same samples in
-// the same order (std::invalid_argument when their sizes differ).
+// (PrefetchedBatches) does no work in the other's epochs. The plan of the next epoch, which
+// the trainer makes during an epoch's last step, goes to that epoch's source: a first source
+// that loads ahead then loads a few batches behind its own last step that the second's epoch
+// does not use, and its epoch after one of the second's starts with nothing loaded ahead
+// (both cost `first`, not `second`). Both must hold the same samples in the same order
+// (std::invalid_argument when their sizes differ).
 class AlternatingBatches final : public BatchSource {
  public:
   AlternatingBatches(BatchSource& first, BatchSource& second);
