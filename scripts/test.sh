@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything and runs the whole test suite under ctest.
+# Installs what is missing, builds everything (the micro benchmarks too) and runs the whole test
+# suite under ctest.
 # Usage: scripts/test.sh            (build directory: build/, reused when present)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON -DRECYCLE_BUILD_BENCH=ON >/dev/null
 cmake --build build -j "$(nproc)"
 cd build
 ctest --output-on-failure -j 2 --timeout 900

@@ -5,6 +5,7 @@
 //                                    recycle-build ran before the inference prefix)
 //   prefix/folded_contiguous/r50     InferencePrefix (batch norms folded, InferenceMode), NCHW
 //   prefix/folded_channels_last/r50  the same in channels-last
+//   prefix/folded_mkldnn/r50         the same in oneDNN's blocked layout (recycle-build's default)
 // Items/s are samples/s. Real time.
 #include <benchmark/benchmark.h>
 
@@ -44,20 +45,23 @@ void BM_PlainPrefix(benchmark::State& state) {
 BENCHMARK(BM_PlainPrefix)->Name("prefix/plain/r50")
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.3)->MinTime(2.0);
 
-void BM_FoldedPrefix(benchmark::State& state, torch::MemoryFormat format) {
+void BM_FoldedPrefix(benchmark::State& state, recycle::PrefixLayout layout) {
   setup();
   recycle::BlockModel model = recycle::make_encoder(recycle::default_encoder_name(), 10);
   recycle::SplitModel split = recycle::split_block_model(model, kPrefixBlocks);
-  const recycle::InferencePrefix prefix(model, kPrefixBlocks, format);
+  const recycle::InferencePrefix prefix(model, kPrefixBlocks, layout);
   const torch::Tensor x = torch::randn({kBatch, 1, 28, 28});
   for (auto _ : state) benchmark::DoNotOptimize(prefix.forward(x));
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
-BENCHMARK_CAPTURE(BM_FoldedPrefix, contiguous, torch::MemoryFormat::Contiguous)
+BENCHMARK_CAPTURE(BM_FoldedPrefix, contiguous, recycle::PrefixLayout::kContiguous)
     ->Name("prefix/folded_contiguous/r50")
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.3)->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_FoldedPrefix, channels_last, torch::MemoryFormat::ChannelsLast)
+BENCHMARK_CAPTURE(BM_FoldedPrefix, channels_last, recycle::PrefixLayout::kChannelsLast)
     ->Name("prefix/folded_channels_last/r50")
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.3)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_FoldedPrefix, mkldnn, recycle::PrefixLayout::kMkldnn)
+    ->Name("prefix/folded_mkldnn/r50")
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.3)->MinTime(2.0);
 
 }  // namespace
