@@ -425,7 +425,7 @@ class Bench {
        << "set xlabel 'recycle ratio (fraction of encoder "
        << (text() ? "layers" : "blocks") << " frozen and cached)'\n"
        << "set ylabel 'test accuracy'\nset y2label 'epoch speedup over full fine-tuning (x)'\n"
-       << "set ytics nomirror\nset y2tics\nset key bottom right\nset grid\n"
+       << "set ytics nomirror\nset y2tics\nset key center left\nset grid\n"
        << "set xrange [-0.05:1.05]\nset logscale y2\nset y2range [1:*]\n"
        << "plot '" << o_.out << "/bench.csv' every ::1 using (strcol(1) eq 'frozen' ? NaN : $2):3:4 "
        << "with yerrorlines lw 2 title 'accuracy (cache)', \\\n"
