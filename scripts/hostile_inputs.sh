@@ -117,6 +117,10 @@ case_ "--lr 0" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 
 case_ "--lr 1e308" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --lr 1e308
 case_ "--memory-budget 16 with --batch 4096 (the batches alone are larger)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --memory-budget 16 --batch 4096
 case_ "--preload without --cache" 2 "" "$bin/recycle-train" --data fashion-mnist --split test --preload
+case_ "--alternate-preload without --cache" 2 "" "$bin/recycle-train" --data fashion-mnist --split test --alternate-preload
+case_ "--preload beside --alternate-preload" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --preload --alternate-preload
+case_ "--preload beside --prefetch 2" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --preload --prefetch 2
+case_ "--precision fp16 (bf16 or fp32 only)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --precision fp16
 case_ "recycle-train --weights other than the cache's" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --weights "$work/enc.pt"
 cp "$work/enc.pt" "$work/bad.pt"; size=$(stat -c %s "$work/bad.pt")
 printf '\x55' | dd of="$work/bad.pt" bs=1 seek=$((size / 2)) conv=notrunc status=none
