@@ -1,5 +1,6 @@
 // Small helpers shared by the micro benchmarks: failure reporting, a temporary directory
-// that removes itself, and deterministic random data. The benchmarks run single-threaded.
+// that removes itself, deterministic random data, and the thread count of the LibTorch
+// benchmarks. The keyer, codec and store benchmarks run single-threaded.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -47,6 +48,14 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The threads a LibTorch benchmark runs on: 2 (as the engine's measurements on these 2-core
+// machines), or $RECYCLE_BENCH_THREADS when it is set to a positive number.
+inline int bench_threads() {
+  const char* env = std::getenv("RECYCLE_BENCH_THREADS");
+  const int n = env != nullptr ? std::atoi(env) : 0;
+  return n > 0 ? n : 2;
+}
 
 // n random bytes (fixed seed).
 inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed = 1) {

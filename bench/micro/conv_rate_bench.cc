@@ -27,22 +27,18 @@
 #endif
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bench/micro/bench_util.h"
+
 namespace {
 
-constexpr int64_t kBatch = 128;
-constexpr int kDefaultThreads = 2;
+using recycle::bench::bench_threads;
 
-int bench_threads() {
-  const char* env = std::getenv("RECYCLE_BENCH_THREADS");
-  const int n = env != nullptr ? std::atoi(env) : 0;
-  return n > 0 ? n : kDefaultThreads;
-}
+constexpr int64_t kBatch = 128;
 
 void set_gflops(benchmark::State& state, double flops_per_iteration) {
   state.counters["GFLOP/s"] = benchmark::Counter(

@@ -12,8 +12,8 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <cstdlib>
 
+#include "bench/micro/bench_util.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/inference_prefix.h"
@@ -25,9 +25,7 @@ constexpr int64_t kBatch = 256;
 constexpr int64_t kPrefixBlocks = 4;
 
 void setup() {
-  const char* env = std::getenv("RECYCLE_BENCH_THREADS");
-  const int n = env != nullptr ? std::atoi(env) : 0;
-  torch::set_num_threads(n > 0 ? n : 2);
+  torch::set_num_threads(recycle::bench::bench_threads());
   torch::manual_seed(0);
 }
 

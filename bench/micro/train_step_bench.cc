@@ -13,9 +13,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
+#include "bench/micro/bench_util.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/memory_format.h"
@@ -25,17 +25,8 @@ namespace {
 
 constexpr int64_t kBatch = 128;
 constexpr int64_t kClasses = 5;
-constexpr int kDefaultThreads = 2;
-
-// LibTorch intra-op threads: 2, or $RECYCLE_BENCH_THREADS when set to a positive number.
-int torch_threads() {
-  const char* env = std::getenv("RECYCLE_BENCH_THREADS");
-  const int n = env != nullptr ? std::atoi(env) : 0;
-  return n > 0 ? n : kDefaultThreads;
-}
-
 void setup_torch() {
-  torch::set_num_threads(torch_threads());
+  torch::set_num_threads(recycle::bench::bench_threads());
   torch::manual_seed(0);
 }
 

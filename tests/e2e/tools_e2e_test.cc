@@ -237,6 +237,54 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("c")));
 }
 
+// --profile writes a Chrome trace of the second epoch only (the first warms up), with the
+// trainer's step scopes and the ATen ops inside them; a path it cannot write fails first.
+TEST(Tools, ProfileWritesATraceOfTheSecondEpoch) {
+  TempDir dir;
+  const int n = 64;
+  std::vector<uint8_t> images, labels;
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((i * 37 + p * 11) % 251));
+    labels.push_back(static_cast<uint8_t>(i % 2));
+  }
+  write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, images);
+  write_idx(dir.file("train-labels-idx1-ubyte.gz"), {n}, labels);
+  const std::string cache = dir.file("cache"), trace = dir.file("trace.json");
+  ToolRun r = run(dir, "recycle-build",
+                  "--data fashion-mnist:" + dir.path().string() + " --recycle 0.5 --width 4 "
+                  "--cache " + cache + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+
+  r = run(dir, "recycle-train",
+          "--cache " + cache + " --epochs 2 --batch 16 --eval-split none --profile " + trace +
+              " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  // LibTorch's legacy writer may leave a comma before the closing bracket.
+  std::string text = recycle::testing::read_file(trace);
+  const size_t close = text.find_last_of(']');
+  ASSERT_NE(close, std::string::npos) << text.substr(0, 200);
+  const size_t last = text.find_last_not_of(" \n\t", close - 1);
+  if (last != std::string::npos && text[last] == ',') text.erase(last, 1);
+  const json events = json::parse(text, nullptr, false);
+  ASSERT_FALSE(events.is_discarded()) << text.substr(0, 200);
+  const json& list = events.is_object() ? events["traceEvents"] : events;
+  int forward_scopes = 0, convolutions = 0;
+  for (const json& e : list) {
+    if (e.value("ph", "") != "X") continue;
+    const std::string name = e.value("name", "");
+    forward_scopes += name == "step.forward" ? 1 : 0;
+    convolutions += name.find("convolution") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(forward_scopes, n / 16);  // the 4 steps of one epoch
+  EXPECT_GT(convolutions, 0);
+
+  r = run(dir, "recycle-train",
+          "--cache " + cache + " --epochs 2 --profile " + dir.file("missing/dir/trace.json"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--profile: cannot write"), std::string::npos) << r.err;
+}
+
 TEST(Tools, HelpPrintsUsageAndExitsZero) {
   TempDir dir;
   for (const char* tool : {"recycle-build", "recycle-train", "recycle-inspect"}) {
