@@ -10,13 +10,12 @@
 //                                 threads.
 //   conv/head/all_of_a_step_r50   the 10 convolutions of one head step in turn (no input
 //                                 gradient for the two that read the cached activations): what
-//                                 of train_step/head_from_cache/r50 is convolution. FLOPs count only the taps that fall inside the input:
-//                                 3 x 2 x N x Cout x Cin x taps(H) x taps(W), taps(H) the sum
-//                                 over output rows of the kernel rows not on the zero padding
-//                                 (a dense count, K x K x Hout x Wout, counts 1.44x as many on
-//                                 the 4x4 maps, and gave the 128-channel layer a rate above the
-//                                 FMA peak: oneDNN skips work on the padding).
-// docs/performance.md compares the two.
+//                                 of train_step/head_from_cache/r50 is convolution.
+// A convolution's FLOPs count only the kernel taps inside its input: 3 (2 without the input's
+// gradient) x 2 x N x Cout x Cin x taps(H) x taps(W), taps(H) the sum over the output rows of
+// the kernel rows not on the zero padding. A dense count (K x K x Hout x Wout) counts 1.44x as
+// many on the 4x4 maps, and gave the 128-channel layer a rate above the FMA peak: oneDNN skips
+// work on the padding. docs/performance.md compares the two measures.
 #include <benchmark/benchmark.h>
 
 #include <torch/torch.h>
