@@ -192,7 +192,6 @@ std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors
 }
 
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) {
-  tensors->clear();
   if (bytes.size() < kPrefixBytes + kChecksumBytes) {
     return Status::corruption("record of " + std::to_string(bytes.size()) + " bytes is too short");
   }
@@ -212,27 +211,31 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
   if (n == 0) return Status::corruption("record holds no tensors");
   size_t pos = kPrefixBytes;
   uint64_t payload = 0;
+  // The tensors a vector held before keep their shapes' memory: reading records one after
+  // another into one vector allocates nothing once it has held the largest.
   tensors->resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (pos + 4 > body) return Status::corruption("record header is cut short");
     RecordTensor& t = (*tensors)[i];
-    const std::string which = "record tensor " + std::to_string(i);
+    t.codec = Codec::kFp32;
+    t.payload = nullptr;
+    auto which = [i] { return "record tensor " + std::to_string(i); };
     const uint8_t dtype_byte = static_cast<uint8_t>(bytes[pos]);
     const uint8_t codec_byte = static_cast<uint8_t>(bytes[pos + 1]);
     if (!dtype_from_byte(dtype_byte, &t.dtype)) {
-      return Status::corruption(which + " has an unknown dtype " + std::to_string(dtype_byte));
+      return Status::corruption(which() + " has an unknown dtype " + std::to_string(dtype_byte));
     }
     if (t.dtype == Dtype::kFloat32) {
       if (!codec_from_byte(codec_byte, &t.codec)) {
-        return Status::corruption(which + " has an unknown codec " + std::to_string(codec_byte));
+        return Status::corruption(which() + " has an unknown codec " + std::to_string(codec_byte));
       }
     } else if (codec_byte != kCodecRawByte) {
-      return Status::corruption(which + " has dtype " + dtype_name(t.dtype) + " and codec byte " +
+      return Status::corruption(which() + " has dtype " + dtype_name(t.dtype) + " and codec byte " +
                                 std::to_string(codec_byte) +
                                 " (only float32 tensors have a codec)");
     }
     const size_t ndim = static_cast<uint8_t>(bytes[pos + 2]);
-    if (ndim > kMaxRank) return Status::corruption(which + " rank over 8");
+    if (ndim > kMaxRank) return Status::corruption(which() + " rank over 8");
     pos += 4;
     if (pos + 4 * ndim > body) return Status::corruption("record header is cut short");
     t.shape.resize(ndim);
@@ -240,10 +243,10 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     for (size_t d = 0; d < ndim; ++d) {
       t.shape[d] = get_le32(bytes.data() + pos + 4 * d);
       if (t.shape[d] < 1 || t.shape[d] > std::numeric_limits<int32_t>::max()) {
-        return Status::corruption(which + " has a bad dimension");
+        return Status::corruption(which() + " has a bad dimension");
       }
       numel *= static_cast<uint64_t>(t.shape[d]);
-      if (numel > body) return Status::corruption(which + " larger than the record");
+      if (numel > body) return Status::corruption(which() + " larger than the record");
     }
     pos += 4 * ndim;
     payload += stored_payload_bytes(t.dtype, t.codec, t.shape);

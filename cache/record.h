@@ -99,7 +99,10 @@ std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors
 
 // Checks magic, version, sizes, checksum, every dtype and codec byte (a codec on an exact
 // tensor, none on a float one, and a bool byte other than 0 or 1 are corruption) and the
-// scales and offsets of int8 tensors (cache/codec.h check_payload), and lists the tensors. Corruption names what is wrong. Does not copy or decode the payloads.
+// scales and offsets of int8 tensors (cache/codec.h check_payload), and lists the tensors in
+// *tensors (resized to their count; what it held is overwritten, so a vector reused from record
+// to record allocates nothing for the shapes once it is large enough). Corruption names what
+// is wrong, and leaves *tensors unspecified. Does not copy or decode the payloads.
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors);
 
 // Decodes a float32 tensor's values into out (numel() floats). Throws std::invalid_argument

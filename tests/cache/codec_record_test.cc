@@ -680,6 +680,49 @@ TEST(Record, ExactDtypesRoundTripExactly) {
   EXPECT_EQ(untyped, back64);
 }
 
+// Records read one after another into one vector (as CachedBatches does for every sample)
+// reuse its tensors' shape memory, and nothing of the record before shows through: not its
+// codec (an exact tensor where a float one was), nor its rank, nor its count.
+TEST(Record, AReusedVectorKeepsItsShapesMemoryAndNothingOfTheRecordBefore) {
+  const std::vector<float> hidden(24, 0.5f);
+  const int64_t length[] = {2, 3};
+  const std::string mixed = recycle::encode_record(
+      {recycle::TypedArrayRef::floats(hidden.data(), {2, 3, 4}, recycle::Codec::kFp16),
+       recycle::TypedArrayRef::exact(length, {2})});
+  const std::string swapped = recycle::encode_record(
+      {recycle::TypedArrayRef::exact(length, {2}),
+       recycle::TypedArrayRef::floats(hidden.data(), {4, 6}, recycle::Codec::kInt8)});
+  const std::string single = recycle::encode_record(recycle::Codec::kFp32, {{hidden.data(), {24}}});
+
+  std::vector<recycle::RecordTensor> tensors;
+  ASSERT_OK(recycle::parse_record(mixed, &tensors));
+  const int64_t* shape0 = tensors[0].shape.data();
+
+  ASSERT_OK(recycle::parse_record(swapped, &tensors));
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[0].dtype, recycle::Dtype::kInt64);
+  EXPECT_EQ(tensors[0].codec, recycle::Codec::kFp32);  // what an exact tensor reports
+  EXPECT_EQ(tensors[0].shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(tensors[0].shape.data(), shape0);  // the rank-3 shape's memory, reused
+  EXPECT_EQ(tensors[1].dtype, recycle::Dtype::kFloat32);
+  EXPECT_EQ(tensors[1].codec, recycle::Codec::kInt8);
+  EXPECT_EQ(tensors[1].shape, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(tensors[0].payload, swapped.data() + 8 + 8 + 12);
+  EXPECT_EQ(tensors[1].payload, tensors[0].payload + 16);
+  const int64_t* shape1 = tensors[1].shape.data();  // grown from rank 1 to 2
+
+  // Both tensors have now held their largest shape: nothing is allocated again.
+  ASSERT_OK(recycle::parse_record(mixed, &tensors));
+  EXPECT_EQ(tensors[0].shape.data(), shape0);
+  EXPECT_EQ(tensors[1].shape.data(), shape1);
+  EXPECT_EQ(tensors[0].codec, recycle::Codec::kFp16);
+
+  ASSERT_OK(recycle::parse_record(single, &tensors));
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].shape, (std::vector<int64_t>{24}));
+  EXPECT_EQ(tensors[0].payload, single.data() + 8 + 8);
+}
+
 TEST(Record, MixedRecordOfActivationLengthsAndMask) {
   // A text encoder's record: hidden states fp16, the token count, a padding mask.
   const std::vector<float> hidden = {0.5f, -1.0f, 2.0f, 0.25f, -0.125f, 8.0f};
