@@ -1,5 +1,5 @@
-// Small IDX data sets for in-process build tests: image i shows pattern[i], so equal patterns
-// are duplicate samples (equal keys).
+// Small IDX data sets for build tests, in process and through the tools: image i shows
+// pattern[i], so equal patterns are duplicate samples (equal keys).
 #pragma once
 
 #include <cstdint>

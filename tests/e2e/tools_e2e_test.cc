@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "tests/build/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -15,7 +16,8 @@ using recycle::testing::count_lines;
 using recycle::testing::describe;
 using recycle::testing::ToolRun;
 
-using recycle::testing::write_idx;
+using recycle::testing::patterns;
+using recycle::testing::write_pattern_images;
 
 ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args) {
   return recycle::testing::run_tool(dir, tool, args);
@@ -181,15 +183,11 @@ TEST(Tools, TransferTaskEndToEnd) {
 TEST(Tools, DuplicateSamplesAreComputedOnce) {
   TempDir dir;
   const int unique = 20, copies = 3, n = unique * copies;
-  std::vector<uint8_t> images, labels;
+  std::vector<int> pattern;
   for (int c = 0; c < copies; ++c) {
-    for (int i = 0; i < unique; ++i) {
-      for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((i * 37 + p * 11) % 251));
-      labels.push_back(static_cast<uint8_t>(i % 10));
-    }
+    for (int i = 0; i < unique; ++i) pattern.push_back(i);
   }
-  write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, images);
-  write_idx(dir.file("train-labels-idx1-ubyte.gz"), {n}, labels);
+  write_pattern_images(dir.path().string(), pattern);
   ToolRun r = run(dir, "recycle-build",
                   "--data fashion-mnist:" + dir.path().string() + " --recycle 0.25 --width 4 "
                   "--cache " + dir.file("cache") + " --json");
@@ -242,13 +240,7 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
 TEST(Tools, ProfileWritesATraceOfTheSecondEpoch) {
   TempDir dir;
   const int n = 64;
-  std::vector<uint8_t> images, labels;
-  for (int i = 0; i < n; ++i) {
-    for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((i * 37 + p * 11) % 251));
-    labels.push_back(static_cast<uint8_t>(i % 2));
-  }
-  write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, images);
-  write_idx(dir.file("train-labels-idx1-ubyte.gz"), {n}, labels);
+  write_pattern_images(dir.path().string(), patterns(n, 0));
   const std::string cache = dir.file("cache"), trace = dir.file("trace.json");
   ToolRun r = run(dir, "recycle-build",
                   "--data fashion-mnist:" + dir.path().string() + " --recycle 0.5 --width 4 "
