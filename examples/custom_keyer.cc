@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_pipeline.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
 

@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_pipeline.h"
 #include "engine/jobs/train_job.h"
 
 int main(int argc, char** argv) {

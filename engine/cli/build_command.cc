@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_pipeline.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/build_job.h"

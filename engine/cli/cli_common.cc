@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/strings.h"
-#include "engine/dist/launcher.h"
+#include "engine/distributed/launcher.h"
 #include "engine/util/heap_tuning.h"
 #include "engine/models/encoder_registry.h"
 

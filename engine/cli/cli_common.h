@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/strings.h"
-#include "engine/dist/dist_options.h"
+#include "engine/distributed/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/data/dataset.h"
 
@@ -39,7 +39,7 @@ void add_model_flags(CLI::App& app, ModelOptions* model);
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at);
 
 // --nproc, --rank, --world-size, --master, --timeout (data-parallel jobs; see
-// engine/dist/launcher.h). A worker started by the launcher learns it from RECYCLE_LAUNCHED.
+// engine/distributed/launcher.h). A worker started by the launcher learns it from RECYCLE_LAUNCHED.
 void add_dist_flags(CLI::App& app, DistOptions* dist);
 // After parsing: checks the data-parallel flags together (std::invalid_argument). With
 // --nproc N, starts N local workers running this tool with the same arguments and returns the

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/build/build_group.h"
-#include "engine/dist/dist_context.h"
+#include "engine/precompute/build_group.h"
+#include "engine/distributed/dist_context.h"
 
 namespace recycle {
 

@@ -1,10 +1,10 @@
 // The build job behind recycle-build: one process (run_build), or one rank of a distributed
 // build whose ranks meet through the job's c10d store (DistContext). See
-// engine/build/distributed_build.cc for who reads, computes and writes what.
+// engine/precompute/distributed_build.cc for who reads, computes and writes what.
 #pragma once
 
-#include "engine/build/build_pipeline.h"
-#include "engine/dist/dist_options.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/distributed/dist_options.h"
 
 namespace recycle {
 

@@ -19,8 +19,8 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
-#include "engine/dist/data_parallel.h"
-#include "engine/dist/dist_context.h"
+#include "engine/distributed/data_parallel.h"
+#include "engine/distributed/dist_context.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm_phase.h"
-#include "engine/dist/dist_options.h"
+#include "engine/distributed/comm_phase.h"
+#include "engine/distributed/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/freeze_schedule.h"
 #include "engine/train/memory_budget.h"

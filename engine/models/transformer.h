@@ -14,7 +14,7 @@
 //                  the mask from its input: attention ignores padded keys
 //                  (key_padding_mask) and padding never changes a valid position's output.
 // A text cache stores the hidden states of the valid positions and the length, never the
-// padding (see text_record_layout in engine/build and docs/text.md); batches are packed again
+// padding (see text_record_layout in engine/precompute and docs/text.md); batches are packed again
 // with pack_text_features when they are assembled.
 //
 // Options: d_model (64), layers (4), heads (4; must divide d_model), ff (256: the width of the

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "tests/build/pattern_images.h"
+#include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "tests/build/pattern_images.h"
+#include "tests/precompute/pattern_images.h"
 #include "tests/models/scripted_net.h"
 #include "tests/tool_runner.h"
 

@@ -19,8 +19,8 @@
 #include "engine/models/inference_prefix.h"
 #include "engine/train/progressive.h"
 #include "engine/train/trainer.h"
-#include "tests/build/cache_contents.h"
-#include "tests/build/pattern_images.h"
+#include "tests/precompute/cache_contents.h"
+#include "tests/precompute/pattern_images.h"
 #include "tests/test_util.h"
 
 namespace {

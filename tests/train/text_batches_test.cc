@@ -13,7 +13,7 @@
 
 #include "cache/activation_store.h"
 #include "cache/record.h"
-#include "engine/build/build_stages.h"
+#include "engine/precompute/build_stages.h"
 #include "engine/data/byte_tokenizer.h"
 #include "engine/train/text_batches.h"
 #include "tests/test_util.h"

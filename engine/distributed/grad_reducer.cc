@@ -1,4 +1,4 @@
-#include "engine/dist/grad_reducer.h"
+#include "engine/distributed/grad_reducer.h"
 
 #include <stdexcept>
 

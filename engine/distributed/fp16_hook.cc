@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm_hook.h"
+#include "engine/distributed/comm_hook.h"
 
 namespace recycle {
 

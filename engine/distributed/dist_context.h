@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/dist/dist_options.h"
+#include "engine/distributed/dist_options.h"
 
 namespace recycle {
 

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm_phase.h"
-#include "engine/dist/dist_context.h"
-#include "engine/dist/grad_reducer.h"
+#include "engine/distributed/comm_phase.h"
+#include "engine/distributed/dist_context.h"
+#include "engine/distributed/grad_reducer.h"
 #include "engine/train/trainer.h"
 
 namespace recycle {

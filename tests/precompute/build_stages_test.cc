@@ -2,7 +2,7 @@
 // with a width-4 ResNet-18: what a first build computes and indexes, duplicates, a rerun
 // that writes nothing, a build stopped midway and resumed, a refused identity, the
 // per-chunk output-shape check, an int8 build against an fp32 one, and --compression.
-#include "engine/build/build_stages.h"
+#include "engine/precompute/build_stages.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 
 #include "cache/activation_store.h"
 #include "cache/record.h"
-#include "engine/build/build_pipeline.h"
-#include "tests/build/cache_contents.h"
-#include "tests/build/pattern_images.h"
+#include "engine/precompute/build_pipeline.h"
+#include "tests/precompute/cache_contents.h"
+#include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/build/prefix_identity.h"
+#include "engine/precompute/prefix_identity.h"
 
 #include "engine/models/fingerprint.h"
 

@@ -1,4 +1,4 @@
-#include "engine/dist/dist_context.h"
+#include "engine/distributed/dist_context.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,11 +1,11 @@
 // GradReducer: bucketed gradient averaging over an in-process Gloo group.
-#include "engine/dist/grad_reducer.h"
+#include "engine/distributed/grad_reducer.h"
 
 #include <gtest/gtest.h>
 
 #include <mutex>
 
-#include "tests/dist/gloo_group.h"
+#include "tests/distributed/gloo_group.h"
 
 namespace recycle {
 namespace {

@@ -40,7 +40,7 @@ namespace recycle {
 
 class CommHook;
 
-// Bin length for the selection, measured by the disabled tests of tests/dist/comm_hook_test.cc.
+// Bin length for the selection, measured by the disabled tests of tests/distributed/comm_hook_test.cc.
 // Bytes sent per 100 elements of a width-16 ResNet-18 head's gradients (40 SGD steps): 21.4 at
 // bin 50, 12.8 at 100, 7.9 at 200, 4.3 at 500, 2.8 at 1000 (fp32: 400). Test accuracy of that
 // head (encoder from a `recycle-bench --quick` run) on Fashion-MNIST 5-9, two ranks, 4 epochs:

@@ -55,7 +55,7 @@ struct BuildReport {
 // input, a mismatched cache (naming what differs) or a storage error.
 BuildReport run_build(const BuildOptions& options);
 
-class BuildGroup;  // engine/build/build_group.h
+class BuildGroup;  // engine/precompute/build_group.h
 
 // One rank's part of a distributed build (group.world() processes, each calling this with the
 // same options; see distributed_build.cc for who reads, computes and writes what). Every rank

@@ -46,9 +46,9 @@
 #include "base/coding.h"
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
-#include "engine/build/build_group.h"
-#include "engine/build/build_pipeline.h"
-#include "engine/build/build_stages.h"
+#include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/build_stages.h"
 #include "engine/util/progress.h"
 
 namespace recycle {

@@ -1,4 +1,4 @@
-// The distributed build (engine/build/distributed_build.cc) with its ranks as threads of this
+// The distributed build (engine/precompute/distributed_build.cc) with its ranks as threads of this
 // process, talking through a BuildGroup in memory, on a small synthetic IDX set with a width-4
 // ResNet-18: equal to a 1-process build, several record files per rank, reruns, a split that
 // is half there, ranks that disagree, fail or never come. The real processes and c10d are in
@@ -20,12 +20,12 @@
 
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
-#include "engine/build/build_group.h"
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
-#include "tests/build/cache_contents.h"
-#include "tests/build/pattern_images.h"
+#include "tests/precompute/cache_contents.h"
+#include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
 
 namespace {

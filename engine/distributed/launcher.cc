@@ -1,4 +1,4 @@
-#include "engine/dist/launcher.h"
+#include "engine/distributed/launcher.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "engine/build/build_stages.h"
+#include "engine/precompute/build_stages.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "base/strings.h"
 #include "cache/record.h"
-#include "engine/build/prefix_identity.h"
+#include "engine/precompute/prefix_identity.h"
 #include "engine/models/block_model.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"

@@ -65,7 +65,7 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/manifest.h"
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_pipeline.h"
 #include "engine/data/dataset.h"
 #include "engine/data/image_stream.h"
 #include "keyers/keyer.h"

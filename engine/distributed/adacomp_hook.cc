@@ -1,4 +1,4 @@
-#include "engine/dist/adacomp_hook.h"
+#include "engine/distributed/adacomp_hook.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm_hook.h"
+#include "engine/distributed/comm_hook.h"
 
 namespace recycle {
 

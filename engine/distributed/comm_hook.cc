@@ -1,12 +1,12 @@
-#include "engine/dist/comm_hook.h"
+#include "engine/distributed/comm_hook.h"
 
-#include "engine/dist/dist_options.h"
+#include "engine/distributed/dist_options.h"
 
 #include <stdexcept>
 #include <vector>
 
 #include "base/strings.h"
-#include "engine/dist/adacomp_hook.h"
+#include "engine/distributed/adacomp_hook.h"
 
 namespace recycle {
 

@@ -1,4 +1,4 @@
-#include "engine/dist/data_parallel.h"
+#include "engine/distributed/data_parallel.h"
 
 #include <stdexcept>
 #include <vector>

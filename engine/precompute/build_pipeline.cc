@@ -1,8 +1,8 @@
-#include "engine/build/build_pipeline.h"
+#include "engine/precompute/build_pipeline.h"
 
 #include <nlohmann/json.hpp>
 
-#include "engine/build/build_stages.h"
+#include "engine/precompute/build_stages.h"
 
 namespace recycle {
 

@@ -1,4 +1,4 @@
-#include "engine/dist/dist_options.h"
+#include "engine/distributed/dist_options.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-// The communication hooks (engine/dist/comm_hook.h): none, fp16 and topk (AdaComp), with two
+// The communication hooks (engine/distributed/comm_hook.h): none, fp16 and topk (AdaComp), with two
 // ranks in this process, one thread and one Gloo process group each over a shared HashStore;
 // and AdaComp's pure selection, quantisation and decoding without a process group.
 #ifndef USE_C10D_GLOO
@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/dist/adacomp_hook.h"
-#include "engine/dist/comm_hook.h"
-#include "engine/dist/dist_options.h"
-#include "tests/dist/gloo_group.h"
+#include "engine/distributed/adacomp_hook.h"
+#include "engine/distributed/comm_hook.h"
+#include "engine/distributed/dist_options.h"
+#include "tests/distributed/gloo_group.h"
 #include "engine/data/dataset.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/preprocess.h"
@@ -39,7 +39,7 @@ namespace {
 
 using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
 
-// Every rank of a `world`-rank job on its own thread (tests/dist/gloo_group.h). A rank that
+// Every rank of a `world`-rank job on its own thread (tests/distributed/gloo_group.h). A rank that
 // fails leaves the others to their collectives' 30 s timeout.
 void run_ranks(int world, const std::function<void(int, Group)>& fn) {
   recycle::testing::run_gloo_group(world, fn);

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/dist/comm_hook.h"
+#include "engine/distributed/comm_hook.h"
 
 namespace recycle {
 
