@@ -8,11 +8,15 @@
 // Invariant kept by writers: a samples entry is written in the same batch as, or after, the
 // record it points to, so every index entry has its record.
 //
-// Records can also come as files: a RecordFileWriter (below) makes a RocksDB table file of
-// records anywhere (typically in the cache's staging area, staging_dir(), by a process that
-// does not write the cache, such as another rank of a distributed build), and the writer
-// ingests such files in one atomic step with ingest_records(). The manifest's counts are kept
-// exact across a crash between the two (see ingest_records).
+// Records can also come as files: a RecordFileWriter (cache/record_file_writer.h) makes a
+// RocksDB table file of records anywhere (typically in the cache's staging area, staging_dir(),
+// by a process that does not write the cache, such as another rank of a distributed build),
+// and the writer ingests such files in one atomic step with ingest_records(). The manifest's
+// counts are kept exact across a crash between the two (see ingest_records).
+//
+// Where it lives: reads and writes in activation_store.cc, open/close/destroy in store_open.cc,
+// ingest_records and its crash recovery in record_ingest.cc, the column families' tuning in
+// store_rocksdb.{h,cc}.
 //
 // Thread safety: all const methods may be called from many threads at once. Open read-only
 // for training and inspection; many read-only instances may share a directory with one
@@ -33,7 +37,9 @@
 #include <vector>
 
 #include "cache/manifest.h"
+#include "cache/record_file_writer.h"  // RecordFileWriter, for ingest_records's callers
 #include "cache/status.h"
+#include "cache/store_options.h"
 #include "keyers/key.h"
 
 namespace rocksdb {
@@ -43,13 +49,6 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace recycle {
-
-struct StoreOptions {
-  bool read_only = false;               // open with DB::OpenForReadOnly
-  bool create_if_missing = true;        // writers only
-  size_t block_cache_bytes = 64 << 20;  // LRU block cache shared by the column families
-  std::string compression = "none";     // records' compression: none, lz4, zstd
-};
 
 struct IndexEntry {
   Key key;
@@ -192,41 +191,6 @@ class ActivationStore {
   std::atomic<bool> unlogged_{false};  // unlogged writes since the last flush
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
-};
-
-// Writes one file of records for ActivationStore::ingest_records: a RocksDB table file
-// (SstFileWriter) in the records column family's format, so with the same block size, filter,
-// compression (StoreOptions::compression) and block checksums as the store's own writes; the
-// record bytes are the caller's (encode_record), with their own checksums. Keys must come in
-// strictly ascending order (Key's operator<, which is the stored byte order). Needs no open
-// store. Not thread safe. A writer destroyed before finish() deletes its file.
-class RecordFileWriter {
- public:
-  // Creates (or truncates) the file at `path`; its directory must exist.
-  static Status open(const std::string& path, const StoreOptions& options,
-                     std::unique_ptr<RecordFileWriter>* out);
-  ~RecordFileWriter();
-  RecordFileWriter(const RecordFileWriter&) = delete;
-  RecordFileWriter& operator=(const RecordFileWriter&) = delete;
-
-  // InvalidArgument for a key not above the previous one.
-  Status add(const Key& key, std::string_view record);
-  // Completes and syncs the file. InvalidArgument when no record was added (RocksDB makes no
-  // empty table files: skip the file instead).
-  Status finish();
-
-  const std::string& path() const { return path_; }
-  int64_t records() const { return records_; }
-  int64_t record_bytes() const { return record_bytes_; }
-
- private:
-  struct Rep;
-  RecordFileWriter() = default;
-  std::unique_ptr<Rep> rep_;
-  std::string path_;
-  int64_t records_ = 0;
-  int64_t record_bytes_ = 0;
-  bool finished_ = false;
 };
 
 }  // namespace recycle

@@ -74,6 +74,55 @@ bool looks_like_a_database(const std::string& real_dir) {
   return false;
 }
 
+Status missing_cache_status(const std::string& dir, const std::string& real) {
+  std::error_code ec;
+  if (!fs::exists(real, ec)) return Status::not_found("no cache at " + dir);
+  if (!fs::is_directory(real, ec)) {
+    return Status::invalid_argument(dir + " is not a directory, so not a cache");
+  }
+  if (looks_like_a_database(real)) {
+    return Status::corruption("cache " + dir + " is damaged: its CURRENT file is missing");
+  }
+  return Status::not_found(dir + " is not a cache (no CURRENT file)");
+}
+
+Status create_cache_dir(const std::string& dir, const std::string& real,
+                        const std::function<Status(const std::string& path)>& create_db) {
+  std::error_code ec;
+  const fs::path target(real);
+  fs::create_directories(target.parent_path(), ec);
+  if (ec) return Status::io_error("cannot create " + target.parent_path().string() + ": " + ec.message());
+  fs::path staging;
+  for (int attempt = 0;; ++attempt) {
+    staging = target.parent_path() / ("." + target.filename().string() + ".recycle-creating-" +
+                                      std::to_string(::getpid()) + "-" + std::to_string(attempt));
+    if (fs::create_directory(staging, ec)) break;  // false when it exists: not ours, try another
+    if (ec) return Status::io_error("cannot create " + staging.string() + ": " + ec.message());
+  }
+  auto discard = [&] { fs::remove_all(staging, ec); };  // only the directory made above
+  Status st = create_db(staging.string());
+  if (!st.ok()) {
+    discard();
+    return st;
+  }
+  st = write_cache_marker(staging.string());
+  if (!st.ok()) {
+    discard();
+    return st;
+  }
+  // rename(2) replaces an empty directory (one the user made) but never a non-empty one.
+  fs::rename(staging, target, ec);
+  if (ec) {
+    discard();
+    if (fs::exists(target / "CURRENT")) return Status();  // another process made it first
+    if (fs::exists(target)) {
+      return Status::invalid_argument(dir + " exists and is not a cache; not writing into it");
+    }
+    return Status::io_error("cannot create cache " + dir + ": " + ec.message());
+  }
+  return Status();
+}
+
 namespace {
 std::mutex writers_mutex;
 std::set<std::string>& writers() {

@@ -15,6 +15,7 @@
 // Thread safety: the functions are safe to call from many threads; an OpenLock is owned by one.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "cache/status.h"
@@ -25,6 +26,10 @@ constexpr const char* kCacheMarkerName = "RECYCLE-CACHE";
 // The staging area inside a cache directory: record files made to be ingested (see
 // ActivationStore::staging_dir). Only the cache's own tools put files there.
 constexpr const char* kStagingDirName = "recycle-staging";
+
+// How long an open, close or delete waits for another process to finish opening, closing or
+// deleting the cache (the open lock below).
+constexpr double kOpenLockSeconds = 60.0;
 
 // The real path of `dir` with every symbolic link followed (dir need not exist, but a link
 // in it must lead somewhere): InvalidArgument for a dangling link or a link loop. `followed`
@@ -37,6 +42,20 @@ Status write_cache_marker(const std::string& real_dir);
 // True when the directory holds files of a RocksDB database (CURRENT, MANIFEST-*, *.sst,
 // *.log, OPTIONS-*) or the marker: something that was, or is becoming, a cache.
 bool looks_like_a_database(const std::string& real_dir);
+
+// Why `real` (the resolved `dir`) cannot be opened as a cache when it has no CURRENT file:
+// NotFound (nothing there, or a directory that is no cache), InvalidArgument (not a
+// directory) or Corruption (a cache's files without their CURRENT).
+Status missing_cache_status(const std::string& dir, const std::string& real);
+
+// Makes a new, empty cache at `real` (the resolved `dir`): create_db makes the database in a
+// staging directory of this process (the path it is given), which is marked, then renamed into
+// place, so that a kill never leaves a half-made cache and two processes creating the same
+// cache never touch each other's files. When another process wins the race, its cache is left
+// as it is and OK is returned, for the caller to open it. A non-empty directory at `real` that
+// is not a cache is refused (InvalidArgument) and left untouched.
+Status create_cache_dir(const std::string& dir, const std::string& real,
+                        const std::function<Status(const std::string& path)>& create_db);
 
 // The pid of the process holding RocksDB's writer lock (DIR/LOCK), or 0 when nobody holds it.
 // For a cache this process writes (see note_writer) it is this process's pid: the file is then

@@ -1,0 +1,17 @@
+// StoreOptions: how an ActivationStore is opened, and how record files are made (their
+// compression must match the store's records; see cache/record_file_writer.h).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace recycle {
+
+struct StoreOptions {
+  bool read_only = false;               // open with DB::OpenForReadOnly
+  bool create_if_missing = true;        // writers only
+  size_t block_cache_bytes = 64 << 20;  // LRU block cache shared by the column families
+  std::string compression = "none";     // records' compression: none, lz4, zstd
+};
+
+}  // namespace recycle

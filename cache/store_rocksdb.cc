@@ -1,0 +1,68 @@
+#include "cache/store_rocksdb.h"
+
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+namespace recycle::store_rocksdb {
+
+Status from_rocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status();
+  if (s.IsNotFound()) return Status::not_found(what);
+  if (s.IsCorruption()) return Status::corruption(what + ": " + s.ToString());
+  if (s.IsInvalidArgument()) return Status::invalid_argument(what + ": " + s.ToString());
+  return Status::io_error(what + ": " + s.ToString());
+}
+
+bool is_lock_error(const rocksdb::Status& s) {
+  const std::string text = s.ToString();
+  return s.IsIOError() && (text.find("While lock file") != std::string::npos ||
+                           text.find("lock hold by current process") != std::string::npos);
+}
+
+rocksdb::CompressionType compression_of(const std::string& name, Status* st) {
+  if (name == "none") return rocksdb::kNoCompression;
+  if (name == "lz4") return rocksdb::kLZ4Compression;
+  if (name == "zstd") return rocksdb::kZSTD;
+  *st = Status::invalid_argument("unknown compression '" + name + "' (none, lz4, zstd)");
+  return rocksdb::kNoCompression;
+}
+
+rocksdb::ColumnFamilyOptions family_options(bool records, rocksdb::CompressionType compression,
+                                            const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions cf;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.block_size = records ? 16 * 1024 : 4 * 1024;
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  cf.compression = records ? compression : rocksdb::kLZ4Compression;
+  cf.write_buffer_size = records ? 64 << 20 : 16 << 20;
+  return cf;
+}
+
+std::vector<rocksdb::ColumnFamilyDescriptor> families(rocksdb::CompressionType compression,
+                                                      const std::shared_ptr<rocksdb::Cache>& cache) {
+  return {
+      {rocksdb::kDefaultColumnFamilyName, family_options(false, compression, cache)},
+      {"records", family_options(true, compression, cache)},
+      {"samples", family_options(false, compression, cache)},
+  };
+}
+
+rocksdb::DBOptions db_options(bool read_only) {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = false;
+  db_options.create_missing_column_families = !read_only;
+  db_options.paranoid_checks = true;
+  // Column families flush together: unlogged writes (write_unlogged) lost in a crash are the
+  // latest ones in every family, never an index entry without its record.
+  db_options.atomic_flush = true;
+  db_options.max_background_jobs = 2;
+  db_options.keep_log_file_num = 3;
+  // Every table file is opened when the cache is opened, so a reader's view never depends on
+  // a file that a writer deletes later.
+  db_options.max_open_files = -1;
+  return db_options;
+}
+
+}  // namespace recycle::store_rocksdb
