@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -107,9 +108,10 @@ void encode_int8(const float* in, size_t n, size_t channels, char* out) {
     float hi = -lo;
     for (size_t i = 0; i < per; ++i) {
       if (!std::isfinite(x[i])) {
-        throw std::invalid_argument("int8 codec: channel " + std::to_string(c) + " holds " +
-                                    (std::isnan(x[i]) ? "a NaN" : "an infinity") +
-                                    "; int8 stores finite values only (use fp32 or fp16)");
+        throw CodecRangeError("int8 codec: channel " + std::to_string(c) + " holds " +
+                                  (std::isnan(x[i]) ? "a NaN" : "an infinity") +
+                                  "; int8 stores finite values only (fp32 stores any value)",
+                              x[i]);
       }
       lo = std::min(lo, x[i]);
       hi = std::max(hi, x[i]);
@@ -117,8 +119,9 @@ void encode_int8(const float* in, size_t n, size_t channels, char* out) {
     if (per == 0) lo = hi = 0.0f;
     const double range = static_cast<double>(hi) - static_cast<double>(lo);
     if (range > std::numeric_limits<float>::max()) {
-      throw std::invalid_argument("int8 codec: channel " + std::to_string(c) +
-                                  " spans more than the float range; use fp32");
+      throw CodecRangeError("int8 codec: channel " + std::to_string(c) +
+                                " spans more than the float range; use fp32",
+                            std::fabs(hi) > std::fabs(lo) ? hi : lo);
     }
     float scale = static_cast<float>(range / kInt8Levels);
     // A range so small that range / 255 rounds to zero: the smallest scale still tells the
@@ -154,6 +157,30 @@ void decode_int8(const char* in, size_t n, size_t channels, float* out) {
 #endif
     for (; i < per; ++i) y[i] = offset + scale * static_cast<float>(q[i]);
   }
+}
+
+// True when an fp16 or bf16 code is an infinity or a NaN (its exponent bits all ones).
+bool half_not_finite(Codec codec, uint16_t bits) {
+  const uint16_t exponent = codec == Codec::kFp16 ? 0x7C00 : 0x7F80;
+  return (bits & exponent) == exponent;
+}
+
+// Whether any of n fp16 / bf16 codes is not finite: a branch-free scan the compiler vectorises.
+bool any_half_not_finite(Codec codec, const char* in, size_t n) {
+  const uint16_t exponent = codec == Codec::kFp16 ? 0x7C00 : 0x7F80;
+  bool bad = false;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, in + 2 * i, 2);
+    bad |= (bits & exponent) == exponent;
+  }
+  return bad;
+}
+
+std::string number(float x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", static_cast<double>(x));
+  return text;
 }
 
 void check_channels(size_t n, size_t channels, const char* what) {
@@ -217,6 +244,52 @@ void encode_values(Codec codec, const float* in, size_t n, char* out) {
 
 void decode_values(Codec codec, const char* in, size_t n, float* out) {
   decode_values(codec, in, n, 1, out);
+}
+
+void check_encoded_range(Codec codec, const float* in, size_t n, const char* out) {
+  if (codec != Codec::kFp16 && codec != Codec::kBf16) return;
+  if (!any_half_not_finite(codec, out, n)) return;
+  float largest = 0.0f;
+  bool nan = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(in[i])) {
+      nan = true;
+    } else if (std::fabs(in[i]) > std::fabs(largest)) {
+      largest = in[i];
+    }
+  }
+  const std::string name = codec_name(codec);
+  const std::string what = name + " codec: ";
+  if (nan) {
+    throw CodecRangeError(what + "a value is NaN, which " + name +
+                              " cannot store (fp32 stores any value)",
+                          std::numeric_limits<float>::quiet_NaN());
+  }
+  if (std::isinf(largest)) {
+    throw CodecRangeError(what + "a value is " + number(largest) + ", which " + name +
+                              " cannot store (fp32 stores any value)",
+                          largest);
+  }
+  const float max_finite = codec == Codec::kFp16 ? 65504.0f : c10::detail::f32_from_bits(0x7F7F);
+  throw CodecRangeError(what + "the largest value, " + number(largest) + ", is beyond " + name +
+                            "'s largest finite value " + number(max_finite) +
+                            (codec == Codec::kFp16 ? "; use --codec bf16 or fp32"
+                                                   : "; use --codec fp32"),
+                        largest);
+}
+
+std::string check_values(Codec codec, const char* in, size_t n) {
+  if (codec != Codec::kFp16 && codec != Codec::kBf16) return "";
+  if (!any_half_not_finite(codec, in, n)) return "";
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, in + 2 * i, 2);
+    if (!half_not_finite(codec, bits)) continue;
+    const bool nan = (bits & (codec == Codec::kFp16 ? 0x03FF : 0x007F)) != 0;
+    return codec_name(codec) + " value " + std::to_string(i) + " of " + std::to_string(n) +
+           " is " + (nan ? "NaN" : (bits & 0x8000) ? "-inf" : "inf");
+  }
+  return "";
 }
 
 std::string check_payload(Codec codec, const char* in, size_t channels) {

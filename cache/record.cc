@@ -173,6 +173,7 @@ std::string encode_record(const std::vector<TypedArrayRef>& tensors) {
     if (t.dtype == Dtype::kFloat32) {
       encode_values(t.codec, static_cast<const float*>(t.data), numel, channels_of(t.shape),
                     out.data() + pos);
+      check_encoded_range(t.codec, static_cast<const float*>(t.data), numel, out.data() + pos);
       pos += codec_payload_bytes(t.codec, numel, channels_of(t.shape));
     } else {
       encode_exact(t.dtype, t.data, numel, out.data() + pos);

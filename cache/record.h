@@ -92,7 +92,8 @@ size_t channels_of(const std::vector<int64_t>& shape);
 
 // Encodes tensors of any dtype, each float tensor with its own codec. Throws
 // std::invalid_argument for 0 or > 255 tensors, a rank over 8, a dimension outside [1, 2^31),
-// a dtype or codec value outside the enums, or (int8) a value that is not finite.
+// a dtype or codec value outside the enums; CodecRangeError (cache/codec.h) for a value an
+// fp16, bf16 or int8 tensor cannot store (not finite, or beyond the codec's range).
 std::string encode_record(const std::vector<TypedArrayRef>& tensors);
 // The same for float tensors only, all with one codec (what the image build writes).
 std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors);

@@ -114,6 +114,14 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     if (!referenced.count(key)) ++report.orphans;
     Status rs = parse_record(bytes, &parts);
     if (rs.ok()) rs = check_record_layout(parts, layout);
+    // An fp16 or bf16 value that is not finite (written before the build refused them, or
+    // damaged in a way its checksum cannot tell) would make training's loss NaN.
+    for (size_t t = 0; rs.ok() && t < parts.size(); ++t) {
+      if (parts[t].dtype != Dtype::kFloat32) continue;
+      const std::string bad = check_values(parts[t].codec, parts[t].payload,
+                                           static_cast<size_t>(parts[t].numel()));
+      if (!bad.empty()) rs = Status::corruption("tensor " + std::to_string(t) + ": " + bad);
+    }
     if (!rs.ok()) {
       ++report.corrupt;
       report.problems.push_back("record " + key.to_hex() + ": " + rs.to_string());

@@ -368,6 +368,13 @@ void find_missing(BuildState& s, BuildChunk* chunk) {
 
 namespace {
 
+// The codec's refusal of a sample's values, as one line that names the sample.
+[[noreturn]] void throw_for_sample(const Dataset& data, int64_t pos, const CodecRangeError& e) {
+  const std::string id = pos < static_cast<int64_t>(data.ids.size()) ? data.ids[pos] + " " : "";
+  throw CodecRangeError("sample " + id + "(position " + std::to_string(pos) + "): " + e.what(),
+                        e.largest());
+}
+
 // compute_chunk for text: the chunk's texts tokenized and padded to the longest, the prefix's
 // packed features [m, L, D + 1], and per sample a record of its valid positions' hidden states
 // [length, D] and its length.
@@ -401,8 +408,12 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
   const Codec codec = s.codec;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {
-    chunk->records[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
-                                       TypedArrayRef::exact(len + r, {})});
+    try {
+      chunk->records[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
+                                         TypedArrayRef::exact(len + r, {})});
+    } catch (const CodecRangeError& e) {
+      throw_for_sample(s.data, chunk->compute_pos[r], e);
+    }
   });
 }
 
@@ -453,7 +464,11 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
   const Codec codec = s.codec;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {
-    chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});
+    try {
+      chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});
+    } catch (const CodecRangeError& e) {
+      throw_for_sample(s.data, chunk->compute_pos[r], e);
+    }
   });
 }
 

@@ -135,7 +135,13 @@ void derive_split(BuildState& s, const ActivationStore& from, const Manifest& fr
       const float* base_ptr = out.data_ptr<float>();
       std::vector<std::string> records(static_cast<size_t>(m));
       parallel_loop(m, [&](int64_t r) {
-        records[r] = encode_record(codec, {FloatArrayRef{base_ptr + r * per_sample, shape}});
+        try {
+          records[r] = encode_record(codec, {FloatArrayRef{base_ptr + r * per_sample, shape}});
+        } catch (const CodecRangeError& e) {  // one line naming the sample
+          throw CodecRangeError("sample at position " + std::to_string(compute[r]) + " of split " +
+                                    split + " (key " + keys[r].to_hex() + "): " + e.what(),
+                                e.largest());
+        }
       });
       for (int64_t r = 0; r < m; ++r) w.batch->put_record(keys[r], records[r]);
       s.report.computed += m;

@@ -822,3 +822,63 @@ TEST(Record, EncodeRejectsUnknownDtypeOrCodec) {
   const std::string rec = recycle::encode_record({exact});
   EXPECT_EQ(rec[9], 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Values a record's codec cannot store
+
+namespace {
+
+// encode_record's refusal, as CodecRangeError's message ("" when it encodes).
+std::string refusal(recycle::Codec codec, std::vector<float> values) {
+  try {
+    recycle::encode_record(codec, {recycle::FloatArrayRef{values.data(),
+                                                          {static_cast<int64_t>(values.size())}}});
+  } catch (const recycle::CodecRangeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+// fp16 stores values up to 65504: one that rounds past it (65520 and up) or is not finite is
+// refused with the largest value named and bf16 or fp32 suggested, instead of being stored as
+// an infinity (which made training's loss NaN).
+TEST(Codec, Fp16RecordsRefuseValuesBeyondItsRange) {
+  using recycle::Codec;
+  EXPECT_EQ(refusal(Codec::kFp16, {1.0f, 65504.0f, -65519.0f}), "");  // -65519 rounds to -65504
+  std::string what = refusal(Codec::kFp16, {1.0f, -3.0f, 123456.0f, 70000.0f, 2.0f, 5.0f, 6.0f,
+                                            7.0f, 8.0f, 9.0f});  // the F16C path too
+  EXPECT_TRUE(has(what, "fp16 codec: the largest value, 123456, is beyond fp16's largest finite "
+                        "value 65504; use --codec bf16 or fp32")) << what;
+  what = refusal(Codec::kFp16, {0.0f, -65520.0f});
+  EXPECT_TRUE(has(what, "the largest value, -65520,")) << what;
+  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kInf}), "a value is inf")) << "inf";
+  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kNaN, 1e9f}), "a value is NaN")) << "NaN";
+  try {
+    std::vector<float> v(16, 1.0f);
+    v[9] = -1e6f;
+    recycle::encode_record(Codec::kFp16, {recycle::FloatArrayRef{v.data(), {4, 4}}});
+    ADD_FAILURE() << "no CodecRangeError";
+  } catch (const recycle::CodecRangeError& e) {
+    EXPECT_EQ(e.largest(), -1e6f);
+  }
+}
+
+// bf16 keeps fp32's range but not infinities or NaN; int8 refuses them as CodecRangeError too;
+// fp32 stores any value.
+TEST(Codec, Bf16AndInt8RecordsRefuseValuesThatAreNotFinite) {
+  using recycle::Codec;
+  EXPECT_EQ(refusal(Codec::kBf16, {1e30f, -123456.0f}), "");
+  EXPECT_TRUE(has(refusal(Codec::kBf16, {1.0f, -kInf}), "bf16 codec: a value is -inf")) << "-inf";
+  EXPECT_TRUE(has(refusal(Codec::kBf16, {kNaN}), "bf16 codec: a value is NaN")) << "NaN";
+  EXPECT_TRUE(has(refusal(Codec::kBf16, {std::numeric_limits<float>::max()}),
+                  "beyond bf16's largest finite value"));
+  EXPECT_TRUE(has(refusal(Codec::kInt8, {1.0f, kNaN}), "int8 stores finite values only"));
+  EXPECT_EQ(refusal(Codec::kInt8, {1e30f, -1e30f}), "");
+  EXPECT_EQ(refusal(Codec::kFp32, {kInf, kNaN, 1e30f}), "");
+}

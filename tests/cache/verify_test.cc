@@ -1,0 +1,127 @@
+// Tests for recycle-inspect --verify's checks (cache/verify.h inspect_cache) on caches made
+// here with ActivationStore: an fp16 record holding an infinity or a NaN is corrupt.
+#include <gtest/gtest.h>
+
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/codec.h"
+#include "cache/manifest.h"
+#include "cache/record.h"
+#include "cache/verify.h"
+#include "keyers/key.h"
+#include "tests/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using recycle::ActivationStore;
+using recycle::Codec;
+using recycle::IndexEntry;
+using recycle::Key;
+using recycle::Manifest;
+using recycle::testing::TempDir;
+
+constexpr int64_t kChannels = 4, kSide = 7, kValues = kChannels * kSide * kSide;
+
+Key key_of(uint64_t i) { return {i * 0x9E3779B97F4A7C15ULL, ~i}; }
+
+std::vector<float> values_of(uint64_t i) {
+  std::vector<float> v(kValues);
+  for (int64_t j = 0; j < kValues; ++j) v[j] = std::sin(0.37f * static_cast<float>(i * kValues + j));
+  return v;
+}
+
+std::string record_of(Codec codec, uint64_t i) {
+  const std::vector<float> v = values_of(i);
+  return recycle::encode_record(codec, {recycle::FloatArrayRef{v.data(), {kChannels, kSide, kSide}}});
+}
+
+// The record's checksum made right again after its bytes were changed.
+std::string reseal(std::string record) {
+  const size_t body = record.size() - 8;
+  const uint64_t sum = XXH3_64bits(record.data(), body);
+  for (int i = 0; i < 8; ++i) record[body + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+  return record;
+}
+
+// A cache of n records of `codec` in split "test" (record i at position i), flushed to files;
+// `patch` may change record bytes before they are written.
+void make_cache(const std::string& dir, Codec codec, int n,
+                const std::function<std::string(int, std::string)>& patch = nullptr) {
+  std::unique_ptr<ActivationStore> store;
+  ASSERT_TRUE(ActivationStore::open(dir, recycle::StoreOptions(), &store).ok());
+  ActivationStore::Batch batch(*store);
+  for (int i = 0; i < n; ++i) {
+    std::string r = record_of(codec, i);
+    if (patch) r = patch(i, std::move(r));
+    batch.put_record(key_of(i), r);
+    batch.put_index("test", i, IndexEntry{key_of(i), i % 2});
+  }
+  Manifest m;
+  m.model = "resnet18:width=4,in_channels=1";
+  m.fingerprint = "00112233445566778899aabbccddeeff";
+  m.split_at = "layer1.1";
+  m.prefix_blocks = 2;
+  m.total_blocks = 8;
+  m.keyer = "xxh3";
+  m.codec = recycle::codec_name(codec);
+  m.preprocess = "none";
+  m.record_shapes = {{kChannels, kSide, kSide}};
+  m.class_names = {"a", "b"};
+  m.records = n;
+  m.record_bytes = static_cast<int64_t>(batch.record_bytes());
+  recycle::SplitInfo info;
+  info.samples = n;
+  info.unique = n;
+  info.complete = true;
+  info.data = "test data";
+  m.splits["test"] = info;
+  batch.put_manifest(m);
+  ASSERT_TRUE(store->write(&batch).ok());
+  ASSERT_TRUE(store->flush().ok());
+}
+
+TEST(Verify, AGoodCacheVerifies) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  make_cache(dir, Codec::kFp16, 20);
+  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
+  EXPECT_TRUE(r.ok()) << r.to_text();
+  EXPECT_EQ(r.checked, 20);
+  EXPECT_EQ(r.corrupt, 0);
+}
+
+// fp16 records holding an infinity or a NaN (what the build wrote for values beyond 65504
+// before it refused them) are corrupt: training on them gives a NaN loss.
+TEST(Verify, Fp16RecordsHoldingInfinityOrNaNAreCorrupt) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  const size_t payload = 8 + 4 + 4 * 3;  // record prefix, tensor header with three dims
+  make_cache(dir, Codec::kFp16, 10, [&](int i, std::string r) {
+    if (i == 3) r[payload + 2 * 5 + 1] = static_cast<char>(0x7C), r[payload + 2 * 5] = 0;  // +inf
+    if (i == 7) r[payload + 1] = static_cast<char>(0xFE), r[payload] = 1;                  // NaN
+    return i == 3 || i == 7 ? reseal(std::move(r)) : r;
+  });
+  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.checked, 10);
+  EXPECT_EQ(r.corrupt, 2) << r.to_text();
+  ASSERT_EQ(r.problems.size(), 2u) << r.to_text();
+  const std::string all = r.problems[0] + "\n" + r.problems[1];
+  EXPECT_NE(all.find("fp16 value 5 of 196 is inf"), std::string::npos) << all;
+  EXPECT_NE(all.find("fp16 value 0 of 196 is NaN"), std::string::npos) << all;
+}
+
+}  // namespace
