@@ -128,7 +128,14 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     }
     return true;
   });
-  if (!st.ok()) report.problems.push_back("reading records: " + st.to_string());
+  if (!st.ok()) {
+    // Reading stopped at a damaged block: the records the manifest counts that were not read
+    // are corrupt too (they cannot be read), so `corrupt` agrees with the problems listed.
+    const int64_t unread = std::max<int64_t>(0, m.records - report.checked);
+    report.corrupt += unread;
+    report.problems.push_back("reading records: " + st.to_string() + " (" +
+                              std::to_string(unread) + " records could not be read)");
+  }
   if (report.checked != m.records) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +
                               " records, its manifest says " + std::to_string(m.records));

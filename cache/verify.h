@@ -16,7 +16,9 @@ struct InspectReport {
   uint64_t disk_bytes = 0;
   bool verified = false;
   int64_t checked = 0;   // records read and checked (verify only)
-  int64_t corrupt = 0;   // records that failed a check (verify only)
+  // Records that failed a check (verify only), and those the manifest counts that could not
+  // be read because reading stopped at a damaged block: never 0 when a record is damaged.
+  int64_t corrupt = 0;
   // Records no index entry points to (left by rebuilding a split with fewer samples): counted
   // from the records themselves with verify, else from the manifest's record count.
   int64_t orphans = 0;

@@ -1,5 +1,6 @@
 // Tests for recycle-inspect --verify's checks (cache/verify.h inspect_cache) on caches made
-// here with ActivationStore: an fp16 record holding an infinity or a NaN is corrupt.
+// here with ActivationStore: an fp16 record holding an infinity or a NaN is corrupt, and a
+// damaged records file is counted in `corrupt`, as many as the problems say could not be read.
 #include <gtest/gtest.h>
 
 #include <xxhash.h>
@@ -122,6 +123,41 @@ TEST(Verify, Fp16RecordsHoldingInfinityOrNaNAreCorrupt) {
   const std::string all = r.problems[0] + "\n" + r.problems[1];
   EXPECT_NE(all.find("fp16 value 5 of 196 is inf"), std::string::npos) << all;
   EXPECT_NE(all.find("fp16 value 0 of 196 is NaN"), std::string::npos) << all;
+}
+
+// A flipped byte in the records' table file: reading stops at the damaged block, and the
+// records it could not read are counted as corrupt, so the count agrees with the problems.
+TEST(Verify, AFlippedByteInARecordsFileIsCountedAsCorrupt) {
+  for (Codec codec : {Codec::kInt8, Codec::kFp16}) {
+    TempDir tmp;
+    const std::string dir = tmp.file("cache");
+    make_cache(dir, codec, 200);
+    // The largest table file holds the records; flip a byte in its first half (data blocks).
+    fs::path largest;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() == ".sst" &&
+          (largest.empty() || fs::file_size(e.path()) > fs::file_size(largest))) {
+        largest = e.path();
+      }
+    }
+    ASSERT_FALSE(largest.empty());
+    {
+      std::fstream f(largest, std::ios::in | std::ios::out | std::ios::binary);
+      const std::streamoff at = static_cast<std::streamoff>(fs::file_size(largest) / 3);
+      f.seekg(at);
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x55);
+      f.seekp(at);
+      f.write(&c, 1);
+    }
+    const recycle::InspectReport r = recycle::inspect_cache(dir, true);
+    const std::string name = recycle::codec_name(codec);
+    EXPECT_FALSE(r.ok()) << name;
+    EXPECT_GT(r.corrupt, 0) << name << "\n" << r.to_text();
+    EXPECT_EQ(r.corrupt, 200 - r.checked) << r.to_text();
+    EXPECT_NE(r.to_json().find("\"corrupt\":" + std::to_string(r.corrupt)), std::string::npos);
+  }
 }
 
 }  // namespace
