@@ -135,6 +135,14 @@ case_ "recycle-bench --samples 0" 2 "$good" "$bin/recycle-bench" --samples 0
 mkdir -p "$work/fifo" && mkfifo "$work/fifo/t10k-images-idx3-ubyte.gz" && cp "$fm/t10k-labels-idx1-ubyte.gz" "$work/fifo/"
 case_ "a FIFO in place of a data file" 1 "$good" timeout 120 "$bin/recycle-build" --data "fashion-mnist:$work/fifo" --split test --recycle 0.5 --cache "$work/fifo-cache"
 
+# --save-model onto a path it cannot replace (a directory): one line, the directory as it was,
+# and no temporary file left beside it (saves go to a temporary file renamed into place).
+mkdir -p "$work/saves/enc.pt"
+case_ "--save-model onto a directory" 1 "$good" "$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --epochs 1 --eval-split none --save-model "$work/saves/enc.pt"
+if [ ! -d "$work/saves/enc.pt" ] || [ "$(ls -A "$work/saves" | wc -l)" -ne 1 ]; then
+  echo "FAIL: a failed --save-model left a temporary file or replaced the directory" >&2; failures=$((failures + 1))
+fi
+
 # A byte overwritten in an int8 cache's records file: --verify fails, and its count of corrupt
 # records agrees with the problems (it said 0 beside 5 problems).
 "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec int8 --cache "$work/flipped" >/dev/null 2>&1

@@ -12,6 +12,7 @@
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "engine/util/atomic_file.h"
 #include "engine/precompute/prefix_identity.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
@@ -120,18 +121,13 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
 void save_head(BlockStack& head, const std::string& path) {
   torch::serialize::OutputArchive archive;
   head->save(archive);
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  try {
-    archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + err);
-  }
+  write_file_atomically(path, [&](const std::string& temp) {  // no partial file, even on SIGTERM
+    try {
+      archive.save_to(temp);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
+    }
+  });
 }
 
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,

@@ -5,6 +5,7 @@
 
 #include "engine/models/encoder_registry.h"
 #include "engine/models/zip_checksums.h"
+#include "engine/util/atomic_file.h"
 
 namespace recycle {
 
@@ -16,12 +17,15 @@ void save_block_model(const BlockModel& model, const std::string& path) {
   for (const auto& n : model.class_names) names.push_back(n);
   archive.write("recycle.class_names", c10::IValue(names));
   archive.write("recycle.classes", c10::IValue(model.classifier->classes()));
-  try {
-    archive.save_to(path);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot write model weights to " + path + ": " +
-                             e.what_without_backtrace());
-  }
+  // Atomically: a kill or a failure while writing leaves the old file as it was.
+  write_file_atomically(path, [&](const std::string& temp) {
+    try {
+      archive.save_to(temp);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("cannot write model weights to " + path + ": " +
+                               e.what_without_backtrace());
+    }
+  });
 }
 
 BlockModel load_block_model(const std::string& path) {
