@@ -137,4 +137,35 @@ TEST(TorchScriptTools, ActivationsThatAreNotFiniteAreRefusedWithOneLine) {
   EXPECT_NE(r.err.find("are not finite"), std::string::npos) << r.err;
 }
 
+// Activations beyond fp16's range, from a scripted net whose first conv's weights are scaled
+// by 1e5 (the repro): --codec fp16 refuses them with one line naming the sample and the
+// largest value, where it stored infinities (verify called the cache clean and training failed
+// at step 1 with a NaN loss); bf16 keeps fp32's range and builds.
+TEST(TorchScriptTools, Fp16RefusesActivationsBeyondItsRangeWithOneLine) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(12, 1));
+  const std::string big = dir.file("big.ts");
+  torch::manual_seed(7);
+  torch::jit::Module m = recycle::testing::scripted_net(1, 10);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+      if (p.name == "conv1.weight") p.value.mul_(1e5);
+    }
+  }
+  m.save(big);
+  const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 2 ";
+  ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + big +
+                                            " --recycle 0.5 --codec fp16 --cache " + dir.file("fp16"));
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("sample "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(position "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fp16 codec: the largest value, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use --codec bf16 or fp32"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+  r = run(dir, "recycle-build", data + "--model torchscript:" + big +
+                                    " --recycle 0.5 --codec bf16 --cache " + dir.file("bf16"));
+  EXPECT_EQ(r.code, 0) << describe(r);
+}
+
 }  // namespace
