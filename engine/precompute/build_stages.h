@@ -152,9 +152,10 @@ void load_inputs(BuildState& s);
 // manifest with the requested one; refuses another identity, other classes or other record
 // shapes with one line. A new cache gets the head's initial weights in s.opening.
 void reconcile_manifest(BuildState& s);
-// Keys every sample (a build from another cache: its index's keys; in parallel; streamed images read a chunk at a time, and the whole file
-// checked as load_dataset checks it) into s.keys and sets report.samples and report.unique. Needs
-// no cache: the ranks of a distributed build that do not write it call this alone.
+// Keys every sample (in parallel; streamed images read a chunk at a time, and the whole file
+// checked as load_dataset checks it; a build from another cache takes its index's keys) into
+// s.keys and sets report.samples and report.unique. Needs no cache: the ranks of a distributed
+// build that do not write it call this alone.
 void key_samples(BuildState& s);
 // Reads the split's stored index, keys every sample (key_samples, unless done already), lists
 // the positions to write, decides s.unchanged and notes whether the store holds any record.

@@ -6,12 +6,14 @@
 //   LEVELS/level-<prefix blocks>-<split block>-<16 hex digits of CacheIdentity::digest()>
 //
 // A level's identity is its manifest's CacheIdentity (model, fingerprint, split point, keyer,
-// codec, preprocessing, input shape, record layout). Its fingerprint says which weights made it: for a level built from raw data
-// the fingerprint of blocks 0..m (as recycle-build writes it); for a level derived from level
-// k, derived_fingerprint(level k's fingerprint, fingerprint of blocks k..m-1 as they were when
-// they froze). A rerun whose frozen weights are the same finds the same directory complete and
-// reuses it; any other weights give another directory. Keys, labels and sample positions of a
-// derived level are those of its base level: only the records change.
+// codec, preprocessing, input shape, record layout). Its fingerprint says which weights made
+// it: for a level built from raw data the fingerprint of blocks 0..m (as recycle-build writes
+// it); for a level derived from level k, derived_fingerprint(level k's fingerprint,
+// fingerprint of blocks k..m-1 as they were when they froze). A rerun whose frozen weights
+// are the same finds the same directory complete and reuses it; any other weights give
+// another directory. Keys, labels and sample positions of a derived level are those of its
+// base level: only the records change. Since the input shape and layout joined the digest,
+// levels made before sit in directories of other names: a rerun derives them again.
 //
 // Deriving a level is a build whose source is another cache: per split of level k, the build's
 // stages (engine/precompute/build_stages.h, load_cache_input in cache_input.h, then
@@ -70,8 +72,10 @@ struct DeriveOptions {
 // Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
 // `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
 // parameters no longer requiring grad: they are frozen from now on). The head blob is the
-// model's head after to_blocks. A complete level of the same identity is reused (level.reused).
-// An incomplete one (a derivation that died) is deleted and derived again. Throws
+// model's head after to_blocks. Each split is a build (load_cache_input, then
+// run_loaded_build: engine/precompute/cache_input.h). A complete level of the same identity is
+// reused (level.reused). An incomplete one (a derivation that died) is deleted and derived
+// again. Throws
 // std::runtime_error with one line for a base that is not a level of this model, a split point
 // not deeper than the base's, or a storage error.
 LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t to_blocks,
@@ -85,9 +89,10 @@ struct RawLevelOptions : BuildOptions {
   std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
 };
 
-// The first level of a run that started on raw data: recycle-build's pipeline (run_build) over
-// the training split and the evaluation split, with `model` as it is now split after
-// `to_blocks` (its weights go to a temporary file in levels_dir, removed afterwards). A rerun
+// The first level of a run that started on raw data: recycle-build's stages (load_inputs, then
+// run_loaded_build) over the training split and the evaluation split, with `model` as it is
+// now split after `to_blocks` (its weights go to a temporary file in levels_dir, removed
+// afterwards). The level's directory is named from the identity load_inputs asks for. A rerun
 // with the same weights finds the level complete (level.reused).
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& options);
