@@ -2,8 +2,8 @@
 //
 // from_json_string on the input must return a Status (OK, Corruption or Mismatch) and never
 // throw or crash. When it is OK, to_json_string and from_json_string again must give back an
-// OK manifest equal to the first: the same identity (identity_differences empty both ways),
-// the same splits, and the same contents fields. An OK manifest's layout (read from
+// OK manifest equal to the first: the same identity (identity_differences empty both ways,
+// the same digest), the same splits, and the same contents fields. An OK manifest's layout (read from
 // "record_layout", or derived from record_shapes and codec in a manifest from before layouts)
 // is valid, agrees with record_shapes, and survives the round trip.
 #include <cstdint>
@@ -76,6 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto diff = m.identity_differences(again);
     FUZZ_CHECK(diff.empty(), "identity changed: " + diff.front());
     FUZZ_CHECK(again.identity_differences(m).empty(), "identity changed (reverse)");
+    FUZZ_CHECK(again.identity().digest() == m.identity().digest(), "identity digest changed");
     FUZZ_CHECK(same_splits(m, again), "splits changed\n" + json);
     FUZZ_CHECK(again.record_layout == m.record_layout, "record layout changed\n" + json);
     FUZZ_CHECK(m.record_shapes == again.record_shapes && m.input_shape == again.input_shape && m.class_names == again.class_names &&

@@ -229,9 +229,9 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
                          : !o.split_at.empty() ? prefix_blocks_for_name(model, o.split_at)
                                                : m.prefix_blocks;
   const SplitModel split = split_block_model(model, blocks);
-  Manifest want = m;
+  CacheIdentity want = m.identity();
   set_prefix_identity(model, split, &want);
-  const auto diffs = m.identity_differences(want);
+  const auto diffs = m.identity().identity_differences(want);
   if (!diffs.empty()) {
     throw std::runtime_error(mismatch_message(
         o.cache_dir, diffs,

@@ -27,6 +27,10 @@ std::string BuildReport::to_json() const {
 BuildReport run_build(const BuildOptions& options) {
   BuildState s(options);
   load_inputs(s);
+  return run_loaded_build(s);
+}
+
+BuildReport run_loaded_build(BuildState& s) {
   key_samples(s);
   reconcile_manifest(s);
   plan_split(s);

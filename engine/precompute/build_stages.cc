@@ -8,6 +8,7 @@
 
 #include "base/strings.h"
 #include "cache/record.h"
+#include "engine/precompute/cache_input.h"
 #include "engine/precompute/prefix_identity.h"
 #include "engine/models/block_model.h"
 #include "engine/models/inference_prefix.h"
@@ -28,6 +29,8 @@ struct BuildModel {
   torch::Device device;
   std::optional<PreparedModel> prepared;
   std::optional<InferencePrefix> fast;  // the prepared prefix, folded: what records come from
+  // The head blob of a new cache, when it is not prepared's head (a build from another cache).
+  std::string head_blob;
 };
 
 BuildState::BuildState(BuildOptions o)
@@ -233,6 +236,28 @@ void load_inputs(BuildState& s) {
   s.model->fast.emplace(pm.model, pm.split.prefix_blocks);
 }
 
+void load_cache_input(BuildState& s, CacheBuildInputs in) {
+  const BuildOptions& o = s.options;
+  if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
+  if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
+  ActivationStore::check_split_name(o.data.split).throw_if_error();
+  if (!parse_codec(in.manifest.codec, &s.codec)) {
+    throw std::runtime_error("the cache's codec '" + in.manifest.codec +
+                             "' is not one this version knows (" + join(codec_names(), ", ") + ")");
+  }
+  s.model = std::make_unique<BuildModel>(o.device);
+  s.model->fast.emplace(*in.blocks, in.blocks->num_blocks());
+  s.model->head_blob = std::move(in.head);
+  s.data = Dataset();
+  s.data.description = std::move(in.data);
+  s.data.class_names = in.manifest.class_names;
+  s.data.labels.reserve(in.input->index().size());
+  for (const IndexEntry& e : in.input->index()) s.data.labels.push_back(e.label);
+  s.streamed = StreamedImages();
+  s.manifest = std::move(in.manifest);
+  s.cache_input = std::move(in.input);
+}
+
 void reconcile_manifest(BuildState& s) {
   const std::string& dir = s.options.cache_dir;
   if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
@@ -244,12 +269,13 @@ void reconcile_manifest(BuildState& s) {
   Manifest stored;
   const Status have = s.store->read_manifest(&stored);
   if (have.is_not_found()) {
-    s.opening->put_blob("head", module_to_bytes(*s.model->prepared->split.head));
+    s.opening->put_blob("head", s.model->prepared ? module_to_bytes(*s.model->prepared->split.head)
+                                                  : s.model->head_blob);
     return;
   }
   have.throw_if_error();
   const Manifest& wanted = s.manifest;
-  const auto diffs = stored.identity_differences(wanted);
+  const auto diffs = stored.identity().identity_differences(wanted.identity());
   if (!diffs.empty()) {
     throw std::runtime_error(mismatch_message(dir, diffs, "use --rebuild to start over"));
   }
@@ -272,7 +298,13 @@ void reconcile_manifest(BuildState& s) {
 }
 
 void key_samples(BuildState& s) {
-  s.keys = compute_keys(s.data, s.streamed, *s.keyer);
+  if (s.cache_input) {
+    s.keys.clear();
+    s.keys.reserve(s.cache_input->index().size());
+    for (const IndexEntry& e : s.cache_input->index()) s.keys.push_back(e.key);
+  } else {
+    s.keys = compute_keys(s.data, s.streamed, *s.keyer);
+  }
   const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
   s.report.cache_dir = s.options.cache_dir;
   s.report.split = s.options.data.split;
@@ -324,8 +356,10 @@ void begin_split(BuildState& s) {
   if (static_cast<int64_t>(s.existing.size()) > n) first.truncate_index(split, n);
   write(s, &first);
   s.opening = std::make_unique<ActivationStore::Batch>(*s.store);  // written once
-  s.progress = std::make_unique<Progress>("build " + split, static_cast<int64_t>(s.todo.size()),
-                                          s.options.progress);
+  const std::string label = s.cache_input ? "derive " + split + " at " + s.manifest.split_at
+                                          : "build " + split;
+  s.progress =
+      std::make_unique<Progress>(label, static_cast<int64_t>(s.todo.size()), s.options.progress);
 }
 
 bool next_chunk(BuildState& s, BuildChunk* chunk) {
@@ -437,8 +471,10 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
 
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
-  torch::Tensor images;
-  if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
+  torch::Tensor images;  // the prefix's input: images, or the records of another cache
+  if (s.cache_input) {
+    images = s.cache_input->read(chunk->compute_pos.data(), m);
+  } else if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
     if (chunk->pixels.empty() && !s.images) {

@@ -1,8 +1,11 @@
 // The build of a cache split as named stages over one BuildState, so tests can run them one
-// by one. run_build (build_pipeline.h) is these calls in this order:
+// by one. run_build (build_pipeline.h) is load_inputs then run_loaded_build, these calls in
+// this order:
 //
 //   BuildState s(options);
 //   load_inputs(s);         options checked, dataset (images streamed), keyer, model prepared
+//                           (a build from another cache: load_cache_input, cache_input.h)
+//   -- run_loaded_build(s): --
 //   key_samples(s);         first pass over the images: every sample keyed, chunk by chunk
 //   reconcile_manifest(s);  cache opened or created; its identity compared, a mismatch refused
 //   plan_split(s);          keys, what the stored index holds already, what is left to write
@@ -74,6 +77,7 @@ namespace recycle {
 
 class Progress;
 struct BuildModel;  // the device and the prepared, split model (LibTorch)
+class CacheInput;   // another cache's split as the samples (engine/precompute/cache_input.h)
 
 // What the stages share. Fields are filled by the stage named beside them.
 struct BuildState {
@@ -92,6 +96,9 @@ struct BuildState {
   std::unique_ptr<Keyer> keyer;
   std::unique_ptr<BuildModel> model;
   Manifest manifest;  // the requested one; after reconcile_manifest the stored one if any
+  // load_cache_input instead: the samples are another cache's records. s.data then holds the
+  // labels and description only.
+  std::unique_ptr<CacheInput> cache_input;
 
   // reconcile_manifest
   std::unique_ptr<ActivationStore> store;
@@ -134,6 +141,10 @@ struct BuildChunk {
   std::vector<uint8_t> pixels;
 };
 
+// The stages after load_inputs (or load_cache_input) in run_build's order, the chunk loop with
+// its ChunkReader and ChunkWriter included: the one chunk loop of a single-process build.
+BuildReport run_loaded_build(BuildState& s);
+
 // Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model and
 // sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
 void load_inputs(BuildState& s);
@@ -142,8 +153,9 @@ void load_inputs(BuildState& s);
 // shapes with one line. A new cache gets the head's initial weights in s.opening.
 void reconcile_manifest(BuildState& s);
 // Keys every sample (in parallel; streamed images read a chunk at a time, and the whole file
-// checked as load_dataset checks it) into s.keys and sets report.samples and report.unique. Needs
-// no cache: the ranks of a distributed build that do not write it call this alone.
+// checked as load_dataset checks it; a build from another cache takes its index's keys) into
+// s.keys and sets report.samples and report.unique. Needs no cache: the ranks of a distributed
+// build that do not write it call this alone.
 void key_samples(BuildState& s);
 // Reads the split's stored index, keys every sample (key_samples, unless done already), lists
 // the positions to write, decides s.unchanged and notes whether the store holds any record.
@@ -161,7 +173,8 @@ RecordLayout text_record_layout(int64_t d_model, Codec codec);
 // Distinct keys of the chunk that have no stored record (MultiGet for those not known, when
 // the store held records before this run).
 void find_missing(BuildState& s, BuildChunk* chunk);
-// Runs the prefix (no grad) on the samples to compute, checks the output's shape against
+// Runs the prefix (no grad) on the samples to compute (a build from another cache: the blocks
+// after its split point on its decoded records), checks the output's shape against
 // the manifest's record shape, and encodes one record per sample. Text: the texts as the
 // keyer hashes them (its normalisation applied), byte tokens padded to the chunk's longest,
 // and per sample the text_record_layout tensors of its valid positions.

@@ -4,12 +4,12 @@
 
 namespace recycle {
 
-void set_prefix_identity(const BlockModel& model, const SplitModel& split, Manifest* manifest) {
-  manifest->model = model.spec;
-  manifest->fingerprint = module_fingerprint(*split.prefix);
-  manifest->split_at = split.split_at;
-  manifest->prefix_blocks = split.prefix_blocks;
-  manifest->total_blocks = split.total_blocks;
+void set_prefix_identity(const BlockModel& model, const SplitModel& split, CacheIdentity* identity) {
+  identity->model = model.spec;
+  identity->fingerprint = module_fingerprint(*split.prefix);
+  identity->split_at = split.split_at;
+  identity->prefix_blocks = split.prefix_blocks;
+  identity->total_blocks = split.total_blocks;
 }
 
 }  // namespace recycle

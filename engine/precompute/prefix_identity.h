@@ -9,8 +9,8 @@
 
 namespace recycle {
 
-// Sets manifest->model, fingerprint, split_at, prefix_blocks and total_blocks from `model`
+// Sets identity->model, fingerprint, split_at, prefix_blocks and total_blocks from `model`
 // split as `split`.
-void set_prefix_identity(const BlockModel& model, const SplitModel& split, Manifest* manifest);
+void set_prefix_identity(const BlockModel& model, const SplitModel& split, CacheIdentity* identity);
 
 }  // namespace recycle

@@ -6,22 +6,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
-#include <unordered_set>
 
 #include "cache/activation_store.h"
-#include "cache/codec.h"
-#include "cache/record.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
-#include "engine/precompute/prefix_identity.h"
+#include "engine/precompute/cache_input.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
-#include "engine/models/preprocess.h"
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
 #include "engine/train/batch_sources.h"
-#include "engine/util/parallel_loop.h"
-#include "engine/util/progress.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
 
@@ -53,7 +47,7 @@ SplitModel freeze_prefix(BlockModel& model, int64_t blocks) {
 
 // True when `dir` holds a complete level with the identity of `want` (every split of it
 // complete). Throws when it holds a cache of another identity.
-bool complete_level(const std::string& dir, const Manifest& want) {
+bool complete_level(const std::string& dir, const CacheIdentity& want) {
   if (!std::filesystem::exists(dir)) return false;
   StoreOptions so;
   so.read_only = true;
@@ -61,7 +55,7 @@ bool complete_level(const std::string& dir, const Manifest& want) {
   if (!ActivationStore::open(dir, so, &store).ok()) return false;
   Manifest have;
   if (!store->read_manifest(&have).ok()) return false;
-  const auto diffs = have.identity_differences(want);
+  const auto diffs = have.identity().identity_differences(want);
   if (!diffs.empty()) {
     throw std::runtime_error(mismatch_message(dir, diffs, "remove this level directory"));
   }
@@ -80,84 +74,26 @@ int64_t total_samples(const std::string& dir) {
   return n;
 }
 
-// Derives one split of `from` into the level s.store writes (s.manifest its manifest).
-void derive_split(BuildState& s, const ActivationStore& from, const Manifest& from_m,
-                  const std::string& split, const InferencePrefix& blocks, Codec codec,
-                  const DeriveOptions& o, LevelInfo* level) {
-  s.options.data.split = split;
-  const SplitInfo& base = from_m.splits.at(split);
-  CachedBatches source(from, from_m, split, o.device);  // reads the index, checks it
-  std::vector<IndexEntry> index;
-  from.read_split_index(split, base, &index).throw_if_error();
-  const int64_t n = static_cast<int64_t>(index.size());
-
-  SplitInfo& info = s.manifest.splits[split];
-  info = base;
-  info.complete = false;
-  {
-    ActivationStore::Batch first(*s.store);
-    first.put_manifest(s.manifest);
-    s.store->write(&first).throw_if_error();
+// A split of a level as the input of a build (load_cache_input): its index, and its records
+// decoded by CachedBatches (MultiGet, decode) on the build's device.
+class LevelSplitInput final : public CacheInput {
+ public:
+  LevelSplitInput(const ActivationStore& store, const Manifest& m, const std::string& split,
+                  const torch::Device& device)
+      : batches_(store, m, split, device) {  // reads the index, checks it
+    store.read_split_index(split, m.splits.at(split), &index_).throw_if_error();
   }
-  s.progress = std::make_unique<Progress>("derive " + split + " at " + s.manifest.split_at, n,
-                                          o.progress);
-  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
-  int64_t per_sample = 1;
-  for (int64_t d : shape) per_sample *= d;
-
-  ChunkWriter writer(s);
-  Batch batch;
-  std::vector<int64_t> compute;
-  for (int64_t lo = 0; lo < n; lo += o.batch) {
-    const int64_t hi = std::min(n, lo + o.batch);
-    // Distinct keys of the chunk not written yet: one forward each.
-    compute.clear();
-    std::vector<Key> keys;
-    for (int64_t i = lo; i < hi; ++i) {
-      if (s.present.insert(index[i].key).second) {
-        compute.push_back(i);
-        keys.push_back(index[i].key);
-      }
-    }
-    StagedWrite w;
-    w.batch = std::make_unique<ActivationStore::Batch>(*s.store);
-    if (!compute.empty()) {
-      const int64_t m = static_cast<int64_t>(compute.size());
-      source.load(compute.data(), m, &batch);
-      const auto started = std::chrono::steady_clock::now();
-      torch::Tensor out = blocks.forward(batch.features()).to(torch::kCPU, torch::kFloat32).contiguous();
-      s.report.prefix_seconds += seconds_since(started);
-      if (out.size(0) != m || out.sizes().slice(1).vec() != shape) {
-        throw std::runtime_error("the frozen blocks made outputs of shape " +
-                                 shape_string(out.sizes().vec()) + ", the level's records are " +
-                                 shape_string(shape) + " per sample");
-      }
-      const float* base_ptr = out.data_ptr<float>();
-      std::vector<std::string> records(static_cast<size_t>(m));
-      parallel_loop(m, [&](int64_t r) {
-        try {
-          records[r] = encode_record(codec, {FloatArrayRef{base_ptr + r * per_sample, shape}});
-        } catch (const CodecRangeError& e) {  // one line naming the sample
-          throw CodecRangeError("sample at position " + std::to_string(compute[r]) + " of split " +
-                                    split + " (key " + keys[r].to_hex() + "): " + e.what(),
-                                e.largest());
-        }
-      });
-      for (int64_t r = 0; r < m; ++r) w.batch->put_record(keys[r], records[r]);
-      s.report.computed += m;
-      s.manifest.records += m;
-      s.manifest.record_bytes += static_cast<int64_t>(w.batch->record_bytes());
-    }
-    for (int64_t i = lo; i < hi; ++i) w.batch->put_index(split, i, index[i]);
-    w.samples = hi - lo;
-    w.batch->put_manifest(s.manifest);  // counts stay consistent with the data after a crash
-    writer.submit(std::move(w));
+  const std::vector<IndexEntry>& index() const override { return index_; }
+  torch::Tensor read(const int64_t* positions, int64_t n) override {
+    batches_.load(positions, n, &batch_);
+    return batch_.features();
   }
-  writer.finish();
-  finish_split(s);
-  level->computed = s.report.computed;
-  level->samples += n;
-}
+
+ private:
+  CachedBatches batches_;
+  std::vector<IndexEntry> index_;
+  Batch batch_;
+};
 
 }  // namespace
 
@@ -170,16 +106,10 @@ std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Ma
   return store;
 }
 
-std::string level_dir(const std::string& levels_dir, const Manifest& m) {
-  ContentHasher hasher;
-  for (const std::string& field :
-       {m.model, m.fingerprint, m.split_at, m.keyer, m.codec, m.preprocess}) {
-    hasher.update_field(field);
-  }
-  hasher.update_u64(static_cast<uint64_t>(m.prefix_blocks));
+std::string level_dir(const std::string& levels_dir, const CacheIdentity& id) {
   return (std::filesystem::path(levels_dir) /
-          ("level-" + std::to_string(m.prefix_blocks) + "-" + m.split_at + "-" +
-           hasher.digest().to_hex().substr(0, 16)))
+          ("level-" + std::to_string(id.prefix_blocks) + "-" + id.split_at + "-" +
+           id.digest().substr(0, 16)))
       .string();
 }
 
@@ -205,11 +135,6 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   if (!(to_blocks > k && to_blocks <= model.num_blocks())) {
     throw std::runtime_error("cannot derive a level at " + std::to_string(to_blocks) +
                              " blocks from " + from_dir + ", which is at " + std::to_string(k));
-  }
-  Codec codec;
-  if (!parse_codec(from_m.codec, &codec)) {
-    throw std::runtime_error("level " + from_dir + " has codec '" + from_m.codec +
-                             "', which this version does not know");
   }
   const SplitModel split = freeze_prefix(model, to_blocks);
   const BlockModel added = block_range(model, k, to_blocks);
@@ -253,24 +178,30 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   std::filesystem::create_directories(levels_dir);
   if (std::filesystem::exists(level.dir)) ActivationStore::destroy(level.dir).throw_if_error();
 
-  BuildOptions bo;
-  bo.cache_dir = level.dir;
-  bo.compression = o.compression;
-  bo.batch = o.batch;
-  BuildState s(bo);
-  StoreOptions so;
-  so.compression = o.compression;
-  ActivationStore::open(level.dir, so, &s.store).throw_if_error();
-  s.manifest = want;
-  {
-    ActivationStore::Batch opening(*s.store);
-    opening.put_manifest(s.manifest);
-    opening.put_blob("head", module_to_bytes(*split.head));
-    s.store->write(&opening, /*sync=*/true).throw_if_error();
-  }
+  // One build per complete split of the base, through the build's stages.
+  const std::string head = module_to_bytes(*split.head);
   torch::NoGradGuard no_grad;
   for (const auto& [name, info] : from_m.splits) {
-    if (info.complete) derive_split(s, *from, from_m, name, blocks, codec, o, &level);
+    if (!info.complete) continue;
+    BuildOptions bo;
+    bo.cache_dir = level.dir;
+    bo.compression = o.compression;
+    bo.batch = o.batch;
+    bo.progress = o.progress;
+    bo.device = o.device.str();
+    bo.data.split = name;
+    BuildState s(bo);
+    CacheBuildInputs in;
+    in.input = std::make_unique<LevelSplitInput>(*from, from_m, name, o.device);
+    in.data = info.data;
+    in.blocks = &added;
+    in.head = head;
+    in.manifest = want;
+    load_cache_input(s, std::move(in));
+    const BuildReport r = run_loaded_build(s);
+    level.computed += r.computed;
+    level.samples += r.samples;
+    level.bytes += r.bytes;
   }
   if (level.samples == 0) {
     throw std::runtime_error("level " + from_dir + " has no complete split to derive from");
@@ -282,20 +213,10 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  Codec codec;
-  if (!parse_codec(o.codec, &codec)) throw std::invalid_argument("unknown codec '" + o.codec + "'");
   const SplitModel split = freeze_prefix(model, to_blocks);
-  Manifest identity;
-  set_prefix_identity(model, split, &identity);
-  identity.keyer = default_keyer_spec(/*text_data=*/false);
-  identity.codec = codec_name(codec);
-  identity.preprocess = preprocess_spec();
-
   LevelInfo level;
-  level.dir = level_dir(levels_dir, identity);
   level.prefix_blocks = to_blocks;
   level.split_at = split.split_at;
-  level.fingerprint = identity.fingerprint;
   level.source = "raw";
   std::filesystem::create_directories(levels_dir);
   const std::string weights =
@@ -307,19 +228,15 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   } remove_weights{weights};
   save_block_model(model, weights);
 
-  BuildOptions bo;
-  bo.data = o.data;
+  // The run's options (data, codec, compression, batch, threads, progress, device) with the
+  // model as it is now, split after to_blocks.
+  BuildOptions bo = o;  // the BuildOptions part
   bo.model.weights = weights;
   bo.model.encoder = model.spec.substr(0, model.spec.find(':'));
+  bo.recycle = -1.0;
   bo.split_at = split.split_at;
-  bo.keyer = identity.keyer;
-  bo.codec = o.codec;
-  bo.compression = o.compression;
-  bo.cache_dir = level.dir;
-  bo.batch = o.batch;
-  bo.threads = o.threads;
-  bo.progress = o.progress;
-  bo.device = o.device;
+  bo.keyer = default_keyer_spec(/*text_data=*/false);
+  bo.rebuild = false;
   std::vector<DatasetOptions> splits = {o.data};
   if (!o.eval_split.empty() && o.eval_split != "none") {
     DatasetOptions eval = o.data;
@@ -330,10 +247,21 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   bool reused = true;
   for (const DatasetOptions& d : splits) {
     bo.data = d;
-    const BuildReport r = run_build(bo);
+    // The level's directory is named by the identity load_inputs asks for (input shape and
+    // record layout included), so it is known only once the first split is loaded.
+    bo.cache_dir = level.dir.empty() ? levels_dir : level.dir;
+    BuildState s(bo);
+    load_inputs(s);
+    if (level.dir.empty()) {
+      level.dir = level_dir(levels_dir, s.manifest.identity());
+      level.fingerprint = s.manifest.fingerprint;
+    }
+    s.options.cache_dir = level.dir;
+    const BuildReport r = run_loaded_build(s);
     reused = reused && r.computed == 0 && r.index_written == 0;
     level.computed += r.computed;
     level.samples += r.samples;
+    level.bytes += r.bytes;
   }
   level.reused = reused;
   level.seconds = seconds_since(start);

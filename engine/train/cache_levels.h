@@ -3,18 +3,23 @@
 // cache (recycle-inspect and recycle-train --cache read it as they read any other), in a
 // subdirectory named by the level's identity:
 //
-//   LEVELS/level-<prefix blocks>-<split block>-<16 hex digits of XXH3 of the identity>
+//   LEVELS/level-<prefix blocks>-<split block>-<16 hex digits of CacheIdentity::digest()>
 //
-// A level's identity is its manifest's identity (model, fingerprint, split point, keyer, codec,
-// preprocessing). Its fingerprint says which weights made it: for a level built from raw data
-// the fingerprint of blocks 0..m (as recycle-build writes it); for a level derived from level
-// k, derived_fingerprint(level k's fingerprint, fingerprint of blocks k..m-1 as they were when
-// they froze). A rerun whose frozen weights are the same finds the same directory complete and
-// reuses it; any other weights give another directory. Keys, labels and sample positions of a
-// derived level are those of its base level: only the records change.
+// A level's identity is its manifest's CacheIdentity (model, fingerprint, split point, keyer,
+// codec, preprocessing, input shape, record layout). Its fingerprint says which weights made
+// it: for a level built from raw data the fingerprint of blocks 0..m (as recycle-build writes
+// it); for a level derived from level k, derived_fingerprint(level k's fingerprint,
+// fingerprint of blocks k..m-1 as they were when they froze). A rerun whose frozen weights
+// are the same finds the same directory complete and reuses it; any other weights give
+// another directory. Keys, labels and sample positions of a derived level are those of its
+// base level: only the records change. Since the input shape and layout joined the digest,
+// levels made before sit in directories of other names: a rerun derives them again.
 //
-// Derivation streams: a chunk of `batch` samples at a time is read from level k (MultiGet and
-// decode), pushed through the newly frozen blocks (eval mode, no grad, batch norms folded as
+// Deriving a level is a build whose source is another cache: per split of level k, the build's
+// stages (engine/precompute/build_stages.h, load_cache_input in cache_input.h, then
+// run_loaded_build) with level k's split as the samples and the newly frozen blocks as the
+// prefix. A chunk of `batch` samples at a time is read from level k (CachedBatches: MultiGet
+// and decode), pushed through the blocks (eval mode, no grad, batch norms folded as
 // recycle-build folds them), encoded and written by the build's ChunkWriter on its own thread
 // while the next chunk computes. Memory holds the splits' indexes (24 bytes a sample) and two
 // chunks, never a whole split.
@@ -38,6 +43,7 @@
 #include "cache/manifest.h"
 #include "engine/data/dataset.h"
 #include "engine/models/block_model.h"
+#include "engine/precompute/build_pipeline.h"
 #include "engine/train/freeze_schedule.h"
 
 namespace recycle {
@@ -46,8 +52,11 @@ namespace recycle {
 // std::runtime_error with one line (no cache there, no manifest, a storage error).
 std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Manifest* manifest);
 
-// The subdirectory of `levels_dir` for the level whose identity `m` holds.
-std::string level_dir(const std::string& levels_dir, const Manifest& m);
+// The subdirectory of `levels_dir` for the level of identity `id`: named by its prefix blocks,
+// split block and the first 16 hex digits of id.digest() (input shape and record layout
+// included since this version: levels made before are in directories of other names, so a
+// rerun derives them again).
+std::string level_dir(const std::string& levels_dir, const CacheIdentity& id);
 
 // The fingerprint of a level derived from a level with fingerprint `base` by blocks whose
 // parameters and buffers have fingerprint `blocks` (XXH3-128 hex of both, in order).
@@ -63,27 +72,27 @@ struct DeriveOptions {
 // Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
 // `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
 // parameters no longer requiring grad: they are frozen from now on). The head blob is the
-// model's head after to_blocks. A complete level of the same identity is reused (level.reused).
-// An incomplete one (a derivation that died) is deleted and derived again. Throws
+// model's head after to_blocks. Each split is a build (load_cache_input, then
+// run_loaded_build: engine/precompute/cache_input.h). A complete level of the same identity is
+// reused (level.reused). An incomplete one (a derivation that died) is deleted and derived
+// again. Throws
 // std::runtime_error with one line for a base that is not a level of this model, a split point
 // not deeper than the base's, or a storage error.
 LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t to_blocks,
                        const std::string& levels_dir, const DeriveOptions& options);
 
-struct RawLevelOptions {
-  DatasetOptions data;          // the training split as the run reads it
+// The build options of the run (data: the training split as the run reads it; codec,
+// compression, batch, threads, progress, device), plus the evaluation split. The model, split
+// point, keyer and cache directory are build_level_from_raw's to set.
+struct RawLevelOptions : BuildOptions {
+  RawLevelOptions() { progress = false; }
   std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
-  std::string codec = "fp16";
-  std::string compression = "none";  // as BuildOptions::compression
-  int64_t batch = 256;
-  int threads = 0;
-  bool progress = false;
-  std::string device = "cpu";
 };
 
-// The first level of a run that started on raw data: recycle-build's pipeline (run_build) over
-// the training split and the evaluation split, with `model` as it is now split after
-// `to_blocks` (its weights go to a temporary file in levels_dir, removed afterwards). A rerun
+// The first level of a run that started on raw data: recycle-build's stages (load_inputs, then
+// run_loaded_build) over the training split and the evaluation split, with `model` as it is
+// now split after `to_blocks` (its weights go to a temporary file in levels_dir, removed
+// afterwards). The level's directory is named from the identity load_inputs asks for. A rerun
 // with the same weights finds the level complete (level.reused).
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& options);

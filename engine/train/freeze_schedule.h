@@ -65,6 +65,7 @@ struct LevelInfo {
   std::string source;         // "raw" (built by run_build) or the level directory it came from
   bool reused = false;        // found complete with this identity: nothing computed
   int64_t computed = 0;       // records computed and written
+  int64_t bytes = 0;          // record bytes written (before compression; 0 when reused)
   int64_t samples = 0;        // index entries over its splits
   double seconds = 0;         // wall time of making (or finding) it
 };

@@ -348,6 +348,8 @@ TEST(Manifest, OldManifestWithoutLayoutGetsOneAndTheSameIdentity) {
   now.record_layout = want;
   EXPECT_TRUE(old.identity_differences(now).empty());
   EXPECT_TRUE(now.identity_differences(old).empty());
+  // One identity, one digest: whether the layout was stored or derived does not count.
+  EXPECT_EQ(old.identity().digest(), now.identity().digest());
   // Written again, it carries the layout and still the shapes.
   const nlohmann::json j = nlohmann::json::parse(old.to_json_string());
   EXPECT_EQ(j.at("record_layout").size(), 1u);
@@ -450,4 +452,47 @@ TEST(Manifest, BadLayoutsAreCorruption) {
   nlohmann::json old = nlohmann::json::parse(old_manifest_json());
   old["codec"] = "int4";
   EXPECT_TRUE(contains(parse(old.dump()).message(), "codec 'int4' does not fit dtype float32"));
+}
+
+// The identity is its own value: the manifest's JSON is the identity's fields plus the
+// contents', the digest survives the JSON round trip and changes with every identity field
+// (the input shape and the layout included) but with no contents field.
+TEST(CacheIdentity, DigestFollowsTheIdentityAndOnlyIt) {
+  recycle::Manifest m = full_manifest();
+  m.input_shape = {1, 28, 28};
+  const std::string digest = m.identity().digest();
+  EXPECT_EQ(digest.size(), 32u);
+  recycle::Manifest back;
+  ASSERT_OK(recycle::Manifest::from_json_string(m.to_json_string(), &back));
+  EXPECT_EQ(back.identity().digest(), digest);
+
+  nlohmann::json fields;
+  m.identity().to_json(&fields);
+  recycle::CacheIdentity alone;
+  ASSERT_OK(recycle::CacheIdentity::from_json(fields, &alone));
+  EXPECT_EQ(alone.digest(), digest);
+  EXPECT_TRUE(alone.identity_differences(m).empty());
+  const nlohmann::json whole = nlohmann::json::parse(m.to_json_string());
+  for (const auto& [key, value] : fields.items()) EXPECT_EQ(whole.at(key), value) << key;
+  EXPECT_EQ(whole.size(), fields.size() + 5u);  // class_names, classifier, records, bytes, splits
+
+  recycle::Manifest contents = m;
+  contents.records = 1;
+  contents.class_names.clear();
+  contents.splits.clear();
+  EXPECT_EQ(contents.identity().digest(), digest);
+
+  std::vector<recycle::Manifest> others(8, m);
+  others[0].model = "resnet18:width=8";
+  others[1].fingerprint = "ff";
+  others[2].split_at = "layer3.0";
+  others[3].prefix_blocks = 5;
+  others[4].codec = "fp32";
+  others[5].input_shape = {3, 32, 32};
+  others[6].record_shapes = {{32, 7, 7}, {2}};
+  others[7].keyer = "dhash";
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_NE(others[i].identity().digest(), digest) << i;
+    EXPECT_FALSE(others[i].identity_differences(m).empty()) << i;
+  }
 }

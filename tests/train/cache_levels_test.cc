@@ -146,6 +146,57 @@ TEST(CacheLevels, RerunReusesAMatchingLevelAndOtherWeightsMakeAnother) {
   EXPECT_THROW(recycle::derive_level(level2.dir, pm.model, 2, levels, {}), std::runtime_error);
 }
 
+// Deriving a level is a build: the bytes it reports are the record bytes it wrote, as a build
+// from raw data reports them (the derivation's own loop once left them at 0), and a reused
+// level reports none.
+TEST(CacheLevels, DerivedLevelReportsTheRecordBytesItWrote) {
+  TempDir dir;
+  const DatasetOptions d = pattern_data(dir, 20, 4);  // 24 samples, 20 distinct
+  const recycle::Dataset data = recycle::load_dataset(d);
+  recycle::PreparedModel pm = pattern_model(data, 11);
+  const std::string levels = dir.file("levels");
+  const LevelInfo level2 = recycle::build_level_from_raw(pm.model, 2, levels, raw_options(d));
+  EXPECT_EQ(level2.bytes, read_cache(level2.dir).manifest.record_bytes);
+  recycle::DeriveOptions o;
+  o.batch = 6;
+  const LevelInfo derived = recycle::derive_level(level2.dir, pm.model, 4, levels, o);
+  const auto c = read_cache(derived.dir);
+  EXPECT_GT(derived.bytes, 0);
+  EXPECT_EQ(derived.bytes, c.manifest.record_bytes);
+  int64_t stored = 0;
+  for (const auto& [key, record] : c.records) stored += static_cast<int64_t>(record.size());
+  EXPECT_EQ(derived.bytes, stored);
+  EXPECT_EQ(recycle::derive_level(level2.dir, pm.model, 4, levels, o).bytes, 0);
+}
+
+// A level's directory is named by its whole identity: the input shape and the record layout
+// count, as the model, weights and codec do.
+TEST(CacheLevels, LevelDirectoryNamesTheWholeIdentity) {
+  recycle::CacheIdentity id;
+  id.model = "resnet18:width=4";
+  id.fingerprint = "00ff";
+  id.split_at = "layer1.0";
+  id.prefix_blocks = 2;
+  id.total_blocks = 10;
+  id.keyer = "xxh3";
+  id.codec = "fp32";
+  id.preprocess = "normalize";
+  id.input_shape = {1, 28, 28};
+  id.record_shapes = {{4, 7, 7}};
+  const std::string base = recycle::level_dir("L", id);
+  EXPECT_EQ(base.rfind("L/level-2-layer1.0-", 0), 0u) << base;
+  EXPECT_EQ(recycle::level_dir("L", id), base);
+  recycle::CacheIdentity other_input = id;
+  other_input.input_shape = {3, 28, 28};
+  EXPECT_NE(recycle::level_dir("L", other_input), base);
+  recycle::CacheIdentity other_layout = id;
+  other_layout.record_shapes = {{4, 14, 14}};
+  EXPECT_NE(recycle::level_dir("L", other_layout), base);
+  recycle::CacheIdentity other_codec = id;
+  other_codec.codec = "fp16";
+  EXPECT_NE(recycle::level_dir("L", other_codec), base);
+}
+
 // Counts what a run asks of the raw data: every load runs the (empty) prefix over raw images.
 class CountingSource final : public recycle::BatchSource {
  public:

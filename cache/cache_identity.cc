@@ -1,0 +1,220 @@
+#include "cache/cache_identity.h"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "keyers/content_hasher.h"
+
+namespace recycle {
+
+using nlohmann::json;
+
+RecordLayout CacheIdentity::layout() const {
+  return record_layout.empty() ? layout_from_shapes(record_shapes, codec) : record_layout;
+}
+
+json CacheIdentity::record_layout_to_json() const {
+  json out = json::array();
+  for (const TensorLayout& t : layout()) {
+    out.push_back(
+        {{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"codec", t.codec}});
+  }
+  return out;
+}
+
+void CacheIdentity::to_json(json* j) const {
+  json& o = *j;
+  o["format_version"] = format_version;
+  o["model"] = model;
+  o["fingerprint"] = fingerprint;
+  o["split_at"] = split_at;
+  o["prefix_blocks"] = prefix_blocks;
+  o["total_blocks"] = total_blocks;
+  o["keyer"] = keyer;
+  o["codec"] = codec;
+  o["preprocess"] = preprocess;
+  if (!input_shape.empty()) o["input_shape"] = input_shape;
+  o["record_layout"] = record_layout_to_json();
+  o["record_shapes"] = layout_shapes(layout());
+}
+
+namespace {
+
+// An integer field: refuses floats and out-of-range numbers (a cast would be undefined).
+int64_t get_int(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) {
+    throw json::type_error::create(302, std::string("field ") + key + " is not an integer", &v);
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw json::type_error::create(302, std::string("field ") + key + " is out of range", &v);
+  }
+  return v.get<int64_t>();
+}
+
+// A JSON array of integers, each >= 1 (or -1, a variable dimension, when allowed).
+bool read_shape(const json& shape, bool allow_variable, std::vector<int64_t>* dims) {
+  if (!shape.is_array()) return false;
+  for (const json& d : shape) {
+    if (!d.is_number_integer()) return false;
+    if (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return false;
+    const int64_t v = d.get<int64_t>();
+    if (v < 1 && !(allow_variable && v == kVariableDim)) return false;
+    dims->push_back(v);
+  }
+  return true;
+}
+
+// Sets id->record_layout from j's "record_layout", checked and consistent with record_shapes
+// (already read), or, in a manifest from before layouts, derived from record_shapes and codec.
+Status read_layout(const json& j, CacheIdentity* id) {
+  if (!j.contains("record_layout")) {
+    id->record_layout = layout_from_shapes(id->record_shapes, id->codec);
+    const Status st = check_layout(id->record_layout);
+    return st.ok() ? st : Status::corruption("manifest: " + st.message());
+  }
+  const json& arr = j.at("record_layout");
+  if (!arr.is_array()) return Status::corruption("manifest: record_layout is not a list");
+  RecordLayout layout;
+  for (const json& t : arr) {
+    const std::string which = "manifest: record layout tensor " + std::to_string(layout.size());
+    if (!t.is_object()) return Status::corruption(which + " is not an object");
+    TensorLayout tl;
+    tl.name = t.at("name").get<std::string>();
+    const std::string dtype = t.at("dtype").get<std::string>();
+    if (!parse_dtype(dtype, &tl.dtype)) {
+      return Status::corruption(which + " has an unknown dtype '" + dtype +
+                                "' (float32, int64, int32, uint8, bool)");
+    }
+    if (!read_shape(t.at("shape"), true, &tl.shape)) {
+      return Status::corruption(which + ": its shape is not positive integers or -1");
+    }
+    // An exact tensor may leave its codec out or empty: it is "raw".
+    tl.codec = t.contains("codec") ? t.at("codec").get<std::string>() : "";
+    if (tl.dtype != Dtype::kFloat32 && tl.codec.empty()) tl.codec = kRawCodecName;
+    layout.push_back(std::move(tl));
+  }
+  const Status st = check_layout(layout);
+  if (!st.ok()) return Status::corruption("manifest: " + st.message());
+  if (layout_shapes(layout) != id->record_shapes) {
+    return Status::corruption("manifest: record_shapes disagree with record_layout (" +
+                              layout_string(layout) + ")");
+  }
+  id->record_layout = std::move(layout);
+  return Status();
+}
+
+}  // namespace
+
+Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
+  try {
+    CacheIdentity id;
+    const int64_t version = get_int(j, "format_version");
+    if (version != kCacheFormatVersion) {
+      return Status::mismatch("cache format version " + std::to_string(version) +
+                              ", this build reads version " +
+                              std::to_string(kCacheFormatVersion));
+    }
+    id.format_version = kCacheFormatVersion;
+    id.model = j.at("model").get<std::string>();
+    id.fingerprint = j.at("fingerprint").get<std::string>();
+    id.split_at = j.at("split_at").get<std::string>();
+    id.prefix_blocks = get_int(j, "prefix_blocks");
+    id.total_blocks = get_int(j, "total_blocks");
+    id.keyer = j.at("keyer").get<std::string>();
+    id.codec = j.at("codec").get<std::string>();
+    id.preprocess = j.at("preprocess").get<std::string>();
+    if (j.contains("input_shape") && !read_shape(j.at("input_shape"), false, &id.input_shape)) {
+      return Status::corruption("manifest: the input shape is not positive integers");
+    }
+    const bool has_layout = j.contains("record_layout");
+    for (const json& shape : j.at("record_shapes")) {
+      std::vector<int64_t> dims;
+      if (!read_shape(shape, has_layout, &dims)) {
+        return Status::corruption(has_layout
+                                      ? "manifest: a record shape is not positive integers or -1"
+                                      : "manifest: a record shape is not positive integers");
+      }
+      id.record_shapes.push_back(dims);
+    }
+    const Status layout_st = read_layout(j, &id);
+    if (!layout_st.ok()) return layout_st;
+    if (id.prefix_blocks < 0 || id.total_blocks < 0 || id.prefix_blocks > id.total_blocks) {
+      return Status::corruption("manifest has an impossible split point");
+    }
+    *out = std::move(id);
+    return Status();
+  } catch (const json::exception& e) {
+    return Status::corruption(std::string("manifest is not valid: ") + e.what());
+  }
+}
+
+namespace {
+
+// A layout as identity compares it: a float tensor stored with the identity's own codec has
+// its codec replaced by "=", so that a codec change is named once, by the codec line.
+RecordLayout layout_identity(RecordLayout layout, const std::string& identity_codec) {
+  for (TensorLayout& t : layout) {
+    if (t.dtype == Dtype::kFloat32 && t.codec == identity_codec) t.codec = "=";
+  }
+  return layout;
+}
+
+}  // namespace
+
+std::vector<std::string> CacheIdentity::identity_differences(
+    const CacheIdentity& requested) const {
+  std::vector<std::string> out;
+  auto check = [&](const char* field, const std::string& have, const std::string& want) {
+    if (have != want) {
+      out.push_back(std::string(field) + ": the cache has " + have + ", this run asks for " + want);
+    }
+  };
+  check("format version", std::to_string(format_version), std::to_string(requested.format_version));
+  check("model", model, requested.model);
+  check("prefix fingerprint (weights)", fingerprint, requested.fingerprint);
+  check("split point", split_at + " (" + std::to_string(prefix_blocks) + "/" +
+                           std::to_string(total_blocks) + " blocks)",
+        requested.split_at + " (" + std::to_string(requested.prefix_blocks) + "/" +
+            std::to_string(requested.total_blocks) + " blocks)");
+  check("keyer", keyer, requested.keyer);
+  check("codec", codec, requested.codec);
+  check("preprocessing", preprocess, requested.preprocess);
+  if (!input_shape.empty() && !requested.input_shape.empty()) {
+    check("input shape", shape_string(input_shape), shape_string(requested.input_shape));
+  }
+  const RecordLayout have_layout = layout(), want_layout = requested.layout();
+  if (layout_identity(have_layout, codec) != layout_identity(want_layout, requested.codec)) {
+    out.push_back("record layout: the cache has " + layout_string(have_layout) +
+                  ", this run asks for " + layout_string(want_layout));
+  }
+  return out;
+}
+
+std::string CacheIdentity::digest() const {
+  ContentHasher hasher;
+  hasher.update_u64(static_cast<uint64_t>(format_version));
+  for (const std::string* field : {&model, &fingerprint, &split_at, &keyer, &codec, &preprocess}) {
+    hasher.update_field(*field);
+  }
+  hasher.update_u64(static_cast<uint64_t>(prefix_blocks));
+  hasher.update_u64(static_cast<uint64_t>(total_blocks));
+  auto update_shape = [&](const std::vector<int64_t>& shape) {
+    hasher.update_u64(shape.size());
+    for (int64_t d : shape) hasher.update_u64(static_cast<uint64_t>(d));
+  };
+  update_shape(input_shape);
+  // The layout as identity_differences compares it.
+  const RecordLayout compared = layout_identity(layout(), codec);
+  hasher.update_u64(compared.size());
+  for (const TensorLayout& t : compared) {
+    hasher.update_field(t.name);
+    hasher.update_field(dtype_name(t.dtype));
+    update_shape(t.shape);
+    hasher.update_field(t.codec);
+  }
+  return hasher.digest().to_hex();
+}
+
+}  // namespace recycle
