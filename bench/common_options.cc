@@ -12,10 +12,14 @@ const char* task_name(Task t) { return t == Task::text ? "text" : "image"; }
 
 const char* codec_name(Codec c) {
   switch (c) {
-    case Codec::fp32: return "fp32";
-    case Codec::fp16: return "fp16";
-    case Codec::bf16: return "bf16";
-    case Codec::int8: return "int8";
+    case Codec::fp32:
+      return "fp32";
+    case Codec::fp16:
+      return "fp16";
+    case Codec::bf16:
+      return "bf16";
+    case Codec::int8:
+      return "int8";
   }
   return "?";
 }
@@ -32,7 +36,9 @@ nlohmann::json CommonOptions::to_json() const {
   return {{"samples", samples}, {"epochs", epochs}, {"seeds", seeds}, {"weights", weights}};
 }
 
-bool given(const CLI::App& app, const std::string& flag) { return app.get_option(flag)->count() > 0; }
+bool given(const CLI::App& app, const std::string& flag) {
+  return app.get_option(flag)->count() > 0;
+}
 
 void add_common_flags(CLI::App* app, CommonOptions* o) {
   add_enum_option<Task>(app, "--task", &o->task, {{"image", Task::image}, {"text", Task::text}},
@@ -42,10 +48,11 @@ void add_common_flags(CLI::App* app, CommonOptions* o) {
                   "with --task text: the folder scripts/fetch_spam_corpus.sh wrote (pretrain/ and "
                   "finetune/)")
       ->capture_default_str();
-  app->add_flag("--quick", o->quick, "fewer samples and epochs, one seed (image: under 10 "
-                                     "minutes; 2,000 samples, 2 epochs, or 3 with --nproc; text: "
-                                     "1,000 samples, 4 epochs, the encoder still pretrained 3 "
-                                     "epochs; README has the time)");
+  app->add_flag("--quick", o->quick,
+                "fewer samples and epochs, one seed (image: under 10 "
+                "minutes; 2,000 samples, 2 epochs, or 3 with --nproc; text: "
+                "1,000 samples, 4 epochs, the encoder still pretrained 3 "
+                "epochs; README has the time)");
   app->add_option("--weights", o->weights, "pretrained encoder (default: pretrain one in --out)")
       ->check(CLI::ExistingFile);
   // Every flag is checked here, so that bad usage exits 2 with this tool's own message
@@ -62,17 +69,25 @@ void add_common_flags(CLI::App* app, CommonOptions* o) {
   app->add_option("--epochs", o->epochs)
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
-  app->add_option("--seeds", o->seeds)->check(CLI::Range(int64_t{1}, int64_t{100}))->capture_default_str();
+  app->add_option("--seeds", o->seeds)
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->capture_default_str();
   app->add_option("--batch", o->batch, "samples per training step (text: 32 unless given)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
-  app->add_option("--threads", o->threads, "0 = every core")->check(CLI::Range(0, 1024))->capture_default_str();
+  app->add_option("--threads", o->threads, "0 = every core")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   add_enum_option<Codec>(
       app, "--codec", &o->codec,
-      {{"fp32", Codec::fp32}, {"fp16", Codec::fp16}, {"bf16", Codec::bf16}, {"int8", Codec::int8}}, "");
+      {{"fp32", Codec::fp32}, {"fp16", Codec::fp16}, {"bf16", Codec::bf16}, {"int8", Codec::int8}},
+      "");
   app->add_option("--out", o->out, "output directory")
       ->check(CLI::Validator(
-          [](std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); }, "DIR"))
+          [](std::string& v) {
+            return v.empty() ? std::string("must not be empty") : std::string();
+          },
+          "DIR"))
       ->capture_default_str();
   app->add_option("--tools-dir", o->tools_dir,
                   "where recycle-build and recycle-train are (default: beside this program)");

@@ -27,14 +27,14 @@ struct CommonOptions {
   Task task = Task::image;
   std::string text_dir = "data/spam-assassin";  // --task text: pretrain/ and finetune/ TSVs
   bool quick = false;
-  std::string weights;            // pretrained encoder; "" = pretrain one in out
+  std::string weights;  // pretrained encoder; "" = pretrain one in out
   int64_t pretrain_epochs = 3;
-  int64_t pretrain_limit = 0;     // 0 = all 30,000 samples of classes 0-4
-  int64_t samples = 5000;         // training samples of the fine-tuning task
+  int64_t pretrain_limit = 0;  // 0 = all 30,000 samples of classes 0-4
+  int64_t samples = 5000;      // training samples of the fine-tuning task
   int64_t epochs = 4;
   int64_t seeds = 3;
   int64_t batch = 128;
-  int threads = 0;                // 0 = every core
+  int threads = 0;  // 0 = every core
   Codec codec = Codec::fp16;
   std::string out = "bench-out";  // output directory, as given
   std::string tools_dir;          // where recycle-build and recycle-train are

@@ -61,6 +61,9 @@ class DistBench {
     threads_per_rank_ = std::max(1, total_threads_ / o_.nproc);
     average_ = "average:" + std::to_string(o_.average_every);
   }
+  // c_ refers to o_.common: not copied.
+  DistBench(const DistBench&) = delete;
+  DistBench& operator=(const DistBench&) = delete;
 
   void run() {
     ensure_encoder(&c_);
@@ -71,7 +74,8 @@ class DistBench {
     rows_.push_back(engine_row("head", 1, "-", "-"));
     rows_.push_back(engine_row("head", o_.nproc, "none", "allreduce"));
     for (GradCompression c : o_.compressions) {
-      if (c != GradCompression::none) rows_.push_back(engine_row("head", o_.nproc, grad_compression_name(c), "allreduce"));
+      if (c == GradCompression::none) continue;
+      rows_.push_back(engine_row("head", o_.nproc, grad_compression_name(c), "allreduce"));
     }
     rows_.push_back(engine_row("head", o_.nproc, "none", average_));
     rows_.push_back(engine_row("full", o_.nproc, "none", "allreduce"));
@@ -121,7 +125,6 @@ class DistBench {
     return nullptr;
   }
 
-  
   // argv, run inside a private network namespace whose loopback is shaped to --link (or as is
   // on loopback). The namespace has nothing but its own loopback, so nothing leaves it.
   std::vector<std::string> on_link(const std::vector<std::string>& argv) const {

@@ -51,6 +51,9 @@ class ProgressiveBench {
   explicit ProgressiveBench(ProgressiveBenchOptions o) : o_(std::move(o)), c_(o_.common) {
     work_ = c_.work_dir();
   }
+  // c_ refers to o_.common: not copied.
+  ProgressiveBench(const ProgressiveBench&) = delete;
+  ProgressiveBench& operator=(const ProgressiveBench&) = delete;
 
   void run() {
     ensure_encoder(&c_);

@@ -36,12 +36,13 @@ int usage_error(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Measures recycle ratio against accuracy and speed on a transfer task, running "
-               "the real tools side by side: the Fashion-MNIST task (a ResNet-18 pretrained on "
-               "classes 0-4, fine-tuned on 5-9) or, with --task text, the SpamAssassin task (the "
-               "transformer encoder pretrained on the 2002 mails, fine-tuned on ham against spam "
-               "of 2003; docs/text-task.md).",
-               "recycle-bench");
+  CLI::App app(
+      "Measures recycle ratio against accuracy and speed on a transfer task, running "
+      "the real tools side by side: the Fashion-MNIST task (a ResNet-18 pretrained on "
+      "classes 0-4, fine-tuned on 5-9) or, with --task text, the SpamAssassin task (the "
+      "transformer encoder pretrained on the 2002 mails, fine-tuned on ham against spam "
+      "of 2003; docs/text-task.md).",
+      "recycle-bench");
   CommonOptions common;
   RatioBenchOptions ratio;
   DistBenchOptions dist;
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   apply_common_defaults(app, &common);
-  if (const std::string e = check_ratios(ratio.ratios, common.task); !e.empty()) return usage_error(e);
+  if (const std::string e = check_ratios(ratio.ratios, common.task); !e.empty())
+    return usage_error(e);
   const bool data_parallel = dist.nproc > 0;
   if (common.text()) {
     if (ratio.peer || data_parallel || targets.selected) {
@@ -74,14 +76,18 @@ int main(int argc, char** argv) {
     }
   }
   if (progressive.selected && (targets.selected || data_parallel || ratio.peer || common.text())) {
-    return usage_error("--progressive is its own bench on the image task (no --targets, --nproc, --peer or "
-                       "--task text; its data-parallel runs use 2 processes)");
+    return usage_error(
+        "--progressive is its own bench on the image task (no --targets, --nproc, --peer or "
+        "--task text; its data-parallel runs use 2 processes)");
   }
   if (progressive.selected) {
-    if (const std::string e = check_progressive_options(progressive); !e.empty()) return usage_error(e);
+    if (const std::string e = check_progressive_options(progressive); !e.empty())
+      return usage_error(e);
   }
-  if (targets.selected && data_parallel) return usage_error("--targets and --nproc are two different benches");
-  if (common.tools_dir.empty()) common.tools_dir = fs::canonical("/proc/self/exe").parent_path().string();
+  if (targets.selected && data_parallel)
+    return usage_error("--targets and --nproc are two different benches");
+  if (common.tools_dir.empty())
+    common.tools_dir = fs::canonical("/proc/self/exe").parent_path().string();
   try {
     fs::create_directories(common.out);
     if (data_parallel) {

@@ -56,6 +56,8 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-void write_json(const std::string& path, const nlohmann::json& j) { write_text(path, j.dump(2) + "\n"); }
+void write_json(const std::string& path, const nlohmann::json& j) {
+  write_text(path, j.dump(2) + "\n");
+}
 
 }  // namespace recycle::bench

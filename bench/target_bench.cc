@@ -89,6 +89,9 @@ struct Target {
 class TargetBench {
  public:
   explicit TargetBench(TargetBenchOptions o) : o_(std::move(o)), c_(o_.common) { out_ = c_.work_dir(); }
+  // c_ refers to o_.common: not copied.
+  TargetBench(const TargetBench&) = delete;
+  TargetBench& operator=(const TargetBench&) = delete;
 
   void run() {
     ensure_encoder(&c_);

@@ -28,8 +28,10 @@ std::vector<std::string> optimizer_flags(const CommonOptions& o, bool pretrainin
 }
 
 std::string find_text_data(CommonOptions* o) {
-  if (!fs::exists(o->text_dir + "/finetune/train.tsv") || !fs::exists(o->text_dir + "/pretrain/train.tsv")) {
-    return o->text_dir + " has no pretrain/ and finetune/ TSV files: run scripts/fetch_spam_corpus.sh " +
+  if (!fs::exists(o->text_dir + "/finetune/train.tsv") ||
+      !fs::exists(o->text_dir + "/pretrain/train.tsv")) {
+    return o->text_dir +
+           " has no pretrain/ and finetune/ TSV files: run scripts/fetch_spam_corpus.sh " +
            o->text_dir + " first";
   }
   o->text_dir = fs::absolute(o->text_dir).string();
@@ -44,8 +46,8 @@ double ensure_encoder(CommonOptions* o) {
     note("reusing " + o->weights);
     return 0;
   }
-  note("pretraining the encoder on " + pretrain_task(*o) + " (" + std::to_string(o->pretrain_epochs) +
-       " epochs)");
+  note("pretraining the encoder on " + pretrain_task(*o) + " (" +
+       std::to_string(o->pretrain_epochs) + " epochs)");
   std::vector<std::string> argv = {o->tool("recycle-train")};
   append(&argv, pretrain_data(*o));
   append(&argv, {"--limit", std::to_string(o->pretrain_limit), "--recycle", "0", "--epochs",
