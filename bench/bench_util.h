@@ -1,4 +1,4 @@
-// Helpers shared by recycle-bench's parts (bench/recycle_bench.cc, bench/dist_bench.cc): running
+// Helpers shared by recycle-bench's benchmarks (bench/*_bench.cc): running
 // a tool as a child process and reading its JSON line, and small number formatting. No LibTorch.
 // Not thread safe (they fork and write files under a directory of the caller's choosing).
 #pragma once

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -15,6 +14,8 @@
 
 #include "base/stats.h"
 #include "bench/bench_util.h"
+#include "bench/report_table.h"
+#include "bench/transfer_task.h"
 
 namespace recycle::bench {
 
@@ -23,12 +24,9 @@ using nlohmann::json;
 
 namespace {
 
-// tc rates of the shaped links; loopback is the host's own, unshaped and outside any namespace.
-const std::map<std::string, std::string>& link_rates() {
-  static const std::map<std::string, std::string> rates = {
-      {"loopback", ""}, {"1gbit", "1gbit"}, {"100mbit", "100mbit"}};
-  return rates;
-}
+// The tc rate of a shaped link; "" for loopback, the host's own, unshaped and outside any
+// namespace.
+std::string link_rate(Link l) { return l == Link::loopback ? "" : link_name(l); }
 
 // One row of the table: one configuration of one side (engine or peer) over every seed.
 struct DistRow {
@@ -56,23 +54,28 @@ struct DistRow {
 
 class DistBench {
  public:
-  explicit DistBench(DistBenchOptions o) : o_(std::move(o)) {
-    work_ = fs::absolute(o_.out).string();
-    cores_ = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-    total_threads_ = o_.threads > 0 ? o_.threads : cores_;
+  explicit DistBench(DistBenchOptions o) : o_(std::move(o)), c_(o_.common) {
+    work_ = c_.work_dir();
+    cores_ = cores();
+    total_threads_ = c_.threads_or_cores();
     threads_per_rank_ = std::max(1, total_threads_ / o_.nproc);
     average_ = "average:" + std::to_string(o_.average_every);
   }
+  // c_ refers to o_.common: not copied.
+  DistBench(const DistBench&) = delete;
+  DistBench& operator=(const DistBench&) = delete;
 
   void run() {
+    ensure_encoder(&c_);
     const auto start = std::chrono::steady_clock::now();
     check_link();
     build_cache();
     // Engine configurations and the peer's counterpart of each (when PyTorch has one).
     rows_.push_back(engine_row("head", 1, "-", "-"));
     rows_.push_back(engine_row("head", o_.nproc, "none", "allreduce"));
-    for (const std::string& c : o_.compressions) {
-      if (c != "none") rows_.push_back(engine_row("head", o_.nproc, c, "allreduce"));
+    for (GradCompression c : o_.compressions) {
+      if (c == GradCompression::none) continue;
+      rows_.push_back(engine_row("head", o_.nproc, grad_compression_name(c), "allreduce"));
     }
     rows_.push_back(engine_row("head", o_.nproc, "none", average_));
     rows_.push_back(engine_row("full", o_.nproc, "none", "allreduce"));
@@ -81,7 +84,7 @@ class DistBench {
     rows_.push_back(peer_row("none", "allreduce"));
     if (find("engine", "head/fp16/allreduce/" + std::to_string(o_.nproc))) rows_.push_back(peer_row("fp16", "allreduce"));
     rows_.push_back(peer_row("none", average_));
-    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+    for (int64_t seed = 0; seed < c_.seeds; ++seed) {
       for (DistRow& r : rows_) {
         if (r.who != "engine") continue;
         run_engine(&r, seed);
@@ -122,12 +125,10 @@ class DistBench {
     return nullptr;
   }
 
-  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
-
   // argv, run inside a private network namespace whose loopback is shaped to --link (or as is
   // on loopback). The namespace has nothing but its own loopback, so nothing leaves it.
   std::vector<std::string> on_link(const std::vector<std::string>& argv) const {
-    const std::string& rate = link_rates().at(o_.link);
+    const std::string& rate = link_rate(o_.link);
     if (rate.empty()) return argv;
     std::vector<std::string> w = {
         unshare_, "-n", "/bin/sh", "-c",
@@ -140,31 +141,31 @@ class DistBench {
 
   // Fails with one line when the shaped link cannot be set up here.
   void check_link() {
-    if (link_rates().at(o_.link).empty()) return;
+    if (link_rate(o_.link).empty()) return;
     for (const char* p : {"/usr/bin/unshare", "/bin/unshare"}) {
       if (access(p, X_OK) == 0) {
         unshare_ = p;
         break;
       }
     }
-    const std::string needs = "--link " + o_.link + " needs unshare (util-linux), ip and tc (iproute2) "
+    const std::string needs = "--link " + std::string(link_name(o_.link)) + " needs unshare (util-linux), ip and tc (iproute2) "
                               "and the right to make a network namespace (root or CAP_SYS_ADMIN); "
                               "--link loopback needs none of them";
     if (unshare_.empty()) throw std::runtime_error(needs + ": unshare not found");
     const ChildExit e = spawn_child(on_link({"/bin/echo", "{}"}), work_);
     if (!e.ok()) throw std::runtime_error(needs + ": " + e.first_error_line());
-    note("data-parallel runs go over a private loopback shaped to " + o_.link + " (mtu 9000, tc tbf)");
+    note("data-parallel runs go over a private loopback shaped to " + std::string(link_name(o_.link)) + " (mtu 9000, tc tbf)");
   }
 
   void build_cache() {
     cache_ = work_ + "/dist-cache-r50";
     note("building the 0.5 cache for the data-parallel runs");
     for (const std::string split : {"train", "test"}) {
-      std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist", "--classes", "5-9",
-                                       "--split", split, "--weights", o_.weights, "--recycle", "0.5",
-                                       "--codec", o_.codec, "--cache", cache_, "--threads",
+      std::vector<std::string> argv = {c_.tool("recycle-build"), "--data", "fashion-mnist", "--classes", "5-9",
+                                       "--split", split, "--weights", c_.weights, "--recycle", "0.5",
+                                       "--codec", codec_name(c_.codec), "--cache", cache_, "--threads",
                                        std::to_string(total_threads_), "--json"};
-      if (split == "train") argv.insert(argv.end(), {"--limit", std::to_string(o_.samples), "--rebuild"});
+      if (split == "train") argv.insert(argv.end(), {"--limit", std::to_string(c_.samples), "--rebuild"});
       run_child(argv, work_);
     }
   }
@@ -172,14 +173,14 @@ class DistBench {
   void run_engine(DistRow* r, int64_t seed) {
     note(r->label() + ", " + std::to_string(r->world) + " process" + (r->world > 1 ? "es" : "") +
          (r->world > 1 ? ", " + r->compression + ", " + r->sync : "") + ", seed " + std::to_string(seed));
-    std::vector<std::string> argv = {tool("recycle-train")};
+    std::vector<std::string> argv = {c_.tool("recycle-train")};
     if (r->kind == "full") {
       argv.insert(argv.end(), {"--data", "fashion-mnist", "--classes", "5-9", "--limit",
-                               std::to_string(o_.samples), "--weights", o_.weights, "--recycle", "0"});
+                               std::to_string(c_.samples), "--weights", c_.weights, "--recycle", "0"});
     } else {
       argv.insert(argv.end(), {"--cache", cache_});
     }
-    argv.insert(argv.end(), {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
+    argv.insert(argv.end(), {"--epochs", std::to_string(c_.epochs), "--batch", std::to_string(c_.batch),
                              "--seed", std::to_string(seed), "--threads", std::to_string(total_threads_),
                              "--json"});
     if (r->world > 1) {
@@ -211,9 +212,9 @@ class DistBench {
     note(r->label() + ", " + std::to_string(r->world) + " processes, " + r->compression + ", " + r->sync +
          ", seed " + std::to_string(seed));
     const std::vector<std::string> argv = {
-        o_.python, o_.peer_script, "--nproc", std::to_string(r->world), "--threads",
-        std::to_string(threads_per_rank_), "--batch", std::to_string(o_.batch), "--classes", "5-9",
-        "--limit", std::to_string(o_.samples), "--epochs", std::to_string(o_.epochs), "--seed",
+        c_.python, o_.peer_script, "--nproc", std::to_string(r->world), "--threads",
+        std::to_string(threads_per_rank_), "--batch", std::to_string(c_.batch), "--classes", "5-9",
+        "--limit", std::to_string(c_.samples), "--epochs", std::to_string(c_.epochs), "--seed",
         std::to_string(seed), "--grad-compression", r->compression, "--sync", r->sync, "--timeout",
         std::to_string(o_.timeout_seconds)};
     const json j = run_child(on_link(argv), work_).result;
@@ -225,7 +226,7 @@ class DistBench {
     r->raw.push_back(j);
   }
 
-  double samples_per_s(const DistRow& r) const { return r.epoch() > 0 ? o_.samples / r.epoch() : 0; }
+  double samples_per_s(const DistRow& r) const { return r.epoch() > 0 ? c_.samples / r.epoch() : 0; }
 
   static std::string accuracy(const std::vector<double>& a) {
     if (a.empty()) return "-";
@@ -239,23 +240,26 @@ class DistBench {
     const DistRow* peer_none = find("peer", head_none);
 
     json j;
-    j["options"] = {{"nproc", o_.nproc},         {"link", o_.link},       {"samples", o_.samples},
-                    {"epochs", o_.epochs},       {"seeds", o_.seeds},     {"batch_per_rank", o_.batch},
-                    {"threads_total", total_threads_}, {"threads_per_rank", threads_per_rank_},
-                    {"codec", o_.codec},         {"weights", o_.weights}, {"average_every", o_.average_every}};
+    j["options"] = c_.to_json();
+    j["options"].update({{"nproc", o_.nproc},
+                         {"link", link_name(o_.link)},
+                         {"batch_per_rank", c_.batch},
+                         {"threads_total", total_threads_},
+                         {"threads_per_rank", threads_per_rank_},
+                         {"codec", codec_name(c_.codec)},
+                         {"average_every", o_.average_every}});
     j["machine"] = {{"cores", cores_}};
     j["seconds"] = seconds;
-    std::ofstream csv(o_.out + "/dist.csv");
-    csv << "who,kind,processes,grad_compression,sync,acc_mean,acc_std,epoch_s,samples_per_s,bytes_per_step,"
-           "fp32_bytes_per_step,compression_ratio,bytes_over_none,epoch_over_none,engine_over_peer\n";
+    Table csv({"who", "kind", "processes", "grad_compression", "sync", "acc_mean", "acc_std", "epoch_s",
+               "samples_per_s", "bytes_per_step", "fp32_bytes_per_step", "compression_ratio", "bytes_over_none",
+               "epoch_over_none", "engine_over_peer"});
+    Table table({"run", "processes", "gradients", "sync", "test acc (mean ± sd)", "epoch s (median)", "samples/s",
+                 "bytes/step/rank", "compression", "bytes / none", "epoch / none", "engine/peer"});
     std::ostringstream md;
-    md << "Data-parallel head training, " << o_.nproc << " ranks on " << o_.link << ": " << o_.samples
-       << " samples, " << o_.epochs << " epochs, batch " << o_.batch << " per rank, " << threads_per_rank_
+    md << "Data-parallel head training, " << o_.nproc << " ranks on " << link_name(o_.link) << ": " << c_.samples
+       << " samples, " << c_.epochs << " epochs, batch " << c_.batch << " per rank, " << threads_per_rank_
        << " thread" << (threads_per_rank_ == 1 ? "" : "s") << " per rank (" << total_threads_
-       << " for the 1-process run), " << o_.seeds << " seed" << (o_.seeds == 1 ? "" : "s") << "\n\n"
-       << "| run | processes | gradients | sync | test acc (mean ± sd) | epoch s (median) | samples/s | "
-          "bytes/step/rank | compression | bytes / none | epoch / none | engine/peer |\n"
-       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+       << " for the 1-process run), " << c_.seeds << " seed" << (c_.seeds == 1 ? "" : "s") << "\n\n";
     for (const DistRow& r : rows_) {
       const bool dp = r.world > 1;
       // Each side against its own fp32 allreduce run.
@@ -286,19 +290,18 @@ class DistBench {
                            {"epoch_over_none", over_none},
                            {"engine_over_peer", over_peer},
                            {"runs", r.raw}});
-      csv << r.who << "," << r.kind << "," << r.world << "," << r.compression << "," << r.sync << ","
-          << mean(r.accuracy) << "," << stddev(r.accuracy) << "," << r.epoch() << "," << samples_per_s(r) << ","
-          << r.bytes_per_step << "," << r.fp32_bytes_per_step << "," << r.compression_ratio << "," << bytes_over_none
-          << "," << over_none
-          << "," << over_peer << "\n";
-      md << "| " << r.label() << " | " << r.world << " | " << r.compression << " | " << r.sync << " | "
-         << accuracy(r.accuracy) << " | "
-         << fmt(r.epoch(), 2) << " | " << fmt(samples_per_s(r), 0) << " | " << (dp ? bytes_text(r.bytes_per_step) : "-")
-         << " | " << (dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-") << " | "
-         << (bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-") << " | " << (over_none > 0 ? fmt(over_none, 2) : "-") << " | " << (over_peer > 0 ? fmt(over_peer, 2) + "x" : "-")
-         << " |\n";
+      csv.add_row({r.who, r.kind, std::to_string(r.world), r.compression, r.sync, csv_number(mean(r.accuracy)),
+                   csv_number(stddev(r.accuracy)), csv_number(r.epoch()), csv_number(samples_per_s(r)),
+                   csv_number(r.bytes_per_step), csv_number(r.fp32_bytes_per_step), csv_number(r.compression_ratio),
+                   csv_number(bytes_over_none), csv_number(over_none), csv_number(over_peer)});
+      table.add_row({r.label(), std::to_string(r.world), r.compression, r.sync, accuracy(r.accuracy),
+                     fmt(r.epoch(), 2), fmt(samples_per_s(r), 0), dp ? bytes_text(r.bytes_per_step) : "-",
+                     dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-",
+                     bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-", over_none > 0 ? fmt(over_none, 2) : "-",
+                     over_peer > 0 ? fmt(over_peer, 2) + "x" : "-"});
     }
-    csv.close();
+    write_text(work_ + "/dist.csv", csv.csv());
+    md << table.markdown();
     md << "\n";
     if (full && none) {
       md << "fp32 gradient bytes per step per rank: full fine-tuning " << bytes_text(full->fp32_bytes_per_step)
@@ -311,7 +314,7 @@ class DistBench {
       md << ".\n";
       j["bytes_full_over_head"] = full->fp32_bytes_per_step / none->fp32_bytes_per_step;
     }
-    md << "Engine/peer head-epoch throughput (" << o_.link << ", same samples, batch and threads per rank, "
+    md << "Engine/peer head-epoch throughput (" << link_name(o_.link) << ", same samples, batch and threads per rank, "
        << "medians of every epoch): ";
     bool first = true;
     for (const DistRow& r : rows_) {
@@ -325,13 +328,14 @@ class DistBench {
       const DistRow* topk = find("engine", "head/topk/allreduce/" + std::to_string(o_.nproc));
       return topk && peer_none ? fmt(samples_per_s(*topk) / samples_per_s(*peer_none), 2) + "x" : std::string("-");
     }() << ".\n";
-    std::ofstream(o_.out + "/dist.json") << j.dump(2) << "\n";
-    std::ofstream(o_.out + "/dist.md") << md.str();
-    std::cout << md.str() << "\nwrote " << o_.out << "/dist.json, dist.csv, dist.md in " << fmt(seconds, 0) << " s"
+    write_json(work_ + "/dist.json", j);
+    write_text(work_ + "/dist.md", md.str());
+    std::cout << md.str() << "\nwrote " << work_ << "/dist.json, dist.csv, dist.md in " << fmt(seconds, 0) << " s"
               << std::endl;
   }
 
   DistBenchOptions o_;
+  CommonOptions& c_;  // o_.common
   std::string work_;
   std::string cache_;
   std::string unshare_;
@@ -344,8 +348,61 @@ class DistBench {
 
 }  // namespace
 
-bool is_known_link(const std::string& link) { return link_rates().count(link) > 0; }
+const char* link_name(Link l) {
+  switch (l) {
+    case Link::loopback: return "loopback";
+    case Link::gbit1: return "1gbit";
+    case Link::mbit100: return "100mbit";
+  }
+  return "?";
+}
 
-void run_dist_bench(const DistBenchOptions& options) { DistBench(options).run(); }
+const char* grad_compression_name(GradCompression g) {
+  switch (g) {
+    case GradCompression::none: return "none";
+    case GradCompression::fp16: return "fp16";
+    case GradCompression::topk: return "topk";
+  }
+  return "?";
+}
+
+CLI::Option* add_dist_flags(CLI::App* app, DistBenchOptions* o) {
+  CLI::Option* nproc =
+      app->add_option("--nproc", o->nproc,
+                      "N >= 2: instead of the ratio table, data-parallel head training at 0.5 with N ranks "
+                      "(engine: 1 process, then N with --grad-compression none, fp16, topk and --sync "
+                      "average:K, and full fine-tuning's bytes per step) beside the PyTorch DDP peer "
+                      "(bench/peers/ddp_peer.py: none, fp16, average:K); --batch is per rank, --threads "
+                      "in total (split between the ranks). Writes dist.json, dist.csv, dist.md")
+          ->check(CLI::Range(2, 64));
+  add_enum_option<Link>(app, "--link", &o->link,
+                        {{"loopback", Link::loopback}, {"1gbit", Link::gbit1}, {"100mbit", Link::mbit100}},
+                        "with --nproc: loopback (this host's, unshaped), or 1gbit / 100mbit: every "
+                        "data-parallel run (engine and peer) inside its own network namespace (unshare -n) "
+                        "whose loopback is shaped by tc tbf to that rate; needs root, ip and tc")
+      ->needs(nproc);
+  add_enum_list_option<GradCompression>(
+      app, "--grad-compressions", &o->compressions,
+      {{"none", GradCompression::none}, {"fp16", GradCompression::fp16}, {"topk", GradCompression::topk}},
+      "with --nproc: the engine's --grad-compression values to run with allreduce (none always runs)")
+      ->needs(nproc);
+  app->add_option("--average-every", o->average_every, "with --nproc: K of the --sync average:K rows")
+      ->check(CLI::Range(1, 1000))
+      ->needs(nproc)
+      ->capture_default_str();
+  app->add_option("--timeout", o->timeout_seconds, "with --nproc: --timeout of every data-parallel run, seconds")
+      ->check(CLI::Range(1, 3600))
+      ->needs(nproc)
+      ->capture_default_str();
+  app->add_option("--ddp-peer-script", o->peer_script)->capture_default_str();
+  return nproc;
+}
+
+void apply_dist_defaults(const CLI::App& app, DistBenchOptions* o) {
+  // Medians need a few epochs.
+  if (o->common.quick && !given(app, "--epochs")) o->common.epochs = 3;
+}
+
+void run_dist_bench(DistBenchOptions options) { DistBench(std::move(options)).run(); }
 
 }  // namespace recycle::bench

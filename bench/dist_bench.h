@@ -16,38 +16,47 @@
 // filter; nothing leaves that namespace. No LibTorch here.
 #pragma once
 
-#include <cstdint>
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#include "bench/common_options.h"
+
 namespace recycle::bench {
 
+// --link: the host's own loopback, or a private one shaped by tc tbf to 1 Gbit/s or 100 Mbit/s.
+enum class Link { loopback, gbit1, mbit100 };
+// --grad-compression of recycle-train --nproc.
+enum class GradCompression { none, fp16, topk };
+
+const char* link_name(Link l);
+const char* grad_compression_name(GradCompression g);
+
 struct DistBenchOptions {
-  int nproc = 2;                   // ranks (>= 2)
-  std::string link = "loopback";   // loopback | 1gbit | 100mbit
+  // samples, epochs, seeds, batch (per rank), threads (in total, split between the ranks;
+  // 0 = every core), codec (of the 0.5 cache), weights (pretrained here when empty), out.
+  CommonOptions common;
+  int nproc = 0;                   // ranks (>= 2); 0 = this benchmark is not the one run
+  Link link = Link::loopback;
   // The engine's --grad-compression values run with allreduce (none always runs: it is the
   // reference of the others and the peer's main counterpart).
-  std::vector<std::string> compressions = {"none", "fp16", "topk"};
+  std::vector<GradCompression> compressions = {GradCompression::none, GradCompression::fp16,
+                                               GradCompression::topk};
   int average_every = 4;           // K of --sync average:K
   int timeout_seconds = 60;        // --timeout of every data-parallel run
-  int64_t samples = 5000;          // training samples of classes 5-9
-  int64_t epochs = 4;
-  int64_t seeds = 3;
-  int64_t batch = 128;             // per rank
-  int threads = 0;                 // in total, split between the ranks; 0 = every core
-  std::string codec = "fp16";      // of the 0.5 cache
-  std::string weights;             // the pretrained encoder (must exist)
-  std::string out;                 // output directory (exists)
-  std::string tools_dir;           // where recycle-build and recycle-train are
-  std::string python = "/usr/bin/python3";
-  std::string peer_script;         // bench/peers/ddp_peer.py
+  std::string peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
 };
 
-// The link names --link accepts, and the tc rate of each shaped one ("" for loopback).
-bool is_known_link(const std::string& link);
+// Registers --nproc, --link, --grad-compressions, --average-every, --timeout and
+// --ddp-peer-script on `app`; returns --nproc (the flag that picks this benchmark).
+CLI::Option* add_dist_flags(CLI::App* app, DistBenchOptions* o);
 
-// Runs everything above and prints the table. Throws std::runtime_error with one line on
-// failure (a child that failed, or a namespace that could not be set up).
-void run_dist_bench(const DistBenchOptions& options);
+// --quick's defaults of this benchmark for the flags not given (after apply_common_defaults).
+void apply_dist_defaults(const CLI::App& app, DistBenchOptions* o);
+
+// Pretrains the encoder if needed, runs everything above and prints the table. Throws
+// std::runtime_error with one line on failure (a child that failed, or a namespace that could
+// not be set up).
+void run_dist_bench(DistBenchOptions options);
 
 }  // namespace recycle::bench

@@ -1,5 +1,6 @@
 #include "bench/progressive_bench.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,8 @@
 
 #include "base/stats.h"
 #include "bench/bench_util.h"
+#include "bench/report_table.h"
+#include "bench/transfer_task.h"
 
 namespace recycle::bench {
 
@@ -45,11 +48,15 @@ std::string bytes(double b) { return bytes_text(b); }
 
 class ProgressiveBench {
  public:
-  explicit ProgressiveBench(ProgressiveBenchOptions o) : o_(std::move(o)) {
-    work_ = fs::absolute(o_.out).string();
+  explicit ProgressiveBench(ProgressiveBenchOptions o) : o_(std::move(o)), c_(o_.common) {
+    work_ = c_.work_dir();
   }
+  // c_ refers to o_.common: not copied.
+  ProgressiveBench(const ProgressiveBench&) = delete;
+  ProgressiveBench& operator=(const ProgressiveBench&) = delete;
 
   void run() {
+    ensure_encoder(&c_);
     std::vector<Row> rows;
     rows.push_back(full());
     rows.push_back(fixed());
@@ -58,15 +65,13 @@ class ProgressiveBench {
   }
 
  private:
-  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
-
   std::vector<std::string> raw_data() const {
-    return {"--data", "fashion-mnist", "--classes", "5-9", "--limit", std::to_string(o_.samples),
-            "--weights", o_.weights, "--recycle", "0"};
+    return {"--data", "fashion-mnist", "--classes", "5-9", "--limit", std::to_string(c_.samples),
+            "--weights", c_.weights, "--recycle", "0"};
   }
   std::vector<std::string> common(int64_t seed) const {
-    return {"--epochs", std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
-            "--seed", std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
+    return {"--epochs", std::to_string(c_.epochs), "--batch", std::to_string(c_.batch),
+            "--seed", std::to_string(seed), "--threads", std::to_string(c_.threads), "--json"};
   }
   std::vector<std::string> dp_flags() const {
     return {"--nproc", std::to_string(o_.nproc), "--timeout", std::to_string(o_.timeout_seconds)};
@@ -76,7 +81,7 @@ class ProgressiveBench {
   // `argv_for(seed, run)` gives the command (run names a fresh directory where one is needed).
   template <typename Argv>
   void run_seeds(Row* r, const std::string& label, Argv argv_for) {
-    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
+    for (int64_t seed = 0; seed < c_.seeds; ++seed) {
       note(label + ", seed " + std::to_string(seed));
       const ChildRun c = run_child(argv_for(seed, "s" + std::to_string(seed)), work_);
       r->accuracy.push_back(c.result.at("test_acc").get<double>());
@@ -111,7 +116,7 @@ class ProgressiveBench {
     Row r;
     r.kind = "full";
     run_seeds(&r, "full fine-tuning", [&](int64_t seed, const std::string&) {
-      std::vector<std::string> argv = {tool("recycle-train")};
+      std::vector<std::string> argv = {c_.tool("recycle-train")};
       append(&argv, raw_data());
       append(&argv, common(seed));
       return argv;
@@ -126,16 +131,16 @@ class ProgressiveBench {
     const std::string label = r.label(o_.fixed_ratio);
     note(label + ": building the cache");
     for (const std::string split : {"train", "test"}) {
-      std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist",
+      std::vector<std::string> argv = {c_.tool("recycle-build"), "--data", "fashion-mnist",
                                        "--classes", "5-9", "--split", split, "--weights",
-                                       o_.weights, "--recycle", fmt(o_.fixed_ratio, 3), "--codec",
-                                       o_.codec, "--cache", cache, "--threads",
-                                       std::to_string(o_.threads), "--json"};
-      if (split == "train") append(&argv, {"--rebuild", "--limit", std::to_string(o_.samples)});
+                                       c_.weights, "--recycle", fmt(o_.fixed_ratio, 3), "--codec",
+                                       codec_name(c_.codec), "--cache", cache, "--threads",
+                                       std::to_string(c_.threads), "--json"};
+      if (split == "train") append(&argv, {"--rebuild", "--limit", std::to_string(c_.samples)});
       r.build_seconds += run_child(argv, work_).seconds;
     }
     run_seeds(&r, label, [&](int64_t seed, const std::string&) {
-      std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
+      std::vector<std::string> argv = {c_.tool("recycle-train"), "--cache", cache};
       append(&argv, common(seed));
       return argv;
     });
@@ -150,9 +155,9 @@ class ProgressiveBench {
       // A fresh levels directory: every level of the run is made inside it (timed).
       const std::string levels = work_ + "/progressive-levels/" + rule + "-" + run;
       fs::remove_all(levels);
-      std::vector<std::string> argv = {tool("recycle-train")};
+      std::vector<std::string> argv = {c_.tool("recycle-train")};
       append(&argv, raw_data());
-      append(&argv, {"--freeze", rule, "--levels", levels, "--level-codec", o_.codec});
+      append(&argv, {"--freeze", rule, "--levels", levels, "--level-codec", codec_name(c_.codec)});
       append(&argv, common(seed));
       return argv;
     });
@@ -163,33 +168,36 @@ class ProgressiveBench {
     const Row& full = rows[0];
     const Row& fixed = rows[1];
     std::ostringstream md;
-    md << "Progressive recycling on Fashion-MNIST classes 5-9: " << o_.samples << " samples, "
-       << o_.epochs << " epochs, batch " << o_.batch << ", " << o_.seeds << " seed"
-       << (o_.seeds == 1 ? "" : "s") << "; bytes per step per rank with --nproc " << o_.nproc
-       << " (fp32 allreduce, seed 0).\n\n"
-       << "| configuration | test acc (mean ± sd) | total s (builds included) | total / fixed | "
-          "levels or build s | frozen at end | freezes (seed 0: epoch: blocks) | bytes/step --nproc "
-       << o_.nproc << " | per phase | acc --nproc " << o_.nproc << " |\n"
-       << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    md << "Progressive recycling on Fashion-MNIST classes 5-9: " << c_.samples << " samples, "
+       << c_.epochs << " epochs, batch " << c_.batch << ", " << c_.seeds << " seed"
+       << (c_.seeds == 1 ? "" : "s") << "; bytes per step per rank with --nproc " << o_.nproc
+       << " (fp32 allreduce, seed 0).\n\n";
+    Table table({"configuration", "test acc (mean ± sd)", "total s (builds included)", "total / fixed",
+                 "levels or build s", "frozen at end", "freezes (seed 0: epoch: blocks)",
+                 "bytes/step --nproc " + std::to_string(o_.nproc), "per phase",
+                 "acc --nproc " + std::to_string(o_.nproc)});
     json j;
-    j["options"] = {{"samples", o_.samples}, {"epochs", o_.epochs},   {"seeds", o_.seeds},
-                    {"batch", o_.batch},     {"threads", o_.threads}, {"codec", o_.codec},
-                    {"nproc", o_.nproc},     {"fixed_ratio", o_.fixed_ratio},
-                    {"weights", o_.weights}, {"rules", o_.rules}};
+    j["options"] = c_.to_json();
+    j["options"].update({{"batch", c_.batch},
+                         {"threads", c_.threads},
+                         {"codec", codec_name(c_.codec)},
+                         {"nproc", o_.nproc},
+                         {"fixed_ratio", o_.fixed_ratio},
+                         {"rules", o_.rules}});
     for (const Row& r : rows) {
       std::string phases;
       for (double b : r.dp_phase_bytes) phases += (phases.empty() ? "" : " → ") + bytes(b);
-      md << "| " << r.label(o_.fixed_ratio) << " | " << fmt(mean(r.accuracy), 4) << " ± "
-         << fmt(stddev(r.accuracy), 4) << " | " << fmt(r.total(), 1) << " | "
-         << fmt(r.total() / fixed.total(), 2) << " | "
-         << (r.kind == "rule" ? fmt(median(r.level_seconds), 1)
-                              : r.kind == "fixed" ? fmt(r.build_seconds, 1) : "-")
-         << " | "
-         << (r.kind == "rule" ? fmt(mean(r.final_ratio), 3)
-                              : r.kind == "fixed" ? fmt(o_.fixed_ratio, 3) : "0")
-         << " | " << (r.kind == "rule" ? r.freezes : "-") << " | " << bytes(r.dp_bytes_per_step)
-         << " | " << (r.dp_phase_bytes.size() > 1 ? phases : "-") << " | "
-         << (r.dp_accuracy >= 0 ? fmt(r.dp_accuracy, 4) : "-") << " |\n";
+      table.add_row({r.label(o_.fixed_ratio), fmt(mean(r.accuracy), 4) + " ± " + fmt(stddev(r.accuracy), 4),
+                     fmt(r.total(), 1), fmt(r.total() / fixed.total(), 2),
+                     r.kind == "rule"    ? fmt(median(r.level_seconds), 1)
+                     : r.kind == "fixed" ? fmt(r.build_seconds, 1)
+                                         : "-",
+                     r.kind == "rule"    ? fmt(mean(r.final_ratio), 3)
+                     : r.kind == "fixed" ? fmt(o_.fixed_ratio, 3)
+                                         : "0",
+                     r.kind == "rule" ? r.freezes : "-", bytes(r.dp_bytes_per_step),
+                     r.dp_phase_bytes.size() > 1 ? phases : "-",
+                     r.dp_accuracy >= 0 ? fmt(r.dp_accuracy, 4) : "-"});
       j["rows"].push_back({{"label", r.label(o_.fixed_ratio)},
                            {"kind", r.kind},
                            {"rule", r.rule},
@@ -207,6 +215,7 @@ class ProgressiveBench {
                            {"dp_bytes_per_step", r.dp_bytes_per_step},
                            {"dp_phase_bytes_per_step", r.dp_phase_bytes}});
     }
+    md << table.markdown();
     md << "\nTarget: a progressive row within 0.5 points of full fine-tuning's accuracy ("
        << fmt(mean(full.accuracy), 4) << "), with a total time no longer than fixed "
        << fmt(o_.fixed_ratio, 2) << "'s (" << fmt(fixed.total(), 1) << " s).\n";
@@ -226,19 +235,50 @@ class ProgressiveBench {
     }
     md << (any ? "" : "No progressive rule meets the target in this run.\n");
     j["target_met"] = any;
-    std::ofstream(work_ + "/progressive.json") << j.dump(2) << "\n";
-    std::ofstream(work_ + "/progressive.md") << md.str();
-    std::cout << md.str() << "\nwrote " << o_.out << "/progressive.json, progressive.md" << std::endl;
+    write_json(work_ + "/progressive.json", j);
+    write_text(work_ + "/progressive.md", md.str());
+    std::cout << md.str() << "\nwrote " << work_ << "/progressive.json, progressive.md" << std::endl;
   }
 
   ProgressiveBenchOptions o_;
+  CommonOptions& c_;  // o_.common
   std::string work_;
 };
 
 }  // namespace
 
-void run_progressive_bench(const ProgressiveBenchOptions& options) {
-  ProgressiveBench(options).run();
+CLI::Option* add_progressive_flags(CLI::App* app, ProgressiveBenchOptions* o) {
+  CLI::Option* progressive = app->add_flag(
+      "--progressive", o->selected,
+      "instead of the ratio table, progressive recycling (recycle-train --freeze) beside full "
+      "fine-tuning and a fixed recycle point: accuracy over --seeds seeds, total wall time with "
+      "builds, and bytes sent per step per rank under --nproc 2 (docs/progressive.md). Writes "
+      "progressive.json, progressive.md; --quick: 2,000 samples, 4 epochs, 3 seeds");
+  app->add_option("--freeze-rules", o->rules, "with --progressive: the --freeze rules to run")
+      ->delimiter(',')
+      ->needs(progressive)
+      ->capture_default_str();
+  app->add_option("--fixed-ratio", o->fixed_ratio, "with --progressive: the fixed row's recycle ratio")
+      ->check(CLI::Range(0.125, 1.0))
+      ->needs(progressive)
+      ->capture_default_str();
+  return progressive;
 }
+
+void apply_progressive_defaults(const CLI::App& app, ProgressiveBenchOptions* o) {
+  if (!o->common.quick) return;
+  // Freezing needs epochs to freeze between; the target is over 3 seeds.
+  if (!given(app, "--epochs")) o->common.epochs = 4;
+  if (!given(app, "--seeds")) o->common.seeds = 3;
+}
+
+std::string check_progressive_options(const ProgressiveBenchOptions& o) {
+  if (std::abs(o.fixed_ratio * 8 - std::round(o.fixed_ratio * 8)) > 1e-6) {
+    return "--fixed-ratio: " + csv_number(o.fixed_ratio) + " is not a multiple of 1/8 (ResNet-18 has 8 blocks)";
+  }
+  return "";
+}
+
+void run_progressive_bench(ProgressiveBenchOptions options) { ProgressiveBench(std::move(options)).run(); }
 
 }  // namespace recycle::bench

@@ -14,32 +14,40 @@
 // progressive.md in the output directory. No LibTorch here.
 #pragma once
 
-#include <cstdint>
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "bench/common_options.h"
 
 namespace recycle::bench {
 
 struct ProgressiveBenchOptions {
+  // samples (of classes 5-9), epochs, seeds, batch (per process, per rank in the --nproc runs),
+  // threads (per 1-process run, and in total for --nproc; 0 = every core), codec (of the fixed
+  // cache and of the first level), weights (pretrained here when empty), out.
+  CommonOptions common;
+  bool selected = false;           // --progressive: this benchmark is the one run
   std::vector<std::string> rules = {"linear:0:0.75", "auto:0.1"};  // --freeze specs
   double fixed_ratio = 0.5;
   int nproc = 2;                   // processes of the bytes-per-step runs (>= 2)
   // Their --timeout: a rank waits in the next collective while the other makes its shard of a
   // level, which on a loaded machine can take longer than training's default 60 s.
   int timeout_seconds = 300;
-  int64_t samples = 5000;          // training samples of classes 5-9
-  int64_t epochs = 4;
-  int64_t seeds = 3;
-  int64_t batch = 128;             // per process (per rank in the --nproc runs)
-  int threads = 0;                 // per 1-process run, and in total for --nproc; 0 = every core
-  std::string codec = "fp16";      // of the fixed cache and of the first level
-  std::string weights;             // the pretrained encoder (must exist)
-  std::string out;                 // output directory (exists)
-  std::string tools_dir;           // where recycle-build and recycle-train are
 };
 
-// Runs everything above and prints the table. Throws std::runtime_error with one line when a
-// child fails.
-void run_progressive_bench(const ProgressiveBenchOptions& options);
+// Registers --progressive, --freeze-rules and --fixed-ratio on `app`; returns --progressive
+// (the flag that picks this benchmark).
+CLI::Option* add_progressive_flags(CLI::App* app, ProgressiveBenchOptions* o);
+
+// --quick's defaults of this benchmark for the flags not given (after apply_common_defaults).
+void apply_progressive_defaults(const CLI::App& app, ProgressiveBenchOptions* o);
+
+// The usage error of the options ("" when none): a fixed ratio off ResNet-18's block boundaries.
+std::string check_progressive_options(const ProgressiveBenchOptions& o);
+
+// Pretrains the encoder if needed, runs everything above and prints the table. Throws
+// std::runtime_error with one line when a child fails.
+void run_progressive_bench(ProgressiveBenchOptions options);
 
 }  // namespace recycle::bench

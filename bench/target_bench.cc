@@ -15,6 +15,8 @@
 
 #include "base/stats.h"
 #include "bench/bench_util.h"
+#include "bench/report_table.h"
+#include "bench/transfer_task.h"
 
 namespace recycle::bench {
 
@@ -86,9 +88,15 @@ struct Target {
 
 class TargetBench {
  public:
-  explicit TargetBench(TargetBenchOptions o) : o_(std::move(o)) {}
+  explicit TargetBench(TargetBenchOptions o) : o_(std::move(o)), c_(o_.common) { out_ = c_.work_dir(); }
+  // c_ refers to o_.common: not copied.
+  TargetBench(const TargetBench&) = delete;
+  TargetBench& operator=(const TargetBench&) = delete;
 
   void run() {
+    ensure_encoder(&c_);
+    // Both sides get the same threads: every core unless --threads says otherwise.
+    c_.threads = c_.threads_or_cores();
     speed_rounds();
     codec_rows();
     memory_rows();
@@ -96,23 +104,22 @@ class TargetBench {
   }
 
  private:
-  std::string tool(const std::string& name) const { return o_.tools_dir + "/" + name; }
-  std::string path(const std::string& name) const { return o_.out + "/" + name; }
+  std::string path(const std::string& name) const { return out_ + "/" + name; }
 
   std::vector<std::string> train_flags(int64_t epochs, int64_t seed) const {
-    return {"--epochs", std::to_string(epochs), "--batch", std::to_string(o_.batch), "--seed",
-            std::to_string(seed), "--threads", std::to_string(o_.threads), "--json"};
+    return {"--epochs", std::to_string(epochs), "--batch", std::to_string(c_.batch), "--seed",
+            std::to_string(seed), "--threads", std::to_string(c_.threads), "--json"};
   }
 
   // recycle-build of `split` at `ratio` into `cache` (a fresh one for the train split).
   ChildRun build(const std::string& cache, const std::string& split, double ratio,
                  const std::string& codec, const std::string& classes, int64_t limit) {
-    std::vector<std::string> argv = {tool("recycle-build"), "--data", "fashion-mnist", "--classes",
-                                     classes, "--split", split, "--weights", o_.weights,
+    std::vector<std::string> argv = {c_.tool("recycle-build"), "--data", "fashion-mnist", "--classes",
+                                     classes, "--split", split, "--weights", c_.weights,
                                      "--recycle", fmt(ratio, 2), "--codec", codec, "--cache",
-                                     cache, "--threads", std::to_string(o_.threads), "--json"};
+                                     cache, "--threads", std::to_string(c_.threads), "--json"};
     if (split == "train") argv.insert(argv.end(), {"--rebuild", "--limit", std::to_string(limit)});
-    ChildRun r = run_child(argv, o_.out);
+    ChildRun r = run_child(argv, out_);
     // The kernel writes a build's files back in the half minute after it: now, not while the
     // next run is timed (the first run after a build was 10-20% slower in round 7's runs).
     ::sync();
@@ -122,18 +129,18 @@ class TargetBench {
   // Engine and peer in turn, o_.rounds times: full fine-tuning, the 0.5 build and head epochs.
   void speed_rounds() {
     const std::string cache = path("targets-r50");
-    const std::string threads = std::to_string(o_.threads);
+    const std::string threads = std::to_string(c_.threads);
     for (int64_t round = 0; round < o_.rounds; ++round) {
       const std::string of = " (round " + std::to_string(round + 1) + "/" + std::to_string(o_.rounds) + ")";
       note("engine: full fine-tuning" + of);
-      std::vector<std::string> full = {tool("recycle-train"), "--data", "fashion-mnist", "--classes",
-                                       "5-9", "--limit", std::to_string(o_.samples), "--weights",
-                                       o_.weights, "--recycle", "0", "--eval-split", "none"};
-      for (const auto& f : train_flags(o_.epochs, round)) full.push_back(f);
-      engine_full_.add(run_child(full, o_.out).result.at("epoch_seconds"));
+      std::vector<std::string> full = {c_.tool("recycle-train"), "--data", "fashion-mnist", "--classes",
+                                       "5-9", "--limit", std::to_string(c_.samples), "--weights",
+                                       c_.weights, "--recycle", "0", "--eval-split", "none"};
+      for (const auto& f : train_flags(c_.epochs, round)) full.push_back(f);
+      engine_full_.add(run_child(full, out_).result.at("epoch_seconds"));
 
       note("engine: build at 0.5" + of);
-      const json b = build(cache, "train", 0.5, "fp32", "5-9", o_.samples).result;
+      const json b = build(cache, "train", 0.5, "fp32", "5-9", c_.samples).result;
       build_seconds_.add(b.at("seconds"));
       if (b.contains("prefix_seconds")) prefix_share_.push_back(b.at("prefix_seconds").get<double>() / b.at("seconds").get<double>());
 
@@ -144,22 +151,22 @@ class TargetBench {
       // minute) moves all three alike. A round of an engine side holds both its runs' epochs.
       // recycle-train's head on the round's cache for `epochs`, with `flags`: its report.
       auto head_run = [&](std::vector<std::string> flags, int64_t epochs) {
-        std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
+        std::vector<std::string> argv = {c_.tool("recycle-train"), "--cache", cache, "--eval-split", "none"};
         argv.insert(argv.end(), flags.begin(), flags.end());
         for (const auto& f : train_flags(epochs, round)) argv.push_back(f);
-        return run_child(argv, o_.out).result;
+        return run_child(argv, out_).result;
       };
       // The head with `flags` into `side`: the round's first run, or its second (`second`).
       auto engine_head = [&](const std::string& what, const std::vector<std::string>& flags,
                              Rounds& side, bool second) {
         note("engine: head from the cache" + what + of);
-        const json seconds = head_run(flags, o_.epochs).at("epoch_seconds");
+        const json seconds = head_run(flags, c_.epochs).at("epoch_seconds");
         second ? side.extend(seconds) : side.add(seconds);
       };
       engine_head(", preloaded", {"--preload"}, engine_preloaded_, false);
       engine_head("", {}, engine_head_, false);
       note("eager PyTorch peer: head only" + of);
-      peer_head_.add(run_child(peer_argv(round, "--head-only"), o_.out).result.at("head_epoch_seconds"));
+      peer_head_.add(run_child(peer_argv(round, "--head-only"), out_).result.at("head_epoch_seconds"));
       engine_head("", {}, engine_head_, true);
       engine_head(", preloaded", {"--preload"}, engine_preloaded_, true);
       // The reads row: one run whose epochs take turns, a second apart, from the cache and
@@ -167,7 +174,7 @@ class TargetBench {
       // ...). The budget leaves the cache side at least the block cache of the runs above
       // (the preloaded split takes a share of it).
       note("engine: head epochs alternating between the cache and the preloaded split" + of);
-      const json a = head_run({"--alternate-preload", "--memory-budget", "512"}, 2 * o_.epochs);
+      const json a = head_run({"--alternate-preload", "--memory-budget", "512"}, 2 * c_.epochs);
       std::vector<double> from_cache, from_memory;
       for (size_t e = 0; e < a.at("epoch_sources").size(); ++e) {
         const double seconds = a.at("epoch_seconds").at(e).get<double>();
@@ -182,7 +189,7 @@ class TargetBench {
       note("eager PyTorch peer: head only, bf16 autocast" + of);
       std::vector<std::string> peer_bf16 = peer_argv(round, "--head-only");
       peer_bf16.insert(peer_bf16.end(), {"--precision", "bf16"});
-      peer_bf16_.add(run_child(peer_bf16, o_.out).result.at("head_epoch_seconds"));
+      peer_bf16_.add(run_child(peer_bf16, out_).result.at("head_epoch_seconds"));
       engine_head(", --precision bf16", {"--precision", "bf16"}, engine_bf16_, true);
 
       note("engine: build of the whole training split at 0.5" + of);
@@ -190,12 +197,12 @@ class TargetBench {
       whole_build_seconds_.add(whole.at("seconds"));
       whole_samples_ = whole.at("samples").get<int64_t>();
       note("eager PyTorch peer: prefix pass over the whole split" + of);
-      peer_whole_prefix_.add(run_child({o_.python, o_.peer_script, "--classes", "5-9", "--limit", "0",
+      peer_whole_prefix_.add(run_child({c_.python, c_.peer_script, "--classes", "5-9", "--limit", "0",
                                               "--prefix-only", "--threads", threads},
-                                             o_.out).result.at("prefix_seconds"));
+                                             out_).result.at("prefix_seconds"));
 
       note("eager PyTorch peer" + of);
-      const json p = run_child(peer_argv(round, ""), o_.out).result;
+      const json p = run_child(peer_argv(round, ""), out_).result;
       peer_full_.add(p.at("full_epoch_seconds"));
       peer_head_after_full_.add(p.at("head_epoch_seconds"));
       peer_prefix_.add(p.at("prefix_seconds"));
@@ -204,10 +211,10 @@ class TargetBench {
 
   // The peer on the speed rounds' samples; `part` is empty or one of its --*-only flags.
   std::vector<std::string> peer_argv(int64_t round, const std::string& part) const {
-    std::vector<std::string> argv = {o_.python, o_.peer_script, "--classes", "5-9", "--limit",
-                                     std::to_string(o_.samples), "--epochs",
-                                     std::to_string(o_.epochs), "--batch", std::to_string(o_.batch),
-                                     "--threads", std::to_string(o_.threads), "--seed",
+    std::vector<std::string> argv = {c_.python, c_.peer_script, "--classes", "5-9", "--limit",
+                                     std::to_string(c_.samples), "--epochs",
+                                     std::to_string(c_.epochs), "--batch", std::to_string(c_.batch),
+                                     "--threads", std::to_string(c_.threads), "--seed",
                                      std::to_string(round)};
     if (!part.empty()) argv.push_back(part);
     return argv;
@@ -218,7 +225,7 @@ class TargetBench {
     for (const std::string codec : {"fp32", "int8"}) {
       const std::string cache = path("targets-r50-" + codec);
       note("engine: " + codec + " cache at 0.5, " + seeds_text());
-      const json b = build(cache, "train", 0.5, codec, "5-9", o_.samples).result;
+      const json b = build(cache, "train", 0.5, codec, "5-9", c_.samples).result;
       build(cache, "test", 0.5, codec, "5-9", 0);
       record_bytes_[codec] = b.at("bytes").get<double>() / std::max<int64_t>(1, b.at("computed").get<int64_t>());
       accuracy_[codec] = test_accuracies(cache, {});
@@ -231,17 +238,17 @@ class TargetBench {
 
   // "3 seeds" (or "1 seed").
   std::string seeds_text() const {
-    return std::to_string(o_.seeds) + (o_.seeds == 1 ? " seed" : " seeds");
+    return std::to_string(c_.seeds) + (c_.seeds == 1 ? " seed" : " seeds");
   }
 
   // The test accuracy of recycle-train on `cache` with `flags`, for each seed.
   std::vector<double> test_accuracies(const std::string& cache, const std::vector<std::string>& flags) {
     std::vector<double> out;
-    for (int64_t seed = 0; seed < o_.seeds; ++seed) {
-      std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache};
+    for (int64_t seed = 0; seed < c_.seeds; ++seed) {
+      std::vector<std::string> argv = {c_.tool("recycle-train"), "--cache", cache};
       argv.insert(argv.end(), flags.begin(), flags.end());
-      for (const auto& f : train_flags(o_.epochs, seed)) argv.push_back(f);
-      out.push_back(run_child(argv, o_.out).result.at("test_acc").get<double>());
+      for (const auto& f : train_flags(c_.epochs, seed)) argv.push_back(f);
+      out.push_back(run_child(argv, out_).result.at("test_acc").get<double>());
     }
     return out;
   }
@@ -254,7 +261,7 @@ class TargetBench {
     record_bytes_r25_ = p.at("bytes").get<double>() / std::max<int64_t>(1, p.at("computed").get<int64_t>());
     fs::remove_all(probe);
     const int64_t fits = std::max<int64_t>(
-        o_.batch, static_cast<int64_t>(0.5 * o_.budget_mb * 1048576.0 / record_bytes_r25_));
+        c_.batch, static_cast<int64_t>(0.5 * o_.budget_mb * 1048576.0 / record_bytes_r25_));
     std::vector<int64_t> sizes = {fits};
     sizes.insert(sizes.end(), o_.memory_samples.begin(), o_.memory_samples.end());
     auto cache_of = [&](int64_t n) { return path("targets-mem-" + std::to_string(n)); };
@@ -292,10 +299,10 @@ class TargetBench {
 
   // `epochs` of `cache` (n samples) within --memory-budget budget_mb: peak RSS and rate.
   MemoryRow train_within(const std::string& cache, int64_t n, int64_t budget_mb, int64_t epochs) {
-    std::vector<std::string> argv = {tool("recycle-train"), "--cache", cache, "--eval-split", "none",
+    std::vector<std::string> argv = {c_.tool("recycle-train"), "--cache", cache, "--eval-split", "none",
                                      "--memory-budget", std::to_string(budget_mb)};
     for (const auto& f : train_flags(epochs, 0)) argv.push_back(f);
-    const ChildRun r = run_child(argv, o_.out);
+    const ChildRun r = run_child(argv, out_);
     MemoryRow row;
     row.epochs = epochs;
     row.block_cache_mb = r.result.at("memory").at("block_cache_used_bytes").get<double>() / 1048576.0;
@@ -355,17 +362,17 @@ class TargetBench {
                      std::to_string(model_budget_mb()) + ", less that budget (" +
                      fmt(median(model), 0) + " MB); median of " + rounds});
 
-    std::ostringstream md;
-    md << "| measure | value | target | met |\n| --- | --- | --- | --- |\n";
+    Table targets({"measure", "value", "target", "met"});
     json j;
     for (const Target& x : t) {
-      md << "| " << x.measure << " | " << fmt(x.value, 2) << x.unit << " | "
-         << (x.at_least ? ">= " : "<= ") << fmt(x.bound, 2) << x.unit << " | "
-         << (x.met() ? "yes" : "**no**") << " |\n";
+      targets.add_row({x.measure, fmt(x.value, 2) + x.unit, (x.at_least ? ">= " : "<= ") + fmt(x.bound, 2) + x.unit,
+                       x.met() ? "yes" : "**no**"});
       j["targets"].push_back(x.to_json());
     }
+    std::ostringstream md;
+    md << targets.markdown();
     const double small_build = paired_ratio(peer_prefix_, build_seconds_);
-    md << "\nrecycle-build of " << o_.samples << " samples (fp32 records) / the peer's prefix pass "
+    md << "\nrecycle-build of " << c_.samples << " samples (fp32 records) / the peer's prefix pass "
        << "over them: " << fmt(small_build, 2) << "x";
     j["build_over_peer_prefix_samples"] = small_build;
     if (!prefix_share_.empty()) {
@@ -406,13 +413,12 @@ class TargetBench {
        << fmt(median(model_fits), 0) << " MB; peak RSS of the largest cache - (budget + that): "
        << fmt(median(over_fits), 2) << " MB (median of " << rounds << ").\n";
     j["over_budget_plus_fitting_run_mb"] = median(over_fits);
-    md << "\n| samples at 0.25 (fp32) | epochs | cache MB | --memory-budget MB | block cache MB at "
-          "the end | peak RSS MB | samples/s |\n"
-       << "| --- | --- | --- | --- | --- | --- | --- |\n";
+    Table memory({"samples at 0.25 (fp32)", "epochs", "cache MB", "--memory-budget MB", "block cache MB at the end",
+                  "peak RSS MB", "samples/s"});
     auto memory_row = [&](const MemoryRow& m, const std::string& note) {
-      md << "| " << m.samples << note << " | " << m.epochs << " | " << fmt(m.cache_mb, 0) << " | "
-         << m.budget_mb << " | " << fmt(m.block_cache_mb, 0) << " | " << fmt(m.peak_mb, 0)
-         << " | " << fmt(m.samples_per_s, 0) << " |\n";
+      memory.add_row({std::to_string(m.samples) + note, std::to_string(m.epochs), fmt(m.cache_mb, 0),
+                      std::to_string(m.budget_mb), fmt(m.block_cache_mb, 0), fmt(m.peak_mb, 0),
+                      fmt(m.samples_per_s, 0)});
       return json{{"samples", m.samples},         {"epochs", m.epochs},
                   {"cache_mb", m.cache_mb},       {"budget_mb", m.budget_mb},
                   {"block_cache_mb", m.block_cache_mb}, {"peak_rss_mb", m.peak_mb},
@@ -425,6 +431,7 @@ class TargetBench {
                                     {"largest", memory_row(largest_rounds_[r], of)},
                                     {"model", memory_row(model_rounds_[r], of)}});
     }
+    md << "\n" << memory.markdown();
     j["epoch_seconds"] = {{"engine_full", engine_full_.rounds}, {"peer_full", peer_full_.rounds},
                           {"engine_head_cache", engine_head_.rounds},
                           {"engine_head_preloaded", engine_preloaded_.rounds},
@@ -440,16 +447,20 @@ class TargetBench {
     j["peer_prefix_seconds"] = peer_prefix_.to_json();
     j["accuracy"] = accuracy_;
     j["record_bytes"] = record_bytes_;
-    j["options"] = {{"samples", o_.samples}, {"epochs", o_.epochs}, {"rounds", o_.rounds},
-                    {"seeds", o_.seeds},     {"batch", o_.batch},   {"threads", o_.threads},
-                    {"budget_mb", o_.budget_mb}, {"memory_samples", o_.memory_samples},
-                    {"weights", o_.weights}};
-    std::ofstream(path("targets.json")) << j.dump(2) << "\n";
-    std::ofstream(path("targets.md")) << md.str();
+    j["options"] = c_.to_json();
+    j["options"].update({{"rounds", o_.rounds},
+                         {"batch", c_.batch},
+                         {"threads", c_.threads},
+                         {"budget_mb", o_.budget_mb},
+                         {"memory_samples", o_.memory_samples}});
+    write_json(path("targets.json"), j);
+    write_text(path("targets.md"), md.str());
     std::cout << md.str() << "\nwrote " << path("targets.md") << " and targets.json" << std::endl;
   }
 
   TargetBenchOptions o_;
+  CommonOptions& c_;  // o_.common; threads resolved to a count
+  std::string out_;   // the output directory, absolute
   Rounds engine_full_, engine_head_, engine_preloaded_, build_seconds_;
   // The epochs of the --alternate-preload runs, by source.
   Rounds alternating_cache_, alternating_preloaded_;
@@ -470,6 +481,41 @@ class TargetBench {
 
 }  // namespace
 
-void run_target_bench(const TargetBenchOptions& options) { TargetBench(options).run(); }
+CLI::Option* add_target_flags(CLI::App* app, TargetBenchOptions* o) {
+  CLI::Option* targets = app->add_flag(
+      "--targets", o->selected,
+      "instead of the ratio table, the performance targets beside the eager PyTorch peer, each a "
+      "ratio with its target (head and full fine-tuning epochs, reads against a preloaded split, "
+      "build against the peer's prefix pass, int8 against fp32, training within a memory "
+      "budget; see docs/performance.md). Writes targets.md, targets.json");
+  app->add_option("--rounds", o->rounds,
+                  "with --targets: rounds of the speed ratios (engine and peer) and of the memory runs")
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->needs(targets)
+      ->capture_default_str();
+  app->add_option("--memory-budget", o->budget_mb, "with --targets: --memory-budget MiB of the memory rows")
+      ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))
+      ->needs(targets)
+      ->capture_default_str();
+  app->add_option("--memory-samples", o->memory_samples,
+                  "with --targets: training samples (of all 10 classes, at 0.25, fp32) of the memory rows")
+      ->check(CLI::Range(int64_t{128}, int64_t{60000}))
+      ->delimiter(',')
+      ->needs(targets)
+      ->capture_default_str();
+  return targets;
+}
+
+void apply_target_defaults(const CLI::App& app, TargetBenchOptions* o) {
+  if (!o->common.quick) return;
+  if (!given(app, "--epochs")) o->common.epochs = 3;
+  // int8 against fp32 needs its seeds.
+  if (!given(app, "--seeds")) o->common.seeds = 3;
+  if (!given(app, "--rounds")) o->rounds = 2;
+  if (!given(app, "--memory-budget")) o->budget_mb = 64;
+  if (!given(app, "--memory-samples")) o->memory_samples = {2500, 6000};
+}
+
+void run_target_bench(TargetBenchOptions options) { TargetBench(std::move(options)).run(); }
 
 }  // namespace recycle::bench

@@ -22,30 +22,34 @@
 // directory. No LibTorch here.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "bench/common_options.h"
 
 namespace recycle::bench {
 
 struct TargetBenchOptions {
-  int64_t samples = 5000;        // training samples of classes 5-9
-  int64_t epochs = 4;            // per training run
+  // samples (of classes 5-9), epochs (per training run), seeds (of the int8 against fp32
+  // accuracy), batch, threads (0 = every core, resolved when the run starts), weights
+  // (pretrained here when empty), out, python and peer_script (bench/peers/eager_peer.py).
+  CommonOptions common;
+  bool selected = false;         // --targets: this benchmark is the one run
   int64_t rounds = 5;            // rounds of the speed ratios (engine and peer) and memory runs
-  int64_t seeds = 3;             // of the int8 against fp32 accuracy
-  int64_t batch = 128;
-  int threads = 2;
   int64_t budget_mb = 256;       // --memory-budget of the memory rows
   std::vector<int64_t> memory_samples = {10000, 30000, 60000};  // N of the memory rows
-  std::string weights;           // the pretrained encoder (must exist)
-  std::string out;               // output directory (exists)
-  std::string tools_dir;         // where recycle-build and recycle-train are
-  std::string python = "/usr/bin/python3";
-  std::string peer_script;       // bench/peers/eager_peer.py
 };
 
-// Runs everything above and prints the table. Throws std::runtime_error with one line when a
-// child fails.
-void run_target_bench(const TargetBenchOptions& options);
+// Registers --targets, --rounds, --memory-budget and --memory-samples on `app`; returns
+// --targets (the flag that picks this benchmark).
+CLI::Option* add_target_flags(CLI::App* app, TargetBenchOptions* o);
+
+// --quick's defaults of this benchmark for the flags not given (after apply_common_defaults).
+void apply_target_defaults(const CLI::App& app, TargetBenchOptions* o);
+
+// Pretrains the encoder if needed, runs everything above and prints the table. Throws
+// std::runtime_error with one line when a child fails.
+void run_target_bench(TargetBenchOptions options);
 
 }  // namespace recycle::bench
