@@ -2,24 +2,7 @@
 
 #include <stdexcept>
 
-#include "base/strings.h"
-
 namespace recycle {
-
-std::vector<std::string> grad_compression_names() { return {"none", "fp16", "topk"}; }
-
-int64_t parse_sync(const std::string& sync) {
-  if (sync == "allreduce") return 0;
-  const std::string prefix = "average:";
-  if (sync.compare(0, prefix.size(), prefix) == 0) {
-    const std::string k = sync.substr(prefix.size());
-    if (!k.empty() && k.size() <= 6 && k.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoll(k) >= 1) {
-      return std::stoll(k);
-    }
-  }
-  throw std::invalid_argument("--sync must be allreduce or average:K with K >= 1, not '" + sync + "'");
-}
 
 void parse_master(const std::string& master, std::string* host, int* port) {
   const size_t colon = master.rfind(':');
@@ -38,7 +21,8 @@ void parse_master(const std::string& master, std::string* host, int* port) {
   *port = std::stoi(p);
 }
 
-void check_dist_options(const DistOptions& o) {
+void DistOptions::validate() const {
+  const DistOptions& o = *this;
   if (o.world_size > 1 && o.master.empty()) {
     throw std::invalid_argument("--world-size above 1 needs --master HOST:PORT");
   }
@@ -52,14 +36,8 @@ void check_dist_options(const DistOptions& o) {
     parse_master(o.master, &host, &port);
   }
   if (o.timeout_seconds < 1) throw std::invalid_argument("--timeout must be at least 1 second");
-  const int64_t every = parse_sync(o.sync);
-  bool known = false;
-  for (const std::string& name : grad_compression_names()) known |= name == o.grad_compression;
-  if (!known) {
-    throw std::invalid_argument("unknown --grad-compression '" + o.grad_compression + "' (known: " +
-                                join(grad_compression_names(), ", ") + ")");
-  }
-  if (every > 0 && o.grad_compression != "none") {
+  parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
+  if (o.sync.kind != Sync::Kind::kAllreduce && o.grad_compression != GradCompression::kNone) {
     throw std::invalid_argument("--grad-compression applies to --sync allreduce only (average:K "
                                 "sends parameters in fp32)");
   }

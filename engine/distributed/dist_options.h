@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "recycle/options.h"
+
 namespace recycle {
 
 struct DistOptions {
@@ -24,25 +26,23 @@ struct DistOptions {
   int timeout_seconds = 60;
   // How gradients travel: none (fp32 allreduce), fp16 (halves, allreduce), topk (AdaComp:
   // binned adaptive selection, quantised values, error feedback, allgather).
-  std::string grad_compression = "none";
+  GradCompression grad_compression = GradCompression::kNone;
   // allreduce: average gradients every step; average:K: K local steps, then average
   // parameters (K >= 1).
-  std::string sync = "allreduce";
+  Sync sync;
   // Gradient bucket size cap in MiB: buckets are reduced as they fill during backward.
   double bucket_mb = 1.0;
 
   bool distributed() const { return world_size > 1; }
+
+  // Checks the options together (rank below world size, a master for a world above 1, a
+  // timeout, compression only with allreduce, a positive bucket cap). Throws
+  // std::invalid_argument with one line.
+  void validate() const;
 };
 
-// The --grad-compression names make_comm_hook knows.
-std::vector<std::string> grad_compression_names();
-// "allreduce" -> 0; "average:K" -> K (>= 1). Throws std::invalid_argument otherwise.
-int64_t parse_sync(const std::string& sync);
 // Parses "HOST:PORT" (PORT 1..65535; HOST may be [IPv6]). Throws std::invalid_argument naming
 // the flag.
 void parse_master(const std::string& master, std::string* host, int* port);
-// Checks the options together (rank below world size, a master for a world above 1, the sync
-// and compression names). Throws std::invalid_argument with one line.
-void check_dist_options(const DistOptions& options);
 
 }  // namespace recycle

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ struct TrainOptions {
   // first level built from raw data (a level derived from a cache keeps that cache's codec).
   std::string freeze;
   std::string levels_dir;
-  std::string level_codec = "fp16";
+  Codec level_codec = Codec::kFp16;
 
   // data.split names the split to train on, in a cache or in the raw data (default train).
   std::string eval_split;           // "" = test when there is one; "none" = no evaluation
@@ -58,6 +59,14 @@ struct TrainOptions {
   // Data-parallel: this process's rank, the world and how gradients travel (world 1 = alone).
   // Rank 0 alone evaluates and writes (--save-head, --save-model); every rank trains.
   DistOptions dist;
+
+  // Checks the options alone and together (the mode: --cache or --data, what applies to it,
+  // what goes together, the freeze schedule's needs; the hyper-parameters and the model).
+  // `given` names the flags the user gave on the command line, for the checks of flags whose
+  // value alone does not tell (--memory-budget, --prefetch, --level-codec at their defaults);
+  // a library caller passes none. Throws std::invalid_argument with one line. run_train calls
+  // it first; the command line calls it before it launches workers.
+  void validate(const std::set<std::string>& given = {}) const;
 };
 
 struct TrainReport {
@@ -100,12 +109,8 @@ struct TrainReport {
   std::string to_json() const;      // one line
 };
 
-// Data-parallel --freeze (--nproc N or --world-size W above 1) starts on raw data: with --cache
-// it throws std::invalid_argument with one line (run_train calls it; so does the command line,
-// before it launches workers).
-void check_freeze_with_dist(const TrainOptions& options);
-
-// Throws std::runtime_error / std::invalid_argument with one clear line on bad input. In a
+// Calls options.validate() first. Throws std::runtime_error / std::invalid_argument with one
+// clear line on bad input. In a
 // data-parallel job a failure of another rank ends this one with a line naming the lost rank.
 TrainReport run_train(const TrainOptions& options);
 

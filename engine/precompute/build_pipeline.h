@@ -8,6 +8,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/models/model_options.h"
+#include "recycle/options.h"
 
 namespace recycle {
 
@@ -17,11 +18,11 @@ struct BuildOptions {
   double recycle = -1.0;       // fraction of blocks in the prefix, (0, 1]; < 0 = use split_at
   std::string split_at;        // name of the prefix's last block (instead of recycle)
   std::string keyer;           // keyer spec; "" = xxh3 for images, text for text data
-  std::string codec = "fp16";  // fp32 | fp16 | bf16 | int8
+  Codec codec = Codec::kFp16;  // fp32 | fp16 | bf16 | int8
   // RocksDB's compression of the records written: none | lz4 | zstd. None: float activations
   // gained 11% (fp16) to 20% (fp32) from lz4 and int8 nothing, at about 18% of a build's time
   // (docs/performance.md).
-  std::string compression = "none";
+  Compression compression = Compression::kNone;
   std::string cache_dir;
   int64_t batch = 256;         // samples per prefix forward and per write batch
   int threads = 0;             // 0 = every core
@@ -31,6 +32,10 @@ struct BuildOptions {
   // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
   // them out as one record file for rank 0 to ingest (so memory stays bounded).
   int64_t stage_file_bytes = int64_t{64} << 20;
+
+  // The model options, a batch of at least 1, a cache directory. Throws std::invalid_argument
+  // with one line naming the flag. run_build's first stage (load_inputs) calls it.
+  void validate() const;
 };
 
 struct BuildReport {

@@ -204,11 +204,8 @@ void write_unlogged(BuildState& s, ActivationStore::Batch* batch) {
 
 void load_inputs(BuildState& s) {
   const BuildOptions& o = s.options;
-  if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
-  if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
-  if (!parse_codec(o.codec, &s.codec)) {
-    throw std::invalid_argument("unknown codec '" + o.codec + "' (" + join(codec_names(), ", ") + ")");
-  }
+  o.validate();
+  s.codec = o.codec;
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
   s.model = std::make_unique<BuildModel>(o.device);
@@ -237,7 +234,7 @@ void reconcile_manifest(BuildState& s) {
   const std::string& dir = s.options.cache_dir;
   if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
   StoreOptions so;
-  so.compression = s.options.compression;
+  so.compression = compression_name(s.options.compression);
   ActivationStore::open(dir, so, &s.store).throw_if_error();
   s.opening = std::make_unique<ActivationStore::Batch>(*s.store);
 

@@ -253,7 +253,7 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   bo.batch = o.batch;
   BuildState s(bo);
   StoreOptions so;
-  so.compression = o.compression;
+  so.compression = compression_name(o.compression);
   ActivationStore::open(level.dir, so, &s.store).throw_if_error();
   s.manifest = want;
   {
@@ -276,8 +276,7 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  Codec codec;
-  if (!parse_codec(o.codec, &codec)) throw std::invalid_argument("unknown codec '" + o.codec + "'");
+  const Codec codec = o.codec;
   const SplitModel split = freeze_prefix(model, to_blocks);
   Manifest identity;
   set_prefix_identity(model, split, &identity);

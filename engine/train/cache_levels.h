@@ -39,6 +39,7 @@
 #include "engine/data/dataset.h"
 #include "engine/models/block_model.h"
 #include "engine/train/freeze_schedule.h"
+#include "recycle/options.h"
 
 namespace recycle {
 
@@ -55,7 +56,7 @@ std::string derived_fingerprint(const std::string& base, const std::string& bloc
 
 struct DeriveOptions {
   int64_t batch = 256;          // samples per forward and per write batch
-  std::string compression = "none";  // as BuildOptions::compression
+  Compression compression = Compression::kNone;  // as BuildOptions::compression
   bool progress = false;        // a progress bar per split on stderr
   torch::Device device = torch::kCPU;
 };
@@ -73,8 +74,8 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
 struct RawLevelOptions {
   DatasetOptions data;          // the training split as the run reads it
   std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
-  std::string codec = "fp16";
-  std::string compression = "none";  // as BuildOptions::compression
+  Codec codec = Codec::kFp16;
+  Compression compression = Compression::kNone;  // as BuildOptions::compression
   int64_t batch = 256;
   int threads = 0;
   bool progress = false;
