@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "recycle/errors.h"
 #include "engine/models/model_options.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/train/train_hyper.h"
@@ -30,7 +31,7 @@ E parse_in(const Table<E>& table, std::string_view name, const char* what) {
   for (const auto& entry : table) {
     if (name == entry.second) return entry.first;
   }
-  throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(name) +
+  throw InvalidArgument("unknown " + std::string(what) + " '" + std::string(name) +
                               "' (known: " + join(names_of(table), ", ") + ")");
 }
 
@@ -39,7 +40,7 @@ std::string name_in(const Table<E>& table, E value, const char* what) {
   for (const auto& entry : table) {
     if (value == entry.first) return entry.second;
   }
-  throw std::invalid_argument("no " + std::string(what) + " has the value " +
+  throw InvalidArgument("no " + std::string(what) + " has the value " +
                               std::to_string(static_cast<int>(value)));
 }
 
@@ -110,7 +111,7 @@ std::vector<std::string> compression_names() { return names_of(compressions()); 
 Codec parse_codec(std::string_view name) {
   Codec codec;
   if (!parse_codec(name, &codec)) {
-    throw std::invalid_argument("unknown codec '" + std::string(name) + "' (known: " +
+    throw InvalidArgument("unknown codec '" + std::string(name) + "' (known: " +
                                 join(codec_names(), ", ") + ")");
   }
   return codec;
@@ -127,7 +128,7 @@ Sync parse_sync(std::string_view name) {
       return Sync{Sync::Kind::kAverage, std::stoll(k)};
     }
   }
-  throw std::invalid_argument("--sync must be allreduce or average:K with K >= 1, not '" + s + "'");
+  throw InvalidArgument("--sync must be allreduce or average:K with K >= 1, not '" + s + "'");
 }
 
 std::string sync_name(const Sync& sync) {
@@ -144,7 +145,7 @@ namespace {
 
 void check_at_least(const char* flag, int64_t value, int64_t least) {
   if (value < least) {
-    throw std::invalid_argument(std::string(flag) + " must be at least " + std::to_string(least));
+    throw InvalidArgument(std::string(flag) + " must be at least " + std::to_string(least));
   }
 }
 
@@ -153,7 +154,7 @@ void check_at_least(const char* flag, int64_t value, int64_t least) {
 void TrainHyper::validate() const {
   check_at_least("--epochs", epochs, 1);
   check_at_least("--batch", batch, 1);
-  if (!(lr > 0)) throw std::invalid_argument("--lr must be positive");
+  if (!(lr > 0)) throw InvalidArgument("--lr must be positive");
   // A value outside its enum (a cast) is refused by its name's lookup.
   optimizer_name(optimizer);
   schedule_name(schedule);
@@ -163,7 +164,7 @@ void TrainHyper::validate() const {
 
 void ModelOptions::validate() const {
   if (width > 0 && !weights.empty()) {
-    throw std::invalid_argument("--width applies only without --weights (the weights file sets "
+    throw InvalidArgument("--width applies only without --weights (the weights file sets "
                                 "the width)");
   }
 }
@@ -171,7 +172,7 @@ void ModelOptions::validate() const {
 void BuildOptions::validate() const {
   model.validate();
   check_at_least("--batch", batch, 1);
-  if (cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
+  if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
   codec_name(codec);  // throws for a value outside the enum
   compression_name(compression);
 }

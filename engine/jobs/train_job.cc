@@ -32,6 +32,7 @@
 #include "engine/train/epoch_profiler.h"
 #include "engine/train/precision.h"
 #include "engine/train/trainer.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -231,7 +232,7 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   set_prefix_identity(model, split, &want);
   const auto diffs = m.identity_differences(want);
   if (!diffs.empty()) {
-    throw std::runtime_error(mismatch_message(
+    throw StaleCacheError(mismatch_message(
         o.cache_dir, diffs,
         "give the --weights it was built from, or rebuild it with recycle-build --rebuild"));
   }

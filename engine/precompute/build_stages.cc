@@ -20,6 +20,7 @@
 #include "engine/data/byte_tokenizer.h"
 #include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -248,7 +249,7 @@ void reconcile_manifest(BuildState& s) {
   const Manifest& wanted = s.manifest;
   const auto diffs = stored.identity_differences(wanted);
   if (!diffs.empty()) {
-    throw std::runtime_error(mismatch_message(dir, diffs, "use --rebuild to start over"));
+    throw StaleCacheError(mismatch_message(dir, diffs, "use --rebuild to start over"));
   }
   if (stored.class_names != wanted.class_names) {
     throw std::runtime_error("cache " + dir +
