@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "recycle/errors.h"
+
 namespace recycle {
 
 class Status {
@@ -33,10 +35,12 @@ class Status {
 
   // For callers that report errors by exception (engine/): unless OK, throws with
   // to_string(), keeping the kind: std::invalid_argument for an invalid argument (the tools
-  // exit 2, as for a bad flag), std::runtime_error for everything else (exit 1).
+  // exit 2, as for a bad flag), CorruptRecordError (a std::runtime_error) for corruption,
+  // std::runtime_error for everything else (exit 1).
   void throw_if_error() const {
     if (ok()) return;
     if (is_invalid_argument()) throw std::invalid_argument(to_string());
+    if (is_corruption()) throw CorruptRecordError(to_string());
     throw std::runtime_error(to_string());
   }
 

@@ -10,9 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/precompute/build_pipeline.h"
-#include "keyers/content_hasher.h"
-#include "keyers/keyer_registry.h"
+#include <recycle/build.h>
+#include <recycle/keyer.h>
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <exception>
 #include <string>
 
-#include "engine/precompute/build_pipeline.h"
-#include "engine/jobs/train_job.h"
+#include <recycle/build.h>
+#include <recycle/train.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -26,14 +26,12 @@ int build_main(int argc, char** argv) {
                  "keyer spec (known: " + join(keyer_names(), ", ") + "; text takes :space,lower; "
                  "default: " + default_keyer_spec(false) + " for images, " +
                      default_keyer_spec(true) + " for text)");
-  app.add_option("--codec", o.codec, "how records store activations")
-      ->check(CLI::IsMember(codec_names()))
-      ->capture_default_str();
-  app.add_option("--compression", o.compression,
-                 "RocksDB's compression of the records this run writes (readers need no flag; "
-                 "lz4 saved 11-20% of float records' bytes, and cost the build about 18%)")
-      ->check(CLI::IsMember({"none", "lz4", "zstd"}))
-      ->capture_default_str();
+  add_enum_option(app, "--codec", &o.codec, codec_names(), parse_codec, codec_name(o.codec),
+                  "how records store activations");
+  add_enum_option(app, "--compression", &o.compression, compression_names(), parse_compression,
+                  compression_name(o.compression),
+                  "RocksDB's compression of the records this run writes (readers need no flag; "
+                  "lz4 saved 11-20% of float records' bytes, and cost the build about 18%)");
   add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
       ->required();
   app.add_option("--batch", o.batch, "samples per prefix forward and write batch")
@@ -48,10 +46,7 @@ int build_main(int argc, char** argv) {
   add_dist_flags(app, &dist);
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
-    refuse_width_beside_weights(app);
-    if (o.recycle < 0 && o.split_at.empty()) {
-      throw std::invalid_argument("give --recycle R or --split-at BLOCK");
-    }
+    o.validate();
     const int launched = launch_if_asked(app, argc, argv, dist, o.threads);
     if (launched >= 0) return launched;
     dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;

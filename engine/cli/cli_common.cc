@@ -98,13 +98,6 @@ CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& hel
   return app.add_option("--seed", *seed, help)->check(whole_number)->capture_default_str();
 }
 
-void refuse_width_beside_weights(const CLI::App& app) {
-  if (app.count("--width") && app.count("--weights")) {
-    throw std::invalid_argument("--width applies only without --weights (the weights file sets "
-                                "the width)");
-  }
-}
-
 void add_model_flags(CLI::App& app, ModelOptions* model) {
   const CLI::Validator encoder_spec(
       [](std::string& value) {
@@ -173,7 +166,7 @@ int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOption
     throw std::invalid_argument("--nproc starts its own workers: give either --nproc or "
                                 "--rank/--world-size/--master");
   }
-  check_dist_options(dist);
+  dist.validate();
   if (dist.nproc == 0) return -1;
   if (dist.nproc == 1) return -1;  // one worker: no launcher, no group
   // The workers get this tool's arguments without --nproc and --threads (the launcher adds

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/strings.h"
 #include "engine/distributed/dist_options.h"
@@ -28,8 +30,19 @@ CLI::Validator positive_up_to(double max);
 CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help);
 // --seed S (a non-negative integer; "-1" is refused rather than wrapped around).
 CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& help);
-// Throws std::invalid_argument when both --width and --weights were given.
-void refuse_width_beside_weights(const CLI::App& app);
+// An option whose value is one of a closed set (include/recycle/options.h): the word is checked
+// against `names` by CLI11 (a usage error naming them) and parsed into *value once; help shows
+// `value`'s name as the default.
+template <typename E>
+CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* value,
+                             const std::vector<std::string>& names, E (*parse)(std::string_view),
+                             const std::string& default_name, const std::string& help = "") {
+  return app
+      .add_option_function<std::string>(
+          flag, [value, parse](const std::string& word) { *value = parse(word); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str(default_name);
+}
 
 // --data, --split, --classes, --limit
 void add_data_flags(CLI::App& app, DatasetOptions* data);

@@ -1,14 +1,14 @@
 // recycle-train's command line.
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/train_job.h"
 #include "cache/codec.h"
-#include "engine/models/memory_format.h"
-#include "engine/train/precision.h"
+#include "recycle/options.h"
 
 namespace recycle {
 
@@ -55,18 +55,16 @@ int train_main(int argc, char** argv) {
   app.add_option("--lr", o.hyper.lr, "peak learning rate, in (0, 10]")
       ->check(positive_up_to(10.0))
       ->capture_default_str();
-  app.add_option("--optimizer", o.hyper.optimizer)
-      ->check(CLI::IsMember({"sgd", "adamw"}))
-      ->capture_default_str();
+  add_enum_option(app, "--optimizer", &o.hyper.optimizer, optimizer_names(), parse_optimizer,
+                  optimizer_name(o.hyper.optimizer));
   app.add_option("--momentum", o.hyper.momentum, "SGD momentum (Nesterov)")
       ->check(CLI::Range(0.0, 0.999))
       ->capture_default_str();
   app.add_option("--weight-decay", o.hyper.weight_decay)
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--schedule", o.hyper.schedule, "learning-rate schedule")
-      ->check(CLI::IsMember({"cosine", "step", "constant"}))
-      ->capture_default_str();
+  add_enum_option(app, "--schedule", &o.hyper.schedule, schedule_names(), parse_schedule,
+                  schedule_name(o.hyper.schedule), "learning-rate schedule");
   add_seed_flag(app, &o.hyper.seed, "shuffling and new-classifier seed");
   app.add_option("--save-head", o.save_head, "write the trained head's weights here");
   app.add_option("--save-model", o.save_model, "raw data only: write the whole model here");
@@ -74,16 +72,14 @@ int train_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
-  app.add_option("--memory-format", o.hyper.memory_format,
-                 "layout of the trained module's convolution weights and inputs while it trains")
-      ->check(CLI::IsMember(memory_format_names()))
-      ->capture_default_str();
-  app.add_option("--precision", o.hyper.precision,
-                 "arithmetic of the training forward: fp32, or bf16 mixed precision (LibTorch's "
-                 "autocast: convolutions and linear layers in bfloat16; weights, gradients, "
-                 "optimizer and loss in fp32; faster on CPUs with AVX512_BF16)")
-      ->check(CLI::IsMember(precision_names()))
-      ->capture_default_str();
+  add_enum_option(app, "--memory-format", &o.hyper.memory_format, memory_format_names(),
+                  parse_memory_format, memory_format_name(o.hyper.memory_format),
+                  "layout of the trained module's convolution weights and inputs while it trains");
+  add_enum_option(app, "--precision", &o.hyper.precision, precision_names(), parse_precision,
+                  precision_name(o.hyper.precision),
+                  "arithmetic of the training forward: fp32, or bf16 mixed precision (LibTorch's "
+                  "autocast: convolutions and linear layers in bfloat16; weights, gradients, "
+                  "optimizer and loss in fp32; faster on CPUs with AVX512_BF16)");
   app.add_option("--profile", o.profile,
                  "write a Chrome trace of the second epoch (LibTorch's autograd profiler) here; "
                  "summarise it with bench/profile_table.py");
@@ -98,17 +94,16 @@ int train_main(int argc, char** argv) {
   app.add_option("--levels", o.levels_dir,
                  "with --freeze: directory of the cache levels it makes (reused by a rerun whose "
                  "frozen weights match)");
-  app.add_option("--level-codec", o.level_codec,
-                 "with --freeze from raw data: codec of the first level (derived levels keep "
-                 "their base's codec)")
-      ->check(CLI::IsMember(codec_names()))
-      ->capture_default_str();
+  add_enum_option(app, "--level-codec", &o.level_codec, codec_names(), parse_codec,
+                  codec_name(o.level_codec),
+                  "with --freeze from raw data: codec of the first level (derived levels keep "
+                  "their base's codec)");
   add_dist_flags(app, &o.dist);
-  app.add_option("--grad-compression", o.dist.grad_compression,
-                 "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)")
-      ->check(CLI::IsMember(grad_compression_names()))
-      ->capture_default_str();
-  app.add_option("--sync", o.dist.sync,
+  add_enum_option(app, "--grad-compression", &o.dist.grad_compression, grad_compression_names(),
+                  parse_grad_compression, grad_compression_name(o.dist.grad_compression),
+                  "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)");
+  std::string sync = sync_name(o.dist.sync);  // parsed (parse_sync) after the command line
+  app.add_option("--sync", sync,
                  "allreduce (average gradients every step) or average:K (average parameters "
                  "every K local steps)")
       ->capture_default_str();
@@ -117,38 +112,15 @@ int train_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
-    refuse_width_beside_weights(app);
     o.prefetch = prefetch == "auto" ? -1 : std::stoll(prefetch);  // checked by its validator
-    if (o.cache_dir.empty()) {
-      for (const char* flag : {"--memory-budget", "--prefetch", "--preload", "--alternate-preload"}) {
-        if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --cache");
-      }
+    o.dist.sync = parse_sync(sync);
+    // The flags whose value alone does not tell whether the user gave them.
+    std::set<std::string> given;
+    for (const char* flag : {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model",
+                             "--max-tokens"}) {
+      if (app.count(flag)) given.insert(flag);
     }
-    if (o.preload && o.alternate_preload) {
-      throw std::invalid_argument("--preload and --alternate-preload do not go together (the "
-                                  "second preloads the split too, and trains half its epochs "
-                                  "from the cache)");
-    }
-    if (o.preload && app.count("--prefetch")) {
-      throw std::invalid_argument("--preload and --prefetch do not go together (a preloaded "
-                                  "split has nothing to load ahead)");
-    }
-    if (!o.cache_dir.empty()) {
-      // A cache fixes the data, the model and the prefix: flags that would change them are
-      // refused rather than ignored.
-      for (const char* flag : {"--width", "--model", "--max-tokens"}) {
-        if (app.count(flag)) {
-          throw std::invalid_argument(std::string(flag) + " does not apply with --cache (the "
-                                      "cache fixes the data and model; rebuild it to change them)");
-        }
-      }
-    }
-    if (o.freeze.empty()) {
-      for (const char* flag : {"--levels", "--level-codec"}) {
-        if (app.count(flag)) throw std::invalid_argument(std::string(flag) + " needs --freeze");
-      }
-    }
-    check_freeze_with_dist(o);
+    o.validate(given);
     const int launched = launch_if_asked(app, argc, argv, o.dist, o.threads);
     if (launched >= 0) return launched;
     o.dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;

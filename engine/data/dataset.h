@@ -10,23 +10,12 @@
 #include <vector>
 
 #include "keyers/keyer.h"
+#include "recycle/options.h"  // DatasetOptions
 
 namespace recycle {
 
 constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-struct DatasetOptions {
-  std::string spec;             // "fashion-mnist[:DIR]", "tsv:FILE" or "tsv:DIR"
-  std::string split = "train";  // fashion-mnist: train | test
-  std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
-  int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
-  // A data-parallel rank's fixed shard, after the class filter and the limit (no flag sets it:
-  // recycle-train --freeze --nproc does, docs/progressive.md): of the first
-  // shard_count * floor(n / shard_count) samples (up to shard_count - 1 are left out, so every
-  // shard has the same size), those at positions i with i % shard_count == shard_index.
-  int shard_index = 0;
-  int shard_count = 1;          // 1 = the whole split
-};
 
 struct Dataset {
   std::string description;  // canonical: spec, split, classes and limit

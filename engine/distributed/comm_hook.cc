@@ -1,11 +1,8 @@
 #include "engine/distributed/comm_hook.h"
 
-#include "engine/distributed/dist_options.h"
-
 #include <stdexcept>
 #include <vector>
 
-#include "base/strings.h"
 #include "engine/distributed/adacomp_hook.h"
 
 namespace recycle {
@@ -31,13 +28,18 @@ class AllreduceHook final : public CommHook {
 
 }  // namespace
 
-std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
+std::unique_ptr<CommHook> make_comm_hook(GradCompression compression,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group) {
-  if (name == "none") return std::make_unique<AllreduceHook>(std::move(group));
-  if (name == "fp16") return make_fp16_hook(std::move(group));
-  if (name == "topk") return make_adacomp_hook(std::move(group));
-  throw std::invalid_argument("unknown --grad-compression '" + name + "' (known: " +
-                              join(grad_compression_names(), ", ") + ")");
+  switch (compression) {
+    case GradCompression::kNone:
+      return std::make_unique<AllreduceHook>(std::move(group));
+    case GradCompression::kFp16:
+      return make_fp16_hook(std::move(group));
+    case GradCompression::kTopk:
+      return make_adacomp_hook(std::move(group));
+  }
+  // Not one of the enum's values: grad_compression_name names the problem.
+  throw std::invalid_argument(grad_compression_name(compression));
 }
 
 }  // namespace recycle

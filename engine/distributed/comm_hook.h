@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "recycle/options.h"
+
 namespace recycle {
 
 // A collective or store operation failed: a peer was lost, or timed out. Data-parallel code
@@ -50,7 +52,7 @@ class CommHook {
   std::atomic<int64_t> fp32_bytes_{0};
 };
 
-// One of grad_compression_names() (dist_options.h). Throws std::invalid_argument naming them.
+// The hook of `compression` (include/recycle/options.h); its name() is grad_compression_name's.
 //   none  fp32 allreduce, divided by the world size (comm_hook.cc)
 //   fp16  divided by the world size, cast to half, allreduce, back to float (fp16_hook.cc)
 //   topk  AdaComp: binned adaptive selection, 8-bit log-quantised values, error feedback,
@@ -58,7 +60,7 @@ class CommHook {
 // A hook's reduce() is called by one thread at a time (the communication thread); "topk" keeps
 // per-bucket residues and is not safe to call concurrently. bytes_sent()/fp32_bytes() may be
 // read from any thread.
-std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
+std::unique_ptr<CommHook> make_comm_hook(GradCompression compression,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group);
 
 // The fp16 hook (fp16_hook.cc); the topk hook is make_adacomp_hook in adacomp_hook.h.

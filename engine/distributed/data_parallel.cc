@@ -47,8 +47,8 @@ void allreduce_sum(DistContext& context, const std::vector<torch::Tensor>& tenso
 
 DataParallel::DataParallel(DistContext& context, Trainer& trainer)
     : context_(context), trainer_(trainer) {
-  average_every_ = parse_sync(context.options().sync);  // checked by DistContext
-  make_comm_hook(context.options().grad_compression, context.group());  // a bad name throws now
+  // The options were checked by DistContext: kAllreduce has every 0, kAverage every >= 1.
+  average_every_ = context.options().sync.kind == Sync::Kind::kAllreduce ? 0 : context.options().sync.every;
 
   // The same start everywhere: rank 0's parameters and buffers.
   std::vector<torch::Tensor> state = trainer.module()->parameters();

@@ -83,7 +83,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 DistContext::DistContext(const DistOptions& options)
     : options_(options), rank_(options.rank), world_(options.world_size) {
   if (world_ < 2) throw std::invalid_argument("--world-size must be at least 2 for a process group");
-  check_dist_options(options);
+  options.validate();
   std::string host;
   int port = 0;
   parse_master(options.master, &host, &port);

@@ -2,29 +2,14 @@
 
 #include <stdexcept>
 
-#include "base/strings.h"
+#include "recycle/errors.h"
 
 namespace recycle {
-
-std::vector<std::string> grad_compression_names() { return {"none", "fp16", "topk"}; }
-
-int64_t parse_sync(const std::string& sync) {
-  if (sync == "allreduce") return 0;
-  const std::string prefix = "average:";
-  if (sync.compare(0, prefix.size(), prefix) == 0) {
-    const std::string k = sync.substr(prefix.size());
-    if (!k.empty() && k.size() <= 6 && k.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoll(k) >= 1) {
-      return std::stoll(k);
-    }
-  }
-  throw std::invalid_argument("--sync must be allreduce or average:K with K >= 1, not '" + sync + "'");
-}
 
 void parse_master(const std::string& master, std::string* host, int* port) {
   const size_t colon = master.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == master.size()) {
-    throw std::invalid_argument("--master must be HOST:PORT, not '" + master + "'");
+    throw InvalidArgument("--master must be HOST:PORT, not '" + master + "'");
   }
   *host = master.substr(0, colon);
   if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
@@ -33,17 +18,18 @@ void parse_master(const std::string& master, std::string* host, int* port) {
   const std::string p = master.substr(colon + 1);
   if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 ||
       std::stoi(p) < 1 || std::stoi(p) > 65535) {
-    throw std::invalid_argument("--master port must be 1..65535, not '" + p + "'");
+    throw InvalidArgument("--master port must be 1..65535, not '" + p + "'");
   }
   *port = std::stoi(p);
 }
 
-void check_dist_options(const DistOptions& o) {
+void DistOptions::validate() const {
+  const DistOptions& o = *this;
   if (o.world_size > 1 && o.master.empty()) {
-    throw std::invalid_argument("--world-size above 1 needs --master HOST:PORT");
+    throw InvalidArgument("--world-size above 1 needs --master HOST:PORT");
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
-    throw std::invalid_argument("--rank must be in 0.." + std::to_string(o.world_size - 1) +
+    throw InvalidArgument("--rank must be in 0.." + std::to_string(o.world_size - 1) +
                                 ", not " + std::to_string(o.rank));
   }
   if (!o.master.empty()) {
@@ -51,19 +37,13 @@ void check_dist_options(const DistOptions& o) {
     int port = 0;
     parse_master(o.master, &host, &port);
   }
-  if (o.timeout_seconds < 1) throw std::invalid_argument("--timeout must be at least 1 second");
-  const int64_t every = parse_sync(o.sync);
-  bool known = false;
-  for (const std::string& name : grad_compression_names()) known |= name == o.grad_compression;
-  if (!known) {
-    throw std::invalid_argument("unknown --grad-compression '" + o.grad_compression + "' (known: " +
-                                join(grad_compression_names(), ", ") + ")");
-  }
-  if (every > 0 && o.grad_compression != "none") {
-    throw std::invalid_argument("--grad-compression applies to --sync allreduce only (average:K "
+  if (o.timeout_seconds < 1) throw InvalidArgument("--timeout must be at least 1 second");
+  parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
+  if (o.sync.kind != Sync::Kind::kAllreduce && o.grad_compression != GradCompression::kNone) {
+    throw InvalidArgument("--grad-compression applies to --sync allreduce only (average:K "
                                 "sends parameters in fp32)");
   }
-  if (!(o.bucket_mb > 0)) throw std::invalid_argument("--bucket-mb must be positive");
+  if (!(o.bucket_mb > 0)) throw InvalidArgument("--bucket-mb must be positive");
 }
 
 }  // namespace recycle

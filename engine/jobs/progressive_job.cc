@@ -86,24 +86,10 @@ EvalResult summed_over_ranks(const EvalResult& mine, DistContext& dist) {
 
 TrainReport train_progressive(const TrainOptions& o, const torch::Device& device,
                               DistContext* dist) {
+  // run_train validated the options (TrainOptions::validate: --levels given, nothing that
+  // does not go with --freeze).
   const FreezeRule rule = parse_freeze_rule(o.freeze);
-  if (o.levels_dir.empty()) {
-    throw std::invalid_argument("--freeze needs --levels DIR: the directory its cache levels go to");
-  }
-  if (o.preload || o.alternate_preload) {
-    throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
-                                " does not go with --freeze");
-  }
-  if (o.no_cache || o.recycle > 0 || !o.split_at.empty()) {
-    throw std::invalid_argument("--freeze starts with every block trainable on raw data "
-                                "(--recycle 0) or from a cache (--cache): --recycle R, --split-at "
-                                "and --no-cache do not apply");
-  }
   const bool from_cache = !o.cache_dir.empty();
-  if (from_cache && !o.model.weights.empty()) {
-    throw std::invalid_argument("--weights does not apply to --freeze with --cache (the cache "
-                                "holds the head it starts from)");
-  }
   TrainReport report;
   report.mode = "progressive";
   report.freeze = rule.spec();
@@ -140,10 +126,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
     mo.seed = o.hyper.seed;
     pm.emplace(prepare_model(mo, *data, 0.0, "", device));
     model = &pm->model;
-    if (eval_split.empty()) eval_split = "test";
-    if (eval_split == o.data.split) {
-      throw std::invalid_argument("--eval-split names the training split");
-    }
+    if (eval_split.empty()) eval_split = "test";  // not data.split: validate() refused it
     start_source = std::make_unique<RawBatches>(*data, pm->split.prefix, device);
   }
   if (eval_split != "none" && from_cache) {

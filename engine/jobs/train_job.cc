@@ -33,6 +33,7 @@
 #include "engine/train/epoch_profiler.h"
 #include "engine/train/precision.h"
 #include "engine/train/trainer.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -163,8 +164,8 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
 void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
                       const DataParallelStats& s) {
   report->world_size = dist.world();
-  report->sync = o.dist.sync;
-  report->grad_compression = o.dist.grad_compression;
+  report->sync = sync_name(o.dist.sync);
+  report->grad_compression = grad_compression_name(o.dist.grad_compression);
   report->steps = s.steps;
   report->buckets = s.buckets;
   report->bytes_per_step = s.bytes_per_step();
@@ -217,13 +218,7 @@ std::string cache_identity(const Manifest& m, const std::string& split) {
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
 // was not built from those weights at that split point.
 void check_cache_identity(const TrainOptions& o, const Manifest& m) {
-  if (o.model.weights.empty()) {
-    if (o.recycle >= 0 || !o.split_at.empty()) {
-      throw std::invalid_argument("--recycle/--split-at with --cache need --weights to check "
-                                  "the cache against");
-    }
-    return;
-  }
+  if (o.model.weights.empty()) return;  // validate() refused --recycle/--split-at without them
   BlockModel model = load_block_model(o.model.weights);
   const int64_t blocks = o.recycle >= 0          ? prefix_blocks_for_ratio(model, o.recycle)
                          : !o.split_at.empty() ? prefix_blocks_for_name(model, o.split_at)
@@ -233,7 +228,7 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   set_prefix_identity(model, split, &want);
   const auto diffs = m.identity().identity_differences(want);
   if (!diffs.empty()) {
-    throw std::runtime_error(mismatch_message(
+    throw StaleCacheError(mismatch_message(
         o.cache_dir, diffs,
         "give the --weights it was built from, or rebuild it with recycle-build --rebuild"));
   }
@@ -336,7 +331,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     // Image features decoded straight into the layout the head trains in. Its batches are
     // gone before the evaluation's, as the budget plans.
     CachedBatches cached(*store, m, o.data.split, device,
-                         parse_memory_format(o.hyper.memory_format, "--memory-format"));
+                         to_c10(o.hyper.memory_format));
     report.train_samples = cached.size();
     if (o.preload) {
       cached.set_load_threads(at::get_num_threads());
@@ -386,10 +381,7 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
                                 " without a cache needs --no-cache (or build a cache with "
                                 "recycle-build and train with --cache)");
   }
-  std::string eval_split = o.eval_split.empty() ? "test" : o.eval_split;
-  if (eval_split == o.data.split) {
-    throw std::invalid_argument("--eval-split names the training split");
-  }
+  const std::string eval_split = o.eval_split.empty() ? "test" : o.eval_split;  // not data.split
 
   // Text is tokenized (and cut to the model's max_tokens) a batch at a time.
   auto raw_batches = [&](const Dataset& d) -> std::unique_ptr<BatchSource> {
@@ -421,44 +413,20 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
 
 }  // namespace
 
-void check_freeze_with_dist(const TrainOptions& o) {
-  if (!o.freeze.empty() && (o.dist.nproc > 1 || o.dist.distributed()) && !o.cache_dir.empty()) {
-    throw std::invalid_argument("data-parallel --freeze starts on raw data (--data, --recycle 0): "
-                                "every rank builds the first level of its own shard (starting "
-                                "from a cache, which would have to be split into shards, is not "
-                                "built)");
-  }
-}
-
 TrainReport run_train(const TrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
+  o.validate();
   set_thread_count(o.threads);
   const torch::Device device(o.device);
   const bool from_cache = !o.cache_dir.empty();
-  if (from_cache && (o.data.limit != 0 || !o.data.classes.empty() || o.no_cache)) {
-    throw std::invalid_argument("--limit, --classes and --no-cache do not apply with --cache (the "
-                                "cache fixes the data; rebuild it to change them)");
-  }
-  if (from_cache && !o.data.spec.empty()) {
-    throw std::invalid_argument("give either --cache or --data, not both");
-  }
-  if (!from_cache && o.data.spec.empty()) {
-    throw std::invalid_argument("give --cache DIR (train from a cache) or --data (train from raw data)");
-  }
-  if (from_cache && !o.save_model.empty()) {
-    throw std::invalid_argument("--save-model needs raw data: a cache holds no prefix weights "
-                                "(use --save-head)");
-  }
-  if (!o.levels_dir.empty() && o.freeze.empty()) throw std::invalid_argument("--levels needs --freeze");
-  check_freeze_with_dist(o);
-  const bool bf16 = parse_precision(o.hyper.precision, "--precision") == Precision::kBf16;
+  const bool bf16 = o.hyper.precision == Precision::kBf16;
   // A data-parallel job: join it (every rank waits here for the others).
   std::unique_ptr<DistContext> dist;
   if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist);
   TrainReport report = !o.freeze.empty() ? train_progressive(o, device, dist.get())
                        : from_cache       ? train_from_cache(o, device, dist.get())
                                           : train_from_data(o, device, dist.get());
-  report.precision = o.hyper.precision;
+  report.precision = precision_name(o.hyper.precision);
   if (bf16 && device.is_cpu() && !cpu_has_bf16_instructions()) {
     report.notes.push_back("this CPU has no bf16 instructions (AVX512_BF16): oneDNN emulates "
                            "them, so --precision bf16 trains slower here than fp32");

@@ -7,13 +7,10 @@
 
 namespace recycle {
 
-c10::MemoryFormat parse_memory_format(const std::string& name, const std::string& flag) {
-  if (name == "channels_last") return c10::MemoryFormat::ChannelsLast;
-  if (name == "contiguous") return c10::MemoryFormat::Contiguous;
-  throw std::invalid_argument(flag + " '" + name + "': expected channels_last or contiguous");
+c10::MemoryFormat to_c10(MemoryFormat format) {
+  return format == MemoryFormat::kChannelsLast ? c10::MemoryFormat::ChannelsLast
+                                               : c10::MemoryFormat::Contiguous;
 }
-
-std::vector<std::string> memory_format_names() { return {"channels_last", "contiguous"}; }
 
 namespace {
 

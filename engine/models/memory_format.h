@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "recycle/options.h"  // enum class MemoryFormat
+
 namespace at {
 class Tensor;
 }
@@ -18,9 +20,8 @@ class Module;
 
 namespace recycle {
 
-// Parses "channels_last" or "contiguous"; throws std::invalid_argument naming `flag` otherwise.
-c10::MemoryFormat parse_memory_format(const std::string& name, const std::string& flag);
-std::vector<std::string> memory_format_names();
+// LibTorch's memory format for `format`: ChannelsLast or Contiguous.
+c10::MemoryFormat to_c10(MemoryFormat format);
 
 // Re-lays every 4-D parameter and buffer of `module` out in `format` (exact strides, as
 // in_memory_format), in place: each tensor

@@ -21,6 +21,7 @@
 #include "engine/data/byte_tokenizer.h"
 #include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -207,11 +208,8 @@ void write_unlogged(BuildState& s, ActivationStore::Batch* batch) {
 
 void load_inputs(BuildState& s) {
   const BuildOptions& o = s.options;
-  if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
-  if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
-  if (!parse_codec(o.codec, &s.codec)) {
-    throw std::invalid_argument("unknown codec '" + o.codec + "' (" + join(codec_names(), ", ") + ")");
-  }
+  o.validate();
+  s.codec = o.codec;
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
   s.model = std::make_unique<BuildModel>(o.device);
@@ -262,7 +260,7 @@ void reconcile_manifest(BuildState& s) {
   const std::string& dir = s.options.cache_dir;
   if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
   StoreOptions so;
-  so.compression = s.options.compression;
+  so.compression = compression_name(s.options.compression);
   ActivationStore::open(dir, so, &s.store).throw_if_error();
   s.opening = std::make_unique<ActivationStore::Batch>(*s.store);
 
@@ -277,7 +275,7 @@ void reconcile_manifest(BuildState& s) {
   const Manifest& wanted = s.manifest;
   const auto diffs = stored.identity().identity_differences(wanted.identity());
   if (!diffs.empty()) {
-    throw std::runtime_error(mismatch_message(dir, diffs, "use --rebuild to start over"));
+    throw StaleCacheError(mismatch_message(dir, diffs, "use --rebuild to start over"));
   }
   if (stored.class_names != wanted.class_names) {
     throw std::runtime_error("cache " + dir +

@@ -45,6 +45,7 @@
 #include "engine/models/block_model.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/train/freeze_schedule.h"
+#include "recycle/options.h"
 
 namespace recycle {
 
@@ -64,7 +65,7 @@ std::string derived_fingerprint(const std::string& base, const std::string& bloc
 
 struct DeriveOptions {
   int64_t batch = 256;          // samples per forward and per write batch
-  std::string compression = "none";  // as BuildOptions::compression
+  Compression compression = Compression::kNone;  // as BuildOptions::compression
   bool progress = false;        // a progress bar per split on stderr
   torch::Device device = torch::kCPU;
 };

@@ -6,14 +6,6 @@
 
 namespace recycle {
 
-Precision parse_precision(const std::string& name, const std::string& flag) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  throw std::invalid_argument(flag + " must be fp32 or bf16, not '" + name + "'");
-}
-
-std::vector<std::string> precision_names() { return {"fp32", "bf16"}; }
-
 bool cpu_has_bf16_instructions() {
 #if defined(__x86_64__) && defined(__GNUC__)
   return __builtin_cpu_supports("avx512bf16");

@@ -9,16 +9,9 @@
 #include <c10/core/DeviceType.h>  // small: no LibTorch operators or modules
 #include <c10/core/ScalarType.h>
 
-#include <string>
-#include <vector>
+#include "recycle/options.h"  // enum class Precision, its names
 
 namespace recycle {
-
-enum class Precision { kFp32, kBf16 };
-
-// Parses "fp32" or "bf16"; throws std::invalid_argument naming `flag` otherwise.
-Precision parse_precision(const std::string& name, const std::string& flag);
-std::vector<std::string> precision_names();
 
 // Whether this CPU has bf16 dot-product instructions (x86 AVX512_BF16). False elsewhere.
 bool cpu_has_bf16_instructions();

@@ -17,25 +17,30 @@ namespace {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
                                                         const TrainHyper& h) {
-  if (h.optimizer == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(h.lr).momentum(h.momentum).nesterov(h.momentum > 0)
-                    .weight_decay(h.weight_decay));
+  switch (h.optimizer) {
+    case Optimizer::kSgd:
+      return std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(h.lr).momentum(h.momentum).nesterov(h.momentum > 0)
+                      .weight_decay(h.weight_decay));
+    case Optimizer::kAdamW:
+      return std::make_unique<torch::optim::AdamW>(
+          params, torch::optim::AdamWOptions(h.lr).weight_decay(h.weight_decay));
   }
-  if (h.optimizer == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(h.lr).weight_decay(h.weight_decay));
-  }
-  throw std::invalid_argument("unknown optimizer '" + h.optimizer + "' (sgd, adamw)");
+  throw std::invalid_argument(optimizer_name(h.optimizer));  // outside the enum: it throws first
 }
 
 // Learning rate at step `step` of `total`.
 double scheduled_lr(const TrainHyper& h, int64_t step, int64_t total) {
   const double progress = total > 0 ? static_cast<double>(step) / total : 0.0;
-  if (h.schedule == "cosine") return 0.5 * h.lr * (1.0 + std::cos(M_PI * progress));
-  if (h.schedule == "step") return h.lr * (progress < 0.5 ? 1.0 : progress < 0.75 ? 0.1 : 0.01);
-  if (h.schedule == "constant") return h.lr;
-  throw std::invalid_argument("unknown schedule '" + h.schedule + "' (cosine, step, constant)");
+  switch (h.schedule) {
+    case Schedule::kCosine:
+      return 0.5 * h.lr * (1.0 + std::cos(M_PI * progress));
+    case Schedule::kStep:
+      return h.lr * (progress < 0.5 ? 1.0 : progress < 0.75 ? 0.1 : 0.01);
+    case Schedule::kConstant:
+      return h.lr;
+  }
+  throw std::invalid_argument(schedule_name(h.schedule));  // outside the enum: it throws first
 }
 
 std::vector<torch::Tensor> trainable_parameters(BlockStack& module) {
@@ -56,12 +61,9 @@ std::string state_key(const torch::Tensor& p) {
 Trainer::Trainer(BlockStack module, const TrainHyper& hyper)
     : module_(std::move(module)),
       hyper_(hyper),
-      memory_format_(parse_memory_format(hyper.memory_format, "--memory-format")),
-      precision_(parse_precision(hyper.precision, "--precision")) {
-  if (hyper.epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
-  if (hyper.batch < 1) throw std::invalid_argument("--batch must be at least 1");
-  if (!(hyper.lr > 0)) throw std::invalid_argument("--lr must be positive");
-  scheduled_lr(hyper, 0, 1);  // reject an unknown schedule before any work
+      memory_format_(to_c10(hyper.memory_format)),
+      precision_(hyper.precision) {
+  hyper.validate();
   rebuild_optimizer();
 }
 

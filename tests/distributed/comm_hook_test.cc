@@ -80,13 +80,15 @@ double ratio(const CommHook& hook) {
 TEST(CommHook, FactoryNamesTheKnownHooks) {
   EXPECT_EQ(recycle::grad_compression_names(), (std::vector<std::string>{"none", "fp16", "topk"}));
   try {
-    recycle::make_comm_hook("zip", Group());
+    recycle::parse_grad_compression("zip");
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "unknown --grad-compression 'zip' (known: none, fp16, topk)");
   }
   for (const std::string& name : recycle::grad_compression_names()) {
-    EXPECT_EQ(recycle::make_comm_hook(name, Group())->name(), name);
+    const recycle::GradCompression c = recycle::parse_grad_compression(name);
+    EXPECT_EQ(recycle::grad_compression_name(c), name);
+    EXPECT_EQ(recycle::make_comm_hook(c, Group())->name(), name);
   }
 }
 
@@ -101,7 +103,7 @@ TEST(CommHook, NoneGivesTheExactMeanAndFp16ItsHalfPrecision) {
   std::vector<std::vector<int64_t>> bytes(2);
   run_ranks(2, [&](int rank, Group group) {
     for (const char* name : {"none", "fp16"}) {
-      auto hook = recycle::make_comm_hook(name, group);
+      auto hook = recycle::make_comm_hook(recycle::parse_grad_compression(name), group);
       torch::Tensor grad = to_tensor(inputs[rank]);
       hook->reduce(0, grad);
       (std::string(name) == "none" ? none : fp16)[rank].assign(
@@ -375,7 +377,7 @@ HeadRun train_head_two_ranks(const std::string& hook_name, int steps) {
     recycle::BlockStack head = replicas[rank].head;
     head->train();
     std::vector<torch::Tensor> ps = head->parameters();
-    auto hook = recycle::make_comm_hook(hook_name, group);
+    auto hook = recycle::make_comm_hook(recycle::parse_grad_compression(hook_name), group);
     const int64_t cap = (1 << 20) / 4;  // 1 MiB buckets, filled from the last parameter back
     double loss_sum = 0;
     int loss_count = 0;
@@ -511,7 +513,7 @@ TEST(CommHookExperiment, DISABLED_HeadAccuracyPerHook) {
       auto hook = hook_name.rfind("topk:", 0) == 0
                       ? recycle::make_adacomp_hook(group, std::make_shared<AdaCompCompressor>(
                                                               std::stoll(hook_name.substr(5))))
-                      : recycle::make_comm_hook(hook_name, group);
+                      : recycle::make_comm_hook(recycle::parse_grad_compression(hook_name), group);
       const int64_t cap = (1 << 20) / 4;
       int64_t step = 0;
       for (int epoch = 0; epoch < epochs; ++epoch) {

@@ -42,7 +42,7 @@ TEST(GradReducer, BucketsInReverseOrderAndAveragesEveryRanksGradients) {
     torch::nn::Sequential model = small_model();
     torch::nn::Sequential reference = small_model();  // no hooks: the expected average
     // 64-byte buckets: the 4 parameters (30, 5, 15, 3 floats) make 4 buckets.
-    GradReducer reducer(model->parameters(), make_comm_hook("none", group), 64);
+    GradReducer reducer(model->parameters(), make_comm_hook(recycle::GradCompression::kNone, group), 64);
     EXPECT_EQ(reducer.buckets(), 4);
     EXPECT_EQ(reducer.bucket_params().front(), std::vector<int64_t>{3});  // last layer's bias first
     for (int step = 0; step < 3; ++step) {
@@ -77,7 +77,7 @@ TEST(GradReducer, AParameterWithoutAGradientContributesZeros) {
     torch::nn::Linear used(3, 2), unused(3, 2);
     std::vector<torch::Tensor> params = used->parameters();
     for (const torch::Tensor& p : unused->parameters()) params.push_back(p);
-    GradReducer reducer(params, make_comm_hook("none", group), 1 << 20);
+    GradReducer reducer(params, make_comm_hook(recycle::GradCompression::kNone, group), 1 << 20);
     // Rank 1 leaves `used` out of its graph: its gradients count as zeros in the average.
     torch::Tensor x = torch::ones({1, 3});
     torch::Tensor loss = rank == 0 ? used->forward(x).sum() : unused->forward(x).sum();

@@ -219,7 +219,7 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
   const CacheContents before = read_cache(cache);
 
   BuildOptions o = options_for(dir, cache);
-  o.codec = "fp32";
+  o.codec = recycle::Codec::kFp32;
   BuildState s(o);
   recycle::load_inputs(s);
   try {
@@ -272,13 +272,13 @@ TEST(BuildStages, Int8BuildIsWithinHalfAScaleOfFp32) {
   write_pattern_images(dir.path().string(), patterns(12, 0));
   const std::string exact = dir.file("fp32"), small = dir.file("int8"), zstd = dir.file("zstd");
   BuildOptions o = options_for(dir, exact);
-  o.codec = "fp32";
+  o.codec = recycle::Codec::kFp32;
   build_all(o);
   o.cache_dir = small;
-  o.codec = "int8";
+  o.codec = recycle::Codec::kInt8;
   build_all(o);
   o.cache_dir = zstd;
-  o.compression = "zstd";
+  o.compression = recycle::Compression::kZstd;
   build_all(o);
   const CacheContents a = read_cache(exact), b = read_cache(small), z = read_cache(zstd);
   EXPECT_EQ(b.manifest.codec, "int8");

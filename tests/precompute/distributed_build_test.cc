@@ -240,7 +240,7 @@ TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
   } cases[] = {
       {[](BuildOptions* o) { o->data.limit = 10; }, "data differs"},
       {[&](BuildOptions* o) { o->model.weights = weights_in(data, 4); }, "fingerprint differs"},
-      {[](BuildOptions* o) { o->codec = "fp32"; }, "codec differs"},
+      {[](BuildOptions* o) { o->codec = recycle::Codec::kFp32; }, "codec differs"},
   };
   weights_in(data);  // both files made here, not by the ranks' threads
   weights_in(data, 4);

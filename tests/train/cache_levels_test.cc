@@ -58,7 +58,7 @@ recycle::PreparedModel pattern_model(const recycle::Dataset& data, uint64_t seed
 recycle::RawLevelOptions raw_options(const DatasetOptions& d) {
   recycle::RawLevelOptions ro;
   ro.data = d;
-  ro.codec = "fp32";
+  ro.codec = recycle::Codec::kFp32;
   ro.batch = 16;
   ro.progress = false;
   return ro;

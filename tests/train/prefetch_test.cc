@@ -172,7 +172,7 @@ TEST(PrefetchedBatches, TrainsTheSameModelAsItsSourceAndStopsWhenTheStepThrows) 
   hyper.epochs = 2;
   hyper.batch = 8;
   hyper.lr = 0.001;
-  hyper.schedule = "constant";
+  hyper.schedule = recycle::Schedule::kConstant;
   CachedBatches plain(*c.store, c.manifest, "train", torch::kCPU);
   recycle::BlockStack a = head(3);
   recycle::train_module(a, plain, hyper, false);
@@ -241,7 +241,7 @@ TEST(PrefetchedBatches, KeepsWhatItLoadedWhenThePlanUnderWayIsMadeAgain) {
   recycle::TrainHyper hyper;
   hyper.epochs = 3;
   hyper.batch = 5;
-  hyper.schedule = "constant";
+  hyper.schedule = recycle::Schedule::kConstant;
   recycle::BlockStack h;
   h->append("flat", torch::nn::AnyModule(torch::nn::Flatten()));
   h->append("fc", torch::nn::AnyModule(torch::nn::Linear(6, 2)));

@@ -67,7 +67,7 @@ TrainHyper small_hyper() {
   h.epochs = 3;
   h.batch = 16;
   h.lr = 0.1;
-  h.schedule = "constant";
+  h.schedule = recycle::Schedule::kConstant;
   return h;
 }
 
@@ -177,7 +177,7 @@ TEST(Trainer, ChannelsLastTrainsLikeContiguousAndIsUndoneAfterFit) {
   std::vector<std::vector<torch::Tensor>> trained;
   for (const std::string format : {"contiguous", "channels_last"}) {
     TrainHyper h = small_hyper();
-    h.memory_format = format;
+    h.memory_format = recycle::parse_memory_format(format);
     BlockStack head = conv_head(3);
     const torch::Tensor conv_weight = head->parameters()[0];
     bool laid_out = false;
@@ -201,7 +201,8 @@ TEST(Trainer, ChannelsLastTrainsLikeContiguousAndIsUndoneAfterFit) {
     EXPECT_TRUE(torch::allclose(trained[0][i], trained[1][i], 1e-4, 1e-5)) << "parameter " << i;
   }
   TrainHyper bad = small_hyper();
-  bad.memory_format = "nhwc";
+  EXPECT_THROW(recycle::parse_memory_format("nhwc"), std::invalid_argument);
+  bad.memory_format = static_cast<recycle::MemoryFormat>(7);  // outside the enum
   EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
 }
 
@@ -215,7 +216,7 @@ TEST(Trainer, Bf16RunsTheForwardInBfloat16AndKeepsParametersAndGradientsInFp32) 
   std::vector<double> first_loss;
   for (const std::string precision : {"fp32", "bf16"}) {
     TrainHyper h = small_hyper();
-    h.precision = precision;
+    h.precision = recycle::parse_precision(precision);
     BlockStack head = conv_head(3);
     bool grads_fp32 = true;
     Trainer trainer(head, h);
@@ -243,7 +244,8 @@ TEST(Trainer, Bf16RunsTheForwardInBfloat16AndKeepsParametersAndGradientsInFp32) 
     EXPECT_TRUE(torch::allclose(trained[0][i], trained[1][i], 0.05, 0.02)) << "parameter " << i;
   }
   TrainHyper bad = small_hyper();
-  bad.precision = "fp16";
+  EXPECT_THROW(recycle::parse_precision("fp16"), std::invalid_argument);
+  bad.precision = static_cast<recycle::Precision>(7);  // outside the enum
   EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
 }
 
@@ -269,8 +271,8 @@ TEST(AutocastScope, TurnsBf16AutocastOnAndRestoresThePreviousState) {
   }
   EXPECT_TRUE(at::autocast::is_cpu_enabled());
   at::autocast::set_cpu_enabled(false);
-  EXPECT_EQ(recycle::parse_precision("bf16", "--precision"), recycle::Precision::kBf16);
-  EXPECT_THROW(recycle::parse_precision("half", "--precision"), std::invalid_argument);
+  EXPECT_EQ(recycle::parse_precision("bf16"), recycle::Precision::kBf16);
+  EXPECT_THROW(recycle::parse_precision("half"), std::invalid_argument);
 }
 
 // What an after-backward hook does to the gradients is what the optimizer applies: zeroed
@@ -324,10 +326,13 @@ TEST(Trainer, RebuildingTheOptimizerKeepsTheStateOfParametersThatStay) {
 
 TEST(Trainer, RefusesBadHyperParametersAndAMismatchedSampler) {
   TrainHyper h = small_hyper();
-  h.optimizer = "lbfgs";
+  h.optimizer = static_cast<recycle::Optimizer>(7);  // outside the enum
   EXPECT_THROW(Trainer(two_blocks(0), h), std::invalid_argument);
   h = small_hyper();
-  h.schedule = "linear";
+  h.schedule = static_cast<recycle::Schedule>(7);
+  EXPECT_THROW(Trainer(two_blocks(0), h), std::invalid_argument);
+  h = small_hyper();
+  h.epochs = 0;
   EXPECT_THROW(Trainer(two_blocks(0), h), std::invalid_argument);
   TensorSource data = blobs(32);
   Trainer t(two_blocks(0), small_hyper());

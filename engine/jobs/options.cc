@@ -1,0 +1,180 @@
+// The name tables of the options' closed sets (include/recycle/options.h). One table per enum;
+// parse, name and the list of names all read it.
+#include "recycle/options.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "base/strings.h"
+#include "recycle/errors.h"
+#include "engine/models/model_options.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/train/train_hyper.h"
+
+namespace recycle {
+
+namespace {
+
+template <typename E>
+using Table = std::vector<std::pair<E, const char*>>;
+
+template <typename E>
+std::vector<std::string> names_of(const Table<E>& table) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) names.push_back(entry.second);
+  return names;
+}
+
+// `what` names the flag in the message: "unknown --optimizer 'x' (known: sgd, adamw)".
+template <typename E>
+E parse_in(const Table<E>& table, std::string_view name, const char* what) {
+  for (const auto& entry : table) {
+    if (name == entry.second) return entry.first;
+  }
+  throw InvalidArgument("unknown " + std::string(what) + " '" + std::string(name) +
+                              "' (known: " + join(names_of(table), ", ") + ")");
+}
+
+template <typename E>
+std::string name_in(const Table<E>& table, E value, const char* what) {
+  for (const auto& entry : table) {
+    if (value == entry.first) return entry.second;
+  }
+  throw InvalidArgument("no " + std::string(what) + " has the value " +
+                              std::to_string(static_cast<int>(value)));
+}
+
+const Table<Optimizer>& optimizers() {
+  static const Table<Optimizer> t = {{Optimizer::kSgd, "sgd"}, {Optimizer::kAdamW, "adamw"}};
+  return t;
+}
+const Table<Schedule>& schedules() {
+  static const Table<Schedule> t = {
+      {Schedule::kCosine, "cosine"}, {Schedule::kStep, "step"}, {Schedule::kConstant, "constant"}};
+  return t;
+}
+const Table<Precision>& precisions() {
+  static const Table<Precision> t = {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}};
+  return t;
+}
+const Table<MemoryFormat>& memory_formats() {
+  static const Table<MemoryFormat> t = {{MemoryFormat::kChannelsLast, "channels_last"},
+                                        {MemoryFormat::kContiguous, "contiguous"}};
+  return t;
+}
+const Table<GradCompression>& grad_compressions() {
+  static const Table<GradCompression> t = {{GradCompression::kNone, "none"},
+                                           {GradCompression::kFp16, "fp16"},
+                                           {GradCompression::kTopk, "topk"}};
+  return t;
+}
+const Table<Compression>& compressions() {
+  static const Table<Compression> t = {
+      {Compression::kNone, "none"}, {Compression::kLz4, "lz4"}, {Compression::kZstd, "zstd"}};
+  return t;
+}
+
+}  // namespace
+
+Optimizer parse_optimizer(std::string_view name) { return parse_in(optimizers(), name, "--optimizer"); }
+std::string optimizer_name(Optimizer v) { return name_in(optimizers(), v, "--optimizer"); }
+std::vector<std::string> optimizer_names() { return names_of(optimizers()); }
+
+Schedule parse_schedule(std::string_view name) { return parse_in(schedules(), name, "--schedule"); }
+std::string schedule_name(Schedule v) { return name_in(schedules(), v, "--schedule"); }
+std::vector<std::string> schedule_names() { return names_of(schedules()); }
+
+Precision parse_precision(std::string_view name) { return parse_in(precisions(), name, "--precision"); }
+std::string precision_name(Precision v) { return name_in(precisions(), v, "--precision"); }
+std::vector<std::string> precision_names() { return names_of(precisions()); }
+
+MemoryFormat parse_memory_format(std::string_view name) {
+  return parse_in(memory_formats(), name, "--memory-format");
+}
+std::string memory_format_name(MemoryFormat v) { return name_in(memory_formats(), v, "--memory-format"); }
+std::vector<std::string> memory_format_names() { return names_of(memory_formats()); }
+
+GradCompression parse_grad_compression(std::string_view name) {
+  return parse_in(grad_compressions(), name, "--grad-compression");
+}
+std::string grad_compression_name(GradCompression v) {
+  return name_in(grad_compressions(), v, "--grad-compression");
+}
+std::vector<std::string> grad_compression_names() { return names_of(grad_compressions()); }
+
+Compression parse_compression(std::string_view name) {
+  return parse_in(compressions(), name, "--compression");
+}
+std::string compression_name(Compression v) { return name_in(compressions(), v, "--compression"); }
+std::vector<std::string> compression_names() { return names_of(compressions()); }
+
+Codec parse_codec(std::string_view name) {
+  Codec codec;
+  if (!parse_codec(name, &codec)) {
+    throw InvalidArgument("unknown codec '" + std::string(name) + "' (known: " +
+                                join(codec_names(), ", ") + ")");
+  }
+  return codec;
+}
+
+Sync parse_sync(std::string_view name) {
+  const std::string s(name);
+  if (s == "allreduce") return Sync{};
+  const std::string prefix = "average:";
+  if (s.compare(0, prefix.size(), prefix) == 0) {
+    const std::string k = s.substr(prefix.size());
+    if (!k.empty() && k.size() <= 6 && k.find_first_not_of("0123456789") == std::string::npos &&
+        std::stoll(k) >= 1) {
+      return Sync{Sync::Kind::kAverage, std::stoll(k)};
+    }
+  }
+  throw InvalidArgument("--sync must be allreduce or average:K with K >= 1, not '" + s + "'");
+}
+
+std::string sync_name(const Sync& sync) {
+  return sync.kind == Sync::Kind::kAllreduce ? "allreduce" : "average:" + std::to_string(sync.every);
+}
+
+}  // namespace recycle
+
+// ---- validate() of the option structs below the jobs ------------------------------------------
+
+namespace recycle {
+
+namespace {
+
+void check_at_least(const char* flag, int64_t value, int64_t least) {
+  if (value < least) {
+    throw InvalidArgument(std::string(flag) + " must be at least " + std::to_string(least));
+  }
+}
+
+}  // namespace
+
+void TrainHyper::validate() const {
+  check_at_least("--epochs", epochs, 1);
+  check_at_least("--batch", batch, 1);
+  if (!(lr > 0)) throw InvalidArgument("--lr must be positive");
+  // A value outside its enum (a cast) is refused by its name's lookup.
+  optimizer_name(optimizer);
+  schedule_name(schedule);
+  memory_format_name(memory_format);
+  precision_name(precision);
+}
+
+void ModelOptions::validate() const {
+  if (width > 0 && !weights.empty()) {
+    throw InvalidArgument("--width applies only without --weights (the weights file sets "
+                                "the width)");
+  }
+}
+
+void BuildOptions::validate() const {
+  model.validate();
+  check_at_least("--batch", batch, 1);
+  if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
+  codec_name(codec);  // throws for a value outside the enum
+  compression_name(compression);
+}
+
+}  // namespace recycle

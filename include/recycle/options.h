@@ -1,0 +1,250 @@
+// The options a user fills to build a cache (BuildOptions) or to train (TrainOptions), with what
+// they embed (DatasetOptions, ModelOptions, TrainHyper, DistOptions), each with one validate();
+// and the closed sets of the options (optimizer, schedule, precision, memory format,
+// gradient sync and compression, codec, RocksDB compression), each an enum with one table of
+// names: parse_X(name) -> X (std::invalid_argument naming the choices otherwise), X_name(X) and
+// X_names() (in the order help texts list them). The command line parses its strings with
+// these once; the library sees only the enums. No LibTorch here; thread safe.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/codec.h"  // enum class Codec: fp32 | fp16 | bf16 | int8
+
+namespace recycle {
+
+// The optimizer of a training run: SGD (momentum, Nesterov) or AdamW.
+enum class Optimizer { kSgd, kAdamW };
+Optimizer parse_optimizer(std::string_view name);
+std::string optimizer_name(Optimizer optimizer);
+std::vector<std::string> optimizer_names();
+
+// The learning-rate schedule: cosine (per step, to 0), step (x0.1 at 50% and 75%), constant.
+enum class Schedule { kCosine, kStep, kConstant };
+Schedule parse_schedule(std::string_view name);
+std::string schedule_name(Schedule schedule);
+std::vector<std::string> schedule_names();
+
+// Arithmetic of the training forward: fp32, or bf16 mixed precision under LibTorch's autocast
+// (engine/train/precision.h).
+enum class Precision { kFp32, kBf16 };
+Precision parse_precision(std::string_view name);
+std::string precision_name(Precision precision);
+std::vector<std::string> precision_names();
+
+// Layout of a trained module's 4-D tensors and of its 4-D inputs: NHWC ("channels_last") or
+// NCHW ("contiguous"); engine/models/memory_format.h maps it to LibTorch's.
+enum class MemoryFormat { kChannelsLast, kContiguous };
+MemoryFormat parse_memory_format(std::string_view name);
+std::string memory_format_name(MemoryFormat format);
+std::vector<std::string> memory_format_names();
+
+// How gradients travel between data-parallel ranks: none (fp32 allreduce), fp16 (halves,
+// allreduce), topk (AdaComp: binned adaptive selection, quantised values, error feedback,
+// allgather).
+enum class GradCompression { kNone, kFp16, kTopk };
+GradCompression parse_grad_compression(std::string_view name);
+std::string grad_compression_name(GradCompression compression);
+std::vector<std::string> grad_compression_names();
+
+// How data-parallel ranks stay in step: "allreduce" averages gradients every step;
+// "average:K" takes K local steps, then averages parameters (K >= 1).
+struct Sync {
+  enum class Kind { kAllreduce, kAverage };
+  Kind kind = Kind::kAllreduce;
+  int64_t every = 0;  // kAverage: K >= 1; 0 with kAllreduce
+
+  bool operator==(const Sync& o) const { return kind == o.kind && every == o.every; }
+  bool operator!=(const Sync& o) const { return !(*this == o); }
+};
+// "allreduce" or "average:K" (K of 1..6 digits, >= 1); throws std::invalid_argument otherwise.
+Sync parse_sync(std::string_view name);
+std::string sync_name(const Sync& sync);  // "allreduce" or "average:K"
+
+// Codec (cache/codec.h): how records store activations. codec_name and codec_names are
+// cache/codec.h's; this parse throws where cache/codec.h's returns false.
+Codec parse_codec(std::string_view name);
+
+// RocksDB's compression of the records a build writes.
+enum class Compression { kNone, kLz4, kZstd };
+Compression parse_compression(std::string_view name);
+std::string compression_name(Compression compression);
+std::vector<std::string> compression_names();
+
+// ---- the option structs -----------------------------------------------------------------------
+
+// Which samples a build or a training run reads (engine/data/dataset.h loads them):
+//   fashion-mnist[:DIR]  Debian's IDX .gz files; split "train" reads train-*, "test" t10k-*.
+//   tsv:FILE             `label<TAB>text` lines; the split only names it.
+//   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
+// load_dataset checks these (std::invalid_argument naming the flag).
+struct DatasetOptions {
+  std::string spec;             // "fashion-mnist[:DIR]", "tsv:FILE" or "tsv:DIR"
+  std::string split = "train";  // fashion-mnist: train | test
+  std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
+  int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
+  // A data-parallel rank's fixed shard, after the class filter and the limit (no flag sets it:
+  // recycle-train --freeze --nproc does, docs/progressive.md): of the first
+  // shard_count * floor(n / shard_count) samples (up to shard_count - 1 are left out, so every
+  // shard has the same size), those at positions i with i % shard_count == shard_index.
+  int shard_index = 0;
+  int shard_count = 1;          // 1 = the whole split
+};
+
+// Which encoder to make or load.
+struct ModelOptions {
+  std::string encoder;   // encoder spec (see encoder_registry.h); "" = the default for the data
+  int64_t width = 0;     // > 0: sets the encoder's width option (only without weights)
+  int64_t max_tokens = 0;  // > 0: sets the encoder's max_tokens option (text; only without weights)
+  std::string weights;   // a file saved by recycle-train --save-model; "" = random init
+  uint64_t seed = 0;     // initialisation seed when there are no weights
+
+  // A width only without weights. Throws std::invalid_argument with one line.
+  void validate() const;
+};
+
+// The hyper-parameters of a training run.
+struct TrainHyper {
+  int64_t epochs = 4;
+  int64_t batch = 128;
+  double lr = 0.05;                 // peak learning rate
+  Optimizer optimizer = Optimizer::kSgd;
+  double momentum = 0.9;            // sgd only
+  double weight_decay = 5e-4;
+  Schedule schedule = Schedule::kCosine;
+  uint64_t seed = 0;                // shuffling and any newly initialised classifier
+  // Layout of the trained module's 4-D tensors and of its 4-D inputs while it trains:
+  // channels_last | contiguous (engine/models/memory_format.h).
+  MemoryFormat memory_format = MemoryFormat::kChannelsLast;
+  // Arithmetic of the training forward: fp32 | bf16 (mixed precision under LibTorch's
+  // autocast; parameters, gradients and optimizer in fp32; engine/train/precision.h).
+  Precision precision = Precision::kFp32;
+
+  // Samples per batch when evaluating (no gradients to hold: at least 256).
+  int64_t eval_batch() const { return std::max<int64_t>(batch, 256); }
+
+  // Epochs and batch at least 1, a positive learning rate. Throws std::invalid_argument with
+  // one line naming the flag.
+  void validate() const;
+};
+
+// How one process takes part in a data-parallel job.
+struct DistOptions {
+  // --nproc N (launcher only): start N local workers and wait for them. 0 = no launcher.
+  int nproc = 0;
+  // --rank R --world-size W --master HOST:PORT: this process is rank R of a W-process job whose
+  // TCPStore listens at HOST:PORT (hosted by the launcher, or by rank 0 across machines).
+  // world_size 1 = training alone (no process group at all).
+  int rank = 0;
+  int world_size = 1;
+  std::string master;
+  // The store at `master` is hosted by a launcher (--nproc), not by rank 0 (set by the launcher
+  // through the environment of its workers: RECYCLE_LAUNCHED=1).
+  bool store_hosted_elsewhere = false;
+  // Every collective and store operation gives up after this many seconds, and the job
+  // ends naming the rank it lost.
+  int timeout_seconds = 60;
+  // How gradients travel: none (fp32 allreduce), fp16 (halves, allreduce), topk (AdaComp:
+  // binned adaptive selection, quantised values, error feedback, allgather).
+  GradCompression grad_compression = GradCompression::kNone;
+  // allreduce: average gradients every step; average:K: K local steps, then average
+  // parameters (K >= 1).
+  Sync sync;
+  // Gradient bucket size cap in MiB: buckets are reduced as they fill during backward.
+  double bucket_mb = 1.0;
+
+  bool distributed() const { return world_size > 1; }
+
+  // Checks the options together (rank below world size, a master for a world above 1, a
+  // timeout, compression only with allreduce, a positive bucket cap). Throws
+  // std::invalid_argument with one line.
+  void validate() const;
+};
+
+// A build (run_build, build.h): dataset -> keys -> prefix forward -> codec -> cache.
+struct BuildOptions {
+  DatasetOptions data;
+  ModelOptions model;
+  double recycle = -1.0;       // fraction of blocks in the prefix, (0, 1]; < 0 = use split_at
+  std::string split_at;        // name of the prefix's last block (instead of recycle)
+  std::string keyer;           // keyer spec; "" = xxh3 for images, text for text data
+  Codec codec = Codec::kFp16;  // fp32 | fp16 | bf16 | int8
+  // RocksDB's compression of the records written: none | lz4 | zstd. None: float activations
+  // gained 11% (fp16) to 20% (fp32) from lz4 and int8 nothing, at about 18% of a build's time
+  // (docs/performance.md).
+  Compression compression = Compression::kNone;
+  std::string cache_dir;
+  int64_t batch = 256;         // samples per prefix forward and per write batch
+  int threads = 0;             // 0 = every core
+  bool rebuild = false;        // delete the cache in cache_dir first
+  bool progress = true;        // progress bar on stderr (when it is a terminal)
+  std::string device = "cpu";
+  // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
+  // them out as one record file for rank 0 to ingest (so memory stays bounded).
+  int64_t stage_file_bytes = int64_t{64} << 20;
+
+  // The model options, a batch of at least 1, a cache directory. Throws std::invalid_argument
+  // with one line naming the flag. run_build's first stage (load_inputs) calls it.
+  void validate() const;
+};
+
+// A training run (run_train, train.h): from a cache (cache_dir), or from raw data (data).
+struct TrainOptions {
+  // From a cache: train the head from split data.split, evaluate on `eval_split`.
+  std::string cache_dir;
+  bool allow_partial = false;       // train on a split whose build did not finish
+  // Memory for the data (--memory-budget, MiB): the batches held, the preloaded split, the
+  // samples' index and RocksDB's block cache share it (engine/train/memory_budget.h).
+  int64_t memory_budget_mb = 256;
+  // Batches loaded ahead on a background thread; 0: none, each batch loaded on the training
+  // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
+  int64_t prefetch = -1;
+  bool preload = false;             // decode the whole training split into memory first
+  // Epochs 1, 4, 5, 8, 9, ... from the cache and 2, 3, 6, 7, ... from the split preloaded in
+  // memory: what reading from the cache costs, timed within one run (AlternatingBatches;
+  // report.epoch_sources says which).
+  bool alternate_preload = false;
+  // From raw data (no cache): --recycle 0 is full fine-tuning; --recycle r with no_cache
+  // freezes the prefix but recomputes it every step.
+  DatasetOptions data;
+  ModelOptions model;
+  double recycle = -1.0;
+  std::string split_at;
+  bool no_cache = false;
+  // Progressive recycling (docs/progressive.md): a freeze schedule (linear:START:LEVEL,
+  // auto[:THRESHOLD]; "" = none), the directory its cache levels go to, and the codec of a
+  // first level built from raw data (a level derived from a cache keeps that cache's codec).
+  std::string freeze;
+  std::string levels_dir;
+  Codec level_codec = Codec::kFp16;
+
+  // data.split names the split to train on, in a cache or in the raw data (default train).
+  std::string eval_split;           // "" = test when there is one; "none" = no evaluation
+  TrainHyper hyper;
+  std::string save_head;            // the trained head's weights
+  std::string save_model;           // raw-data modes: the whole model (load with --weights)
+  int threads = 0;
+  bool progress = true;
+  std::string device = "cpu";
+  // A Chrome trace of one epoch's steps from LibTorch's autograd profiler (rank 0 alone):
+  // the second epoch, or the only one (engine/train/epoch_profiler.h).
+  std::string profile;
+  // Data-parallel: this process's rank, the world and how gradients travel (world 1 = alone).
+  // Rank 0 alone evaluates and writes (--save-head, --save-model); every rank trains.
+  DistOptions dist;
+
+  // Checks the options alone and together (the mode: --cache or --data, what applies to it,
+  // what goes together, the freeze schedule's needs; the hyper-parameters and the model).
+  // `given` names the flags the user gave on the command line, for the checks of flags whose
+  // value alone does not tell (--memory-budget, --prefetch, --level-codec at their defaults);
+  // a library caller passes none. Throws std::invalid_argument with one line. run_train calls
+  // it first; the command line calls it before it launches workers.
+  void validate(const std::set<std::string>& given = {}) const;
+};
+
+}  // namespace recycle

@@ -1,0 +1,125 @@
+// The options' closed sets (one name table each) and the validate() of the option structs.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "engine/jobs/train_job.h"
+#include "engine/precompute/build_pipeline.h"
+#include "recycle/options.h"
+
+namespace {
+
+// The message of the std::invalid_argument `f` throws ("" when it throws none).
+template <typename F>
+std::string refusal(F f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+template <typename E>
+void expect_round_trips(const std::vector<std::string>& names, E (*parse)(std::string_view),
+                        std::string (*name)(E)) {
+  for (const std::string& n : names) EXPECT_EQ(name(parse(n)), n);
+}
+
+TEST(Options, EachClosedSetParsesItsNamesAndNamesTheChoicesOtherwise) {
+  using namespace recycle;
+  EXPECT_EQ(optimizer_names(), (std::vector<std::string>{"sgd", "adamw"}));
+  EXPECT_EQ(schedule_names(), (std::vector<std::string>{"cosine", "step", "constant"}));
+  EXPECT_EQ(precision_names(), (std::vector<std::string>{"fp32", "bf16"}));
+  EXPECT_EQ(memory_format_names(), (std::vector<std::string>{"channels_last", "contiguous"}));
+  EXPECT_EQ(grad_compression_names(), (std::vector<std::string>{"none", "fp16", "topk"}));
+  EXPECT_EQ(compression_names(), (std::vector<std::string>{"none", "lz4", "zstd"}));
+  expect_round_trips(optimizer_names(), parse_optimizer, optimizer_name);
+  expect_round_trips(schedule_names(), parse_schedule, schedule_name);
+  expect_round_trips(precision_names(), parse_precision, precision_name);
+  expect_round_trips(memory_format_names(), parse_memory_format, memory_format_name);
+  expect_round_trips(grad_compression_names(), parse_grad_compression, grad_compression_name);
+  expect_round_trips(compression_names(), parse_compression, compression_name);
+  for (const std::string& n : codec_names()) EXPECT_EQ(codec_name(parse_codec(n)), n);
+  EXPECT_EQ(refusal([] { parse_optimizer("lbfgs"); }),
+            "unknown --optimizer 'lbfgs' (known: sgd, adamw)");
+  EXPECT_EQ(refusal([] { parse_compression("snappy"); }),
+            "unknown --compression 'snappy' (known: none, lz4, zstd)");
+  EXPECT_EQ(refusal([] { parse_codec("fp8"); }), "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
+  EXPECT_NE(refusal([] { optimizer_name(static_cast<Optimizer>(9)); }), "");
+}
+
+TEST(Options, SyncIsAllreduceOrAverageEveryK) {
+  using recycle::Sync;
+  EXPECT_EQ(recycle::parse_sync("allreduce"), Sync{});
+  EXPECT_EQ(recycle::parse_sync("average:4"), (Sync{Sync::Kind::kAverage, 4}));
+  EXPECT_EQ(recycle::sync_name(recycle::parse_sync("average:4")), "average:4");
+  EXPECT_EQ(recycle::sync_name(Sync{}), "allreduce");
+  for (const char* bad : {"average:0", "average:", "average:x", "average:1234567", "mean", ""}) {
+    EXPECT_EQ(refusal([&] { recycle::parse_sync(bad); }),
+              "--sync must be allreduce or average:K with K >= 1, not '" + std::string(bad) + "'");
+  }
+  recycle::DistOptions d;
+  d.sync = Sync{Sync::Kind::kAverage, 0};  // filled by hand, not parsed
+  EXPECT_EQ(refusal([&] { d.validate(); }),
+            "--sync must be allreduce or average:K with K >= 1, not 'average:0'");
+  d.sync = Sync{Sync::Kind::kAverage, 2};
+  d.grad_compression = recycle::GradCompression::kFp16;
+  EXPECT_NE(refusal([&] { d.validate(); }).find("applies to --sync allreduce only"), std::string::npos);
+}
+
+// A library caller (no command line, so no 'given' flags) gets the checks its fields tell.
+TEST(Options, TrainOptionsValidateTheModeCombinations) {
+  recycle::TrainOptions o;
+  EXPECT_EQ(refusal([&] { o.validate(); }),
+            "give --cache DIR (train from a cache) or --data (train from raw data)");
+  o.data.spec = "fashion-mnist";
+  o.recycle = 0;
+  EXPECT_EQ(refusal([&] { o.validate(); }), "");
+  o.preload = true;
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--preload needs --cache");
+  o.preload = false;
+  EXPECT_EQ(refusal([&] { o.validate({"--memory-budget"}); }), "--memory-budget needs --cache");
+  o.level_codec = recycle::Codec::kInt8;
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--level-codec needs --freeze");
+  o.level_codec = recycle::Codec::kFp16;
+  o.eval_split = "train";
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--eval-split names the training split");
+  o.eval_split = "";
+  o.freeze = "linear:0.25:0.75";
+  EXPECT_EQ(refusal([&] { o.validate(); }),
+            "--freeze needs --levels DIR: the directory its cache levels go to");
+  o.levels_dir = "levels";
+  EXPECT_EQ(refusal([&] { o.validate(); }), "");
+  o.hyper.epochs = 0;
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--epochs must be at least 1");
+
+  recycle::TrainOptions c;
+  c.cache_dir = "cache";
+  c.model.width = 16;
+  EXPECT_NE(refusal([&] { c.validate(); }).find("--width does not apply with --cache"),
+            std::string::npos);
+  c.model.width = 0;
+  c.recycle = 0.5;
+  EXPECT_EQ(refusal([&] { c.validate(); }),
+            "--recycle/--split-at with --cache need --weights to check the cache against");
+  c.recycle = -1;
+  c.preload = c.alternate_preload = true;
+  EXPECT_NE(refusal([&] { c.validate(); }).find("do not go together"), std::string::npos);
+}
+
+TEST(Options, BuildOptionsValidate) {
+  recycle::BuildOptions b;
+  b.cache_dir = "cache";
+  EXPECT_EQ(refusal([&] { b.validate(); }), "");
+  b.batch = 0;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--batch must be at least 1");
+  b.batch = 1;
+  b.model.width = 8;
+  b.model.weights = "w.pt";
+  EXPECT_EQ(refusal([&] { b.validate(); }),
+            "--width applies only without --weights (the weights file sets the width)");
+}
+
+}  // namespace
