@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "cache/json_fields.h"
+
 #include "keyers/content_hasher.h"
 
 namespace recycle {
@@ -39,18 +41,6 @@ void CacheIdentity::to_json(json* j) const {
 }
 
 namespace {
-
-// An integer field: refuses floats and out-of-range numbers (a cast would be undefined).
-int64_t get_int(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_number_integer()) {
-    throw json::type_error::create(302, std::string("field ") + key + " is not an integer", &v);
-  }
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    throw json::type_error::create(302, std::string("field ") + key + " is out of range", &v);
-  }
-  return v.get<int64_t>();
-}
 
 // A JSON array of integers, each >= 1 (or -1, a variable dimension, when allowed).
 bool read_shape(const json& shape, bool allow_variable, std::vector<int64_t>* dims) {
@@ -110,7 +100,7 @@ Status read_layout(const json& j, CacheIdentity* id) {
 Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
   try {
     CacheIdentity id;
-    const int64_t version = get_int(j, "format_version");
+    const int64_t version = json_int(j, "format_version");
     if (version != kCacheFormatVersion) {
       return Status::mismatch("cache format version " + std::to_string(version) +
                               ", this build reads version " +
@@ -120,8 +110,8 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
     id.model = j.at("model").get<std::string>();
     id.fingerprint = j.at("fingerprint").get<std::string>();
     id.split_at = j.at("split_at").get<std::string>();
-    id.prefix_blocks = get_int(j, "prefix_blocks");
-    id.total_blocks = get_int(j, "total_blocks");
+    id.prefix_blocks = json_int(j, "prefix_blocks");
+    id.total_blocks = json_int(j, "total_blocks");
     id.keyer = j.at("keyer").get<std::string>();
     id.codec = j.at("codec").get<std::string>();
     id.preprocess = j.at("preprocess").get<std::string>();

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "cache/json_fields.h"
+
 namespace recycle {
 
 using nlohmann::json;
@@ -29,22 +31,6 @@ json Manifest::splits_to_json() const {
   return s;
 }
 
-namespace {
-
-// An integer field: refuses floats and out-of-range numbers (a cast would be undefined).
-int64_t get_int(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_number_integer()) {
-    throw json::type_error::create(302, std::string("field ") + key + " is not an integer", &v);
-  }
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    throw json::type_error::create(302, std::string("field ") + key + " is out of range", &v);
-  }
-  return v.get<int64_t>();
-}
-
-}  // namespace
-
 Status Manifest::from_json_string(const std::string& text, Manifest* out) {
   try {
     const json j = json::parse(text);
@@ -53,13 +39,13 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
     if (!identity_st.ok()) return identity_st;
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.classifier = j.at("classifier").get<std::string>();
-    m.records = get_int(j, "records");
-    m.record_bytes = get_int(j, "record_bytes");
+    m.records = json_int(j, "records");
+    m.record_bytes = json_int(j, "record_bytes");
     for (const auto& [name, s] : j.at("splits").items()) {
       SplitInfo info;
       info.data = s.at("data").get<std::string>();
-      info.samples = get_int(s, "samples");
-      info.unique = get_int(s, "unique");
+      info.samples = json_int(s, "samples");
+      info.unique = json_int(s, "unique");
       info.complete = s.at("complete").get<bool>();
       m.splits[name] = info;
     }

@@ -186,29 +186,41 @@ Dataset load_tsv(const std::string& path) {
 
 namespace {
 
+bool is_fashion_mnist_spec(const std::string& spec) {
+  return spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0;
+}
+
+}  // namespace
+
+void DatasetOptions::validate() const {
+  if (!is_fashion_mnist_spec(spec) && !(spec.rfind("tsv:", 0) == 0 && spec.size() > 4)) {
+    throw std::invalid_argument("unknown data '" + spec +
+                                "' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR)");
+  }
+  if (limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
+  if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
+    throw std::invalid_argument("shard " + std::to_string(shard_index) + " of " +
+                                std::to_string(shard_count) + " does not exist");
+  }
+}
+
+namespace {
+
 // load_dataset; streamed: see load_dataset(options, images) in image_stream.h.
 Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
-  if (options.limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
+  options.validate();
   const std::vector<int64_t> classes =
       options.classes.empty() ? std::vector<int64_t>() : parse_class_list(options.classes);
   const std::string& spec = options.spec;
   Dataset d;
   std::string source;
-  if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {
+  if (is_fashion_mnist_spec(spec)) {
     const std::string dir = spec.size() > 14 ? spec.substr(14) : kDefaultFashionMnistDir;
     d = load_fashion_mnist(dir, options.split, streamed);
     source = "fashion-mnist:" + dir;
-  } else if (spec.rfind("tsv:", 0) == 0 && spec.size() > 4) {
+  } else {  // tsv: (validate() refused any other spec)
     d = load_tsv(tsv_path(spec.substr(4), options.split));
     source = spec;
-  } else {
-    throw std::invalid_argument("unknown data '" + spec +
-                                "' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR)");
-  }
-  if (options.shard_count < 1 || options.shard_index < 0 ||
-      options.shard_index >= options.shard_count) {
-    throw std::invalid_argument("shard " + std::to_string(options.shard_index) + " of " +
-                                std::to_string(options.shard_count) + " does not exist");
   }
   const int64_t item = d.item_bytes();
   auto move_item = [&](size_t src, size_t dst) {

@@ -82,7 +82,8 @@ std::vector<std::string> compression_names();
 //   fashion-mnist[:DIR]  Debian's IDX .gz files; split "train" reads train-*, "test" t10k-*.
 //   tsv:FILE             `label<TAB>text` lines; the split only names it.
 //   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
-// load_dataset checks these (std::invalid_argument naming the flag).
+// validate() checks what needs no file (the spec's form, --limit, the shard); load_dataset calls
+// it and checks the rest against the data (std::invalid_argument naming the flag).
 struct DatasetOptions {
   std::string spec;             // "fashion-mnist[:DIR]", "tsv:FILE" or "tsv:DIR"
   std::string split = "train";  // fashion-mnist: train | test
@@ -94,6 +95,9 @@ struct DatasetOptions {
   // shard has the same size), those at positions i with i % shard_count == shard_index.
   int shard_index = 0;
   int shard_count = 1;          // 1 = the whole split
+
+  // Throws std::invalid_argument with one line (defined with the readers, engine/data/).
+  void validate() const;
 };
 
 // Which encoder to make or load.
