@@ -91,7 +91,8 @@ Status create_cache_dir(const std::string& dir, const std::string& real,
   std::error_code ec;
   const fs::path target(real);
   fs::create_directories(target.parent_path(), ec);
-  if (ec) return Status::io_error("cannot create " + target.parent_path().string() + ": " + ec.message());
+  if (ec)
+    return Status::io_error("cannot create " + target.parent_path().string() + ": " + ec.message());
   fs::path staging;
   for (int attempt = 0;; ++attempt) {
     staging = target.parent_path() / ("." + target.filename().string() + ".recycle-creating-" +

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/json_fields.h"
-
 #include "keyers/content_hasher.h"
 
 namespace recycle {
@@ -103,8 +102,7 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
     const int64_t version = json_int(j, "format_version");
     if (version != kCacheFormatVersion) {
       return Status::mismatch("cache format version " + std::to_string(version) +
-                              ", this build reads version " +
-                              std::to_string(kCacheFormatVersion));
+                              ", this build reads version " + std::to_string(kCacheFormatVersion));
     }
     id.format_version = kCacheFormatVersion;
     id.model = j.at("model").get<std::string>();
@@ -153,8 +151,7 @@ RecordLayout layout_identity(RecordLayout layout, const std::string& identity_co
 
 }  // namespace
 
-std::vector<std::string> CacheIdentity::identity_differences(
-    const CacheIdentity& requested) const {
+std::vector<std::string> CacheIdentity::identity_differences(const CacheIdentity& requested) const {
   std::vector<std::string> out;
   auto check = [&](const char* field, const std::string& have, const std::string& want) {
     if (have != want) {
@@ -164,8 +161,9 @@ std::vector<std::string> CacheIdentity::identity_differences(
   check("format version", std::to_string(format_version), std::to_string(requested.format_version));
   check("model", model, requested.model);
   check("prefix fingerprint (weights)", fingerprint, requested.fingerprint);
-  check("split point", split_at + " (" + std::to_string(prefix_blocks) + "/" +
-                           std::to_string(total_blocks) + " blocks)",
+  check("split point",
+        split_at + " (" + std::to_string(prefix_blocks) + "/" + std::to_string(total_blocks) +
+            " blocks)",
         requested.split_at + " (" + std::to_string(requested.prefix_blocks) + "/" +
             std::to_string(requested.total_blocks) + " blocks)");
   check("keyer", keyer, requested.keyer);

@@ -27,9 +27,9 @@ struct CacheIdentity {
   std::string split_at;     // name of the last block in the prefix
   int64_t prefix_blocks = 0;
   int64_t total_blocks = 0;
-  std::string keyer;        // keyer spec
-  std::string codec;        // codec name (what the build's --codec asked for its float tensors)
-  std::string preprocess;   // input preprocessing spec
+  std::string keyer;       // keyer spec
+  std::string codec;       // codec name (what the build's --codec asked for its float tensors)
+  std::string preprocess;  // input preprocessing spec
   // Shape of one input sample (e.g. {1, 28, 28}). Empty in caches made before it was stored;
   // such a cache is checked by its record shapes instead.
   std::vector<int64_t> input_shape;

@@ -119,9 +119,9 @@ void encode_int8(const float* in, size_t n, size_t channels, char* out) {
     if (per == 0) lo = hi = 0.0f;
     const double range = static_cast<double>(hi) - static_cast<double>(lo);
     if (range > std::numeric_limits<float>::max()) {
-      throw CodecRangeError("int8 codec: channel " + std::to_string(c) +
-                                " spans more than the float range; use fp32",
-                            std::fabs(hi) > std::fabs(lo) ? hi : lo);
+      throw CodecRangeError(
+          "int8 codec: channel " + std::to_string(c) + " spans more than the float range; use fp32",
+          std::fabs(hi) > std::fabs(lo) ? hi : lo);
     }
     float scale = static_cast<float>(range / kInt8Levels);
     // A range so small that range / 255 rounds to zero: the smallest scale still tells the
@@ -261,9 +261,9 @@ void check_encoded_range(Codec codec, const float* in, size_t n, const char* out
   const std::string name = codec_name(codec);
   const std::string what = name + " codec: ";
   if (nan) {
-    throw CodecRangeError(what + "a value is NaN, which " + name +
-                              " cannot store (fp32 stores any value)",
-                          std::numeric_limits<float>::quiet_NaN());
+    throw CodecRangeError(
+        what + "a value is NaN, which " + name + " cannot store (fp32 stores any value)",
+        std::numeric_limits<float>::quiet_NaN());
   }
   if (std::isinf(largest)) {
     throw CodecRangeError(what + "a value is " + number(largest) + ", which " + name +
@@ -271,11 +271,11 @@ void check_encoded_range(Codec codec, const float* in, size_t n, const char* out
                           largest);
   }
   const float max_finite = codec == Codec::kFp16 ? 65504.0f : c10::detail::f32_from_bits(0x7F7F);
-  throw CodecRangeError(what + "the largest value, " + number(largest) + ", is beyond " + name +
-                            "'s largest finite value " + number(max_finite) +
-                            (codec == Codec::kFp16 ? "; use --codec bf16 or fp32"
-                                                   : "; use --codec fp32"),
-                        largest);
+  throw CodecRangeError(
+      what + "the largest value, " + number(largest) + ", is beyond " + name +
+          "'s largest finite value " + number(max_finite) +
+          (codec == Codec::kFp16 ? "; use --codec bf16 or fp32" : "; use --codec fp32"),
+      largest);
 }
 
 std::string check_values(Codec codec, const char* in, size_t n) {
@@ -286,8 +286,10 @@ std::string check_values(Codec codec, const char* in, size_t n) {
     std::memcpy(&bits, in + 2 * i, 2);
     if (!half_not_finite(codec, bits)) continue;
     const bool nan = (bits & (codec == Codec::kFp16 ? 0x03FF : 0x007F)) != 0;
-    return codec_name(codec) + " value " + std::to_string(i) + " of " + std::to_string(n) +
-           " is " + (nan ? "NaN" : (bits & 0x8000) ? "-inf" : "inf");
+    return codec_name(codec) + " value " + std::to_string(i) + " of " + std::to_string(n) + " is " +
+           (nan               ? "NaN"
+            : (bits & 0x8000) ? "-inf"
+                              : "inf");
   }
   return "";
 }

@@ -13,8 +13,8 @@ namespace recycle {
 inline int64_t json_int(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer()) {
-    throw nlohmann::json::type_error::create(302, std::string("field ") + key + " is not an integer",
-                                             &v);
+    throw nlohmann::json::type_error::create(
+        302, std::string("field ") + key + " is not an integer", &v);
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
     throw nlohmann::json::type_error::create(302, std::string("field ") + key + " is out of range",

@@ -52,8 +52,7 @@ Status RecordFileWriter::add(const Key& key, std::string_view record) {
     return Status::invalid_argument("record file " + path_ + ": key " + key.to_hex() +
                                     " is not above the previous one");
   }
-  const rocksdb::Status s =
-      rep_->writer->Put(k, rocksdb::Slice(record.data(), record.size()));
+  const rocksdb::Status s = rep_->writer->Put(k, rocksdb::Slice(record.data(), record.size()));
   if (!s.ok()) return from_rocks(s, "writing record file " + path_);
   rep_->last_key = std::move(k);
   ++records_;

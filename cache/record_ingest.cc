@@ -2,16 +2,14 @@
 // note of a pending ingest that keeps the manifest's counts exact across a crash between
 // writing the counts and ingesting the files (see ActivationStore::ingest_records), and the
 // staging area where the files are made.
-#include "cache/activation_store.h"
-
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/write_batch.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-
+#include "cache/activation_store.h"
 #include "cache/cache_dir.h"
 #include "cache/store_rocksdb.h"
 
@@ -44,14 +42,15 @@ Status ActivationStore::read_pending_ingest(bool* found, bool* undo, int64_t* re
                                             int64_t* bytes) const {
   *found = *undo = false;
   std::string note;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kPendingIngestKey, &note);
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), handles_[kDefault], kPendingIngestKey, &note);
   if (s.IsNotFound()) return Status();
   if (!s.ok()) return from_rocks(s, "reading cache " + dir_);
   const nlohmann::json j = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
   Key probe;
-  if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string() ||
-      !j.contains("records") || !j["records"].is_number_integer() ||
-      !j.contains("record_bytes") || !j["record_bytes"].is_number_integer() ||
+  if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string() || !j.contains("records") ||
+      !j["records"].is_number_integer() || !j.contains("record_bytes") ||
+      !j["record_bytes"].is_number_integer() ||
       !key_from_hex(j["probe"].get<std::string>(), &probe)) {
     return Status::corruption("cache " + dir_ + " has a malformed note of a pending ingest");
   }
@@ -128,9 +127,9 @@ Status ActivationStore::ingest_records(const std::vector<std::string>& files, Ma
     if (!s.ok()) return from_rocks(s, "writing to cache " + dir_);
   }
   rocksdb::IngestExternalFileOptions io;
-  io.move_files = true;                     // hard links on the same file system, else copies
+  io.move_files = true;                      // hard links on the same file system, else copies
   io.verify_checksums_before_ingest = true;  // a damaged staging file is refused
-  io.write_global_seqno = false;            // the files are not modified (the MANIFEST has it)
+  io.write_global_seqno = false;             // the files are not modified (the MANIFEST has it)
   const rocksdb::Status ingested = db_->IngestExternalFile(handles_[kRecords], files, io);
   // Settles the note either way: drops it after an ingest, takes the counts back after a failure.
   const Status settled = settle_pending_ingest();

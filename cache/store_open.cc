@@ -1,14 +1,13 @@
 // ActivationStore's life on disk: open (creating a new cache whole, under the open lock),
 // close, and destroy; who holds the writer lock. What a cache directory is apart from
 // RocksDB's files (marker, locks, staging area) is in cache/cache_dir.h.
-#include "cache/activation_store.h"
-
 #include <rocksdb/db.h>
 
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "cache/activation_store.h"
 #include "cache/cache_dir.h"
 #include "cache/store_rocksdb.h"
 

@@ -40,8 +40,8 @@ rocksdb::ColumnFamilyOptions family_options(bool records, rocksdb::CompressionTy
   return cf;
 }
 
-std::vector<rocksdb::ColumnFamilyDescriptor> families(rocksdb::CompressionType compression,
-                                                      const std::shared_ptr<rocksdb::Cache>& cache) {
+std::vector<rocksdb::ColumnFamilyDescriptor> families(
+    rocksdb::CompressionType compression, const std::shared_ptr<rocksdb::Cache>& cache) {
   return {
       {rocksdb::kDefaultColumnFamilyName, family_options(false, compression, cache)},
       {"records", family_options(true, compression, cache)},

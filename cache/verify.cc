@@ -118,8 +118,8 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     // damaged in a way its checksum cannot tell) would make training's loss NaN.
     for (size_t t = 0; rs.ok() && t < parts.size(); ++t) {
       if (parts[t].dtype != Dtype::kFloat32) continue;
-      const std::string bad = check_values(parts[t].codec, parts[t].payload,
-                                           static_cast<size_t>(parts[t].numel()));
+      const std::string bad =
+          check_values(parts[t].codec, parts[t].payload, static_cast<size_t>(parts[t].numel()));
       if (!bad.empty()) rs = Status::corruption("tensor " + std::to_string(t) + ": " + bad);
     }
     if (!rs.ok()) {
@@ -133,8 +133,8 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     // are corrupt too (they cannot be read), so `corrupt` agrees with the problems listed.
     const int64_t unread = std::max<int64_t>(0, m.records - report.checked);
     report.corrupt += unread;
-    report.problems.push_back("reading records: " + st.to_string() + " (" +
-                              std::to_string(unread) + " records could not be read)");
+    report.problems.push_back("reading records: " + st.to_string() + " (" + std::to_string(unread) +
+                              " records could not be read)");
   }
   if (report.checked != m.records) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +

@@ -4,14 +4,14 @@
 // spec in the cache's identity.
 //
 // Usage: custom_keyer WORK_DIR
+#include <recycle/build.h>
+#include <recycle/keyer.h>
+
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
-
-#include <recycle/build.h>
-#include <recycle/keyer.h>
 
 namespace {
 

@@ -3,12 +3,12 @@
 // and train the head from the cache.
 //
 // Usage: transfer_task WORK_DIR [SAMPLES]   (SAMPLES per task and split; default 2000)
+#include <recycle/build.h>
+#include <recycle/train.h>
+
 #include <cstdio>
 #include <exception>
 #include <string>
-
-#include <recycle/build.h>
-#include <recycle/train.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -2,11 +2,11 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "engine/precompute/build_pipeline.h"
+#include "cache/codec.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/build_job.h"
-#include "cache/codec.h"
+#include "engine/precompute/build_pipeline.h"
 #include "keyers/keyer_registry.h"
 
 namespace recycle {

@@ -10,8 +10,8 @@
 
 #include "base/strings.h"
 #include "engine/distributed/launcher.h"
-#include "engine/util/heap_tuning.h"
 #include "engine/models/encoder_registry.h"
+#include "engine/util/heap_tuning.h"
 
 namespace recycle {
 

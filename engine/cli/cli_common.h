@@ -3,16 +3,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/data/dataset.h"
 #include "engine/distributed/dist_options.h"
 #include "engine/models/model_options.h"
-#include "engine/data/dataset.h"
 
 namespace recycle {
 

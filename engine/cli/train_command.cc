@@ -4,10 +4,10 @@
 #include <set>
 #include <string>
 
+#include "cache/codec.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/train_job.h"
-#include "cache/codec.h"
 #include "recycle/options.h"
 
 namespace recycle {
@@ -116,8 +116,8 @@ int train_main(int argc, char** argv) {
     o.dist.sync = parse_sync(sync);
     // The flags whose value alone does not tell whether the user gave them.
     std::set<std::string> given;
-    for (const char* flag : {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model",
-                             "--max-tokens"}) {
+    for (const char* flag :
+         {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model", "--max-tokens"}) {
       if (app.count(flag)) given.insert(flag);
     }
     o.validate(given);
@@ -126,7 +126,8 @@ int train_main(int argc, char** argv) {
     o.dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
     o.progress = !json && o.dist.rank == 0;
     const TrainReport r = run_train(o);
-    for (const std::string& note : r.notes) std::cerr << "recycle-train: note: " << note << std::endl;
+    for (const std::string& note : r.notes)
+      std::cerr << "recycle-train: note: " << note << std::endl;
     for (size_t e = 0; e < r.epoch_seconds.size(); ++e) {
       std::cout << "epoch " << e + 1 << "/" << r.epochs << ": loss " << r.epoch_loss[e] << ", "
                 << r.epoch_seconds[e] << " s" << std::endl;

@@ -16,7 +16,6 @@ namespace recycle {
 
 constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-
 struct Dataset {
   std::string description;  // canonical: spec, split, classes and limit
   bool is_text = false;

@@ -40,13 +40,13 @@ namespace recycle {
 
 class CommHook;
 
-// Bin length for the selection, measured by the disabled tests of tests/distributed/comm_hook_test.cc.
-// Bytes sent per 100 elements of a width-16 ResNet-18 head's gradients (40 SGD steps): 21.4 at
-// bin 50, 12.8 at 100, 7.9 at 200, 4.3 at 500, 2.8 at 1000 (fp32: 400). Test accuracy of that
-// head (encoder from a `recycle-bench --quick` run) on Fashion-MNIST 5-9, two ranks, 4 epochs:
-// none 0.9618 / 0.9618 / 0.9610 (seeds 0, 1, 2), bin 200 0.9590 / 0.9602 / 0.9570 at 64x,
-// bin 100 0.9624 (seed 1) at 33x, bin 500 0.9556 (seed 0) at 140x. 200 is the shortest bin that
-// clears 40x, and it stayed within 0.5 points.
+// Bin length for the selection, measured by the disabled tests of
+// tests/distributed/comm_hook_test.cc. Bytes sent per 100 elements of a width-16 ResNet-18 head's
+// gradients (40 SGD steps): 21.4 at bin 50, 12.8 at 100, 7.9 at 200, 4.3 at 500, 2.8 at 1000 (fp32:
+// 400). Test accuracy of that head (encoder from a `recycle-bench --quick` run) on Fashion-MNIST
+// 5-9, two ranks, 4 epochs: none 0.9618 / 0.9618 / 0.9610 (seeds 0, 1, 2), bin 200 0.9590 / 0.9602
+// / 0.9570 at 64x, bin 100 0.9624 (seed 1) at 33x, bin 500 0.9556 (seed 0) at 140x. 200 is the
+// shortest bin that clears 40x, and it stayed within 0.5 points.
 constexpr int64_t kAdaCompDefaultBin = 200;
 // Largest bucket (elements): its packet's byte count must fit the int32 header.
 constexpr int64_t kAdaCompMaxElements = int64_t{1} << 28;
@@ -102,8 +102,8 @@ class AdaCompCompressor {
  private:
   int64_t bin_;
   std::unordered_map<int64_t, std::vector<float>> residues_;
-  std::vector<float> g_, h_;        // scratch: G and H of the current bucket
-  std::vector<uint32_t> picked_;    // scratch: selected indices
+  std::vector<float> g_, h_;      // scratch: G and H of the current bucket
+  std::vector<uint32_t> picked_;  // scratch: selected indices
 };
 
 // The "topk" hook: AdaComp compression, exchanged with two allgathers per bucket (each rank's

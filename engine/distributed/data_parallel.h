@@ -30,12 +30,16 @@ namespace recycle {
 
 struct DataParallelStats {
   int64_t steps = 0;
-  int64_t buckets = 0;          // allreduce only (the last phase's)
-  int64_t bytes_sent = 0;       // payload this rank handed to collectives (gradients or parameters)
-  int64_t fp32_bytes = 0;       // what fp32 allreduce of the same tensors would have handed
+  int64_t buckets = 0;     // allreduce only (the last phase's)
+  int64_t bytes_sent = 0;  // payload this rank handed to collectives (gradients or parameters)
+  int64_t fp32_bytes = 0;  // what fp32 allreduce of the same tensors would have handed
   double bytes_per_step() const { return steps ? static_cast<double>(bytes_sent) / steps : 0.0; }
-  double fp32_bytes_per_step() const { return steps ? static_cast<double>(fp32_bytes) / steps : 0.0; }
-  double compression_ratio() const { return bytes_sent ? static_cast<double>(fp32_bytes) / bytes_sent : 0.0; }
+  double fp32_bytes_per_step() const {
+    return steps ? static_cast<double>(fp32_bytes) / steps : 0.0;
+  }
+  double compression_ratio() const {
+    return bytes_sent ? static_cast<double>(fp32_bytes) / bytes_sent : 0.0;
+  }
   std::vector<CommPhase> phases;  // one per trainable set, in order; their sums are the above
 };
 

@@ -5,14 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <chrono>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "base/strings.h"
@@ -82,7 +81,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 DistContext::DistContext(const DistOptions& options)
     : options_(options), rank_(options.rank), world_(options.world_size) {
-  if (world_ < 2) throw std::invalid_argument("--world-size must be at least 2 for a process group");
+  if (world_ < 2)
+    throw std::invalid_argument("--world-size must be at least 2 for a process group");
   options.validate();
   std::string host;
   int port = 0;
@@ -109,7 +109,8 @@ DistContext::DistContext(const DistOptions& options)
   auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
   try {
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-        host == "127.0.0.1" || host == "localhost" ? "127.0.0.1" : local_address_toward(host, port)));
+        host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
+                                                   : local_address_toward(host, port)));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_, gloo);
   } catch (const std::exception& e) {
@@ -124,8 +125,8 @@ DistContext::DistContext(const DistOptions& options)
                                " never joined the job at " + options.master + " within " +
                                std::to_string(options.timeout_seconds) + " s");
     }
-    throw std::runtime_error("rank " + std::to_string(rank_) + " cannot make the process group: " +
-                             first_line(e.what()));
+    throw std::runtime_error("rank " + std::to_string(rank_) +
+                             " cannot make the process group: " + first_line(e.what()));
   }
 }
 
@@ -138,7 +139,8 @@ void DistContext::heartbeat_loop() {
   int64_t beats = 0;
   while (!stop_) {
     try {
-      store_->set(hb_key(rank_), to_bytes(std::to_string(++beats) + " " + std::to_string(step_.load())));
+      store_->set(hb_key(rank_),
+                  to_bytes(std::to_string(++beats) + " " + std::to_string(step_.load())));
     } catch (const std::exception&) {
       // The store is gone (its host died): the next collective or store call fails and says so.
     }
@@ -182,7 +184,8 @@ void DistContext::check_same_now(const std::string& what, const std::string& val
 void DistContext::barrier(const std::string& name) {
   const std::string key = "recycle/barrier/" + name;
   store_->add(key, 1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.timeout_seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options_.timeout_seconds);
   while (store_->add(key, 0) < world_) {
     if (std::chrono::steady_clock::now() > deadline) {
       throw std::runtime_error(explain_failure("barrier '" + name + "' timed out after " +
@@ -215,10 +218,13 @@ std::string DistContext::explain_failure(const std::string& error) {
       return "lost rank " + std::to_string(behind) + " of " + std::to_string(world_) +
              " (alive but stuck at step " + std::to_string(lowest) + "): " + what;
     }
-    return "a collective failed on rank " + std::to_string(rank_) + " with every rank alive: " + what;
+    return "a collective failed on rank " + std::to_string(rank_) +
+           " with every rank alive: " + what;
   } catch (const std::exception&) {
-    return "lost the job's store at " + options_.master + " (its host, the launcher or rank 0, "
-           "is gone): " + what;
+    return "lost the job's store at " + options_.master +
+           " (its host, the launcher or rank 0, "
+           "is gone): " +
+           what;
   }
 }
 

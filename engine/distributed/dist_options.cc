@@ -16,8 +16,8 @@ void parse_master(const std::string& master, std::string* host, int* port) {
     *host = host->substr(1, host->size() - 2);  // [::1]:29500
   }
   const std::string p = master.substr(colon + 1);
-  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 ||
-      std::stoi(p) < 1 || std::stoi(p) > 65535) {
+  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 || std::stoi(p) < 1 ||
+      std::stoi(p) > 65535) {
     throw InvalidArgument("--master port must be 1..65535, not '" + p + "'");
   }
   *port = std::stoi(p);
@@ -29,8 +29,8 @@ void DistOptions::validate() const {
     throw InvalidArgument("--world-size above 1 needs --master HOST:PORT");
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
-    throw InvalidArgument("--rank must be in 0.." + std::to_string(o.world_size - 1) +
-                                ", not " + std::to_string(o.rank));
+    throw InvalidArgument("--rank must be in 0.." + std::to_string(o.world_size - 1) + ", not " +
+                          std::to_string(o.rank));
   }
   if (!o.master.empty()) {
     std::string host;
@@ -40,8 +40,9 @@ void DistOptions::validate() const {
   if (o.timeout_seconds < 1) throw InvalidArgument("--timeout must be at least 1 second");
   parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
   if (o.sync.kind != Sync::Kind::kAllreduce && o.grad_compression != GradCompression::kNone) {
-    throw InvalidArgument("--grad-compression applies to --sync allreduce only (average:K "
-                                "sends parameters in fp32)");
+    throw InvalidArgument(
+        "--grad-compression applies to --sync allreduce only (average:K "
+        "sends parameters in fp32)");
   }
   if (!(o.bucket_mb > 0)) throw InvalidArgument("--bucket-mb must be positive");
 }

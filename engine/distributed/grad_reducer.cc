@@ -17,8 +17,8 @@ GradReducer::GradReducer(std::vector<torch::Tensor> params, std::unique_ptr<Comm
     if (p.scalar_type() != torch::kFloat) {
       throw std::invalid_argument("data-parallel training needs float32 parameters");
     }
-    const int64_t bytes = (sizes.empty() ? 0 : sizes.back() + p.numel()) *
-                          static_cast<int64_t>(sizeof(float));
+    const int64_t bytes =
+        (sizes.empty() ? 0 : sizes.back() + p.numel()) * static_cast<int64_t>(sizeof(float));
     if (sizes.empty() || (bytes > bucket_bytes && !buckets_.back().params.empty())) {
       buckets_.emplace_back();
       sizes.push_back(0);
@@ -136,8 +136,8 @@ void GradReducer::finish_step() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Slot& s = slots_[i];
-    torch::Tensor avg = buckets_[s.bucket].flat.narrow(0, s.offset, params_[i].numel())
-                            .view(params_[i].sizes());
+    torch::Tensor avg =
+        buckets_[s.bucket].flat.narrow(0, s.offset, params_[i].numel()).view(params_[i].sizes());
     torch::Tensor& g = params_[i].mutable_grad();
     if (g.defined()) {
       g.copy_(avg);

@@ -53,8 +53,8 @@ class GradReducer {
   };
   struct Bucket {
     std::vector<int64_t> params;
-    torch::Tensor flat;  // float32 [sum of numel]
-    int64_t pending = 0; // parameters whose gradient has not arrived this step
+    torch::Tensor flat;   // float32 [sum of numel]
+    int64_t pending = 0;  // parameters whose gradient has not arrived this step
     bool queued = false;
     bool done = false;
   };

@@ -6,8 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -15,6 +13,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "base/strings.h"
 
@@ -101,10 +100,10 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   for (int rank = 0; rank < o.nproc; ++rank) {
     std::vector<std::string> argv_s = {"/proc/self/exe"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
-    for (const std::string& s : {std::string("--rank"), std::to_string(rank),
-                                 std::string("--world-size"), std::to_string(o.nproc),
-                                 std::string("--master"), master, std::string("--threads"),
-                                 std::to_string(per_worker)}) {
+    for (const std::string& s :
+         {std::string("--rank"), std::to_string(rank), std::string("--world-size"),
+          std::to_string(o.nproc), std::string("--master"), master, std::string("--threads"),
+          std::to_string(per_worker)}) {
       argv_s.push_back(s);
     }
     std::vector<char*> argv;
@@ -165,8 +164,8 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
         }
       }
       std::lock_guard<std::mutex> lock(g_stderr_mutex);
-      std::cerr << o.tool << ": killed rank(s) " << join(left, ", ")
-                << " that did not stop in time" << std::endl;
+      std::cerr << o.tool << ": killed rank(s) " << join(left, ", ") << " that did not stop in time"
+                << std::endl;
       deadline = Clock::time_point::max();
     }
     int status = 0;

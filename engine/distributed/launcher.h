@@ -16,9 +16,9 @@
 namespace recycle {
 
 struct LaunchOptions {
-  std::string tool;          // for messages: "recycle-train"
+  std::string tool;  // for messages: "recycle-train"
   int nproc = 2;
-  int threads = 0;           // total threads over all workers (0 = every core)
+  int threads = 0;  // total threads over all workers (0 = every core)
   int timeout_seconds = 60;
 };
 

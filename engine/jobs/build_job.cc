@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/precompute/build_group.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/precompute/build_group.h"
 
 namespace recycle {
 

@@ -3,8 +3,8 @@
 // engine/precompute/distributed_build.cc for who reads, computes and writes what.
 #pragma once
 
-#include "engine/precompute/build_pipeline.h"
 #include "engine/distributed/dist_options.h"
+#include "engine/precompute/build_pipeline.h"
 
 namespace recycle {
 

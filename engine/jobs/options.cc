@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "base/strings.h"
-#include "recycle/errors.h"
 #include "engine/models/model_options.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/train/train_hyper.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -32,7 +32,7 @@ E parse_in(const Table<E>& table, std::string_view name, const char* what) {
     if (name == entry.second) return entry.first;
   }
   throw InvalidArgument("unknown " + std::string(what) + " '" + std::string(name) +
-                              "' (known: " + join(names_of(table), ", ") + ")");
+                        "' (known: " + join(names_of(table), ", ") + ")");
 }
 
 template <typename E>
@@ -41,7 +41,7 @@ std::string name_in(const Table<E>& table, E value, const char* what) {
     if (value == entry.first) return entry.second;
   }
   throw InvalidArgument("no " + std::string(what) + " has the value " +
-                              std::to_string(static_cast<int>(value)));
+                        std::to_string(static_cast<int>(value)));
 }
 
 const Table<Optimizer>& optimizers() {
@@ -76,7 +76,9 @@ const Table<Compression>& compressions() {
 
 }  // namespace
 
-Optimizer parse_optimizer(std::string_view name) { return parse_in(optimizers(), name, "--optimizer"); }
+Optimizer parse_optimizer(std::string_view name) {
+  return parse_in(optimizers(), name, "--optimizer");
+}
 std::string optimizer_name(Optimizer v) { return name_in(optimizers(), v, "--optimizer"); }
 std::vector<std::string> optimizer_names() { return names_of(optimizers()); }
 
@@ -84,14 +86,18 @@ Schedule parse_schedule(std::string_view name) { return parse_in(schedules(), na
 std::string schedule_name(Schedule v) { return name_in(schedules(), v, "--schedule"); }
 std::vector<std::string> schedule_names() { return names_of(schedules()); }
 
-Precision parse_precision(std::string_view name) { return parse_in(precisions(), name, "--precision"); }
+Precision parse_precision(std::string_view name) {
+  return parse_in(precisions(), name, "--precision");
+}
 std::string precision_name(Precision v) { return name_in(precisions(), v, "--precision"); }
 std::vector<std::string> precision_names() { return names_of(precisions()); }
 
 MemoryFormat parse_memory_format(std::string_view name) {
   return parse_in(memory_formats(), name, "--memory-format");
 }
-std::string memory_format_name(MemoryFormat v) { return name_in(memory_formats(), v, "--memory-format"); }
+std::string memory_format_name(MemoryFormat v) {
+  return name_in(memory_formats(), v, "--memory-format");
+}
 std::vector<std::string> memory_format_names() { return names_of(memory_formats()); }
 
 GradCompression parse_grad_compression(std::string_view name) {
@@ -111,8 +117,8 @@ std::vector<std::string> compression_names() { return names_of(compressions()); 
 Codec parse_codec(std::string_view name) {
   Codec codec;
   if (!parse_codec(name, &codec)) {
-    throw InvalidArgument("unknown codec '" + std::string(name) + "' (known: " +
-                                join(codec_names(), ", ") + ")");
+    throw InvalidArgument("unknown codec '" + std::string(name) +
+                          "' (known: " + join(codec_names(), ", ") + ")");
   }
   return codec;
 }
@@ -132,7 +138,8 @@ Sync parse_sync(std::string_view name) {
 }
 
 std::string sync_name(const Sync& sync) {
-  return sync.kind == Sync::Kind::kAllreduce ? "allreduce" : "average:" + std::to_string(sync.every);
+  return sync.kind == Sync::Kind::kAllreduce ? "allreduce"
+                                             : "average:" + std::to_string(sync.every);
 }
 
 }  // namespace recycle
@@ -164,8 +171,9 @@ void TrainHyper::validate() const {
 
 void ModelOptions::validate() const {
   if (width > 0 && !weights.empty()) {
-    throw InvalidArgument("--width applies only without --weights (the weights file sets "
-                                "the width)");
+    throw InvalidArgument(
+        "--width applies only without --weights (the weights file sets "
+        "the width)");
   }
 }
 

@@ -1,4 +1,6 @@
 // run_train: the job behind recycle-train, in its three modes (cache, full, frozen).
+#include "engine/jobs/train_job.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,27 +14,26 @@
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
-#include "engine/util/atomic_file.h"
-#include "engine/precompute/prefix_identity.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/jobs/train_job_parts.h"
+#include "engine/models/block_model.h"
+#include "engine/models/encoder_registry.h"
+#include "engine/models/memory_format.h"
+#include "engine/models/model_setup.h"
+#include "engine/models/split_model.h"
+#include "engine/models/transformer.h"
+#include "engine/models/weights_io.h"
+#include "engine/precompute/prefix_identity.h"
 #include "engine/train/batch_sources.h"
+#include "engine/train/epoch_profiler.h"
 #include "engine/train/memory_budget.h"
+#include "engine/train/precision.h"
 #include "engine/train/prefetch.h"
 #include "engine/train/preload.h"
 #include "engine/train/text_batches.h"
-#include "engine/models/memory_format.h"
-#include "engine/models/transformer.h"
-#include "engine/models/block_model.h"
-#include "engine/models/encoder_registry.h"
-#include "engine/models/split_model.h"
-#include "engine/models/weights_io.h"
-#include "engine/models/model_setup.h"
-#include "engine/jobs/train_job.h"
-#include "engine/jobs/train_job_parts.h"
-#include "engine/train/epoch_profiler.h"
-#include "engine/train/precision.h"
 #include "engine/train/trainer.h"
+#include "engine/util/atomic_file.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -330,8 +331,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   {
     // Image features decoded straight into the layout the head trains in. Its batches are
     // gone before the evaluation's, as the budget plans.
-    CachedBatches cached(*store, m, o.data.split, device,
-                         to_c10(o.hyper.memory_format));
+    CachedBatches cached(*store, m, o.data.split, device, to_c10(o.hyper.memory_format));
     report.train_samples = cached.size();
     if (o.preload) {
       cached.set_load_threads(at::get_num_threads());

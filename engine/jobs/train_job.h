@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset.h"
 #include "engine/distributed/comm_phase.h"
 #include "engine/distributed/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/freeze_schedule.h"
 #include "engine/train/memory_budget.h"
 #include "engine/train/train_hyper.h"
-#include "engine/data/dataset.h"
 #include "recycle/options.h"
 #include "recycle/train.h"

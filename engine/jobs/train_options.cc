@@ -22,13 +22,15 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     }
   }
   if (o.preload && o.alternate_preload) {
-    throw InvalidArgument("--preload and --alternate-preload do not go together (the "
-                                "second preloads the split too, and trains half its epochs "
-                                "from the cache)");
+    throw InvalidArgument(
+        "--preload and --alternate-preload do not go together (the "
+        "second preloads the split too, and trains half its epochs "
+        "from the cache)");
   }
   if (o.preload && (gave("--prefetch") || o.prefetch != -1)) {
-    throw InvalidArgument("--preload and --prefetch do not go together (a preloaded "
-                                "split has nothing to load ahead)");
+    throw InvalidArgument(
+        "--preload and --prefetch do not go together (a preloaded "
+        "split has nothing to load ahead)");
   }
   if (from_cache) {
     // A cache fixes the data, the model and the prefix: options that would change them are
@@ -37,27 +39,31 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     const char* flags[] = {"--width", "--model", "--max-tokens"};
     for (size_t i = 0; i < 3; ++i) {
       if (set[i] || gave(flags[i])) {
-        throw InvalidArgument(std::string(flags[i]) + " does not apply with --cache (the "
-                                    "cache fixes the data and model; rebuild it to change them)");
+        throw InvalidArgument(std::string(flags[i]) +
+                              " does not apply with --cache (the "
+                              "cache fixes the data and model; rebuild it to change them)");
       }
     }
   }
   if (o.freeze.empty()) {
-    const bool set[] = {!o.levels_dir.empty(), gave("--level-codec") || o.level_codec != Codec::kFp16};
+    const bool set[] = {!o.levels_dir.empty(),
+                        gave("--level-codec") || o.level_codec != Codec::kFp16};
     const char* flags[] = {"--levels", "--level-codec"};
     for (size_t i = 0; i < 2; ++i) {
       if (set[i]) throw InvalidArgument(std::string(flags[i]) + " needs --freeze");
     }
   }
   if (!o.freeze.empty() && (o.dist.nproc > 1 || o.dist.distributed()) && from_cache) {
-    throw InvalidArgument("data-parallel --freeze starts on raw data (--data, --recycle 0): "
-                                "every rank builds the first level of its own shard (starting "
-                                "from a cache, which would have to be split into shards, is not "
-                                "built)");
+    throw InvalidArgument(
+        "data-parallel --freeze starts on raw data (--data, --recycle 0): "
+        "every rank builds the first level of its own shard (starting "
+        "from a cache, which would have to be split into shards, is not "
+        "built)");
   }
   if (from_cache && (o.data.limit != 0 || !o.data.classes.empty() || o.no_cache)) {
-    throw InvalidArgument("--limit, --classes and --no-cache do not apply with --cache (the "
-                                "cache fixes the data; rebuild it to change them)");
+    throw InvalidArgument(
+        "--limit, --classes and --no-cache do not apply with --cache (the "
+        "cache fixes the data; rebuild it to change them)");
   }
   if (from_cache && !o.data.spec.empty()) {
     throw InvalidArgument("give either --cache or --data, not both");
@@ -66,8 +72,9 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     throw InvalidArgument("give --cache DIR (train from a cache) or --data (train from raw data)");
   }
   if (from_cache && !o.save_model.empty()) {
-    throw InvalidArgument("--save-model needs raw data: a cache holds no prefix weights "
-                                "(use --save-head)");
+    throw InvalidArgument(
+        "--save-model needs raw data: a cache holds no prefix weights "
+        "(use --save-head)");
   }
   if (!o.freeze.empty()) {
     // Progressive recycling (progressive_job.cc): the rule's syntax first.
@@ -77,21 +84,24 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     }
     if (o.preload || o.alternate_preload) {
       throw InvalidArgument(std::string(o.preload ? "--preload" : "--alternate-preload") +
-                                  " does not go with --freeze");
+                            " does not go with --freeze");
     }
     if (o.no_cache || o.recycle > 0 || !o.split_at.empty()) {
-      throw InvalidArgument("--freeze starts with every block trainable on raw data "
-                                  "(--recycle 0) or from a cache (--cache): --recycle R, "
-                                  "--split-at and --no-cache do not apply");
+      throw InvalidArgument(
+          "--freeze starts with every block trainable on raw data "
+          "(--recycle 0) or from a cache (--cache): --recycle R, "
+          "--split-at and --no-cache do not apply");
     }
     if (from_cache && !o.model.weights.empty()) {
-      throw InvalidArgument("--weights does not apply to --freeze with --cache (the cache "
-                                  "holds the head it starts from)");
+      throw InvalidArgument(
+          "--weights does not apply to --freeze with --cache (the cache "
+          "holds the head it starts from)");
     }
   } else if (from_cache && o.model.weights.empty() && (o.recycle >= 0 || !o.split_at.empty())) {
     // With --weights they name the split point the cache is checked against.
-    throw InvalidArgument("--recycle/--split-at with --cache need --weights to check "
-                                "the cache against");
+    throw InvalidArgument(
+        "--recycle/--split-at with --cache need --weights to check "
+        "the cache against");
   }
   if (!from_cache) {
     const std::string eval_split = o.eval_split.empty() ? "test" : o.eval_split;

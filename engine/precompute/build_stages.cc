@@ -8,17 +8,17 @@
 
 #include "base/strings.h"
 #include "cache/record.h"
-#include "engine/precompute/cache_input.h"
-#include "engine/precompute/prefix_identity.h"
+#include "engine/data/byte_tokenizer.h"
 #include "engine/models/block_model.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/preprocess.h"
 #include "engine/models/transformer.h"
 #include "engine/models/weights_io.h"
+#include "engine/precompute/cache_input.h"
+#include "engine/precompute/prefix_identity.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
-#include "engine/data/byte_tokenizer.h"
 #include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
 #include "recycle/errors.h"
@@ -334,10 +334,12 @@ void plan_split(BuildState& s) {
   s.present.clear();
   for (const IndexEntry& e : s.existing) s.present.insert(e.key);
   s.had_records = false;
-  s.store->for_each_record([&](const Key&, std::string_view) {
-    s.had_records = true;
-    return false;  // one is enough
-  }).throw_if_error();
+  s.store
+      ->for_each_record([&](const Key&, std::string_view) {
+        s.had_records = true;
+        return false;  // one is enough
+      })
+      .throw_if_error();
   s.next = 0;
 }
 
@@ -354,8 +356,8 @@ void begin_split(BuildState& s) {
   if (static_cast<int64_t>(s.existing.size()) > n) first.truncate_index(split, n);
   write(s, &first);
   s.opening = std::make_unique<ActivationStore::Batch>(*s.store);  // written once
-  const std::string label = s.cache_input ? "derive " + split + " at " + s.manifest.split_at
-                                          : "build " + split;
+  const std::string label =
+      s.cache_input ? "derive " + split + " at " + s.manifest.split_at : "build " + split;
   s.progress =
       std::make_unique<Progress>(label, static_cast<int64_t>(s.todo.size()), s.options.progress);
 }
@@ -383,7 +385,9 @@ void find_missing(BuildState& s, BuildChunk* chunk) {
   }
   // A store that held no record when the run began has only what this run wrote: `present`.
   std::vector<Status> found(unknown.size(), Status::not_found(""));
-  if (s.had_records) s.store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
+  if (s.had_records)
+    s.store->multi_get(
+        unknown, [](size_t, std::string_view) {}, &found);
   chunk->compute_pos.clear();
   chunk->compute_keys.clear();
   for (size_t u = 0; u < unknown.size(); ++u) {
@@ -414,7 +418,8 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const BlockModel& model = s.model->prepared->model;
   std::vector<std::string> texts(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) texts[i] = model_text(*s.keyer, s.data.texts[chunk->compute_pos[i]]);
+  for (int64_t i = 0; i < m; ++i)
+    texts[i] = model_text(*s.keyer, s.data.texts[chunk->compute_pos[i]]);
   const torch::Tensor tokens =
       token_batch(texts, transformer_max_tokens(model.spec), s.model->device);
   const auto started = std::chrono::steady_clock::now();
@@ -441,8 +446,9 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {
     try {
-      chunk->records[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
-                                         TypedArrayRef::exact(len + r, {})});
+      chunk->records[r] =
+          encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
+                         TypedArrayRef::exact(len + r, {})});
     } catch (const CodecRangeError& e) {
       throw_for_sample(s.data, chunk->compute_pos[r], e);
     }

@@ -32,8 +32,8 @@
 // leaves. Chunks are written without the write-ahead log (ActivationStore::write_unlogged): a
 // crash loses those since the last memtable flush, a prefix of the chunks survives, and the
 // rerun computes the rest. The writer holds at most one batch: memory is two chunks' records
-// at most. The reader holds the images of one chunk ahead (gzip inflation is serial: read on the chunk
-// loop's thread it left the cores idle for about 5% of a build).
+// at most. The reader holds the images of one chunk ahead (gzip inflation is serial: read on the
+// chunk loop's thread it left the cores idle for about 5% of a build).
 //
 // Each stage throws std::runtime_error / std::invalid_argument with one clear line, as
 // run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
@@ -68,9 +68,9 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/manifest.h"
-#include "engine/precompute/build_pipeline.h"
 #include "engine/data/dataset.h"
 #include "engine/data/image_stream.h"
+#include "engine/precompute/build_pipeline.h"
 #include "keyers/keyer.h"
 
 namespace recycle {
@@ -91,8 +91,8 @@ struct BuildState {
 
   // load_inputs
   Codec codec = Codec::kFp16;
-  Dataset data;               // without pixels when s.streamed.streamed()
-  StreamedImages streamed;    // where data's pixels are
+  Dataset data;             // without pixels when s.streamed.streamed()
+  StreamedImages streamed;  // where data's pixels are
   std::unique_ptr<Keyer> keyer;
   std::unique_ptr<BuildModel> model;
   Manifest manifest;  // the requested one; after reconcile_manifest the stored one if any
@@ -107,7 +107,7 @@ struct BuildState {
   std::unique_ptr<ActivationStore::Batch> opening;
 
   // key_samples (called by plan_split when not called before)
-  std::vector<Key> keys;             // keys[i]: sample i's key
+  std::vector<Key> keys;  // keys[i]: sample i's key
   bool keyed = false;
   // compute_chunk: the second pass over streamed images (opened by its first call)
   std::unique_ptr<ImageStream> images;
@@ -145,8 +145,8 @@ struct BuildChunk {
 // its ChunkReader and ChunkWriter included: the one chunk loop of a single-process build.
 BuildReport run_loaded_build(BuildState& s);
 
-// Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model and
-// sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
+// Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model
+// and sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
 void load_inputs(BuildState& s);
 // Deletes the cache first with --rebuild, opens (or creates) it and compares the stored
 // manifest with the requested one; refuses another identity, other classes or other record

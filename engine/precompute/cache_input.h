@@ -35,11 +35,11 @@ class CacheInput {
 
 struct CacheBuildInputs {
   std::unique_ptr<CacheInput> input;
-  std::string data;           // what the base split was built from (its SplitInfo::data)
+  std::string data;  // what the base split was built from (its SplitInfo::data)
   // The blocks after the base's split point as a model of their own (modules shared, frozen:
   // eval mode, no grad). Read by load_cache_input only (it folds its own copy).
   const BlockModel* blocks = nullptr;
-  std::string head;           // the new cache's head blob (module_to_bytes of the head)
+  std::string head;  // the new cache's head blob (module_to_bytes of the head)
   // The manifest this build asks for: identity (its codec is the records' codec), record
   // shapes, class names; no splits, no counts.
   Manifest manifest;

@@ -105,8 +105,8 @@ std::string first_difference(const json& mine, const json& theirs, int rank) {
         }
       }
     }
-    return name + " differs (rank 0: " + shorten(value) + "; rank " + std::to_string(rank) +
-           ": " + shorten(other) + ")";
+    return name + " differs (rank 0: " + shorten(value) + "; rank " + std::to_string(rank) + ": " +
+           shorten(other) + ")";
   }
   return theirs.size() == mine.size() ? "" : "what it builds differs";
 }
@@ -248,8 +248,9 @@ BuildReport report_from_json(const std::string& text) {
 
 std::string new_run_id() {
   std::random_device rd;
-  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-                     static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t v =
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return Key{v, 0}.to_hex().substr(0, 16);
 }
 
@@ -273,8 +274,11 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
     const json theirs = json::parse(g.wait(board("inputs", r), r), nullptr, false);
     const std::string diff = first_difference(mine, theirs, r);
     if (!diff.empty()) {
-      throw std::invalid_argument("rank " + std::to_string(r) + " would build something else "
-                                  "than rank 0: " + diff + " (every rank needs the same data, "
+      throw std::invalid_argument("rank " + std::to_string(r) +
+                                  " would build something else "
+                                  "than rank 0: " +
+                                  diff +
+                                  " (every rank needs the same data, "
                                   "model, weights and options)");
     }
   }
@@ -308,8 +312,8 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
       for (const auto& name : done["files"]) {
         const fs::path file = run.path / name.get<std::string>();
         if (!fs::exists(file, ec)) {
-          throw std::runtime_error("rank " + std::to_string(r) + "'s record file " +
-                                   file.string() + " is not there");
+          throw std::runtime_error("rank " + std::to_string(r) + "'s record file " + file.string() +
+                                   " is not there");
         }
         files.push_back(file.string());
       }
@@ -345,10 +349,10 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
         fs::path(real) / kStagingDirName / ("run-" + plan.value("run", std::string()));
     std::error_code ec;
     if (!fs::is_directory(run_dir, ec)) {
-      throw std::runtime_error(
-          "rank " + std::to_string(rank) + " does not see rank 0's staging directory " +
-          run_dir.string() + ": a build across machines needs the cache on a shared file "
-          "system, at the same --cache path on every machine");
+      throw std::runtime_error("rank " + std::to_string(rank) +
+                               " does not see rank 0's staging directory " + run_dir.string() +
+                               ": a build across machines needs the cache on a shared file "
+                               "system, at the same --cache path on every machine");
     }
     const std::vector<std::vector<int64_t>> batches =
         decode_batches(g.wait(board("batches"), 0), s.report.samples);

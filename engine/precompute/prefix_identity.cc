@@ -4,7 +4,8 @@
 
 namespace recycle {
 
-void set_prefix_identity(const BlockModel& model, const SplitModel& split, CacheIdentity* identity) {
+void set_prefix_identity(const BlockModel& model, const SplitModel& split,
+                         CacheIdentity* identity) {
   identity->model = model.spec;
   identity->fingerprint = module_fingerprint(*split.prefix);
   identity->split_at = split.split_at;

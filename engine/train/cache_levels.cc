@@ -8,13 +8,13 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
-#include "engine/precompute/build_pipeline.h"
-#include "engine/precompute/build_stages.h"
-#include "engine/precompute/cache_input.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/build_stages.h"
+#include "engine/precompute/cache_input.h"
 #include "engine/train/batch_sources.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
@@ -107,9 +107,8 @@ std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Ma
 }
 
 std::string level_dir(const std::string& levels_dir, const CacheIdentity& id) {
-  return (std::filesystem::path(levels_dir) /
-          ("level-" + std::to_string(id.prefix_blocks) + "-" + id.split_at + "-" +
-           id.digest().substr(0, 16)))
+  return (std::filesystem::path(levels_dir) / ("level-" + std::to_string(id.prefix_blocks) + "-" +
+                                               id.split_at + "-" + id.digest().substr(0, 16)))
       .string();
 }
 

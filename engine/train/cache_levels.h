@@ -87,7 +87,7 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
 // point, keyer and cache directory are build_level_from_raw's to set.
 struct RawLevelOptions : BuildOptions {
   RawLevelOptions() { progress = false; }
-  std::string eval_split;       // also built (all of it, as the run evaluates it); "" = none
+  std::string eval_split;  // also built (all of it, as the run evaluates it); "" = none
 };
 
 // The first level of a run that started on raw data: recycle-build's stages (load_inputs, then

@@ -19,9 +19,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
                                                         const TrainHyper& h) {
   switch (h.optimizer) {
     case Optimizer::kSgd:
-      return std::make_unique<torch::optim::SGD>(
-          params, torch::optim::SGDOptions(h.lr).momentum(h.momentum).nesterov(h.momentum > 0)
-                      .weight_decay(h.weight_decay));
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(h.lr)
+                                                             .momentum(h.momentum)
+                                                             .nesterov(h.momentum > 0)
+                                                             .weight_decay(h.weight_decay));
     case Optimizer::kAdamW:
       return std::make_unique<torch::optim::AdamW>(
           params, torch::optim::AdamWOptions(h.lr).weight_decay(h.weight_decay));

@@ -120,7 +120,9 @@ void AtomicFile::commit() {
   unregister(slot_);
   slot_ = -1;
   const size_t slash = path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path_.substr(0, slash);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {  // the rename made durable; it has happened either way
     ::fsync(fd);

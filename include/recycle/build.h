@@ -13,18 +13,18 @@ namespace recycle {
 struct BuildReport {
   std::string cache_dir;
   std::string split;
-  int64_t samples = 0;      // samples in the split
-  int64_t unique = 0;       // distinct keys among them
-  int64_t computed = 0;     // records computed and written by this run
-  int64_t skipped = 0;      // samples whose record was already stored (or a duplicate)
-  int64_t index_written = 0;// samples index entries written by this run
-  int64_t bytes = 0;        // record bytes written by this run (before compression)
-  int64_t records = 0;      // distinct records in the cache after the run
-  double seconds = 0;       // wall time of run_build
-  double prefix_seconds = 0;// of it, in the prefix's forward (this process; the rest is reading,
-                            // keying, encoding, writing and opening/flushing the cache)
+  int64_t samples = 0;        // samples in the split
+  int64_t unique = 0;         // distinct keys among them
+  int64_t computed = 0;       // records computed and written by this run
+  int64_t skipped = 0;        // samples whose record was already stored (or a duplicate)
+  int64_t index_written = 0;  // samples index entries written by this run
+  int64_t bytes = 0;          // record bytes written by this run (before compression)
+  int64_t records = 0;        // distinct records in the cache after the run
+  double seconds = 0;         // wall time of run_build
+  double prefix_seconds = 0;  // of it, in the prefix's forward (this process; the rest is reading,
+                              // keying, encoding, writing and opening/flushing the cache)
   double samples_per_s = 0;
-  int ranks = 1;            // processes that computed records (1 unless distributed)
+  int ranks = 1;                // processes that computed records (1 unless distributed)
   std::string to_json() const;  // one line
 };
 

@@ -5,7 +5,7 @@
 // spec is stored in the cache's identity. examples/custom_keyer.cc defines and registers one.
 #pragma once
 
-#include "keyers/content_hasher.h"   // TensorView, ContentHasher, hash128
-#include "keyers/key.h"              // Key
-#include "keyers/keyer.h"            // KeyInput, Keyer
-#include "keyers/keyer_registry.h"   // make_keyer, register_keyer, keyer_names
+#include "keyers/content_hasher.h"  // TensorView, ContentHasher, hash128
+#include "keyers/key.h"             // Key
+#include "keyers/keyer.h"           // KeyInput, Keyer
+#include "keyers/keyer_registry.h"  // make_keyer, register_keyer, keyer_names

@@ -94,7 +94,7 @@ struct DatasetOptions {
   // shard_count * floor(n / shard_count) samples (up to shard_count - 1 are left out, so every
   // shard has the same size), those at positions i with i % shard_count == shard_index.
   int shard_index = 0;
-  int shard_count = 1;          // 1 = the whole split
+  int shard_count = 1;  // 1 = the whole split
 
   // Throws std::invalid_argument with one line (defined with the readers, engine/data/).
   void validate() const;
@@ -102,11 +102,11 @@ struct DatasetOptions {
 
 // Which encoder to make or load.
 struct ModelOptions {
-  std::string encoder;   // encoder spec (see encoder_registry.h); "" = the default for the data
-  int64_t width = 0;     // > 0: sets the encoder's width option (only without weights)
+  std::string encoder;     // encoder spec (see encoder_registry.h); "" = the default for the data
+  int64_t width = 0;       // > 0: sets the encoder's width option (only without weights)
   int64_t max_tokens = 0;  // > 0: sets the encoder's max_tokens option (text; only without weights)
-  std::string weights;   // a file saved by recycle-train --save-model; "" = random init
-  uint64_t seed = 0;     // initialisation seed when there are no weights
+  std::string weights;     // a file saved by recycle-train --save-model; "" = random init
+  uint64_t seed = 0;       // initialisation seed when there are no weights
 
   // A width only without weights. Throws std::invalid_argument with one line.
   void validate() const;
@@ -116,12 +116,12 @@ struct ModelOptions {
 struct TrainHyper {
   int64_t epochs = 4;
   int64_t batch = 128;
-  double lr = 0.05;                 // peak learning rate
+  double lr = 0.05;  // peak learning rate
   Optimizer optimizer = Optimizer::kSgd;
-  double momentum = 0.9;            // sgd only
+  double momentum = 0.9;  // sgd only
   double weight_decay = 5e-4;
   Schedule schedule = Schedule::kCosine;
-  uint64_t seed = 0;                // shuffling and any newly initialised classifier
+  uint64_t seed = 0;  // shuffling and any newly initialised classifier
   // Layout of the trained module's 4-D tensors and of its 4-D inputs while it trains:
   // channels_last | contiguous (engine/models/memory_format.h).
   MemoryFormat memory_format = MemoryFormat::kChannelsLast;
@@ -183,10 +183,10 @@ struct BuildOptions {
   // (docs/performance.md).
   Compression compression = Compression::kNone;
   std::string cache_dir;
-  int64_t batch = 256;         // samples per prefix forward and per write batch
-  int threads = 0;             // 0 = every core
-  bool rebuild = false;        // delete the cache in cache_dir first
-  bool progress = true;        // progress bar on stderr (when it is a terminal)
+  int64_t batch = 256;   // samples per prefix forward and per write batch
+  int threads = 0;       // 0 = every core
+  bool rebuild = false;  // delete the cache in cache_dir first
+  bool progress = true;  // progress bar on stderr (when it is a terminal)
   std::string device = "cpu";
   // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
   // them out as one record file for rank 0 to ingest (so memory stays bounded).
@@ -201,14 +201,14 @@ struct BuildOptions {
 struct TrainOptions {
   // From a cache: train the head from split data.split, evaluate on `eval_split`.
   std::string cache_dir;
-  bool allow_partial = false;       // train on a split whose build did not finish
+  bool allow_partial = false;  // train on a split whose build did not finish
   // Memory for the data (--memory-budget, MiB): the batches held, the preloaded split, the
   // samples' index and RocksDB's block cache share it (engine/train/memory_budget.h).
   int64_t memory_budget_mb = 256;
   // Batches loaded ahead on a background thread; 0: none, each batch loaded on the training
   // thread across ATen's team; -1 (kAutoPrefetch): prefetch_depth (engine/train/prefetch.h).
   int64_t prefetch = -1;
-  bool preload = false;             // decode the whole training split into memory first
+  bool preload = false;  // decode the whole training split into memory first
   // Epochs 1, 4, 5, 8, 9, ... from the cache and 2, 3, 6, 7, ... from the split preloaded in
   // memory: what reading from the cache costs, timed within one run (AlternatingBatches;
   // report.epoch_sources says which).
@@ -228,10 +228,10 @@ struct TrainOptions {
   Codec level_codec = Codec::kFp16;
 
   // data.split names the split to train on, in a cache or in the raw data (default train).
-  std::string eval_split;           // "" = test when there is one; "none" = no evaluation
+  std::string eval_split;  // "" = test when there is one; "none" = no evaluation
   TrainHyper hyper;
-  std::string save_head;            // the trained head's weights
-  std::string save_model;           // raw-data modes: the whole model (load with --weights)
+  std::string save_head;   // the trained head's weights
+  std::string save_model;  // raw-data modes: the whole model (load with --weights)
   int threads = 0;
   bool progress = true;
   std::string device = "cpu";

@@ -15,43 +15,43 @@
 namespace recycle {
 
 struct TrainReport {
-  std::string mode;                 // "cache", "full", "frozen" (prefix recomputed) or
-                                    // "progressive" (--freeze)
+  std::string mode;  // "cache", "full", "frozen" (prefix recomputed) or
+                     // "progressive" (--freeze)
   double recycle = 0;
   int64_t epochs = 0;
-  int64_t train_samples = 0;        // per epoch
+  int64_t train_samples = 0;  // per epoch
   std::vector<double> epoch_seconds;
   std::vector<double> epoch_loss;
-  double train_samples_per_s = 0;   // train_samples / median epoch seconds
-  double test_acc = -1;             // -1 without evaluation
+  double train_samples_per_s = 0;  // train_samples / median epoch seconds
+  double test_acc = -1;            // -1 without evaluation
   int64_t test_samples = 0;
-  double seconds = 0;               // wall time of run_train
-  std::vector<std::string> notes;   // what the user should know, e.g. no evaluation
-  std::string precision;            // of the training forward: "fp32" or "bf16"
+  double seconds = 0;              // wall time of run_train
+  std::vector<std::string> notes;  // what the user should know, e.g. no evaluation
+  std::string precision;           // of the training forward: "fp32" or "bf16"
   // Data-parallel figures (world_size 1: no communication, zeros).
   int world_size = 1;
-  std::string sync;                 // "allreduce" or "average:K" ("" alone)
-  std::string grad_compression;     // "none", "fp16", "topk" ("" alone)
-  int64_t steps = 0;                // optimizer steps per rank, all epochs
-  int64_t buckets = 0;              // gradient buckets (allreduce)
-  double bytes_per_step = 0;        // payload bytes this rank handed to collectives per step
-  double fp32_bytes_per_step = 0;   // the same tensors as fp32 allreduce
-  double compression_ratio = 0;     // fp32_bytes_per_step / bytes_per_step
+  std::string sync;                // "allreduce" or "average:K" ("" alone)
+  std::string grad_compression;    // "none", "fp16", "topk" ("" alone)
+  int64_t steps = 0;               // optimizer steps per rank, all epochs
+  int64_t buckets = 0;             // gradient buckets (allreduce)
+  double bytes_per_step = 0;       // payload bytes this rank handed to collectives per step
+  double fp32_bytes_per_step = 0;  // the same tensors as fp32 allreduce
+  double compression_ratio = 0;    // fp32_bytes_per_step / bytes_per_step
   // Per trainable set, in order (one for a run whose trainable set never changes; a new one
   // after each --freeze that shrinks it). Empty alone.
   std::vector<CommPhase> comm_phases;
   // Progressive recycling (--freeze; "" and empty otherwise).
-  std::string freeze;               // the rule's spec
-  std::vector<FreezeEvent> freezes; // in order
+  std::string freeze;                // the rule's spec
+  std::vector<FreezeEvent> freezes;  // in order
   // Per epoch: with --freeze "raw" or the level trained from; with --alternate-preload "cache"
   // or "preloaded".
   std::vector<std::string> epoch_sources;
-  double level_seconds = 0;         // making levels (builds, derivations), within `seconds`
+  double level_seconds = 0;  // making levels (builds, derivations), within `seconds`
   // From a cache (mode "cache"): how --memory-budget was divided, and the bytes the block
   // cache held when training ended. Zeros otherwise.
   MemoryPlan memory;
   int64_t block_cache_used = 0;
-  std::string to_json() const;      // one line
+  std::string to_json() const;  // one line
 };
 
 // Calls options.validate() first. Throws std::invalid_argument (InvalidArgument, errors.h) for
