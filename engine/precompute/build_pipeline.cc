@@ -25,30 +25,30 @@ std::string BuildReport::to_json() const {
 
 // The stages and what each one does: see build_stages.h.
 BuildReport run_build(const BuildOptions& options) {
-  BuildState s(options);
-  load_inputs(s);
-  return run_loaded_build(s);
+  SplitBuild b(options);
+  b.load_inputs();
+  return b.run();
 }
 
-BuildReport run_loaded_build(BuildState& s) {
-  key_samples(s);
-  reconcile_manifest(s);
-  plan_split(s);
-  if (!s.unchanged) {
-    begin_split(s);
+BuildReport SplitBuild::run() {
+  key_samples();
+  reconcile_manifest();
+  plan_split();
+  if (!unchanged_) {
+    begin_split();
     BuildChunk chunk;
-    ChunkReader reader(s);
-    ChunkWriter writer(s);
-    while (next_chunk(s, &chunk)) {
-      find_missing(s, &chunk);
+    ChunkReader reader(*this);
+    ChunkWriter writer(*this);
+    while (next_chunk(&chunk)) {
+      find_missing(&chunk);
       reader.read(&chunk);
-      compute_chunk(s, &chunk);
-      writer.submit(stage_write(s, &chunk));
+      compute_chunk(&chunk);
+      writer.submit(stage_write(&chunk));
     }
     writer.finish();
-    finish_split(s);
+    finish_split();
   }
-  return build_report(s);
+  return report();
 }
 
 }  // namespace recycle

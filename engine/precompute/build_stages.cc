@@ -34,9 +34,9 @@ struct BuildModel {
   std::string head_blob;
 };
 
-BuildState::BuildState(BuildOptions o)
-    : options(std::move(o)), start(std::chrono::steady_clock::now()) {}
-BuildState::~BuildState() = default;
+SplitBuild::SplitBuild(BuildOptions o)
+    : options_(std::move(o)), start_(std::chrono::steady_clock::now()) {}
+SplitBuild::~SplitBuild() = default;
 
 namespace {
 
@@ -59,30 +59,6 @@ Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* po
     chunk.ids.push_back(data.ids[positions[i]]);
   }
   return chunk;
-}
-
-// The samples chunk.compute_pos of a chunk whose pixels a ChunkReader read (those of
-// todo[chunk.begin, chunk.end)), as read_samples gives them.
-Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
-  const Dataset& data = s.data;
-  const int64_t item = data.item_bytes();
-  const auto first = s.todo.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
-  const auto last = s.todo.begin() + static_cast<std::ptrdiff_t>(chunk.end);
-  Dataset out;
-  out.item_shape = data.item_shape;
-  out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
-  for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
-    const int64_t pos = chunk.compute_pos[i];
-    const auto at = std::lower_bound(first, last, pos);
-    if (at == last || *at != pos) {
-      throw std::logic_error("a chunk computes a sample outside its range");
-    }
-    std::memcpy(out.pixels.data() + i * item, chunk.pixels.data() + (at - first) * item,
-                static_cast<size_t>(item));
-    out.labels.push_back(data.labels[pos]);
-    out.ids.push_back(data.ids[pos]);
-  }
-  return out;
 }
 
 // Keys of data's samples [0, n) into keys[offset..), in parallel.
@@ -189,90 +165,110 @@ void check_free_space(const std::string& dir, uint64_t batch_bytes) {
   }
 }
 
-namespace {
-
-void write(BuildState& s, ActivationStore::Batch* batch) {
-  s.store->write(batch).throw_if_error();
-  ++s.writes;
+void SplitBuild::write(ActivationStore::Batch* batch) {
+  store_->write(batch).throw_if_error();
+  ++writes_;
 }
 
 // A chunk's records and index entries (or the split's last manifest), without the write-ahead
 // log: a crash loses the writes since the last flush, which a rerun computes again (plan_split
 // resumes from the index that survived; records and index flush together).
-void write_unlogged(BuildState& s, ActivationStore::Batch* batch) {
-  s.store->write_unlogged(batch).throw_if_error();
-  ++s.writes;
+void SplitBuild::write_unlogged(ActivationStore::Batch* batch) {
+  store_->write_unlogged(batch).throw_if_error();
+  ++writes_;
 }
 
-}  // namespace
+// The samples chunk.compute_pos of a chunk whose pixels a ChunkReader read (those of
+// todo[chunk.begin, chunk.end)), as read_samples gives them.
+Dataset SplitBuild::chunk_samples(const BuildChunk& chunk) const {
+  const Dataset& data = data_;
+  const int64_t item = data.item_bytes();
+  const auto first = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
+  const auto last = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.end);
+  Dataset out;
+  out.item_shape = data.item_shape;
+  out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
+  for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
+    const int64_t pos = chunk.compute_pos[i];
+    const auto at = std::lower_bound(first, last, pos);
+    if (at == last || *at != pos) {
+      throw std::logic_error("a chunk computes a sample outside its range");
+    }
+    std::memcpy(out.pixels.data() + i * item, chunk.pixels.data() + (at - first) * item,
+                static_cast<size_t>(item));
+    out.labels.push_back(data.labels[pos]);
+    out.ids.push_back(data.ids[pos]);
+  }
+  return out;
+}
 
-void load_inputs(BuildState& s) {
-  const BuildOptions& o = s.options;
+void SplitBuild::load_inputs() {
+  const BuildOptions& o = options_;
   o.validate();
-  s.codec = o.codec;
+  codec_ = o.codec;
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
-  s.model = std::make_unique<BuildModel>(o.device);
+  model_ = std::make_unique<BuildModel>(o.device);
 
-  s.data = load_dataset(o.data, &s.streamed);
-  const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(s.data.is_text) : o.keyer;
-  s.keyer = make_keyer(keyer_spec);
-  if (s.data.is_text) check_model_texts(s.data, *s.keyer, o.data.spec);
+  data_ = load_dataset(o.data, &streamed_);
+  const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(data_.is_text) : o.keyer;
+  keyer_ = make_keyer(keyer_spec);
+  if (data_.is_text) check_model_texts(data_, *keyer_, o.data.spec);
 
-  s.model->prepared.emplace(prepare_model(o.model, s.data, o.recycle, o.split_at, s.model->device));
-  PreparedModel& pm = *s.model->prepared;
+  model_->prepared.emplace(prepare_model(o.model, data_, o.recycle, o.split_at, model_->device));
+  PreparedModel& pm = *model_->prepared;
   if (pm.split.prefix_blocks == 0) {
     throw std::invalid_argument(
         "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
   }
-  if (s.data.is_text) {
+  if (data_.is_text) {
     // The plain prefix (eval mode) makes text records: nothing of a transformer folds.
-    s.manifest = requested_text_manifest(pm, s.keyer->spec(), s.codec, s.data);
+    manifest_ = requested_text_manifest(pm, keyer_->spec(), codec_, data_);
     return;
   }
-  s.manifest = requested_manifest(pm, s.keyer->spec(), s.codec, s.data, s.model->device);
-  s.model->fast.emplace(pm.model, pm.split.prefix_blocks);
+  manifest_ = requested_manifest(pm, keyer_->spec(), codec_, data_, model_->device);
+  model_->fast.emplace(pm.model, pm.split.prefix_blocks);
 }
 
-void load_cache_input(BuildState& s, CacheBuildInputs in) {
-  const BuildOptions& o = s.options;
+void SplitBuild::load_cache_input(CacheBuildInputs in) {
+  const BuildOptions& o = options_;
   if (o.batch < 1) throw std::invalid_argument("--batch must be at least 1");
   if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
   ActivationStore::check_split_name(o.data.split).throw_if_error();
-  if (!parse_codec(in.manifest.codec, &s.codec)) {
+  if (!parse_codec(in.manifest.codec, &codec_)) {
     throw std::runtime_error("the cache's codec '" + in.manifest.codec +
                              "' is not one this version knows (" + join(codec_names(), ", ") + ")");
   }
-  s.model = std::make_unique<BuildModel>(o.device);
-  s.model->fast.emplace(*in.blocks, in.blocks->num_blocks());
-  s.model->head_blob = std::move(in.head);
-  s.data = Dataset();
-  s.data.description = std::move(in.data);
-  s.data.class_names = in.manifest.class_names;
-  s.data.labels.reserve(in.input->index().size());
-  for (const IndexEntry& e : in.input->index()) s.data.labels.push_back(e.label);
-  s.streamed = StreamedImages();
-  s.manifest = std::move(in.manifest);
-  s.cache_input = std::move(in.input);
+  model_ = std::make_unique<BuildModel>(o.device);
+  model_->fast.emplace(*in.blocks, in.blocks->num_blocks());
+  model_->head_blob = std::move(in.head);
+  data_ = Dataset();
+  data_.description = std::move(in.data);
+  data_.class_names = in.manifest.class_names;
+  data_.labels.reserve(in.input->index().size());
+  for (const IndexEntry& e : in.input->index()) data_.labels.push_back(e.label);
+  streamed_ = StreamedImages();
+  manifest_ = std::move(in.manifest);
+  cache_input_ = std::move(in.input);
 }
 
-void reconcile_manifest(BuildState& s) {
-  const std::string& dir = s.options.cache_dir;
-  if (s.options.rebuild) ActivationStore::destroy(dir).throw_if_error();
+void SplitBuild::reconcile_manifest() {
+  const std::string& dir = options_.cache_dir;
+  if (options_.rebuild) ActivationStore::destroy(dir).throw_if_error();
   StoreOptions so;
-  so.compression = compression_name(s.options.compression);
-  ActivationStore::open(dir, so, &s.store).throw_if_error();
-  s.opening = std::make_unique<ActivationStore::Batch>(*s.store);
+  so.compression = compression_name(options_.compression);
+  ActivationStore::open(dir, so, &store_).throw_if_error();
+  opening_ = std::make_unique<ActivationStore::Batch>(*store_);
 
   Manifest stored;
-  const Status have = s.store->read_manifest(&stored);
+  const Status have = store_->read_manifest(&stored);
   if (have.is_not_found()) {
-    s.opening->put_blob("head", s.model->prepared ? module_to_bytes(*s.model->prepared->split.head)
-                                                  : s.model->head_blob);
+    opening_->put_blob("head", model_->prepared ? module_to_bytes(*model_->prepared->split.head)
+                                                : model_->head_blob);
     return;
   }
   have.throw_if_error();
-  const Manifest& wanted = s.manifest;
+  const Manifest& wanted = manifest_;
   const auto diffs = stored.identity().identity_differences(wanted.identity());
   if (!diffs.empty()) {
     throw StaleCacheError(mismatch_message(dir, diffs, "use --rebuild to start over"));
@@ -292,107 +288,107 @@ void reconcile_manifest(BuildState& s) {
                              " (use --rebuild to start over)");
   }
   if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
-  s.manifest = stored;
+  manifest_ = stored;
 }
 
-void key_samples(BuildState& s) {
-  if (s.cache_input) {
-    s.keys.clear();
-    s.keys.reserve(s.cache_input->index().size());
-    for (const IndexEntry& e : s.cache_input->index()) s.keys.push_back(e.key);
+void SplitBuild::key_samples() {
+  if (cache_input_) {
+    keys_.clear();
+    keys_.reserve(cache_input_->index().size());
+    for (const IndexEntry& e : cache_input_->index()) keys_.push_back(e.key);
   } else {
-    s.keys = compute_keys(s.data, s.streamed, *s.keyer);
+    keys_ = compute_keys(data_, streamed_, *keyer_);
   }
-  const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
-  s.report.cache_dir = s.options.cache_dir;
-  s.report.split = s.options.data.split;
-  s.report.samples = static_cast<int64_t>(s.keys.size());
-  s.report.unique = static_cast<int64_t>(distinct.size());
-  s.keyed = true;
+  const std::unordered_set<Key, KeyHash> distinct(keys_.begin(), keys_.end());
+  report_.cache_dir = options_.cache_dir;
+  report_.split = options_.data.split;
+  report_.samples = static_cast<int64_t>(keys_.size());
+  report_.unique = static_cast<int64_t>(distinct.size());
+  keyed_ = true;
 }
 
-void plan_split(BuildState& s) {
-  const std::string& split = s.options.data.split;
-  s.existing.clear();
-  s.store->read_index(split, &s.existing).throw_if_error();
-  if (!s.keyed) key_samples(s);
-  const int64_t n = static_cast<int64_t>(s.data.size());
+void SplitBuild::plan_split() {
+  const std::string& split = options_.data.split;
+  existing_.clear();
+  store_->read_index(split, &existing_).throw_if_error();
+  if (!keyed_) key_samples();
+  const int64_t n = static_cast<int64_t>(data_.size());
 
   // Positions whose index entry must be written: new, or different from what is stored.
-  s.todo.clear();
+  todo_.clear();
   for (int64_t i = 0; i < n; ++i) {
-    const IndexEntry want{s.keys[i], s.data.labels[i]};
-    if (i >= static_cast<int64_t>(s.existing.size()) || !(s.existing[i] == want)) {
-      s.todo.push_back(i);
+    const IndexEntry want{keys_[i], data_.labels[i]};
+    if (i >= static_cast<int64_t>(existing_.size()) || !(existing_[i] == want)) {
+      todo_.push_back(i);
     }
   }
-  const auto it = s.manifest.splits.find(split);
-  s.unchanged = s.todo.empty() && static_cast<int64_t>(s.existing.size()) == n &&
-                it != s.manifest.splits.end() && it->second.complete &&
-                it->second.data == s.data.description;
+  const auto it = manifest_.splits.find(split);
+  unchanged_ = todo_.empty() && static_cast<int64_t>(existing_.size()) == n &&
+               it != manifest_.splits.end() && it->second.complete &&
+               it->second.data == data_.description;
   // Keys known to have a record: everything the stored index points to.
-  s.present.clear();
-  for (const IndexEntry& e : s.existing) s.present.insert(e.key);
-  s.had_records = false;
-  s.store
+  present_.clear();
+  for (const IndexEntry& e : existing_) present_.insert(e.key);
+  had_records_ = false;
+  store_
       ->for_each_record([&](const Key&, std::string_view) {
-        s.had_records = true;
+        had_records_ = true;
         return false;  // one is enough
       })
       .throw_if_error();
-  s.next = 0;
+  next_ = 0;
 }
 
-void begin_split(BuildState& s) {
-  const std::string& split = s.options.data.split;
-  const int64_t n = s.report.samples;
-  SplitInfo& info = s.manifest.splits[split];
-  info.data = s.data.description;
+void SplitBuild::begin_split() {
+  const std::string& split = options_.data.split;
+  const int64_t n = report_.samples;
+  SplitInfo& info = manifest_.splits[split];
+  info.data = data_.description;
   info.samples = n;
-  info.unique = s.report.unique;
+  info.unique = report_.unique;
   info.complete = false;
-  ActivationStore::Batch& first = *s.opening;
-  first.put_manifest(s.manifest);
-  if (static_cast<int64_t>(s.existing.size()) > n) first.truncate_index(split, n);
-  write(s, &first);
-  s.opening = std::make_unique<ActivationStore::Batch>(*s.store);  // written once
+  ActivationStore::Batch& first = *opening_;
+  first.put_manifest(manifest_);
+  if (static_cast<int64_t>(existing_.size()) > n) first.truncate_index(split, n);
+  write(&first);
+  opening_ = std::make_unique<ActivationStore::Batch>(*store_);  // written once
   const std::string label =
-      s.cache_input ? "derive " + split + " at " + s.manifest.split_at : "build " + split;
-  s.progress =
-      std::make_unique<Progress>(label, static_cast<int64_t>(s.todo.size()), s.options.progress);
+      cache_input_ ? "derive " + split + " at " + manifest_.split_at : "build " + split;
+  progress_ =
+      std::make_unique<Progress>(label, static_cast<int64_t>(todo_.size()), options_.progress);
 }
 
-bool next_chunk(BuildState& s, BuildChunk* chunk) {
+bool SplitBuild::next_chunk(BuildChunk* chunk) {
   *chunk = BuildChunk();
-  if (s.next >= s.todo.size()) return false;
-  chunk->begin = s.next;
-  chunk->end = std::min(s.todo.size(), s.next + static_cast<size_t>(s.options.batch));
-  s.next = chunk->end;
+  if (next_ >= todo_.size()) return false;
+  chunk->begin = next_;
+  chunk->end = std::min(todo_.size(), next_ + static_cast<size_t>(options_.batch));
+  next_ = chunk->end;
   return true;
 }
 
-void find_missing(BuildState& s, BuildChunk* chunk) {
+void SplitBuild::find_missing(BuildChunk* chunk) {
   // Distinct keys of this chunk that are not known to be stored yet.
   std::vector<Key> unknown;
   std::vector<int64_t> unknown_pos;
   std::unordered_set<Key, KeyHash> in_chunk;
   for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const Key& k = s.keys[s.todo[t]];
-    if (!s.present.count(k) && in_chunk.insert(k).second) {
+    const Key& k = keys_[todo_[t]];
+    if (!present_.count(k) && in_chunk.insert(k).second) {
       unknown.push_back(k);
-      unknown_pos.push_back(s.todo[t]);
+      unknown_pos.push_back(todo_[t]);
     }
   }
   // A store that held no record when the run began has only what this run wrote: `present`.
   std::vector<Status> found(unknown.size(), Status::not_found(""));
-  if (s.had_records)
-    s.store->multi_get(
+  if (had_records_)
+    store_->multi_get(
         unknown, [](size_t, std::string_view) {}, &found);
   chunk->compute_pos.clear();
   chunk->compute_keys.clear();
   for (size_t u = 0; u < unknown.size(); ++u) {
     if (found[u].ok()) {
-      s.present.insert(unknown[u]);
+      present_.insert(unknown[u]);
     } else if (found[u].is_not_found()) {
       chunk->compute_pos.push_back(unknown_pos[u]);
       chunk->compute_keys.push_back(unknown[u]);
@@ -411,25 +407,27 @@ namespace {
                         e.largest());
 }
 
+}  // namespace
+
 // compute_chunk for text: the chunk's texts tokenized and padded to the longest, the prefix's
 // packed features [m, L, D + 1], and per sample a record of its valid positions' hidden states
 // [length, D] and its length.
-void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
+void SplitBuild::compute_text_chunk(BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
-  const BlockModel& model = s.model->prepared->model;
+  const BlockModel& model = model_->prepared->model;
   std::vector<std::string> texts(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i)
-    texts[i] = model_text(*s.keyer, s.data.texts[chunk->compute_pos[i]]);
+    texts[i] = model_text(*keyer_, data_.texts[chunk->compute_pos[i]]);
   const torch::Tensor tokens =
-      token_batch(texts, transformer_max_tokens(model.spec), s.model->device);
+      token_batch(texts, transformer_max_tokens(model.spec), model_->device);
   const auto started = std::chrono::steady_clock::now();
-  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);  // {-1, D}
+  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);  // {-1, D}
   const int64_t d = shape.at(1), length = tokens.size(1);
   torch::Tensor hidden;  // [m, L, D], contiguous on the CPU
   {
     c10::InferenceMode inference;
     const torch::Tensor out =
-        s.model->prepared->split.prefix->forward(tokens).to(torch::kCPU, torch::kFloat32);
+        model_->prepared->split.prefix->forward(tokens).to(torch::kCPU, torch::kFloat32);
     if (out.dim() != 3 || out.size(0) != m || out.size(1) != length || out.size(2) != d + 1) {
       throw std::runtime_error("the prefix made outputs of shape " +
                                shape_string(out.sizes().vec()) + ", the cache's records are " +
@@ -437,12 +435,12 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
     }
     hidden = out.narrow(2, 0, d).contiguous();
   }
-  s.report.prefix_seconds +=
+  report_.prefix_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const torch::Tensor lengths = tokens.ne(kPadToken).sum(1).to(torch::kCPU).contiguous();
   const float* base = hidden.data_ptr<float>();
   const int64_t* len = lengths.data_ptr<int64_t>();
-  const Codec codec = s.codec;
+  const Codec codec = codec_;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {
     try {
@@ -450,50 +448,48 @@ void compute_text_chunk(BuildState& s, BuildChunk* chunk) {
           encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
                          TypedArrayRef::exact(len + r, {})});
     } catch (const CodecRangeError& e) {
-      throw_for_sample(s.data, chunk->compute_pos[r], e);
+      throw_for_sample(data_, chunk->compute_pos[r], e);
     }
   });
 }
-
-}  // namespace
 
 RecordLayout text_record_layout(int64_t d_model, Codec codec) {
   return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, d_model}, codec_name(codec)},
           TensorLayout{"length", Dtype::kInt64, {}, kRawCodecName}};
 }
 
-void compute_chunk(BuildState& s, BuildChunk* chunk) {
+void SplitBuild::compute_chunk(BuildChunk* chunk) {
   chunk->records.clear();
   if (chunk->compute_pos.empty()) return;
-  if (s.data.is_text) {
-    compute_text_chunk(s, chunk);
+  if (data_.is_text) {
+    compute_text_chunk(chunk);
     return;
   }
-  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
+  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
   int64_t per_sample = 1;
   for (int64_t d : shape) per_sample *= d;
 
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
-  const torch::Device& device = s.model->device;
+  const torch::Device& device = model_->device;
   torch::Tensor images;  // the prefix's input: images, or the records of another cache
-  if (s.cache_input) {
-    images = s.cache_input->read(chunk->compute_pos.data(), m);
-  } else if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
+  if (cache_input_) {
+    images = cache_input_->read(chunk->compute_pos.data(), m);
+  } else if (streamed_.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
-    if (chunk->pixels.empty() && !s.images) {
-      s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+    if (chunk->pixels.empty() && !images_) {
+      images_ = std::make_unique<ImageStream>(data_, streamed_);
     }
     const Dataset read = chunk->pixels.empty()
-                             ? read_samples(s.data, *s.images, chunk->compute_pos.data(), m)
-                             : chunk_samples(s, *chunk);
+                             ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
+                             : chunk_samples(*chunk);
     images = image_batch(read, all.data(), m, device);
   } else {
-    images = image_batch(s.data, chunk->compute_pos.data(), m, device);
+    images = image_batch(data_, chunk->compute_pos.data(), m, device);
   }
   const auto started = std::chrono::steady_clock::now();
-  torch::Tensor out = s.model->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
-  s.report.prefix_seconds +=
+  torch::Tensor out = model_->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
+  report_.prefix_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != shape) {
@@ -501,53 +497,53 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
                              ", the cache's records are " + shape_string(shape) + " per sample");
   }
   const float* base = out.data_ptr<float>();
-  const Codec codec = s.codec;
+  const Codec codec = codec_;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {
     try {
       chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});
     } catch (const CodecRangeError& e) {
-      throw_for_sample(s.data, chunk->compute_pos[r], e);
+      throw_for_sample(data_, chunk->compute_pos[r], e);
     }
   });
 }
 
-StagedWrite stage_write(BuildState& s, BuildChunk* chunk) {
-  const std::string& split = s.options.data.split;
+StagedWrite SplitBuild::stage_write(BuildChunk* chunk) {
+  const std::string& split = options_.data.split;
   StagedWrite w;
-  w.batch = std::make_unique<ActivationStore::Batch>(*s.store);
+  w.batch = std::make_unique<ActivationStore::Batch>(*store_);
   ActivationStore::Batch& batch = *w.batch;
   if (!chunk->records.empty()) {
     const int64_t m = static_cast<int64_t>(chunk->records.size());
     for (int64_t r = 0; r < m; ++r) {
       batch.put_record(chunk->compute_keys[r], chunk->records[r]);
-      s.present.insert(chunk->compute_keys[r]);
+      present_.insert(chunk->compute_keys[r]);
     }
     chunk->records.clear();  // the batch holds its own copy
-    s.report.computed += m;
-    s.report.bytes += static_cast<int64_t>(batch.record_bytes());
-    s.manifest.records += m;
-    s.manifest.record_bytes += static_cast<int64_t>(batch.record_bytes());
+    report_.computed += m;
+    report_.bytes += static_cast<int64_t>(batch.record_bytes());
+    manifest_.records += m;
+    manifest_.record_bytes += static_cast<int64_t>(batch.record_bytes());
   }
   for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const int64_t pos = s.todo[t];
-    batch.put_index(split, pos, IndexEntry{s.keys[pos], s.data.labels[pos]});
+    const int64_t pos = todo_[t];
+    batch.put_index(split, pos, IndexEntry{keys_[pos], data_.labels[pos]});
   }
   w.samples = static_cast<int64_t>(chunk->end - chunk->begin);
-  s.report.index_written += w.samples;
-  batch.put_manifest(s.manifest);  // counts stay consistent with the data after a crash
+  report_.index_written += w.samples;
+  batch.put_manifest(manifest_);  // counts stay consistent with the data after a crash
   return w;
 }
 
-void write_staged(BuildState& s, StagedWrite* w) {
-  check_free_space(s.options.cache_dir, w->batch->record_bytes());
-  write_unlogged(s, w->batch.get());
-  if (s.progress) s.progress->advance(w->samples);
+void SplitBuild::write_staged(StagedWrite* w) {
+  check_free_space(options_.cache_dir, w->batch->record_bytes());
+  write_unlogged(w->batch.get());
+  if (progress_) progress_->advance(w->samples);
 }
 
-void write_chunk(BuildState& s, BuildChunk* chunk) {
-  StagedWrite w = stage_write(s, chunk);
-  write_staged(s, &w);
+void SplitBuild::write_chunk(BuildChunk* chunk) {
+  StagedWrite w = stage_write(chunk);
+  write_staged(&w);
 }
 
 ChunkWriter::~ChunkWriter() {
@@ -557,7 +553,7 @@ ChunkWriter::~ChunkWriter() {
 void ChunkWriter::submit(StagedWrite w) {
   finish();
   current_ = std::move(w);
-  pending_ = std::async(std::launch::async, [this] { write_staged(s_, &current_); });
+  pending_ = std::async(std::launch::async, [this] { b_.write_staged(&current_); });
 }
 
 void ChunkWriter::finish() {
@@ -566,10 +562,10 @@ void ChunkWriter::finish() {
   current_ = StagedWrite();
 }
 
-ChunkReader::ChunkReader(BuildState& s) : s_(s) {
-  if (!s_.streamed.streamed() || s_.data.is_text) return;
-  stream_ = std::make_unique<ImageStream>(s_.data, s_.streamed);
-  start(s_.next);
+ChunkReader::ChunkReader(SplitBuild& b) : b_(b) {
+  if (!b_.streamed_.streamed() || b_.data_.is_text) return;
+  stream_ = std::make_unique<ImageStream>(b_.data_, b_.streamed_);
+  start(b_.next_);
 }
 
 ChunkReader::~ChunkReader() {
@@ -578,12 +574,12 @@ ChunkReader::~ChunkReader() {
 
 void ChunkReader::start(size_t begin) {
   ahead_begin_ = begin;
-  if (begin >= s_.todo.size()) return;
-  const size_t end = std::min(s_.todo.size(), begin + static_cast<size_t>(s_.options.batch));
+  if (begin >= b_.todo_.size()) return;
+  const size_t end = std::min(b_.todo_.size(), begin + static_cast<size_t>(b_.options_.batch));
   // todo is not changed while the chunk loop runs.
-  const int64_t* positions = s_.todo.data() + begin;
+  const int64_t* positions = b_.todo_.data() + begin;
   const int64_t n = static_cast<int64_t>(end - begin);
-  const int64_t item = s_.data.item_bytes();
+  const int64_t item = b_.data_.item_bytes();
   ImageStream* stream = stream_.get();
   ahead_ = std::async(std::launch::async, [stream, positions, n, item] {
     std::vector<uint8_t> pixels(static_cast<size_t>(n * item));
@@ -601,23 +597,65 @@ void ChunkReader::read(BuildChunk* chunk) {
   start(chunk->end);
 }
 
-void finish_split(BuildState& s) {
-  if (s.progress) s.progress->finish();
-  s.manifest.splits[s.options.data.split].complete = true;
-  ActivationStore::Batch last(*s.store);
-  last.put_manifest(s.manifest);
-  write_unlogged(s, &last);
-  s.store->flush().throw_if_error();  // the chunks and the completed manifest, durable together
+void SplitBuild::finish_split() {
+  if (progress_) progress_->finish();
+  manifest_.splits[options_.data.split].complete = true;
+  ActivationStore::Batch last(*store_);
+  last.put_manifest(manifest_);
+  write_unlogged(&last);
+  store_->flush().throw_if_error();  // the chunks and the completed manifest, durable together
 }
 
-BuildReport build_report(const BuildState& s) {
-  BuildReport report = s.report;
-  report.records = s.manifest.records;
+BuildReport SplitBuild::report() const {
+  BuildReport report = report_;
+  report.records = manifest_.records;
   report.skipped = report.samples - report.computed;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   report.samples_per_s = report.seconds > 0 ? report.samples / report.seconds : 0.0;
   return report;
+}
+
+void SplitBuild::set_cache_dir(const std::string& dir) {
+  if (store_) throw std::logic_error("SplitBuild::set_cache_dir: the cache is open already");
+  options_.cache_dir = dir;
+}
+
+void SplitBuild::use_samples_in_memory(Dataset whole) {
+  if (whole.size() != data_.size() || whole.labels != data_.labels) {
+    throw std::logic_error("SplitBuild::use_samples_in_memory: not the samples load_inputs loaded");
+  }
+  data_ = std::move(whole);
+  streamed_ = StreamedImages();
+  images_.reset();
+}
+
+std::vector<std::vector<int64_t>> SplitBuild::plan_batches() {
+  std::vector<std::vector<int64_t>> out;
+  BuildChunk chunk;
+  while (next_chunk(&chunk)) {
+    find_missing(&chunk);
+    if (chunk.compute_pos.empty()) continue;
+    out.push_back(chunk.compute_pos);
+    // Later chunks do not list these keys again (stage_write does this in one process).
+    for (const Key& k : chunk.compute_keys) present_.insert(k);
+  }
+  next_ = 0;
+  progress_.reset();
+  return out;
+}
+
+void SplitBuild::ingest_and_index(const std::vector<std::string>& files, int64_t computed,
+                                  int64_t bytes) {
+  store_->ingest_records(files, &manifest_).throw_if_error();
+  report_.computed = computed;
+  report_.bytes = bytes;
+  BuildChunk chunk;  // no records: index entries and counts only
+  while (next_chunk(&chunk)) write_chunk(&chunk);
+}
+
+std::string SplitBuild::staging_dir() const {
+  if (!store_) throw std::logic_error("SplitBuild::staging_dir: the cache is not open");
+  return store_->staging_dir();
 }
 
 }  // namespace recycle

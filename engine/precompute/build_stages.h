@@ -1,33 +1,36 @@
-// The build of a cache split as named stages over one BuildState, so tests can run them one
-// by one. run_build (build_pipeline.h) is load_inputs then run_loaded_build, these calls in
-// this order:
+// The build of a cache split: a SplitBuild owns everything the build holds (options, dataset,
+// keyer, model, store, plan, counters) and its methods are the build's named stages, so tests
+// can run them one by one. run_build (build_pipeline.h) is load_inputs then run, and run is
+// these calls in this order:
 //
-//   BuildState s(options);
-//   load_inputs(s);         options checked, dataset (images streamed), keyer, model prepared
+//   SplitBuild b(options);
+//   b.load_inputs();        options checked, dataset (images streamed), keyer, model prepared
 //                           (a build from another cache: load_cache_input, cache_input.h)
-//   -- run_loaded_build(s): --
-//   key_samples(s);         first pass over the images: every sample keyed, chunk by chunk
-//   reconcile_manifest(s);  cache opened or created; its identity compared, a mismatch refused
-//   plan_split(s);          keys, what the stored index holds already, what is left to write
-//   if (!s.unchanged) {
-//     begin_split(s);       the split marked incomplete (the manifest, a shorter index cut)
+//   -- b.run(): --
+//   key_samples();          first pass over the images: every sample keyed, chunk by chunk
+//   reconcile_manifest();   cache opened or created; its identity compared, a mismatch refused
+//   plan_split();           keys, what the stored index holds already, what is left to write
+//   if (!unchanged()) {
+//     begin_split();        the split marked incomplete (the manifest, a shorter index cut)
 //     BuildChunk c;
-//     ChunkReader reader(s);
-//     ChunkWriter writer(s);
-//     while (next_chunk(s, &c)) {
-//       find_missing(s, &c);   distinct keys of the chunk with no stored record (MultiGet)
+//     ChunkReader reader(*this);
+//     ChunkWriter writer(*this);
+//     while (next_chunk(&c)) {
+//       find_missing(&c);      distinct keys of the chunk with no stored record (MultiGet)
 //       reader.read(&c);       the chunk's images, read on the reader's thread while the chunk
 //                              before computed; it starts reading the next chunk's
-//       compute_chunk(s, &c);  prefix forward (inference form), output shape checked, encoded
-//       writer.submit(stage_write(s, &c));  one write batch: records, index entries, counts,
+//       compute_chunk(&c);     prefix forward (inference form), output shape checked, encoded
+//       writer.submit(stage_write(&c));  one write batch: records, index entries, counts,
 //                              written on the writer's thread while the next chunk computes
 //     }
 //     writer.finish();      the last batch written (rethrows a write's error)
-//     finish_split(s);      the split marked complete, memtables flushed
+//     finish_split();       the split marked complete, memtables flushed
 //   }
-//   return build_report(s);
+//   return report();
 //
-// write_chunk(s, &c) is stage_write then write_staged on the calling thread: the same writes.
+// write_chunk(&c) is stage_write then write_staged on the calling thread: the same writes.
+// A distributed build (distributed_build.cc) runs the same stages, with plan_batches,
+// compute_chunk on the batches it is given and ingest_and_index in place of the chunk loop.
 // Batches reach the store in chunk order, so what a crash leaves is what the serial loop
 // leaves. Chunks are written without the write-ahead log (ActivationStore::write_unlogged): a
 // crash loses those since the last memtable flush, a prefix of the chunks survives, and the
@@ -37,7 +40,7 @@
 //
 // Each stage throws std::runtime_error / std::invalid_argument with one clear line, as
 // run_build does. A state whose chunk loop stopped midway (or a killed process) leaves a
-// cache that a new state resumes: plan_split starts from what the stored index holds.
+// cache that a new SplitBuild resumes: plan_split starts from what the stored index holds.
 //
 // The images are streamed (engine/data/image_stream.h): load_inputs reads the labels and the
 // images' header, key_samples reads the images once, a chunk at a time, to key every sample
@@ -45,16 +48,16 @@
 // must compare every key with the index before deciding to write nothing), and compute_chunk
 // reads them a second time, forward, for the samples it computes. Memory holds the keys,
 // labels and ids, never the split's images. key_samples runs before the cache is opened, so
-// bad input fails before the cache is touched. A state whose s.data has its pixels in memory
-// (s.streamed.file empty) reads them there.
+// bad input fails before the cache is touched. A build given its split in memory
+// (use_samples_in_memory) reads the pixels there.
 //
 // No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc; the
 // records come from its InferencePrefix (engine/models/inference_prefix.h: batch norms folded,
 // within kInferencePrefixTolerance of the plain prefix, whose weights make the identity).
-// Not thread safe: one thread runs the stages of a state, except write_staged, which a
+// Not thread safe: one thread runs the stages of a SplitBuild, except write_staged, which a
 // ChunkWriter runs on its thread while that one thread runs find_missing and compute_chunk of
-// the next chunk (write_staged touches only the store, s.writes and s.progress), and the image
-// reads a ChunkReader makes on its thread (they touch only the reader's own ImageStream).
+// the next chunk (write_staged touches only the store, the write count and the progress bar), and
+// the image reads a ChunkReader makes on its thread (they touch only the reader's own ImageStream).
 #pragma once
 
 #include <chrono>
@@ -76,62 +79,13 @@
 namespace recycle {
 
 class Progress;
-struct BuildModel;  // the device and the prepared, split model (LibTorch)
-class CacheInput;   // another cache's split as the samples (engine/precompute/cache_input.h)
+struct BuildModel;        // the device and the prepared, split model (LibTorch)
+class CacheInput;         // another cache's split as the samples (engine/precompute/cache_input.h)
+struct CacheBuildInputs;  // what load_cache_input takes (cache_input.h)
 
-// What the stages share. Fields are filled by the stage named beside them.
-struct BuildState {
-  explicit BuildState(BuildOptions options);
-  ~BuildState();
-  BuildState(const BuildState&) = delete;
-  BuildState& operator=(const BuildState&) = delete;
-
-  BuildOptions options;
-  std::chrono::steady_clock::time_point start;  // construction: run_build's wall time
-
-  // load_inputs
-  Codec codec = Codec::kFp16;
-  Dataset data;             // without pixels when s.streamed.streamed()
-  StreamedImages streamed;  // where data's pixels are
-  std::unique_ptr<Keyer> keyer;
-  std::unique_ptr<BuildModel> model;
-  Manifest manifest;  // the requested one; after reconcile_manifest the stored one if any
-  // load_cache_input instead: the samples are another cache's records. s.data then holds the
-  // labels and description only.
-  std::unique_ptr<CacheInput> cache_input;
-
-  // reconcile_manifest
-  std::unique_ptr<ActivationStore> store;
-  // Writes that go with the first write of this run: the head's initial weights for a new
-  // cache. Declared after `store`, which it refers to.
-  std::unique_ptr<ActivationStore::Batch> opening;
-
-  // key_samples (called by plan_split when not called before)
-  std::vector<Key> keys;  // keys[i]: sample i's key
-  bool keyed = false;
-  // compute_chunk: the second pass over streamed images (opened by its first call)
-  std::unique_ptr<ImageStream> images;
-
-  // plan_split
-  std::vector<IndexEntry> existing;  // the split's index as stored when the run began
-  std::vector<int64_t> todo;         // positions whose index entry must be written, ascending
-  std::unordered_set<Key, KeyHash> present;  // keys known to have a stored record
-  // The store held a record when the run began. When it did not, find_missing knows every
-  // key from `present` and asks RocksDB nothing.
-  bool had_records = true;
-  bool unchanged = false;  // complete, same data, same index: nothing to compute or write
-
-  // the chunk loop
-  size_t next = 0;  // todo[next] starts the next chunk
-  std::unique_ptr<Progress> progress;
-  int64_t writes = 0;  // store writes by this state (0 for an unchanged split)
-
-  BuildReport report;  // counters filled along the way, the rest by build_report
-};
-
-// One chunk: up to options.batch consecutive entries of todo.
+// One chunk: up to options.batch consecutive entries of the plan's todo() positions.
 struct BuildChunk {
-  size_t begin = 0, end = 0;         // range of BuildState::todo
+  size_t begin = 0, end = 0;         // range of SplitBuild::todo()
   std::vector<int64_t> compute_pos;  // find_missing: a sample position per key to compute
   std::vector<Key> compute_keys;     // find_missing: distinct keys with no stored record
   std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
@@ -141,64 +95,176 @@ struct BuildChunk {
   std::vector<uint8_t> pixels;
 };
 
-// The stages after load_inputs (or load_cache_input) in run_build's order, the chunk loop with
-// its ChunkReader and ChunkWriter included: the one chunk loop of a single-process build.
-BuildReport run_loaded_build(BuildState& s);
-
-// Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the model
-// and sets s.manifest to the manifest this run asks for (its record shape from a probe forward).
-void load_inputs(BuildState& s);
-// Deletes the cache first with --rebuild, opens (or creates) it and compares the stored
-// manifest with the requested one; refuses another identity, other classes or other record
-// shapes with one line. A new cache gets the head's initial weights in s.opening.
-void reconcile_manifest(BuildState& s);
-// Keys every sample (in parallel; streamed images read a chunk at a time, and the whole file
-// checked as load_dataset checks it; a build from another cache takes its index's keys) into
-// s.keys and sets report.samples and report.unique. Needs no cache: the ranks of a distributed
-// build that do not write it call this alone.
-void key_samples(BuildState& s);
-// Reads the split's stored index, keys every sample (key_samples, unless done already), lists
-// the positions to write, decides s.unchanged and notes whether the store holds any record.
-void plan_split(BuildState& s);
-// The first write of a changed split: its manifest entry (data, counts, incomplete), a
-// shorter index cut, and s.opening. Starts the progress bar.
-void begin_split(BuildState& s);
-// The next chunk of todo into *chunk (cleared); false when none is left.
-bool next_chunk(BuildState& s, BuildChunk* chunk);
-// What every record of a text cache holds: "hidden" float32 [length, d_model] (the prefix's
-// hidden states at the text's valid positions, encoded by `codec`) and "length" int64 [] (a
-// scalar, stored exactly). Batches pad the hidden states to their longest and rebuild the mask
-// from the lengths (engine/train/text_batches.h).
-RecordLayout text_record_layout(int64_t d_model, Codec codec);
-// Distinct keys of the chunk that have no stored record (MultiGet for those not known, when
-// the store held records before this run).
-void find_missing(BuildState& s, BuildChunk* chunk);
-// Runs the prefix (no grad) on the samples to compute (a build from another cache: the blocks
-// after its split point on its decoded records), checks the output's shape against
-// the manifest's record shape, and encodes one record per sample. Text: the texts as the
-// keyer hashes them (its normalisation applied), byte tokens padded to the chunk's longest,
-// and per sample the text_record_layout tensors of its valid positions.
-void compute_chunk(BuildState& s, BuildChunk* chunk);
 // A chunk's write batch, made by stage_write and written by write_staged.
 struct StagedWrite {
   std::unique_ptr<ActivationStore::Batch> batch;
   int64_t samples = 0;  // index entries in it (the progress bar's step)
 };
-// The chunk's write batch: its records, its index entries and the manifest's counts. Updates
-// s.present, the report's counters and s.manifest's counts as if it were written. Moves the
-// records out of the chunk.
-StagedWrite stage_write(BuildState& s, BuildChunk* chunk);
-// Writes a staged batch after the free-space check; advances the progress bar.
-void write_staged(BuildState& s, StagedWrite* w);
-// stage_write then write_staged.
-void write_chunk(BuildState& s, BuildChunk* chunk);
+
+// The build of one split into one cache: the owner of its state. Each stage throws
+// std::runtime_error / std::invalid_argument (StaleCacheError for another identity) with one
+// line, as run_build does; a build whose stages stopped midway leaves a cache that a new
+// SplitBuild resumes. Dropping it closes the store (releasing the cache's writer lock).
+class SplitBuild {
+ public:
+  explicit SplitBuild(BuildOptions options);
+  ~SplitBuild();
+  SplitBuild(const SplitBuild&) = delete;
+  SplitBuild& operator=(const SplitBuild&) = delete;
+
+  // ---- the stages, in run()'s order ----------------------------------------------------------
+  // Checks the options, loads the dataset (streamed), makes the keyer, prepares and splits the
+  // model and sets the manifest this run asks for (its record shape from a probe forward).
+  void load_inputs();
+  // load_inputs for a build whose samples are another cache's records (cache_input.h).
+  void load_cache_input(CacheBuildInputs in);
+  // The cache directory, changed after load_inputs and before reconcile_manifest: a cache
+  // level's directory is named by the identity load_inputs works out (cache_levels.cc).
+  void set_cache_dir(const std::string& dir);
+  // Keys every sample (in parallel; streamed images read a chunk at a time, and the whole file
+  // checked as load_dataset checks it; a build from another cache takes its index's keys) and
+  // sets the report's samples and unique counts. Needs no cache: the ranks of a distributed
+  // build that do not write it call this alone.
+  void key_samples();
+  // Deletes the cache first with --rebuild, opens (or creates) it and compares the stored
+  // manifest with the requested one; refuses another identity, other classes or other record
+  // shapes with one line. A new cache gets the head's initial weights with the first write.
+  void reconcile_manifest();
+  // Reads the split's stored index, keys every sample (key_samples, unless done already), lists
+  // the positions to write, decides unchanged() and notes whether the store holds any record.
+  void plan_split();
+  // The first write of a changed split: its manifest entry (data, counts, incomplete), a
+  // shorter index cut, and the opening writes (a new cache's head). Starts the progress bar.
+  void begin_split();
+  // The next chunk of todo() into *chunk (cleared); false when none is left.
+  bool next_chunk(BuildChunk* chunk);
+  // Distinct keys of the chunk that have no stored record (MultiGet for those not known, when
+  // the store held records before this run).
+  void find_missing(BuildChunk* chunk);
+  // Runs the prefix (no grad) on chunk->compute_pos (a build from another cache: the blocks
+  // after its split point on its decoded records), checks the output's shape against the
+  // manifest's record shape, and encodes one record per sample into chunk->records. Text: the
+  // texts as the keyer hashes them (its normalisation applied), byte tokens padded to the
+  // chunk's longest, and per sample the text_record_layout tensors of its valid positions.
+  void compute_chunk(BuildChunk* chunk);
+  // The chunk's write batch: its records, its index entries and the manifest's counts. Counts
+  // the records as present and updates the report's counters and the manifest's counts as if it
+  // were written. Moves the records out of the chunk.
+  StagedWrite stage_write(BuildChunk* chunk);
+  // Writes a staged batch after the free-space check; advances the progress bar.
+  void write_staged(StagedWrite* w);
+  // stage_write then write_staged.
+  void write_chunk(BuildChunk* chunk);
+  // Marks the split complete (a synced write) and flushes the memtables.
+  void finish_split();
+  // The report: the counters plus records, skipped, seconds and rate (prefix_seconds:
+  // compute_chunk's prefix forwards, summed).
+  BuildReport report() const;
+
+  // The stages after load_inputs (or load_cache_input) in the order above, the chunk loop with
+  // its ChunkReader and ChunkWriter included: the one chunk loop of a single-process build.
+  BuildReport run();
+
+  // ---- a distributed build's rank 0 (distributed_build.cc), after begin_split ---------------
+  // What a 1-process build would compute, batch by batch: per chunk of todo(), the positions
+  // of its distinct keys that have no stored record. The chunk loop is rewound (the index is
+  // written from the start by ingest_and_index) and the progress bar dropped (the ranks show
+  // their own).
+  std::vector<std::vector<int64_t>> plan_batches();
+  // Moves the ranks' record files into the cache in one atomic step with the manifest's counts
+  // (ActivationStore::ingest_records; `computed` records of `bytes` bytes in all), then writes
+  // the split's index entries chunk by chunk. finish_split comes next.
+  void ingest_and_index(const std::vector<std::string>& files, int64_t computed, int64_t bytes);
+  // The opened cache's staging directory (after reconcile_manifest).
+  std::string staging_dir() const;
+
+  // ---- what the build knows so far (read only) -----------------------------------------------
+  const BuildOptions& options() const { return options_; }
+  const Dataset& data() const { return data_; }  // without pixels when streamed
+  const StreamedImages& streamed() const { return streamed_; }
+  const Keyer& keyer() const { return *keyer_; }  // after load_inputs
+  // The requested manifest; after reconcile_manifest the stored one if any, with this run's
+  // counts as the chunks are staged.
+  const Manifest& manifest() const { return manifest_; }
+  const std::vector<Key>& keys() const { return keys_; }  // keys()[i]: sample i's key
+  const std::vector<IndexEntry>& existing() const { return existing_; }  // index as stored
+  const std::vector<int64_t>& todo() const { return todo_; }  // positions to write, ascending
+  size_t next() const { return next_; }  // todo()[next()] starts the next chunk
+  // plan_split: the split is complete, same data, same index: nothing to compute or write.
+  bool unchanged() const { return unchanged_; }
+  // plan_split: the store held a record when the run began. When it did not, find_missing
+  // knows every key from what this run wrote and asks RocksDB nothing.
+  bool had_records() const { return had_records_; }
+  int64_t writes() const { return writes_; }  // store writes by this build (0 when unchanged)
+  const BuildReport& counters() const { return report_; }  // the report's counters so far
+
+  // The split's samples with their pixels in memory (the same samples load_inputs loaded,
+  // loaded whole): compute_chunk reads them there instead of streaming the file again.
+  void use_samples_in_memory(Dataset whole);
+
+ private:
+  friend class ChunkWriter;
+  friend class ChunkReader;
+  friend class SplitBuildTestAccess;  // tests that corrupt the state on purpose
+
+  void write(ActivationStore::Batch* batch);
+  void write_unlogged(ActivationStore::Batch* batch);
+  Dataset chunk_samples(const BuildChunk& chunk) const;
+  void compute_text_chunk(BuildChunk* chunk);
+
+  BuildOptions options_;
+  std::chrono::steady_clock::time_point start_;  // construction: run_build's wall time
+
+  // load_inputs
+  Codec codec_ = Codec::kFp16;
+  Dataset data_;             // without pixels when streamed_.streamed()
+  StreamedImages streamed_;  // where data_'s pixels are
+  std::unique_ptr<Keyer> keyer_;
+  std::unique_ptr<BuildModel> model_;
+  Manifest manifest_;
+  // load_cache_input instead: the samples are another cache's records. data_ then holds the
+  // labels and description only.
+  std::unique_ptr<CacheInput> cache_input_;
+
+  // reconcile_manifest
+  std::unique_ptr<ActivationStore> store_;
+  // Writes that go with the first write of this run: the head's initial weights for a new
+  // cache. Declared after store_, which it refers to.
+  std::unique_ptr<ActivationStore::Batch> opening_;
+
+  // key_samples (called by plan_split when not called before)
+  std::vector<Key> keys_;
+  bool keyed_ = false;
+  // compute_chunk: the second pass over streamed images (opened by its first call)
+  std::unique_ptr<ImageStream> images_;
+
+  // plan_split
+  std::vector<IndexEntry> existing_;
+  std::vector<int64_t> todo_;
+  std::unordered_set<Key, KeyHash> present_;  // keys known to have a stored record
+  bool had_records_ = true;
+  bool unchanged_ = false;
+
+  // the chunk loop
+  size_t next_ = 0;
+  std::unique_ptr<Progress> progress_;
+  int64_t writes_ = 0;
+
+  BuildReport report_;  // counters filled along the way, the rest by report()
+};
+
+// What every record of a text cache holds: "hidden" float32 [length, d_model] (the prefix's
+// hidden states at the text's valid positions, encoded by `codec`) and "length" int64 [] (a
+// scalar, stored exactly). Batches pad the hidden states to their longest and rebuild the mask
+// from the lengths (engine/train/text_batches.h).
+RecordLayout text_record_layout(int64_t d_model, Codec codec);
 
 // Writes staged batches on a thread of its own, one at a time and in order: submit waits for
 // the batch before (rethrowing its error) and starts this one. finish waits for the last one.
 // The destructor waits too (errors dropped: it runs when the loop has thrown already).
 class ChunkWriter {
  public:
-  explicit ChunkWriter(BuildState& s) : s_(s) {}
+  explicit ChunkWriter(SplitBuild& b) : b_(b) {}
   ~ChunkWriter();
   ChunkWriter(const ChunkWriter&) = delete;
   ChunkWriter& operator=(const ChunkWriter&) = delete;
@@ -206,7 +272,7 @@ class ChunkWriter {
   void finish();
 
  private:
-  BuildState& s_;
+  SplitBuild& b_;
   StagedWrite current_;
   std::future<void> pending_;
 };
@@ -217,7 +283,7 @@ class ChunkWriter {
 // destructor waits for a read under way (its error dropped).
 class ChunkReader {
  public:
-  explicit ChunkReader(BuildState& s);
+  explicit ChunkReader(SplitBuild& b);
   ~ChunkReader();
   ChunkReader(const ChunkReader&) = delete;
   ChunkReader& operator=(const ChunkReader&) = delete;
@@ -226,17 +292,11 @@ class ChunkReader {
  private:
   void start(size_t begin);  // reads todo[begin, begin + batch) on the thread
 
-  BuildState& s_;
+  SplitBuild& b_;
   std::unique_ptr<ImageStream> stream_;
   size_t ahead_begin_ = 0;  // todo position of the chunk being read ahead
   std::future<std::vector<uint8_t>> ahead_;
 };
-
-// Marks the split complete (a synced write) and flushes the memtables.
-void finish_split(BuildState& s);
-// The report: the counters plus records, skipped, seconds and rate (report.prefix_seconds:
-// compute_chunk's prefix forwards, summed).
-BuildReport build_report(const BuildState& s);
 
 // Throws std::runtime_error (what was written is kept; rerun to resume) when the file system
 // of `dir` has less free space than a reserve for RocksDB's flushes plus twice batch_bytes.

@@ -1,9 +1,10 @@
 // A build whose samples are another cache's records: deriving a cache level
 // (engine/train/cache_levels.h) is a build whose source is another cache. load_cache_input
-// takes the place of load_inputs; the stages after it (build_stages.h) are the same: the keys
-// and labels are the base split's index, and compute_chunk runs `blocks` (the blocks after the
-// base's split point, folded as recycle-build folds a prefix) over the base's decoded records
-// instead of the prefix over images. LibTorch is in this header; build_stages.h stays free of it.
+// (SplitBuild::load_cache_input) takes the place of load_inputs; the stages after it
+// (build_stages.h) are the same: the keys and labels are the base split's index, and compute_chunk
+// runs `blocks` (the blocks after the base's split point, folded as recycle-build folds a prefix)
+// over the base's decoded records instead of the prefix over images. LibTorch is in this header;
+// build_stages.h stays free of it.
 #pragma once
 
 #include <torch/torch.h>
@@ -45,10 +46,10 @@ struct CacheBuildInputs {
   Manifest manifest;
 };
 
-// load_inputs for a build from another cache: checks options.batch, options.cache_dir and the
-// split name, sets the codec from in.manifest (unknown: std::runtime_error), fills s.data with
-// the index's labels and in.data (no pixels, no texts) and prepares in.blocks to compute the
-// records. The progress bar reads "derive SPLIT at SPLIT_AT".
-void load_cache_input(BuildState& s, CacheBuildInputs in);
+// SplitBuild::load_cache_input(in), load_inputs for a build from another cache: checks
+// options.batch, options.cache_dir and the split name, sets the codec from in.manifest (unknown:
+// std::runtime_error), fills the build's dataset with the index's labels and in.data (no
+// pixels, no texts) and prepares in.blocks to compute the records. The progress bar reads
+// "derive SPLIT at SPLIT_AT".
 
 }  // namespace recycle

@@ -70,19 +70,21 @@ std::string first_line(std::string s) {
 }
 
 // What every rank must agree on before anything is computed.
-json inputs_of(const BuildState& s) {
+json inputs_of(const SplitBuild& b) {
+  const std::vector<Key>& keys = b.keys();
+  const std::vector<int64_t>& labels = b.data().labels;
   std::string bytes;
-  bytes.reserve(s.keys.size() * (Key::kBytes + 8));
-  for (size_t i = 0; i < s.keys.size(); ++i) {
-    bytes += s.keys[i].to_bytes();
-    put_le64(&bytes, static_cast<uint64_t>(s.data.labels[i]));
+  bytes.reserve(keys.size() * (Key::kBytes + 8));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    bytes += keys[i].to_bytes();
+    put_le64(&bytes, static_cast<uint64_t>(labels[i]));
   }
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   Key digest{h.high64, h.low64};
-  return {{"manifest", json::parse(s.manifest.to_json_string())},
-          {"data", s.data.description},
-          {"split", s.options.data.split},
-          {"samples", s.report.samples},
+  return {{"manifest", json::parse(b.manifest().to_json_string())},
+          {"data", b.data().description},
+          {"split", b.options().data.split},
+          {"samples", b.counters().samples},
           {"keys and labels", digest.to_hex()}};
 }
 
@@ -146,24 +148,6 @@ std::vector<std::vector<int64_t>> decode_batches(const std::string& bytes, int64
   return out;
 }
 
-// What a 1-process build would compute, batch by batch: per chunk of the split's positions to
-// write, the positions of its distinct keys that have no stored record yet (rank 0). Handing
-// out these batches whole gives every record the very batch it would have had in one process,
-// so the bytes are the same even where the prefix's arithmetic depends on the batch.
-std::vector<std::vector<int64_t>> missing_batches(BuildState& s) {
-  std::vector<std::vector<int64_t>> out;
-  BuildChunk chunk;
-  while (next_chunk(s, &chunk)) {
-    find_missing(s, &chunk);
-    if (chunk.compute_pos.empty()) continue;
-    out.push_back(chunk.compute_pos);
-    // Later chunks do not list these keys again (write_chunk does this in one process).
-    for (const Key& k : chunk.compute_keys) s.present.insert(k);
-  }
-  s.next = 0;  // the index is written from the start after the ingest
-  return out;
-}
-
 struct Staged {
   std::vector<std::string> files;  // names in the run's directory
   int64_t computed = 0;
@@ -172,9 +156,9 @@ struct Staged {
 
 // Computes this rank's share of the batches (batch j when j % world == rank) and writes its
 // records into record files in run_dir.
-Staged compute_share(BuildState& s, const std::vector<std::vector<int64_t>>& batches, int rank,
+Staged compute_share(SplitBuild& b, const std::vector<std::vector<int64_t>>& batches, int rank,
                      int world, const fs::path& run_dir) {
-  const BuildOptions& o = s.options;
+  const BuildOptions& o = b.options();
   std::vector<const std::vector<int64_t>*> mine;
   int64_t samples = 0;
   for (size_t j = static_cast<size_t>(rank); j < batches.size(); j += static_cast<size_t>(world)) {
@@ -195,7 +179,7 @@ Staged compute_share(BuildState& s, const std::vector<std::vector<int64_t>>& bat
         "r" + std::to_string(rank) + "-" + std::to_string(staged.files.size()) + ".sst";
     std::unique_ptr<RecordFileWriter> writer;
     StoreOptions so;
-    so.compression = compression_name(s.options.compression);
+    so.compression = compression_name(o.compression);
     RecordFileWriter::open((run_dir / name).string(), so, &writer).throw_if_error();
     for (const auto& [key, record] : pending) writer->add(key, record).throw_if_error();
     writer->finish().throw_if_error();
@@ -206,8 +190,8 @@ Staged compute_share(BuildState& s, const std::vector<std::vector<int64_t>>& bat
   for (const std::vector<int64_t>* batch : mine) {
     BuildChunk chunk;
     chunk.compute_pos = *batch;
-    for (int64_t p : chunk.compute_pos) chunk.compute_keys.push_back(s.keys[p]);
-    compute_chunk(s, &chunk);
+    for (int64_t p : chunk.compute_pos) chunk.compute_keys.push_back(b.keys()[p]);
+    b.compute_chunk(&chunk);
     for (size_t r = 0; r < chunk.records.size(); ++r) {
       pending_bytes += static_cast<int64_t>(chunk.records[r].size());
       staged.bytes += static_cast<int64_t>(chunk.records[r].size());
@@ -266,10 +250,10 @@ struct RunDir {
 
 BuildReport lead(const BuildOptions& options, BuildGroup& g) {
   const int world = g.world();
-  BuildState s(options);
-  load_inputs(s);
-  key_samples(s);
-  const json mine = inputs_of(s);
+  SplitBuild b(options);
+  b.load_inputs();
+  b.key_samples();
+  const json mine = inputs_of(b);
   for (int r = 1; r < world; ++r) {
     const json theirs = json::parse(g.wait(board("inputs", r), r), nullptr, false);
     const std::string diff = first_difference(mine, theirs, r);
@@ -282,19 +266,18 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
                                   "model, weights and options)");
     }
   }
-  reconcile_manifest(s);
-  plan_split(s);
-  RunDir run;  // destroyed before s: the staging files go while this process holds the cache
-  if (s.unchanged) {
+  b.reconcile_manifest();
+  b.plan_split();
+  RunDir run;  // destroyed before b: the staging files go while this process holds the cache
+  if (b.unchanged()) {
     g.set(board("plan"), json{{"unchanged", true}}.dump());
   } else {
-    begin_split(s);
-    s.progress.reset();  // the ranks' compute bars instead
-    const std::vector<std::vector<int64_t>> batches = missing_batches(s);
+    b.begin_split();
+    const std::vector<std::vector<int64_t>> batches = b.plan_batches();
     int64_t to_compute = 0;
     for (const auto& b : batches) to_compute += static_cast<int64_t>(b.size());
     const std::string id = new_run_id();
-    run.path = fs::path(s.store->staging_dir()) / ("run-" + id);
+    run.path = fs::path(b.staging_dir()) / ("run-" + id);
     std::error_code ec;
     fs::create_directories(run.path, ec);
     if (ec) throw std::runtime_error("cannot create " + run.path.string() + ": " + ec.message());
@@ -302,7 +285,7 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
     g.set(board("plan"), json{{"unchanged", false}, {"run", id}, {"compute", to_compute}}.dump());
     std::vector<std::string> files;
     int64_t computed = 0, bytes = 0;
-    const Staged own = compute_share(s, batches, 0, world, run.path);
+    const Staged own = compute_share(b, batches, 0, world, run.path);
     for (int r = 0; r < world; ++r) {
       const json done =
           r == 0 ? staged_json(own) : json::parse(g.wait(board("done", r), r), nullptr, false);
@@ -320,14 +303,10 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
       computed += done.value("computed", int64_t{0});
       bytes += done.value("bytes", int64_t{0});
     }
-    s.store->ingest_records(files, &s.manifest).throw_if_error();
-    s.report.computed = computed;
-    s.report.bytes = bytes;
-    BuildChunk chunk;
-    while (next_chunk(s, &chunk)) write_chunk(s, &chunk);  // index entries and counts only
-    finish_split(s);
+    b.ingest_and_index(files, computed, bytes);
+    b.finish_split();
   }
-  BuildReport report = build_report(s);
+  BuildReport report = b.report();
   report.ranks = world;
   g.set(board("final"), report.to_json());
   for (int r = 1; r < world; ++r) g.wait(board("ack", r), r);
@@ -336,10 +315,10 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
 
 BuildReport follow(const BuildOptions& options, BuildGroup& g) {
   const int rank = g.rank();
-  BuildState s(options);
-  load_inputs(s);
-  key_samples(s);
-  g.set(board("inputs", rank), inputs_of(s).dump());
+  SplitBuild b(options);
+  b.load_inputs();
+  b.key_samples();
+  g.set(board("inputs", rank), inputs_of(b).dump());
   const json plan = json::parse(g.wait(board("plan"), 0), nullptr, false);
   if (!plan.is_object()) throw std::runtime_error("rank 0's plan is malformed");
   if (!plan.value("unchanged", false)) {
@@ -355,8 +334,8 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
                                "system, at the same --cache path on every machine");
     }
     const std::vector<std::vector<int64_t>> batches =
-        decode_batches(g.wait(board("batches"), 0), s.report.samples);
-    const Staged own = compute_share(s, batches, rank, g.world(), run_dir);
+        decode_batches(g.wait(board("batches"), 0), b.counters().samples);
+    const Staged own = compute_share(b, batches, rank, g.world(), run_dir);
     g.set(board("done", rank), staged_json(own).dump());
   }
   const BuildReport report = report_from_json(g.wait(board("final"), 0));

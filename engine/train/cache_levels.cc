@@ -189,15 +189,15 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
     bo.progress = o.progress;
     bo.device = o.device.str();
     bo.data.split = name;
-    BuildState s(bo);
+    SplitBuild b(bo);
     CacheBuildInputs in;
     in.input = std::make_unique<LevelSplitInput>(*from, from_m, name, o.device);
     in.data = info.data;
     in.blocks = &added;
     in.head = head;
     in.manifest = want;
-    load_cache_input(s, std::move(in));
-    const BuildReport r = run_loaded_build(s);
+    b.load_cache_input(std::move(in));
+    const BuildReport r = b.run();
     level.computed += r.computed;
     level.samples += r.samples;
     level.bytes += r.bytes;
@@ -249,14 +249,14 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
     // The level's directory is named by the identity load_inputs asks for (input shape and
     // record layout included), so it is known only once the first split is loaded.
     bo.cache_dir = level.dir.empty() ? levels_dir : level.dir;
-    BuildState s(bo);
-    load_inputs(s);
+    SplitBuild b(bo);
+    b.load_inputs();
     if (level.dir.empty()) {
-      level.dir = level_dir(levels_dir, s.manifest.identity());
-      level.fingerprint = s.manifest.fingerprint;
+      level.dir = level_dir(levels_dir, b.manifest().identity());
+      level.fingerprint = b.manifest().fingerprint;
     }
-    s.options.cache_dir = level.dir;
-    const BuildReport r = run_loaded_build(s);
+    b.set_cache_dir(level.dir);
+    const BuildReport r = b.run();
     reused = reused && r.computed == 0 && r.index_written == 0;
     level.computed += r.computed;
     level.samples += r.samples;

@@ -16,8 +16,8 @@
 // levels made before sit in directories of other names: a rerun derives them again.
 //
 // Deriving a level is a build whose source is another cache: per split of level k, the build's
-// stages (engine/precompute/build_stages.h, load_cache_input in cache_input.h, then
-// run_loaded_build) with level k's split as the samples and the newly frozen blocks as the
+// stages (engine/precompute/build_stages.h, SplitBuild::load_cache_input in cache_input.h,
+// then run) with level k's split as the samples and the newly frozen blocks as the
 // prefix. A chunk of `batch` samples at a time is read from level k (CachedBatches: MultiGet
 // and decode), pushed through the blocks (eval mode, no grad, batch norms folded as
 // recycle-build folds them), encoded and written by the build's ChunkWriter on its own thread
@@ -73,8 +73,8 @@ struct DeriveOptions {
 // Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
 // `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
 // parameters no longer requiring grad: they are frozen from now on). The head blob is the
-// model's head after to_blocks. Each split is a build (load_cache_input, then
-// run_loaded_build: engine/precompute/cache_input.h). A complete level of the same identity is
+// model's head after to_blocks. Each split is a build (SplitBuild::load_cache_input,
+// then run: engine/precompute/cache_input.h). A complete level of the same identity is
 // reused (level.reused). An incomplete one (a derivation that died) is deleted and derived
 // again. Throws
 // std::runtime_error with one line for a base that is not a level of this model, a split point
@@ -91,7 +91,7 @@ struct RawLevelOptions : BuildOptions {
 };
 
 // The first level of a run that started on raw data: recycle-build's stages (load_inputs, then
-// run_loaded_build) over the training split and the evaluation split, with `model` as it is
+// SplitBuild::run) over the training split and the evaluation split, with `model` as it is
 // now split after `to_blocks` (its weights go to a temporary file in levels_dir, removed
 // afterwards). The level's directory is named from the identity load_inputs asks for. A rerun
 // with the same weights finds the level complete (level.reused).

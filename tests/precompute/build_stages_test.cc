@@ -19,6 +19,20 @@
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
 
+namespace recycle {
+// The state a test corrupts on purpose (SplitBuild's friend).
+class SplitBuildTestAccess {
+ public:
+  static void set_record_shapes(SplitBuild& b, std::vector<std::vector<int64_t>> shapes) {
+    b.manifest_.record_shapes = std::move(shapes);
+  }
+  static void close_store(SplitBuild& b) {  // releases the cache's writer lock
+    b.opening_.reset();
+    b.store_.reset();
+  }
+};
+}  // namespace recycle
+
 namespace {
 
 using recycle::testing::CacheContents;
@@ -27,9 +41,9 @@ using recycle::testing::read_cache;
 using recycle::ActivationStore;
 using recycle::BuildChunk;
 using recycle::BuildOptions;
-using recycle::BuildState;
 using recycle::IndexEntry;
 using recycle::Manifest;
+using recycle::SplitBuild;
 using recycle::testing::TempDir;
 
 using recycle::testing::kPatternSide;
@@ -47,34 +61,34 @@ BuildOptions options_for(const TempDir& dir, const std::string& cache, int64_t b
   return o;
 }
 
-void start(BuildState& s) {
-  recycle::load_inputs(s);
-  recycle::reconcile_manifest(s);
-  recycle::plan_split(s);
+void start(SplitBuild& s) {
+  s.load_inputs();
+  s.reconcile_manifest();
+  s.plan_split();
 }
 
 // Runs up to max_chunks chunks of a changed split (every chunk when max_chunks < 0) and
 // finishes the split when none is left.
-void run_chunks(BuildState& s, int max_chunks = -1) {
-  if (s.unchanged) return;
-  if (s.writes == 0) recycle::begin_split(s);
+void run_chunks(SplitBuild& s, int max_chunks = -1) {
+  if (s.unchanged()) return;
+  if (s.writes() == 0) s.begin_split();
   BuildChunk chunk;
   for (int done = 0; max_chunks < 0 || done < max_chunks; ++done) {
-    if (!recycle::next_chunk(s, &chunk)) {
-      recycle::finish_split(s);
+    if (!s.next_chunk(&chunk)) {
+      s.finish_split();
       return;
     }
-    recycle::find_missing(s, &chunk);
-    recycle::compute_chunk(s, &chunk);
-    recycle::write_chunk(s, &chunk);
+    s.find_missing(&chunk);
+    s.compute_chunk(&chunk);
+    s.write_chunk(&chunk);
   }
 }
 
 recycle::BuildReport build_all(const BuildOptions& o) {
-  BuildState s(o);
+  SplitBuild s(o);
   start(s);
   run_chunks(s);
-  return recycle::build_report(s);
+  return s.report();
 }
 
 // What a report says a run did.
@@ -93,20 +107,20 @@ TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
   write_pattern_images(dir.path().string(), patterns(30, 10));
   std::vector<recycle::Key> keys;
   {
-    BuildState s(options_for(dir, dir.file("cache")));
+    SplitBuild s(options_for(dir, dir.file("cache")));
     start(s);
-    EXPECT_FALSE(s.unchanged);
-    EXPECT_TRUE(s.existing.empty());
-    EXPECT_EQ(s.todo.size(), 40u);
-    EXPECT_EQ(s.report.samples, 40);
-    EXPECT_EQ(s.report.unique, 30);
+    EXPECT_FALSE(s.unchanged());
+    EXPECT_TRUE(s.existing().empty());
+    EXPECT_EQ(s.todo().size(), 40u);
+    EXPECT_EQ(s.counters().samples, 40);
+    EXPECT_EQ(s.counters().unique, 30);
     run_chunks(s);
-    const recycle::BuildReport r = recycle::build_report(s);
+    const recycle::BuildReport r = s.report();
     expect_counts(r, {30, 40, 10, 30});
     EXPECT_GT(r.bytes, 0);
     // The opening write, one per chunk of 8, the closing one.
-    EXPECT_EQ(s.writes, 1 + 5 + 1);
-    keys = s.keys;
+    EXPECT_EQ(s.writes(), 1 + 5 + 1);
+    keys = s.keys();
   }  // the state is dropped: the store closes
 
   const CacheContents c = read_cache(dir.file("cache"));
@@ -150,14 +164,14 @@ TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
   const CacheContents before = read_cache(cache);
 
   {
-    BuildState s(options_for(dir, cache));
+    SplitBuild s(options_for(dir, cache));
     start(s);
-    EXPECT_TRUE(s.unchanged);
-    EXPECT_TRUE(s.todo.empty());
-    EXPECT_EQ(s.existing.size(), 25u);
+    EXPECT_TRUE(s.unchanged());
+    EXPECT_TRUE(s.todo().empty());
+    EXPECT_EQ(s.existing().size(), 25u);
     run_chunks(s);
-    EXPECT_EQ(s.writes, 0);
-    const recycle::BuildReport r = recycle::build_report(s);
+    EXPECT_EQ(s.writes(), 0);
+    const recycle::BuildReport r = s.report();
     expect_counts(r, {0, 0, 25, 20});
     EXPECT_EQ(r.bytes, 0);
   }  // the state is dropped: the store closes
@@ -180,11 +194,11 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
 
   int64_t computed_first = 0;
   {
-    BuildState s(options_for(dir, resumed));
+    SplitBuild s(options_for(dir, resumed));
     start(s);
     run_chunks(s, 2);  // 16 samples written, then the state is dropped
-    EXPECT_EQ(s.next, 16u);
-    computed_first = s.report.computed;
+    EXPECT_EQ(s.next(), 16u);
+    computed_first = s.counters().computed;
     EXPECT_EQ(computed_first, 16);
   }
   {
@@ -195,14 +209,13 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
     EXPECT_EQ(midway.manifest.records, 16);
   }
   {
-    BuildState s(options_for(dir, resumed));
+    SplitBuild s(options_for(dir, resumed));
     start(s);
-    EXPECT_FALSE(s.unchanged);
-    ASSERT_EQ(s.todo.size(), 32u);  // the resume point: what the index holds already is kept
-    EXPECT_EQ(s.todo.front(), 16);
+    EXPECT_FALSE(s.unchanged());
+    ASSERT_EQ(s.todo().size(), 32u);  // the resume point: what the index holds already is kept
+    EXPECT_EQ(s.todo().front(), 16);
     run_chunks(s);
-    expect_counts(recycle::build_report(s),
-                  {40 - computed_first, 32, 48 - (40 - computed_first), 40});
+    expect_counts(s.report(), {40 - computed_first, 32, 48 - (40 - computed_first), 40});
   }
   const CacheContents a = read_cache(whole), b = read_cache(resumed);
   EXPECT_EQ(a.records, b.records);  // byte for byte
@@ -220,10 +233,10 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
 
   BuildOptions o = options_for(dir, cache);
   o.codec = recycle::Codec::kFp32;
-  BuildState s(o);
-  recycle::load_inputs(s);
+  SplitBuild s(o);
+  s.load_inputs();
   try {
-    recycle::reconcile_manifest(s);
+    s.reconcile_manifest();
     FAIL() << "another codec was accepted";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
@@ -232,9 +245,8 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
                         "this run asks for fp32 (use --rebuild to start over)");
     EXPECT_EQ(what.find('\n'), std::string::npos);
   }
-  EXPECT_EQ(s.writes, 0);
-  s.opening.reset();
-  s.store.reset();
+  EXPECT_EQ(s.writes(), 0);
+  recycle::SplitBuildTestAccess::close_store(s);
   const CacheContents after = read_cache(cache);
   EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
 }
@@ -242,16 +254,16 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
 TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
   TempDir dir;
   write_pattern_images(dir.path().string(), patterns(10, 0));
-  BuildState s(options_for(dir, dir.file("cache")));
+  SplitBuild s(options_for(dir, dir.file("cache")));
   start(s);
-  recycle::begin_split(s);
-  s.manifest.record_shapes = {{4, 14, 14}};  // what another prefix would have recorded
+  s.begin_split();
+  recycle::SplitBuildTestAccess::set_record_shapes(s, {{4, 14, 14}});  // another prefix's
   BuildChunk chunk;
-  ASSERT_TRUE(recycle::next_chunk(s, &chunk));
-  recycle::find_missing(s, &chunk);
+  ASSERT_TRUE(s.next_chunk(&chunk));
+  s.find_missing(&chunk);
   ASSERT_EQ(chunk.compute_keys.size(), 8u);
   try {
-    recycle::compute_chunk(s, &chunk);
+    s.compute_chunk(&chunk);
     FAIL() << "the shape check did not fire";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -259,7 +271,7 @@ TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
               "records are 4x14x14 per sample");
   }
   EXPECT_TRUE(chunk.records.empty());
-  EXPECT_EQ(s.report.computed, 0);
+  EXPECT_EQ(s.counters().computed, 0);
 }
 
 }  // namespace
@@ -347,14 +359,14 @@ TEST(BuildStages, OverlappedWritesLeaveTheCacheTheSerialLoopLeaves) {
 TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
   TempDir dir;
   write_pattern_images(dir.path().string(), patterns(12, 0));
-  BuildState s(options_for(dir, dir.file("cache"), 4));
+  SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
-  recycle::begin_split(s);
+  s.begin_split();
   BuildChunk chunk;
-  ASSERT_TRUE(recycle::next_chunk(s, &chunk));
-  recycle::find_missing(s, &chunk);
-  recycle::compute_chunk(s, &chunk);
-  recycle::StagedWrite w = recycle::stage_write(s, &chunk);
+  ASSERT_TRUE(s.next_chunk(&chunk));
+  s.find_missing(&chunk);
+  s.compute_chunk(&chunk);
+  recycle::StagedWrite w = s.stage_write(&chunk);
   // A batch of another cache: the store refuses it with an error.
   std::unique_ptr<ActivationStore> other;
   ASSERT_OK(ActivationStore::open(dir.file("other"), recycle::StoreOptions(), &other));
@@ -376,29 +388,28 @@ TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
   write_pattern_images(dir.path().string(), patterns(20, 5));
   BuildOptions o = options_for(dir, dir.file("streamed"), 3);
   o.data.classes = "1-8";
-  BuildState s(o);
-  recycle::load_inputs(s);
-  EXPECT_TRUE(s.streamed.streamed());
-  EXPECT_TRUE(s.data.pixels.empty());
-  recycle::key_samples(s);
+  SplitBuild s(o);
+  s.load_inputs();
+  EXPECT_TRUE(s.streamed().streamed());
+  EXPECT_TRUE(s.data().pixels.empty());
+  s.key_samples();
   const recycle::Dataset whole = recycle::load_dataset(o.data);
-  ASSERT_EQ(s.keys.size(), whole.size());
+  ASSERT_EQ(s.keys().size(), whole.size());
   for (size_t i = 0; i < whole.size(); ++i) {
     recycle::TensorView view;
-    EXPECT_EQ(s.keys[i], s.keyer->key(whole.key_input(i, &view))) << i;
+    EXPECT_EQ(s.keys()[i], s.keyer().key(whole.key_input(i, &view))) << i;
   }
-  recycle::reconcile_manifest(s);
-  recycle::plan_split(s);
+  s.reconcile_manifest();
+  s.plan_split();
   run_chunks(s);
 
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
-  BuildState w(ow);
-  recycle::load_inputs(w);
-  w.data = whole;  // pixels in memory: compute_chunk reads them there
-  w.streamed = recycle::StreamedImages();
-  recycle::reconcile_manifest(w);
-  recycle::plan_split(w);
+  SplitBuild w(ow);
+  w.load_inputs();
+  w.use_samples_in_memory(whole);  // pixels in memory: compute_chunk reads them there
+  w.reconcile_manifest();
+  w.plan_split();
   run_chunks(w);
 
   const CacheContents a = read_cache(dir.file("streamed"));
@@ -426,13 +437,12 @@ TEST(BuildStages, ReadAheadBuildsTheCacheOfTheStagesRunOneByOne) {
 
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
-  BuildState w(ow);
-  recycle::load_inputs(w);
-  w.data = recycle::load_dataset(o.data);
-  w.streamed = recycle::StreamedImages();
-  recycle::reconcile_manifest(w);
-  recycle::plan_split(w);
-  EXPECT_FALSE(w.had_records);
+  SplitBuild w(ow);
+  w.load_inputs();
+  w.use_samples_in_memory(recycle::load_dataset(o.data));
+  w.reconcile_manifest();
+  w.plan_split();
+  EXPECT_FALSE(w.had_records());
   run_chunks(w);
 
   const CacheContents a = read_cache(dir.file("ahead"));
@@ -445,13 +455,13 @@ TEST(BuildStages, ReadAheadBuildsTheCacheOfTheStagesRunOneByOne) {
 TEST(BuildStages, ChunkReaderRefusesAChunkOutOfOrder) {
   TempDir dir;
   write_pattern_images(dir.path().string(), patterns(12, 0));
-  BuildState s(options_for(dir, dir.file("cache"), 4));
+  SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
-  recycle::begin_split(s);
+  s.begin_split();
   recycle::ChunkReader reader(s);
   BuildChunk first, second;
-  ASSERT_TRUE(recycle::next_chunk(s, &first));
-  ASSERT_TRUE(recycle::next_chunk(s, &second));
+  ASSERT_TRUE(s.next_chunk(&first));
+  ASSERT_TRUE(s.next_chunk(&second));
   EXPECT_THROW(reader.read(&second), std::logic_error);  // the first was skipped
 }
 
@@ -461,10 +471,10 @@ TEST(BuildStages, ARerunOnACacheWithRecordsLooksThemUp) {
   write_pattern_images(dir.path().string(), patterns(12, 0));
   BuildOptions o = options_for(dir, dir.file("cache"), 4);
   recycle::run_build(o);
-  BuildState s(o);
+  SplitBuild s(o);
   start(s);
-  EXPECT_TRUE(s.had_records);
-  EXPECT_TRUE(s.unchanged);
+  EXPECT_TRUE(s.had_records());
+  EXPECT_TRUE(s.unchanged());
 }
 
 }  // namespace
