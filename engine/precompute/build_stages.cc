@@ -1,5 +1,7 @@
 #include "engine/precompute/build_stages.h"
 
+#include "engine/precompute/build_model.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -24,15 +26,6 @@
 #include "recycle/errors.h"
 
 namespace recycle {
-
-struct BuildModel {
-  explicit BuildModel(const std::string& device_name) : device(device_name) {}
-  torch::Device device;
-  std::optional<PreparedModel> prepared;
-  std::optional<InferencePrefix> fast;  // the prepared prefix, folded: what records come from
-  // The head blob of a new cache, when it is not prepared's head (a build from another cache).
-  std::string head_blob;
-};
 
 BuildState::BuildState(BuildOptions o)
     : options(std::move(o)), start(std::chrono::steady_clock::now()) {}
@@ -311,6 +304,29 @@ void key_samples(BuildState& s) {
   s.keyed = true;
 }
 
+void key_chunk(BuildState& s, const BuildChunk& chunk, std::vector<Key>* keys) {
+  if (s.cache_input) throw std::logic_error("key_chunk: a build from another cache has its keys");
+  const int64_t n = static_cast<int64_t>(chunk.end - chunk.begin);
+  keys->resize(static_cast<size_t>(n));
+  const int64_t* positions = s.todo.data() + chunk.begin;
+  if (!s.streamed.streamed()) {
+    parallel_loop(n, [&](int64_t i) {
+      TensorView view;
+      (*keys)[i] = s.keyer->key(s.data.key_input(static_cast<size_t>(positions[i]), &view));
+    });
+    return;
+  }
+  BuildChunk all;  // every sample of the chunk, as compute_chunk would read them
+  all.begin = chunk.begin;
+  all.end = chunk.end;
+  all.compute_pos.assign(positions, positions + n);
+  all.pixels = chunk.pixels;
+  if (all.pixels.empty() && !s.images) s.images = std::make_unique<ImageStream>(s.data, s.streamed);
+  key_range(all.pixels.empty() ? read_samples(s.data, *s.images, positions, n)
+                               : chunk_samples(s, all),
+            *s.keyer, 0, keys);
+}
+
 void plan_split(BuildState& s) {
   const std::string& split = s.options.data.split;
   s.existing.clear();
@@ -469,16 +485,14 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
     compute_text_chunk(s, chunk);
     return;
   }
-  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
-  int64_t per_sample = 1;
-  for (int64_t d : shape) per_sample *= d;
+  encode_chunk_outputs(s, chunk_prefix_outputs(s, chunk_inputs(s, chunk)), chunk);
+}
 
+torch::Tensor chunk_inputs(BuildState& s, BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = s.model->device;
-  torch::Tensor images;  // the prefix's input: images, or the records of another cache
-  if (s.cache_input) {
-    images = s.cache_input->read(chunk->compute_pos.data(), m);
-  } else if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
+  if (s.cache_input) return s.cache_input->read(chunk->compute_pos.data(), m);
+  if (s.streamed.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
     if (chunk->pixels.empty() && !s.images) {
@@ -487,12 +501,16 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(s.data, *s.images, chunk->compute_pos.data(), m)
                              : chunk_samples(s, *chunk);
-    images = image_batch(read, all.data(), m, device);
-  } else {
-    images = image_batch(s.data, chunk->compute_pos.data(), m, device);
+    return image_batch(read, all.data(), m, device);
   }
+  return image_batch(s.data, chunk->compute_pos.data(), m, device);
+}
+
+torch::Tensor chunk_prefix_outputs(BuildState& s, const torch::Tensor& inputs) {
+  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
+  const int64_t m = inputs.size(0);
   const auto started = std::chrono::steady_clock::now();
-  torch::Tensor out = s.model->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
+  torch::Tensor out = s.model->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
   s.report.prefix_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Records are cut from this buffer by the manifest's shape: check it every time.
@@ -500,7 +518,15 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
                              ", the cache's records are " + shape_string(shape) + " per sample");
   }
-  const float* base = out.data_ptr<float>();
+  return out;
+}
+
+void encode_chunk_outputs(BuildState& s, const torch::Tensor& outputs, BuildChunk* chunk) {
+  const std::vector<int64_t>& shape = s.manifest.record_shapes.at(0);
+  int64_t per_sample = 1;
+  for (int64_t d : shape) per_sample *= d;
+  const int64_t m = outputs.size(0);
+  const float* base = outputs.data_ptr<float>();
   const Codec codec = s.codec;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {

@@ -157,6 +157,11 @@ void reconcile_manifest(BuildState& s);
 // s.keys and sets report.samples and report.unique. Needs no cache: the ranks of a distributed
 // build that do not write it call this alone.
 void key_samples(BuildState& s);
+// Keys of the samples todo[chunk.begin, chunk.end) into *keys, in that order (the same keys
+// key_samples gives them): from chunk.pixels when a ChunkReader read them, else from the
+// dataset in memory, else read from a stream of the state's own. For a job that keys as it
+// goes, a chunk at a time (recycle-predict); not for a build from another cache.
+void key_chunk(BuildState& s, const BuildChunk& chunk, std::vector<Key>* keys);
 // Reads the split's stored index, keys every sample (key_samples, unless done already), lists
 // the positions to write, decides s.unchanged and notes whether the store holds any record.
 void plan_split(BuildState& s);
