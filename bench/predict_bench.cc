@@ -33,6 +33,13 @@ struct Row {
   double speed() const { return median(cached) / median(full); }  // cached time / full time
 };
 
+// A codec's agreement with the full model at ratio 0.5, every sample a hit.
+struct Agreement {
+  std::string codec;
+  int64_t samples = 0, agree = 0;
+  double max_prob_diff = 0, accuracy = 0;
+};
+
 class PredictBench {
  public:
   explicit PredictBench(PredictBenchOptions o) : o_(std::move(o)), c_(o_.common) {
@@ -57,6 +64,8 @@ class PredictBench {
       }
       rows.insert(rows.end(), at_r.begin(), at_r.end());
     }
+    std::vector<Agreement> agreement;
+    for (const char* codec : {"fp32", "fp16", "bf16", "int8"}) agreement.push_back(agree(codec));
     json peer;
     if (o_.peer) {
       note("eager PyTorch peer: full-model inference over " + std::to_string(o_.predict_samples) +
@@ -67,46 +76,77 @@ class PredictBench {
                        work_)
                  .result;
     }
-    report(rows, peer);
+    report(rows, agreement, peer);
   }
 
  private:
   std::string dir(double r, const std::string& what) const {
     return work_ + "/predict-r" + fmt(r * 100, 0) + "-" + what;
   }
-  std::vector<std::string> build(double r, const std::string& cache, const std::string& split,
-                                 int64_t limit) const {
+  std::vector<std::string> build(double r, const std::string& codec, const std::string& cache,
+                                 const std::string& split, int64_t limit) const {
     return {c_.tool("recycle-build"), "--data", "fashion-mnist", "--classes", "5-9", "--split",
             split, "--limit", std::to_string(limit), "--weights", c_.weights, "--recycle",
-            fmt(r, 3), "--codec", codec_name(c_.codec), "--cache", cache, "--threads",
+            fmt(r, 3), "--codec", codec, "--cache", cache, "--threads",
             std::to_string(c_.threads), "--json"};
+  }
+  // Trains a head for one epoch from `cache` into `head`.
+  void train_head(const std::string& cache, const std::string& head) const {
+    run_child({c_.tool("recycle-train"), "--cache", cache, "--epochs", "1", "--batch",
+               std::to_string(c_.batch), "--threads", std::to_string(c_.threads), "--eval-split",
+               "none", "--save-head", head, "--json"},
+              work_);
+  }
+  // recycle-predict --compare-full over the test samples, from `cache` with `head`.
+  json predict(const std::string& cache, const std::string& head) const {
+    return run_child({c_.tool("recycle-predict"), "--cache", cache, "--head", head, "--weights",
+                      c_.weights, "--data", "fashion-mnist", "--classes", "5-9", "--split", "test",
+                      "--limit", std::to_string(o_.predict_samples), "--batch",
+                      std::to_string(o_.predict_batch), "--threads", std::to_string(c_.threads),
+                      "--out", work_ + "/predict-rows.jsonl", "--compare-full", "--json"},
+                     work_)
+        .result;
   }
 
   // The three caches of ratio r and the head trained from the first.
   void prepare(double r) {
     note("ratio " + fmt(r, 2) + ": caches and head");
     for (const std::string what : {"0", "50", "100"}) fs::remove_all(dir(r, what));
-    run_child(build(r, dir(r, "0"), "train", c_.samples), work_);
-    run_child(build(r, dir(r, "50"), "test", o_.predict_samples / 2), work_);
-    run_child(build(r, dir(r, "100"), "test", o_.predict_samples), work_);
-    run_child({c_.tool("recycle-train"), "--cache", dir(r, "0"), "--epochs", "1", "--batch",
-               std::to_string(c_.batch), "--threads", std::to_string(c_.threads), "--eval-split",
-               "none", "--save-head", dir(r, "head.pt"), "--json"},
-              work_);
+    const std::string codec = codec_name(c_.codec);
+    run_child(build(r, codec, dir(r, "0"), "train", c_.samples), work_);
+    run_child(build(r, codec, dir(r, "50"), "test", o_.predict_samples / 2), work_);
+    run_child(build(r, codec, dir(r, "100"), "test", o_.predict_samples), work_);
+    train_head(dir(r, "0"), dir(r, "head.pt"));
+  }
+
+  // A head trained from a cache of `codec` at 0.5 (a head serves caches of its own codec only)
+  // and its predictions from a cache of every test sample, beside the full model's.
+  Agreement agree(const std::string& codec) {
+    note("codec " + codec + ": agreement with the full model at ratio 0.5");
+    const std::string train = work_ + "/predict-agree-" + codec + "-train";
+    const std::string test = work_ + "/predict-agree-" + codec + "-test";
+    fs::remove_all(train);
+    fs::remove_all(test);
+    run_child(build(0.5, codec, train, "train", c_.samples), work_);
+    run_child(build(0.5, codec, test, "test", o_.predict_samples), work_);
+    train_head(train, train + "-head.pt");
+    const json j = predict(test, train + "-head.pt");
+    Agreement a;
+    a.codec = codec;
+    a.samples = j.at("samples").get<int64_t>();
+    a.agree = j.at("agree").get<int64_t>();
+    a.max_prob_diff = j.at("max_prob_diff").get<double>();
+    a.accuracy = j.at("accuracy").get<double>();
+    if (j.at("hits").get<int64_t>() != a.samples) {
+      throw std::runtime_error("the agreement run of " + codec + " missed the cache");
+    }
+    return a;
   }
 
   void measure(Row* row, int64_t round) {
     note("ratio " + fmt(row->ratio, 2) + ", " + std::to_string(row->hit_rate) + "% hits, round " +
          std::to_string(round + 1) + "/" + std::to_string(o_.rounds));
-    const json j =
-        run_child({c_.tool("recycle-predict"), "--cache", dir(row->ratio, std::to_string(row->hit_rate)),
-                   "--head", dir(row->ratio, "head.pt"), "--weights", c_.weights, "--data",
-                   "fashion-mnist", "--classes", "5-9", "--split", "test", "--limit",
-                   std::to_string(o_.predict_samples), "--batch", std::to_string(o_.predict_batch),
-                   "--threads", std::to_string(c_.threads), "--out", work_ + "/predict-rows.jsonl",
-                   "--compare-full", "--json"},
-                  work_)
-            .result;
+    const json j = predict(dir(row->ratio, std::to_string(row->hit_rate)), dir(row->ratio, "head.pt"));
     row->samples = j.at("samples").get<int64_t>();
     row->hits = j.at("hits").get<int64_t>();
     row->cached.push_back(j.at("predict_seconds").get<double>());
@@ -117,7 +157,8 @@ class PredictBench {
     row->max_prob_diff = std::max(row->max_prob_diff, j.at("max_prob_diff").get<double>());
   }
 
-  void report(const std::vector<Row>& rows, const json& peer) {
+  void report(const std::vector<Row>& rows, const std::vector<Agreement>& agreement,
+              const json& peer) {
     std::ostringstream md;
     md << "recycle-predict against full-model inference in the same process (--compare-full): "
        << o_.predict_samples << " test samples of classes 5-9, batch " << o_.predict_batch
@@ -165,6 +206,20 @@ class PredictBench {
                            {"max_prob_diff", r.max_prob_diff}});
     }
     md << table.markdown();
+    md << "\nAgreement of cache hits with the full model, per codec (ratio 0.5, a head trained "
+          "for one epoch from a cache of that codec, every test sample a hit):\n\n";
+    Table codecs({"codec", "same class", "largest probability difference", "accuracy"});
+    for (const Agreement& a : agreement) {
+      codecs.add_row({a.codec, std::to_string(a.agree) + "/" + std::to_string(a.samples) + " (" +
+                                   fmt(100.0 * a.agree / a.samples, 2) + "%)",
+                      fmt(a.max_prob_diff, 6), fmt(a.accuracy, 4)});
+      j["agreement"].push_back({{"codec", a.codec},
+                                {"samples", a.samples},
+                                {"agree", a.agree},
+                                {"max_prob_diff", a.max_prob_diff},
+                                {"accuracy", a.accuracy}});
+    }
+    md << codecs.markdown();
     if (!peer.is_null()) {
       md << "\nEager PyTorch peer (eval mode, no_grad, batch " << peer.value("batch", 0)
          << ", images preprocessed in memory first): full-model inference over "

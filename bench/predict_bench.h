@@ -12,6 +12,9 @@
 // the cached side's). The head's share of the full loop's time gives the 100% limit (1.2x of
 // full x share) and the 0% goal is at most 1.05x of full. With --peer, the eager PyTorch peer's
 // full-model inference (bench/peers/eager_peer.py --infer-only) over as many samples.
+// Then, per codec (fp32, fp16, bf16, int8) at 0.5: a head trained from a cache of that codec
+// (a head serves caches of its own identity only) predicting every test sample from the cache,
+// and how often its class is the full model's, and the largest probability difference.
 // Writes predict.json and predict.md to the output directory. No LibTorch here.
 #pragma once
 

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <stdexcept>
@@ -55,6 +57,7 @@ std::string PredictReport::to_json() const {
                       {"seconds", seconds},
                       {"predict_seconds", predict_seconds},
                       {"prefix_seconds", prefix_seconds},
+                      {"write_seconds", write_seconds},
                       {"samples_per_s", samples_per_s}};
   j["accuracy"] = accuracy >= 0 ? nlohmann::json(accuracy) : nlohmann::json(nullptr);
   if (full_seconds > 0) {
@@ -181,6 +184,8 @@ void look_up(const ActivationStore& store, const BuildChunk& c, const std::vecto
 torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
                           const std::string& dir) {
   const int64_t n = static_cast<int64_t>(l.slot.size());
+  // Every sample a miss of its own: the prefix's outputs are the batch, in order.
+  if (missed.defined() && missed.size(0) == n) return missed;
   const RecordLayout layout = m.layout();
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), m.record_shapes.at(0).begin(), m.record_shapes.at(0).end());
@@ -315,8 +320,10 @@ PredictReport run_predict(const PredictOptions& o) {
       const int64_t pos = s.todo[c.begin + i];
       report.correct += p[i] == s.data.labels[pos] ? 1 : 0;
     }
-    rows.write(c.begin, s.data, probs, pred, l.slot, l.computed);
     report.predict_seconds += since(t) + read_seconds;
+    const auto w = Clock::now();
+    rows.write(c.begin, s.data, probs, pred, l.slot, l.computed);
+    report.write_seconds += since(w);
     report.hits += l.hit_samples;
     report.misses += rows_in_chunk - l.hit_samples;
 
@@ -339,7 +346,8 @@ PredictReport run_predict(const PredictOptions& o) {
   report.samples = n;
   report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;
   report.prefix_seconds = s.report.prefix_seconds;
-  report.samples_per_s = report.predict_seconds > 0 ? n / report.predict_seconds : 0;
+  const double loop = report.predict_seconds + report.write_seconds;
+  report.samples_per_s = loop > 0 ? n / loop : 0;
   report.seconds = since(start);
   return report;
 }

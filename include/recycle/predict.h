@@ -43,9 +43,12 @@ struct PredictReport {
   int64_t correct = 0;
   double accuracy = -1;  // correct / samples; -1 when the data has no labels
   double seconds = 0;    // wall time of run_predict (loading the model and data included)
-  double predict_seconds = 0;  // the prediction loop alone (what samples_per_s divides by)
-  double prefix_seconds = 0;   // of it, the prefix's forward on misses
-  double samples_per_s = 0;
+  // The prediction loop: reading, keying, lookup, the prefix on misses, decoding, the head
+  // (what --compare-full's full_seconds is compared with); then writing the rows.
+  double predict_seconds = 0;
+  double prefix_seconds = 0;  // of predict_seconds, the prefix's forward on misses
+  double write_seconds = 0;   // formatting and writing the rows
+  double samples_per_s = 0;   // samples / (predict_seconds + write_seconds)
   // compare_full only (zeros otherwise): the full model's loop over the same samples, how many
   // predicted the same class, and the largest difference of a probability.
   double full_seconds = 0;

@@ -201,7 +201,7 @@ TEST_F(Predict, ACacheOfAnotherModelIsRefusedAsStale) {
   r = run(work, "recycle-predict", "--cache " + cache_ + " --head " + head75 + " --weights " + enc_ +
                                        " " + data() + " --limit 50 --out " + out);
   EXPECT_EQ(r.code, 1) << describe(r);
-  EXPECT_NE(r.err.find("split at"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("split point"), std::string::npos) << r.err;
 }
 
 // A directory nobody may write: a read-only tmpfs mount for root (who ignores modes), mode
@@ -266,6 +266,22 @@ TEST_F(Predict, WriteBackOnAReadOnlyCacheIsRefusedAndReadingStillWorks) {
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["hits"], 300);
   EXPECT_EQ(r.last["misses"], 50);
+}
+
+TEST(PredictTool, HelpPrintsUsageAndMissingFlagsAreBadUsage) {
+  TempDir dir;
+  ToolRun r = run(dir, "recycle-predict", "--help");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  for (const char* flag : {"--cache", "--head", "--weights", "--out", "--write-back", "--json"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  }
+  r = run(dir, "recycle-predict", "--cache c --weights w.pt --data fashion-mnist --out p.csv");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--head"), std::string::npos) << r.err;
+  r = run(dir, "recycle-predict", "--cache c --head h.pt --weights w.pt --out p.csv");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--data"), std::string::npos) << r.err;
 }
 
 }  // namespace

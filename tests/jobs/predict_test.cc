@@ -1,6 +1,7 @@
 // Head files (engine/jobs/head_file.h) and prediction rows (engine/jobs/prediction_rows.h).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/jobs/head_file.h"
