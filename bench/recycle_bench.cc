@@ -7,7 +7,9 @@
 //   --nproc N      data-parallel head training beside the PyTorch DDP peer (bench/dist_bench.h);
 //   --targets      the performance targets (bench/target_bench.h);
 //   --progressive  progressive recycling beside full fine-tuning and a fixed recycle point
-//                  (bench/progressive_bench.h).
+//                  (bench/progressive_bench.h);
+//   --predict      recycle-predict at 0/50/100% cache hits against full-model inference
+//                  (bench/predict_bench.h).
 // Each benchmark registers its own flags; the flags they share are bench/common_options.h.
 // Bad usage exits 2 with one line, a failed run exits 1 with one line.
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 
 #include "bench/common_options.h"
 #include "bench/dist_bench.h"
+#include "bench/predict_bench.h"
 #include "bench/progressive_bench.h"
 #include "bench/ratio_bench.h"
 #include "bench/target_bench.h"
@@ -48,11 +51,13 @@ int main(int argc, char** argv) {
   DistBenchOptions dist;
   TargetBenchOptions targets;
   ProgressiveBenchOptions progressive;
+  PredictBenchOptions predict;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
   add_target_flags(&app, &targets);
   add_progressive_flags(&app, &progressive);
+  add_predict_flags(&app, &predict);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -84,6 +89,15 @@ int main(int argc, char** argv) {
     if (const std::string e = check_progressive_options(progressive); !e.empty())
       return usage_error(e);
   }
+  if (predict.selected &&
+      (targets.selected || data_parallel || ratio.peer || common.text() || progressive.selected)) {
+    return usage_error("--predict is its own bench on the image task (no --targets, --nproc, "
+                       "--peer, --progressive or --task text; --predict-peer adds the peer)");
+  }
+  if (predict.selected) {
+    if (const std::string e = check_ratios(predict.ratios, common.task); !e.empty())
+      return usage_error(e);
+  }
   if (targets.selected && data_parallel)
     return usage_error("--targets and --nproc are two different benches");
   if (common.tools_dir.empty())
@@ -102,6 +116,10 @@ int main(int argc, char** argv) {
       progressive.common = common;
       apply_progressive_defaults(app, &progressive);
       run_progressive_bench(progressive);
+    } else if (predict.selected) {
+      predict.common = common;
+      apply_predict_defaults(app, &predict);
+      run_predict_bench(predict);
     } else {
       ratio.common = common;
       run_ratio_bench(ratio);

@@ -10,7 +10,9 @@ reads Fashion-MNIST from Debian's IDX .gz files, and times, on the same samples:
           under torch.no_grad() over every sample in batches of 256, outputs kept in memory
           (the peer's equivalent of building a cache);
   head    training the head (layer3.0..layer4.1 + classifier) from those in-memory
-          activations for --epochs epochs.
+          activations for --epochs epochs;
+  infer   (--infer-only) full-model inference: eval mode, torch.no_grad(), batches of 256,
+          argmax and softmax of every sample (recycle-bench --predict's peer row).
 
 The training step matches the engine's (engine/trainer.cc): cosine learning rate set per step,
 zero_grad, forward, cross-entropy, backward, SGD step (lr 0.05, Nesterov momentum 0.9, weight
@@ -277,6 +279,9 @@ def main():
     parser.add_argument("--head-only", action="store_true",
                         help="skip full fine-tuning: time the prefix pass and head training in a "
                              "process that has done nothing else (their fields only in the JSON)")
+    parser.add_argument("--infer-only", action="store_true",
+                        help="time only full-model inference (eval mode, no_grad, batches of 256) "
+                             "over the samples")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                         help="arithmetic of the training forward: fp32, or bf16 under "
                              "torch.autocast (the engine's --precision) (default: fp32)")
@@ -296,8 +301,8 @@ def main():
         raise PeerError("--threads must be 0 (all cores) or positive")
     if args.seed < 0:
         raise PeerError("--seed must be 0 or positive")
-    if args.prefix_only and args.head_only:
-        raise PeerError("--prefix-only and --head-only exclude each other")
+    if sum([args.prefix_only, args.head_only, args.infer_only]) > 1:
+        raise PeerError("--prefix-only, --head-only and --infer-only exclude each other")
     classes = parse_classes(args.classes)
     if args.profile and not os.path.isdir(args.profile):
         raise PeerError("--profile: %s is not a directory" % args.profile)
@@ -320,6 +325,26 @@ def main():
     # Preprocess once, outside any timing (the data is small): [n, 1, 28, 28] float32.
     x_all = torch.from_numpy(images.copy()).unsqueeze(1).float().div_(255.0).sub_(PIXEL_MEAN).div_(PIXEL_STD)
     y_all = torch.from_numpy(labels_np.copy()).long()
+
+    # ---- full-model inference ----
+    if args.infer_only:
+        torch.manual_seed(args.seed)
+        blocks, classifier = build_model(torch, WIDTH, len(classes))
+        model = torch.nn.Sequential(*[b for _, b in blocks], classifier)
+        model.eval()
+        start = time.perf_counter()
+        correct = 0
+        with torch.no_grad():
+            for b in range(0, n, PREFIX_BATCH):
+                probs = torch.softmax(model(x_all[b:b + PREFIX_BATCH]), 1)
+                correct += int((probs.argmax(1) == y_all[b:b + PREFIX_BATCH]).sum())
+        infer_seconds = time.perf_counter() - start
+        print(json.dumps({"peer": "eager-pytorch", "samples": n, "threads": threads,
+                          "batch": PREFIX_BATCH, "classes": args.classes,
+                          "torch_version": torch.__version__,
+                          "infer_seconds": round(infer_seconds, 4),
+                          "infer_samples_per_s": round(n / infer_seconds, 1)}))
+        return 0
 
     # ---- full fine-tuning ----
     torch.manual_seed(args.seed)

@@ -9,5 +9,6 @@ int build_main(int argc, char** argv);    // recycle-build
 int train_main(int argc, char** argv);    // recycle-train
 int inspect_main(int argc, char** argv);  // recycle-inspect
 int corpus_main(int argc, char** argv);   // recycle-corpus
+int predict_main(int argc, char** argv);  // recycle-predict
 
 }  // namespace recycle

@@ -21,6 +21,7 @@
 #include "cache/activation_store.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
@@ -223,7 +224,18 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   }
   if (dist && dist->rank() != 0) return report;  // rank 0 alone writes
   if (!o.save_model.empty()) save_block_model(*model, o.save_model);
-  if (!o.save_head.empty()) save_head(head, o.save_head);
+  if (!o.save_head.empty()) {
+    // Behind a level: that level's identity; on raw data (nothing frozen): the empty prefix's.
+    HeadIdentity identity;
+    if (freezer.frozen() > 0) {
+      Manifest m;
+      open_level_read_only(freezer.level_dir(), &m);
+      identity = head_identity_of_cache(m);
+    } else {
+      identity = head_identity_of_model(*model, split_block_model(*model, 0));
+    }
+    save_head(head, identity, o.save_head);
+  }
   return report;
 }
 

@@ -16,6 +16,7 @@
 #include "cache/activation_store.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
@@ -33,7 +34,6 @@
 #include "engine/train/preload.h"
 #include "engine/train/text_batches.h"
 #include "engine/train/trainer.h"
-#include "engine/util/atomic_file.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -118,18 +118,6 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
   }
   const double med = median(report->epoch_seconds);
   report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
-}
-
-void save_head(BlockStack& head, const std::string& path) {
-  torch::serialize::OutputArchive archive;
-  head->save(archive);
-  write_file_atomically(path, [&](const std::string& temp) {  // no partial file, even on SIGTERM
-    try {
-      archive.save_to(temp);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
-    }
-  });
 }
 
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
@@ -364,7 +352,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }
-  if (!o.save_head.empty()) save_head(split.head, o.save_head);
+  if (!o.save_head.empty()) save_head(split.head, head_identity_of_cache(m), o.save_head);
   return report;
 }
 
@@ -407,7 +395,9 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
     report.test_samples = r.samples;
   }
   if (!o.save_model.empty()) save_block_model(pm.model, o.save_model);
-  if (!o.save_head.empty()) save_head(pm.split.head, o.save_head);
+  if (!o.save_head.empty()) {
+    save_head(pm.split.head, head_identity_of_model(pm.model, pm.split), o.save_head);
+  }
   return report;
 }
 

@@ -20,8 +20,6 @@ struct DataParallelStats;
 
 // Epochs, epoch seconds and losses, and samples/s from the median epoch.
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
-// Written to a temporary file beside `path`, then renamed: a reader never sees half a head.
-void save_head(BlockStack& head, const std::string& path);
 // The model of cache `store` (manifest m) into *model: the encoder its spec names, its class
 // names, the head after the split point from the cache's "head" blob (a classifier new to the
 // cache's classes drawn from `seed`), the head moved to `device`. The prefix blocks keep their

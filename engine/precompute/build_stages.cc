@@ -1,8 +1,11 @@
 #include "engine/precompute/build_stages.h"
 
+#include "engine/precompute/build_model.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -24,15 +27,6 @@
 #include "recycle/errors.h"
 
 namespace recycle {
-
-struct BuildModel {
-  explicit BuildModel(const std::string& device_name) : device(device_name) {}
-  torch::Device device;
-  std::optional<PreparedModel> prepared;
-  std::optional<InferencePrefix> fast;  // the prepared prefix, folded: what records come from
-  // The head blob of a new cache, when it is not prepared's head (a build from another cache).
-  std::string head_blob;
-};
 
 SplitBuild::SplitBuild(BuildOptions o)
     : options_(std::move(o)), start_(std::chrono::steady_clock::now()) {}
@@ -307,6 +301,34 @@ void SplitBuild::key_samples() {
   keyed_ = true;
 }
 
+void SplitBuild::key_chunk(const BuildChunk& chunk, std::vector<Key>* keys) {
+  if (cache_input_) throw std::logic_error("key_chunk: a build from another cache has its keys");
+  const int64_t n = static_cast<int64_t>(chunk.end - chunk.begin);
+  keys->resize(static_cast<size_t>(n));
+  const int64_t* positions = todo_.data() + chunk.begin;
+  if (!streamed_.streamed()) {
+    parallel_loop(n, [&](int64_t i) {
+      TensorView view;
+      (*keys)[i] = keyer_->key(data_.key_input(static_cast<size_t>(positions[i]), &view));
+    });
+    return;
+  }
+  BuildChunk all;  // every sample of the chunk, as compute_chunk would read them
+  all.begin = chunk.begin;
+  all.end = chunk.end;
+  all.compute_pos.assign(positions, positions + n);
+  all.pixels = chunk.pixels;
+  if (all.pixels.empty() && !images_) images_ = std::make_unique<ImageStream>(data_, streamed_);
+  key_range(all.pixels.empty() ? read_samples(data_, *images_, positions, n) : chunk_samples(all),
+            *keyer_, 0, keys);
+}
+
+void SplitBuild::plan_every_sample() {
+  todo_.resize(data_.size());
+  std::iota(todo_.begin(), todo_.end(), int64_t{0});
+  next_ = 0;
+}
+
 void SplitBuild::plan_split() {
   const std::string& split = options_.data.split;
   existing_.clear();
@@ -465,16 +487,14 @@ void SplitBuild::compute_chunk(BuildChunk* chunk) {
     compute_text_chunk(chunk);
     return;
   }
-  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
-  int64_t per_sample = 1;
-  for (int64_t d : shape) per_sample *= d;
+  encode_chunk_outputs(chunk_prefix_outputs(chunk_inputs(chunk)), chunk);
+}
 
+torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = model_->device;
-  torch::Tensor images;  // the prefix's input: images, or the records of another cache
-  if (cache_input_) {
-    images = cache_input_->read(chunk->compute_pos.data(), m);
-  } else if (streamed_.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
+  if (cache_input_) return cache_input_->read(chunk->compute_pos.data(), m);
+  if (streamed_.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
     if (chunk->pixels.empty() && !images_) {
@@ -483,12 +503,16 @@ void SplitBuild::compute_chunk(BuildChunk* chunk) {
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
                              : chunk_samples(*chunk);
-    images = image_batch(read, all.data(), m, device);
-  } else {
-    images = image_batch(data_, chunk->compute_pos.data(), m, device);
+    return image_batch(read, all.data(), m, device);
   }
+  return image_batch(data_, chunk->compute_pos.data(), m, device);
+}
+
+torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
+  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
+  const int64_t m = inputs.size(0);
   const auto started = std::chrono::steady_clock::now();
-  torch::Tensor out = model_->fast->forward(images).to(torch::kCPU, torch::kFloat32).contiguous();
+  torch::Tensor out = model_->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
   report_.prefix_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Records are cut from this buffer by the manifest's shape: check it every time.
@@ -496,7 +520,15 @@ void SplitBuild::compute_chunk(BuildChunk* chunk) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
                              ", the cache's records are " + shape_string(shape) + " per sample");
   }
-  const float* base = out.data_ptr<float>();
+  return out;
+}
+
+void SplitBuild::encode_chunk_outputs(const torch::Tensor& outputs, BuildChunk* chunk) {
+  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
+  int64_t per_sample = 1;
+  for (int64_t d : shape) per_sample *= d;
+  const int64_t m = outputs.size(0);
+  const float* base = outputs.data_ptr<float>();
   const Codec codec = codec_;
   chunk->records.resize(m);
   parallel_loop(m, [&](int64_t r) {

@@ -76,6 +76,10 @@
 #include "engine/precompute/build_pipeline.h"
 #include "keyers/keyer.h"
 
+namespace at {
+class Tensor;  // torch::Tensor; the members that take one are defined where LibTorch is
+}  // namespace at
+
 namespace recycle {
 
 class Progress;
@@ -177,6 +181,28 @@ class SplitBuild {
   void ingest_and_index(const std::vector<std::string>& files, int64_t computed, int64_t bytes);
   // The opened cache's staging directory (after reconcile_manifest).
   std::string staging_dir() const;
+
+  // ---- a job that keys and computes as it goes (recycle-predict: engine/jobs/predict_job.cc) --
+  // After load_inputs, instead of a cache's plan: todo() is every sample, in order.
+  void plan_every_sample();
+  // Keys of the samples todo[chunk.begin, chunk.end) into *keys, in that order (the keys
+  // key_samples gives them): from chunk.pixels when a ChunkReader read them, else from the
+  // dataset in memory, else read from a stream of the build's own. Not for a build from
+  // another cache.
+  void key_chunk(const BuildChunk& chunk, std::vector<Key>* keys);
+  // compute_chunk for image records, step by step (the caller includes <torch/torch.h>):
+  // chunk->compute_pos as the prefix's input (float32 [m, C, H, W] on the model's device; a
+  // build from another cache: its decoded records); the folded prefix on it (no grad: float32
+  // [m, ...record shape], contiguous, on the CPU; its time added to the report's
+  // prefix_seconds; std::runtime_error when the shape is not the manifest's record shape); and
+  // one record per row of such outputs, encoded by the codec, into chunk->records
+  // (CodecRangeError naming the sample for a value the codec cannot hold).
+  at::Tensor chunk_inputs(BuildChunk* chunk);
+  at::Tensor chunk_prefix_outputs(const at::Tensor& inputs);
+  void encode_chunk_outputs(const at::Tensor& outputs, BuildChunk* chunk);
+  // The device and the prepared, split model (engine/precompute/build_model.h), after
+  // load_inputs.
+  BuildModel& model() { return *model_; }
 
   // ---- what the build knows so far (read only) -----------------------------------------------
   const BuildOptions& options() const { return options_; }

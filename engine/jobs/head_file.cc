@@ -1,0 +1,166 @@
+#include "engine/jobs/head_file.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "cache/json_fields.h"
+#include "engine/data/regular_file.h"
+#include "engine/models/zip_checksums.h"
+#include "engine/precompute/prefix_identity.h"
+#include "engine/util/atomic_file.h"
+
+namespace recycle {
+
+namespace {
+
+constexpr const char* kHeadEntry = "recycle.head";
+constexpr int kHeadFormat = 1;
+
+// {"format", "from_cache", "model", "fingerprint", "split_at", "prefix_blocks",
+// "total_blocks", "class_names"} and, from a cache, "cache_identity" (CacheIdentity::to_json).
+std::string identity_json(const HeadIdentity& h) {
+  const CacheIdentity& id = h.identity;
+  nlohmann::json j = {{"format", kHeadFormat},
+                      {"from_cache", h.from_cache},
+                      {"model", id.model},
+                      {"fingerprint", id.fingerprint},
+                      {"split_at", id.split_at},
+                      {"prefix_blocks", id.prefix_blocks},
+                      {"total_blocks", id.total_blocks},
+                      {"class_names", h.class_names}};
+  if (h.from_cache) {
+    nlohmann::json cache = nlohmann::json::object();
+    id.to_json(&cache);
+    j["cache_identity"] = cache;
+  }
+  return j.dump();
+}
+
+// Throws std::runtime_error naming `path` for JSON that is not a head's identity.
+HeadIdentity identity_from_json(const std::string& text, const std::string& path) {
+  HeadIdentity h;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (json_int(j, "format") != kHeadFormat) {
+      throw std::runtime_error("head file " + path + " has format " +
+                               std::to_string(json_int(j, "format")) + ", this version reads " +
+                               std::to_string(kHeadFormat));
+    }
+    h.from_cache = j.at("from_cache").get<bool>();
+    if (h.from_cache) {
+      const Status st = CacheIdentity::from_json(j.at("cache_identity"), &h.identity);
+      if (!st.ok()) throw std::runtime_error("head file " + path + ": " + st.to_string());
+    }
+    h.identity.model = j.at("model").get<std::string>();
+    h.identity.fingerprint = j.at("fingerprint").get<std::string>();
+    h.identity.split_at = j.at("split_at").get<std::string>();
+    h.identity.prefix_blocks = json_int(j, "prefix_blocks");
+    h.identity.total_blocks = json_int(j, "total_blocks");
+    h.class_names = j.at("class_names").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("head file " + path + " has a damaged identity: " + e.what());
+  }
+  return h;
+}
+
+}  // namespace
+
+HeadIdentity head_identity_of_cache(const Manifest& m) {
+  HeadIdentity h;
+  h.identity = m.identity();
+  h.class_names = m.class_names;
+  h.from_cache = true;
+  return h;
+}
+
+HeadIdentity head_identity_of_model(const BlockModel& model, const SplitModel& split) {
+  HeadIdentity h;
+  set_prefix_identity(model, split, &h.identity);
+  h.class_names = model.class_names;
+  return h;
+}
+
+void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  head->save(archive);
+  archive.write(kHeadEntry, c10::IValue(identity_json(identity)));
+  write_file_atomically(path, [&](const std::string& temp) {  // no partial file, even on SIGTERM
+    try {
+      archive.save_to(temp);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
+    }
+  });
+}
+
+std::vector<std::string> head_differences(const HeadIdentity& head, const Manifest& cache) {
+  // A head from raw data knows its prefix alone: the cache's other fields stand in for its.
+  CacheIdentity trained = head.from_cache ? head.identity : cache.identity();
+  if (!head.from_cache) {
+    trained.model = head.identity.model;
+    trained.fingerprint = head.identity.fingerprint;
+    trained.split_at = head.identity.split_at;
+    trained.prefix_blocks = head.identity.prefix_blocks;
+    trained.total_blocks = head.identity.total_blocks;
+  }
+  std::vector<std::string> diffs = cache.identity().identity_differences(trained);
+  for (std::string& d : diffs) {  // "the cache has X, this run asks for Y": the head is Y
+    const std::string run = ", this run asks for ";
+    const size_t at = d.find(run);
+    if (at != std::string::npos) d.replace(at, run.size(), ", the head was trained for ");
+  }
+  if (head.class_names != cache.class_names) {
+    diffs.push_back("classes: the cache has " + std::to_string(cache.class_names.size()) +
+                    ", the head was trained on " + std::to_string(head.class_names.size()) +
+                    (head.class_names.size() == cache.class_names.size() ? " other ones" : ""));
+  }
+  return diffs;
+}
+
+HeadFile::HeadFile(const std::string& path) : path_(path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw std::runtime_error("head file " + path + " does not exist");
+  require_regular_file(path);
+  try {
+    verify_zip_checksums(path);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + " is not a head file saved by recycle-train --save-head (" +
+                             e.what() + ")");
+  }
+  try {
+    archive_.load_from(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + " is not a head file saved by recycle-train --save-head");
+  }
+  c10::IValue value;
+  if (!archive_.try_read(kHeadEntry, value) || !value.isString()) {
+    throw std::runtime_error(path + " is not a head file with an identity (save it again with "
+                             "recycle-train --save-head)");
+  }
+  identity_ = identity_from_json(value.toStringRef(), path);
+}
+
+void HeadFile::load_into(BlockStack& head) {
+  // InputArchive replaces a parameter's storage whatever its shape: compare the shapes after.
+  std::vector<std::vector<int64_t>> before;
+  for (const torch::Tensor& p : head->parameters()) before.push_back(p.sizes().vec());
+  for (const torch::Tensor& b : head->buffers()) before.push_back(b.sizes().vec());
+  try {
+    torch::NoGradGuard no_grad;
+    head->load(archive_);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("head file " + path_ + " does not fit its model " +
+                             identity_.identity.model + ": " + e.what_without_backtrace());
+  }
+  size_t i = 0;
+  bool same = true;
+  for (const torch::Tensor& p : head->parameters()) same = same && p.sizes().vec() == before[i++];
+  for (const torch::Tensor& b : head->buffers()) same = same && b.sizes().vec() == before[i++];
+  if (!same) {
+    throw std::runtime_error("head file " + path_ + " holds tensors of other shapes than a head of " +
+                             identity_.identity.model + " after " + identity_.identity.split_at);
+  }
+}
+
+}  // namespace recycle

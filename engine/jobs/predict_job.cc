@@ -1,0 +1,354 @@
+// run_predict: the job behind recycle-predict. The samples go through the build's stages a
+// chunk at a time (engine/precompute/build_stages.h: the dataset streamed, read ahead by a
+// ChunkReader, keyed by the cache's keyer), are looked up in the cache (one MultiGet of the
+// chunk's distinct keys), the misses run the folded prefix (build_model.h), and the head runs
+// on the stored activations and the computed ones together. Memory: one chunk's images,
+// records, activations and rows, plus what a build holds per sample (label, id).
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "base/strings.h"
+#include "cache/activation_store.h"
+#include "cache/record.h"
+#include "engine/jobs/head_file.h"
+#include "engine/jobs/prediction_rows.h"
+#include "engine/precompute/build_model.h"
+#include "engine/util/atomic_file.h"
+#include "engine/util/parallel_loop.h"
+#include "engine/util/progress.h"
+#include "recycle/errors.h"
+#include "recycle/predict.h"
+
+namespace recycle {
+
+void PredictOptions::validate() const {
+  auto need = [](const std::string& value, const char* flag) {
+    if (value.empty()) throw InvalidArgument(std::string(flag) + " is required");
+  };
+  need(cache_dir, "--cache DIR");
+  need(head, "--head FILE");
+  need(weights, "--weights FILE (the weights the cache was built from)");
+  need(data.spec, "--data SPEC");
+  need(out, "--out FILE.jsonl|FILE.csv");
+  data.validate();
+  output_format(out);  // throws for another extension
+  if (batch < 1) throw InvalidArgument("--batch must be at least 1");
+  if (top_k < 0) throw InvalidArgument("--top-k must be 0 (every class) or more");
+  if (threads < 0) throw InvalidArgument("--threads must be 0 (every core) or more");
+}
+
+std::string PredictReport::to_json() const {
+  nlohmann::json j = {{"out", out},
+                      {"samples", samples},
+                      {"hits", hits},
+                      {"misses", misses},
+                      {"written", written},
+                      {"correct", correct},
+                      {"seconds", seconds},
+                      {"predict_seconds", predict_seconds},
+                      {"prefix_seconds", prefix_seconds},
+                      {"write_seconds", write_seconds},
+                      {"samples_per_s", samples_per_s}};
+  j["accuracy"] = accuracy >= 0 ? nlohmann::json(accuracy) : nlohmann::json(nullptr);
+  if (full_seconds > 0) {
+    j["full_seconds"] = full_seconds;
+    j["full_head_seconds"] = full_head_seconds;
+    j["agree"] = agree;
+    j["max_prob_diff"] = max_prob_diff;
+  }
+  return j.dump();
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The cache, opened for reading, or for writing with --write-back (the writer's lock taken).
+std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m) {
+  if (o.write_back && ::access(o.cache_dir.c_str(), F_OK) == 0 &&
+      ::access(o.cache_dir.c_str(), W_OK) != 0) {
+    throw std::runtime_error("--write-back needs to write cache " + o.cache_dir + ": " +
+                             std::strerror(errno) + " (leave --write-back out to read it only)");
+  }
+  StoreOptions so;
+  so.read_only = !o.write_back;
+  so.create_if_missing = false;
+  std::unique_ptr<ActivationStore> store;
+  ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+  const Status have = store->read_manifest(m);
+  if (have.is_not_found()) {
+    throw std::runtime_error("cache " + o.cache_dir + " has no manifest yet" +
+                             (store->other_writer().empty() ? std::string()
+                                                            : ": " + store->other_writer()));
+  }
+  have.throw_if_error();
+  return store;
+}
+
+// The build options that load this cache's model and keyer over the samples to predict.
+BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
+  BuildOptions b;
+  b.data = o.data;
+  b.model.weights = o.weights;
+  b.split_at = m.split_at;
+  b.keyer = m.keyer;
+  if (!parse_codec(m.codec, &b.codec)) {
+    throw std::runtime_error("cache " + o.cache_dir + " has codec '" + m.codec +
+                             "', which this version does not know");
+  }
+  b.cache_dir = o.cache_dir;
+  b.batch = o.batch;
+  b.threads = o.threads;
+  b.progress = false;
+  b.device = o.device;
+  return b;
+}
+
+// Refuses weights, data or a head that do not belong to cache m, naming what differs.
+void check_fits(const PredictOptions& o, const Manifest& m, const SplitBuild& s,
+                const HeadIdentity& head) {
+  const auto weights = m.identity().identity_differences(s.manifest().identity());
+  if (!weights.empty()) {
+    throw StaleCacheError(mismatch_message(
+        o.cache_dir, weights,
+        "give the --weights and --data it was built from, or build a cache from these"));
+  }
+  if (s.data().class_names != m.class_names) {
+    throw std::runtime_error("cache " + o.cache_dir + " holds other classes than this data " +
+                             "(check --classes)");
+  }
+  const auto diffs = head_differences(head, m);
+  if (!diffs.empty()) {
+    throw StaleCacheError("head " + o.head + " was trained for another cache than " +
+                          o.cache_dir + ": " + join(diffs, "; ") +
+                          " (train one from this cache: recycle-train --cache " + o.cache_dir +
+                          " --save-head FILE)");
+  }
+}
+
+// One chunk's lookup: its distinct keys, which hit (their records), which miss.
+struct Lookup {
+  std::vector<Key> distinct;
+  std::vector<int64_t> slot;          // per sample of the chunk: its key's index in distinct
+  std::vector<std::string> records;   // per distinct key: the stored record ("" on a miss)
+  std::vector<int64_t> computed;      // per distinct key: its row in the misses' outputs, or -1
+  std::vector<int64_t> first;         // per distinct key: its first sample's split position
+  int64_t hit_samples = 0;
+};
+
+void look_up(const ActivationStore& store, const BuildChunk& c, const std::vector<Key>& keys,
+             Lookup* l) {
+  const size_t n = keys.size();
+  l->distinct.clear();
+  l->slot.assign(n, -1);
+  l->first.clear();
+  std::unordered_map<Key, int64_t, KeyHash> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const auto [it, inserted] = seen.emplace(keys[i], static_cast<int64_t>(l->distinct.size()));
+    if (inserted) {
+      l->distinct.push_back(keys[i]);
+      l->first.push_back(static_cast<int64_t>(c.begin + i));  // todo[p] is p
+    }
+    l->slot[i] = it->second;
+  }
+  l->records.assign(l->distinct.size(), std::string());
+  std::vector<Status> found;
+  store.multi_get(
+      l->distinct, [&](size_t k, std::string_view bytes) { l->records[k].assign(bytes); }, &found);
+  l->computed.assign(l->distinct.size(), -1);
+  l->hit_samples = 0;
+  int64_t misses = 0;
+  for (size_t k = 0; k < l->distinct.size(); ++k) {
+    if (found[k].is_not_found()) {
+      l->computed[k] = misses++;
+    } else {
+      found[k].throw_if_error();
+    }
+  }
+  for (size_t i = 0; i < n; ++i) l->hit_samples += l->computed[l->slot[i]] < 0 ? 1 : 0;
+}
+
+// The head's input for the chunk: float32 [n, ...record shape], each row the decoded record of
+// a hit or the prefix's output of a miss (`missed`: [misses, ...], chunk_prefix_outputs' form).
+torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
+                          const std::string& dir) {
+  const int64_t n = static_cast<int64_t>(l.slot.size());
+  // Every sample a miss of its own: the prefix's outputs are the batch, in order.
+  if (missed.defined() && missed.size(0) == n) return missed;
+  const RecordLayout layout = m.layout();
+  std::vector<int64_t> shape = {n};
+  shape.insert(shape.end(), m.record_shapes.at(0).begin(), m.record_shapes.at(0).end());
+  torch::Tensor x = torch::empty(shape, torch::kFloat32);
+  const int64_t per = n > 0 ? x.numel() / n : 0;
+  float* base = x.data_ptr<float>();
+  const float* computed = missed.defined() ? missed.data_ptr<float>() : nullptr;
+  parallel_loop(n, [&](int64_t i) {
+    const int64_t k = l.slot[i];
+    float* row = base + i * per;
+    if (l.computed[k] >= 0) {
+      std::memcpy(row, computed + l.computed[k] * per, static_cast<size_t>(per) * sizeof(float));
+      return;
+    }
+    std::vector<RecordTensor> tensors;
+    Status st = parse_record(l.records[k], &tensors);
+    if (st.ok()) st = check_record_layout(tensors, layout);
+    if (!st.ok()) {
+      throw CorruptRecordError("corrupt cache " + dir + ": record " + l.distinct[k].to_hex() +
+                               ": " + st.to_string());
+    }
+    decode_tensor(tensors[0], row);
+  });
+  return x;
+}
+
+// --write-back: the misses' records (encoded in chunk order of their keys) and the manifest's
+// counts in one write.
+int64_t write_back(SplitBuild& s, ActivationStore& store, Manifest* m, const Lookup& l,
+                   const torch::Tensor& missed, BuildChunk* c) {
+  s.encode_chunk_outputs(missed, c);
+  ActivationStore::Batch batch(store);
+  int64_t written = 0;
+  for (size_t k = 0; k < l.distinct.size(); ++k) {
+    if (l.computed[k] < 0) continue;
+    batch.put_record(l.distinct[k], c->records[l.computed[k]]);
+    ++written;
+  }
+  m->records += written;
+  m->record_bytes += static_cast<int64_t>(batch.record_bytes());
+  batch.put_manifest(*m);
+  check_free_space(store.dir(), batch.record_bytes());
+  store.write(&batch).throw_if_error();
+  c->records.clear();
+  return written;
+}
+
+}  // namespace
+
+PredictReport run_predict(const PredictOptions& o) {
+  const auto start = Clock::now();
+  o.validate();
+  PredictReport report;
+  report.out = o.out;
+  // The output first: a directory it cannot be written in fails before any work. Rows go to a
+  // temporary file that replaces o.out only when every row is written.
+  AtomicFile out_file(o.out);
+  std::ofstream out(out_file.temp_path(), std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
+
+  Manifest m;
+  std::unique_ptr<ActivationStore> store = open_cache(o, &m);
+  HeadFile head_file(o.head);
+  SplitBuild s(build_options_for(o, m));
+  s.load_inputs();
+  if (s.data().is_text) {
+    throw InvalidArgument("recycle-predict serves image caches; a text cache's records are not "
+                          "supported yet");
+  }
+  check_fits(o, m, s, head_file.identity());
+  PreparedModel& pm = *s.model().prepared;
+  BlockStack head = pm.split.head;
+  head_file.load_into(head);
+  head->eval();
+  const torch::Device device = s.model().device;
+
+  const int64_t n = static_cast<int64_t>(s.data().size());
+  s.plan_every_sample();
+  RowWriter rows(out, output_format(o.out), m.class_names, o.top_k);
+  Progress progress("predict", n, o.progress);
+  ChunkReader reader(s);
+  BuildChunk c;
+  std::vector<Key> keys;
+  Lookup l;
+  torch::NoGradGuard no_grad;
+  int64_t chunks = 0;
+  double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
+  while (s.next_chunk(&c)) {
+    const auto read_start = Clock::now();
+    reader.read(&c);
+    const double read_seconds = since(read_start);
+    const int64_t rows_in_chunk = static_cast<int64_t>(c.end - c.begin);
+
+    // The full model on every sample of the chunk (compare_full), timed apart: first in even
+    // chunks, second in odd ones, so neither side has the warmer caches throughout.
+    torch::Tensor full_probs;
+    auto run_full = [&] {
+      const auto t = Clock::now();
+      BuildChunk all = c;
+      all.compute_pos.assign(s.todo().begin() + c.begin, s.todo().begin() + c.end);
+      const double prefix_before = s.counters().prefix_seconds;
+      const torch::Tensor features = s.chunk_prefix_outputs(s.chunk_inputs(&all));
+      full_prefix_seconds += s.counters().prefix_seconds - prefix_before;
+      const auto h = Clock::now();
+      full_probs = torch::softmax(head->forward(features.to(device)), 1).to(torch::kCPU);
+      report.full_head_seconds += since(h);
+      report.full_seconds += since(t) + read_seconds;
+    };
+    if (o.compare_full && chunks % 2 == 0) run_full();
+
+    const auto t = Clock::now();
+    s.key_chunk(c, &keys);
+    look_up(*store, c, keys, &l);
+    c.compute_pos.clear();
+    c.compute_keys.clear();
+    for (size_t k = 0; k < l.distinct.size(); ++k) {
+      if (l.computed[k] < 0) continue;
+      c.compute_pos.push_back(l.first[k]);
+      c.compute_keys.push_back(l.distinct[k]);
+    }
+    torch::Tensor missed;
+    if (!c.compute_pos.empty()) {
+      missed = s.chunk_prefix_outputs(s.chunk_inputs(&c));
+      if (o.write_back) report.written += write_back(s, *store, &m, l, missed, &c);
+    }
+    const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir).to(device);
+    const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();
+    const torch::Tensor pred = probs.argmax(1);
+    const int64_t* p = pred.data_ptr<int64_t>();
+    for (int64_t i = 0; i < rows_in_chunk; ++i) {
+      const int64_t pos = s.todo()[c.begin + i];
+      report.correct += p[i] == s.data().labels[pos] ? 1 : 0;
+    }
+    report.predict_seconds += since(t) + read_seconds;
+    const auto w = Clock::now();
+    rows.write(c.begin, s.data(), probs, pred, l.slot, l.computed);
+    report.write_seconds += since(w);
+    report.hits += l.hit_samples;
+    report.misses += rows_in_chunk - l.hit_samples;
+
+    if (o.compare_full && chunks % 2 == 1) run_full();
+    if (o.compare_full) {
+      report.agree += full_probs.argmax(1).eq(pred).sum().item<int64_t>();
+      report.max_prob_diff = std::max(report.max_prob_diff,
+                                      (full_probs - probs).abs().max().item<double>());
+    }
+    progress.advance(rows_in_chunk);
+    ++chunks;
+  }
+  progress.finish();
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
+  out.close();
+  out_file.commit();
+  if (o.write_back && report.written > 0) store->flush().throw_if_error();
+
+  report.samples = n;
+  report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;
+  report.prefix_seconds = s.counters().prefix_seconds - full_prefix_seconds;
+  const double loop = report.predict_seconds + report.write_seconds;
+  report.samples_per_s = loop > 0 ? n / loop : 0;
+  report.seconds = since(start);
+  return report;
+}
+
+}  // namespace recycle
