@@ -221,6 +221,8 @@ std::string auth_key(int rank) { return "recycle/auth/" + std::to_string(rank); 
 std::string options_key(int rank) { return "recycle/options/" + std::to_string(rank); }
 const char* const kNonceKey = "recycle/nonce";
 const char* const kVerdictKey = "recycle/verdict";
+// How many ranks other than 0 have read the verdict (or left on their own disagreement).
+const char* const kLeftKey = "recycle/verdict/read";
 
 // "1, 3" for ranks {1, 3}.
 std::string rank_list(const std::vector<int>& ranks) {
@@ -348,16 +350,22 @@ void DistContext::rendezvous(const std::vector<FlagValue>& must_agree) {
       store_->set(options_key(rank_), to_bytes(encode(mine)));
       const std::string differ = disagreement(decode(to_string(store_->get(options_key(0)))),
                                               mine, rank_);
-      if (!differ.empty()) throw std::runtime_error(differ);
+      if (!differ.empty()) {
+        store_->add(kLeftKey, 1);
+        throw std::runtime_error(differ);
+      }
       // Rank 0 may wait up to the timeout for the last rank before it gives its verdict.
+      std::string verdict;
       try {
         store_->wait({kVerdictKey}, 2 * timeout + std::chrono::seconds(10));
-      } catch (const c10::Error&) {
+        verdict = to_string(store_->get(kVerdictKey));
+        store_->add(kLeftKey, 1);  // rank 0 may close the store now
+      } catch (const std::exception& e) {
         throw std::runtime_error("lost rank 0 during the rendezvous at " + options_.master +
                                  " (no verdict within " +
-                                 std::to_string(2 * options_.timeout_seconds + 10) + " s)");
+                                 std::to_string(2 * options_.timeout_seconds + 10) +
+                                 " s): " + first_line(e.what()));
       }
-      const std::string verdict = to_string(store_->get(kVerdictKey));
       if (verdict != "ok") throw std::runtime_error(verdict);
       return;
     }
@@ -366,9 +374,17 @@ void DistContext::rendezvous(const std::vector<FlagValue>& must_agree) {
     const std::string nonce = random_hex(16);
     store_->set(options_key(0), to_bytes(encode(mine)));
     store_->set(kNonceKey, to_bytes(nonce));
+    // A refusal: the verdict for every rank, and (when rank 0 hosts the store, which goes with
+    // it) a few seconds for the ranks that came to read it.
     auto refuse = [&](const std::string& line) {
       try {
         store_->set(kVerdictKey, to_bytes(line));
+        int came = 0;
+        for (int r = 1; r < world_; ++r) came += store_->check({options_key(r)}) ? 1 : 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (store_->add(kLeftKey, 0) < came && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
       } catch (const std::exception&) {
       }
       return std::runtime_error(line);

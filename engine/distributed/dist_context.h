@@ -10,6 +10,7 @@
 //   recycle/auth/R    rank R's keyed digest of (nonce, R) under the job token
 //   recycle/options/R rank R's options that must agree, "FLAG\tVALUE" lines
 //   recycle/verdict   rank 0's verdict on the rendezvous: "ok" or the line every rank stops with
+//   recycle/verdict/read  how many other ranks have read it (rank 0 waits for them to refuse)
 //   recycle/hb/R      rank R's heartbeat: "BEATS STEP", rewritten every second by a thread
 //   recycle/same/...  values every rank must agree on (check_same)
 #pragma once
