@@ -24,13 +24,14 @@ good="$work/good-cache"
 
 rows=()
 failures=0
+port=""  # the data-parallel cases' port, PORT in the table
 # case DESCRIPTION EXPECTED_EXIT CACHE_TO_CHECK COMMAND...
 case_() {
   local what=$1 want=$2 cache=$3; shift 3
   "$@" >"$work/out" 2>"$work/err" </dev/null
   local code=$?
   local msg lines
-  msg=$(head -n 1 "$work/err" | sed "s|$work|TMP|g; s/|/\\\\|/g")
+  msg=$(head -n 1 "$work/err" | sed "s|$work|TMP|g; ${port:+s/$port/PORT/g;} s/|/\\\\|/g")
   lines=$(wc -l <"$work/err")
   local verdict=ok
   if [ "$code" -eq 0 ] || { [ "$want" != any ] && [ "$code" -ne "$want" ]; }; then verdict="FAIL (exit $code)"; fi
@@ -148,6 +149,63 @@ fi
 sst=$(ls -S "$work/flipped"/*.sst | head -n 1); size=$(stat -c %s "$sst")
 printf '\x55' | dd of="$sst" bs=1 seek=$((size / 3)) conv=notrunc status=none
 case_ "recycle-inspect --verify on an int8 cache with a byte overwritten in its records file" 1 "$good" "$bin/recycle-inspect" --cache "$work/flipped" --verify
+
+# Data-parallel jobs started by hand on 127.0.0.1 (each case runs one process; the others of its
+# job run in the background). Needs python3 for free ports and the stand-in services. The
+# port of each case reads PORT in the table.
+if command -v python3 >/dev/null 2>&1; then
+  free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+  # serve KIND PORT: a stand-in service on 127.0.0.1:PORT (silent: accepts and never answers;
+  # http: answers every request with 400), in the background until killed.
+  serve() {
+    python3 - "$1" "$2" <<'PY' &
+import socket, sys, time
+kind, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port)); s.listen(16)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+    if kind == "http":
+        c.settimeout(5)
+        try:
+            c.recv(4096); c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+PY
+    sleep 1
+  }
+  base=("$bin/recycle-train" --cache "$good" --split test --eval-split none --batch 10 --threads 1)
+  dp=("${base[@]}" --epochs 1 --world-size 2 --timeout 20)
+  # rank1 PORT ARGS...: rank 1 of the job at 127.0.0.1:PORT in the background
+  rank1() { local p=$1; shift; "${dp[@]}" --rank 1 --master "127.0.0.1:$p" "$@" >/dev/null 2>&1 & }
+  port=$(free_port); rank1 "$port" --seed 2
+  case_ "two ranks started with a different --seed (rank 0's line)" 1 "$good" "${dp[@]}" --rank 0 --master "127.0.0.1:$port" --seed 1; wait
+  port=$(free_port); rank1 "$port" --bucket-mb 0.01
+  case_ "two ranks with --bucket-mb 1 and 0.01" 1 "$good" "${dp[@]}" --rank 0 --master "127.0.0.1:$port" --bucket-mb 1; wait
+  port=$(free_port); "${base[@]}" --epochs 1 --world-size 3 --timeout 20 --rank 1 --master "127.0.0.1:$port" >/dev/null 2>&1 &
+  case_ "rank 1 started with --world-size 3, rank 0 with 2" 1 "$good" "${dp[@]}" --rank 0 --master "127.0.0.1:$port"; wait
+  port=$(free_port); RECYCLE_JOB_TOKEN=beta rank1 "$port"
+  case_ "rank 1 with another RECYCLE_JOB_TOKEN than rank 0's" 1 "$good" env RECYCLE_JOB_TOKEN=alpha "${dp[@]}" --rank 0 --master "127.0.0.1:$port"; wait
+  port=$(free_port); serve silent "$port"; pid=$!
+  case_ "--master port already in use (rank 0)" 1 "$good" "${dp[@]}" --rank 0 --master "127.0.0.1:$port"
+  case_ "--master at a listener that never answers (rank 1)" 1 "$good" "${base[@]}" --epochs 1 --world-size 2 --timeout 3 --rank 1 --master "127.0.0.1:$port"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  port=$(free_port); serve http "$port"; pid=$!
+  case_ "--master at an HTTP server (rank 1)" 1 "$good" "${dp[@]}" --rank 1 --master "127.0.0.1:$port"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  port=$(free_port)
+  "${base[@]}" --epochs 50 --world-size 2 --timeout 20 --rank 0 --master "127.0.0.1:$port" >/dev/null 2>&1 & r0=$!
+  "${base[@]}" --epochs 50 --world-size 2 --timeout 20 --rank 1 --master "127.0.0.1:$port" >/dev/null 2>&1 & r1=$!
+  sleep 2
+  case_ "a second process with --rank 1 in a running job" 1 "$good" "${dp[@]}" --rank 1 --master "127.0.0.1:$port"
+  kill "$r0" "$r1" 2>/dev/null; wait "$r0" "$r1" 2>/dev/null
+  case_ "--master at a host that does not resolve" 1 "$good" "${dp[@]}" --rank 1 --master no-such-host.invalid:29400
+  case_ "--master with an IPv6 address without brackets" 2 "$good" "${dp[@]}" --rank 1 --master ::1:29400
+  port=""
+else
+  echo "skipped: the data-parallel cases need python3"
+fi
 
 # A read-only cache directory and a full disk (small tmpfs filesystems).
 if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then

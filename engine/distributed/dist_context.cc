@@ -5,10 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <c10/util/hash.h>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -47,28 +52,177 @@ std::map<int, Beat> read_beats(c10d::Store& store, int world) {
   return beats;
 }
 
+// What --master's host resolves to: the first address, as text, and whether it is a loopback
+// address. Throws std::runtime_error ("cannot resolve host ...") when it does not resolve.
+struct Resolved {
+  std::string text;
+  int family = AF_INET;
+  bool loopback = false;
+};
+
+Resolved resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0 || !found) {
+    throw std::runtime_error("cannot resolve host '" + host + "' of --master: " +
+                             (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc)));
+  }
+  Resolved r;
+  r.family = found->ai_family;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (found->ai_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(found->ai_addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    r.loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+  } else {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    r.loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  }
+  r.text = text;
+  freeaddrinfo(found);
+  return r;
+}
+
 // The address of this machine's interface on the route to host:port (a UDP "connect" sends
-// nothing): what the other ranks can reach this one's Gloo pairs at.
+// nothing): what the other ranks can reach this one's Gloo pairs at (Gloo listens there only).
 std::string local_address_toward(const std::string& host, int port) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) {
-    throw std::invalid_argument("--master host '" + host + "' does not resolve");
+    throw std::runtime_error("cannot resolve host '" + host + "' of --master");
   }
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in local{};
+  const int family = found->ai_family;
+  const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
   socklen_t len = sizeof(local);
   const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
                   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
   if (fd >= 0) close(fd);
   freeaddrinfo(found);
   if (!ok) throw std::runtime_error("no route to --master host '" + host + "'");
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  char text[INET6_ADDRSTRLEN] = {};
+  if (family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr, text,
+              sizeof(text));
+  } else {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&local)->sin_addr, text,
+              sizeof(text));
+  }
   return text;
 }
+
+// Whether something listens on `port` already, on any address: what the TCPStore's server
+// (which binds every interface, IPv6 and IPv4) would fail on. SO_REUSEADDR as c10d sets it, so
+// that connections of a job that just ended (TIME_WAIT) do not count.
+bool port_in_use(int port) {
+  for (const int family : {AF_INET6, AF_INET}) {
+    const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;  // no IPv6 here
+    const int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int rc;
+    if (family == AF_INET6) {
+      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));  // IPv4 too
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      a.sin6_port = htons(static_cast<uint16_t>(port));
+      rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    } else {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    }
+    const int err = errno;
+    close(fd);
+    if (rc == 0) return false;
+    if (err == EADDRINUSE) return true;
+  }
+  return false;
+}
+
+// A keyed digest of `message` under `token`, HMAC's construction over SHA-1 (c10::sha1; the
+// inner digest enters the outer one as hex): sha1((k ^ opad) . sha1((k ^ ipad) . message)).
+// What a rank presents instead of the token itself, so the store never holds the token.
+std::string keyed_digest(const std::string& token, const std::string& message) {
+  constexpr size_t kBlock = 64;
+  std::string key = token.size() > kBlock ? c10::sha1(token).str() : token;
+  key.resize(kBlock, '\0');
+  std::string inner(kBlock, '\0'), outer(kBlock, '\0');
+  for (size_t i = 0; i < kBlock; ++i) {
+    inner[i] = static_cast<char>(key[i] ^ 0x36);
+    outer[i] = static_cast<char>(key[i] ^ 0x5c);
+  }
+  return c10::sha1(outer + c10::sha1(inner + message).str()).str();
+}
+
+// The options that must agree, as the store holds them: "FLAG\tVALUE" lines (a newline in a
+// value written as \n).
+using FlagLines = std::vector<std::pair<std::string, std::string>>;
+
+std::string encode(const FlagLines& flags) {
+  std::string out;
+  for (const auto& [flag, value] : flags) {
+    out += flag + "\t";
+    for (char c : value) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    out += "\n";
+  }
+  return out;
+}
+
+FlagLines decode(const std::string& text) {
+  FlagLines flags;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    flags.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return flags;
+}
+
+// The first option on which rank `r` differs from rank 0, as the line every rank stops with;
+// "" when they agree.
+std::string disagreement(const FlagLines& rank0, const FlagLines& other, int r) {
+  auto find = [](const FlagLines& flags, const std::string& flag) -> const std::string* {
+    for (const auto& [f, v] : flags) {
+      if (f == flag) return &v;
+    }
+    return nullptr;
+  };
+  auto shown = [](const std::string* v) {
+    return !v ? std::string("(not compared)") : v->empty() ? std::string("(none)") : *v;
+  };
+  auto line = [&](const std::string& flag, const std::string* a, const std::string* b) {
+    return "ranks disagree on " + flag + " (rank 0: " + shown(a) + ", rank " + std::to_string(r) +
+           ": " + shown(b) + ")";
+  };
+  for (const auto& [flag, value] : rank0) {
+    const std::string* theirs = find(other, flag);
+    if (!theirs || *theirs != value) return line(flag, &value, theirs);
+  }
+  for (const auto& [flag, value] : other) {
+    if (!find(rank0, flag)) return line(flag, nullptr, &value);
+  }
+  return "";
+}
+
+std::string join_key(int rank) { return "recycle/join/" + std::to_string(rank); }
+std::string auth_key(int rank) { return "recycle/auth/" + std::to_string(rank); }
+std::string options_key(int rank) { return "recycle/options/" + std::to_string(rank); }
+const char* const kNonceKey = "recycle/nonce";
+const char* const kVerdictKey = "recycle/verdict";
+// How many ranks other than 0 have read the verdict (or left on their own disagreement).
+const char* const kLeftKey = "recycle/verdict/read";
 
 // "1, 3" for ranks {1, 3}.
 std::string rank_list(const std::vector<int>& ranks) {
@@ -79,61 +233,204 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-DistContext::DistContext(const DistOptions& options)
+DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree)
     : options_(options), rank_(options.rank), world_(options.world_size) {
   if (world_ < 2)
     throw std::invalid_argument("--world-size must be at least 2 for a process group");
   options.validate();
-  std::string host;
-  int port = 0;
-  parse_master(options.master, &host, &port);
-  const auto timeout = std::chrono::seconds(options.timeout_seconds);
+  open_store(parse_master(options.master));
+  rendezvous(must_agree);
 
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(port);
+  store_->set(hb_key(rank_), to_bytes("0 -1"));
+  heartbeat_.stop = &stop_;
+  heartbeat_.thread = std::thread([this] { heartbeat_loop(); });
+
+  auto gloo =
+      c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(options.timeout_seconds));
+  try {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(device_host_));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_, gloo);
+  } catch (const std::exception& e) {
+    // Every rank came to the rendezvous: name the one lost since, if any (heartbeat_ stops
+    // with this object's members).
+    throw std::runtime_error(explain_failure("rank " + std::to_string(rank_) +
+                                             " cannot make the process group on " + device_host_ +
+                                             ": " + first_line(e.what())));
+  }
+}
+
+void DistContext::open_store(const MasterAddress& address) {
+  const auto timeout = std::chrono::seconds(options_.timeout_seconds);
+  const std::string me = "rank " + std::to_string(rank_);
+  if (address.is_file()) {
+    // Every rank on this machine: no socket but Gloo's, on the loopback address.
+    try {
+      store_ = c10::make_intrusive<c10d::FileStore>(address.file, -1);  // the launcher removes it
+    } catch (const std::exception& e) {
+      throw std::runtime_error(me + " cannot open the job's store " + address.file + ": " +
+                               first_line(e.what()));
+    }
+    store_->setTimeout(timeout);
+    device_host_ = "127.0.0.1";
+    return;
+  }
+  const Resolved resolved = resolve(address.host, address.port);
   // Without a launcher (ranks started by hand on several machines) rank 0 hosts the store.
-  so.isServer = rank_ == 0 && !options.store_hosted_elsewhere;
+  const bool server = rank_ == 0 && !options_.store_hosted_elsewhere;
+  const std::string in_use = "port " + std::to_string(address.port) + " on " + address.host +
+                             " is already in use (another program or job listens there: give "
+                             "--master another port)";
+  if (server && port_in_use(address.port)) throw std::runtime_error(in_use);
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(address.port);
+  so.isServer = server;
   so.numWorkers = c10::nullopt;
   so.waitWorkers = false;
   so.timeout = timeout;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(host, so);
+    store_ = c10::make_intrusive<c10d::TCPStore>(address.host, so);
   } catch (const std::exception& e) {
-    throw std::runtime_error("rank " + std::to_string(rank_) + " cannot reach the job's store at " +
-                             options.master + ": " + first_line(e.what()));
+    const std::string what = first_line(e.what());
+    if (server && what.find("ddress already in use") != std::string::npos) {
+      throw std::runtime_error(in_use);
+    }
+    throw std::runtime_error(me + " cannot reach the job's store at " + options_.master + ": " +
+                             what);
   }
-  // The heartbeat starts before the group, so that a rank that never joins can be named.
-  store_->set(hb_key(rank_), to_bytes("0 -1"));
-  heartbeat_ = std::thread([this] { heartbeat_loop(); });
+  device_host_ = address.host == "localhost" ? "127.0.0.1"
+                 : resolved.loopback         ? resolved.text
+                                             : local_address_toward(address.host, address.port);
+}
 
-  auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+void DistContext::rendezvous(const std::vector<FlagValue>& must_agree) {
+  FlagLines mine = {{"--world-size", std::to_string(world_)}};
+  for (const FlagValue& f : must_agree) {
+    if (f.same_on_every_rank && f.flag != "--world-size") mine.emplace_back(f.flag, f.value);
+  }
+  const std::string token = job_token_from_environment();
+  const auto timeout = std::chrono::seconds(options_.timeout_seconds);
+  const std::string me = "rank " + std::to_string(rank_);
+  const MasterAddress address = parse_master(options_.master);
+  const bool tcp_client = !address.is_file() && (rank_ != 0 || options_.store_hosted_elsewhere);
   try {
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-        host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
-                                                   : local_address_toward(host, port)));
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_, gloo);
-  } catch (const std::exception& e) {
-    std::vector<int> missing;
-    for (const auto& [r, b] : read_beats(*store_, world_)) {
-      if (b.beats < 0) missing.push_back(r);
+    if (rank_ != 0) {
+      // Rank 0 writes its nonce and options first. A TCP store that is up is rank 0's, so they
+      // come at once: a service that does not answer with them (or answers otherwise) within a
+      // few seconds is not a job's store.
+      const auto first = tcp_client ? std::min<std::chrono::milliseconds>(
+                                          timeout, std::chrono::seconds(10))
+                                    : std::chrono::milliseconds(timeout);
+      try {
+        store_->wait({kNonceKey, options_key(0)}, first);
+      } catch (const std::exception& e) {  // c10::Error, or bad_alloc from a length it misread
+        if (!tcp_client) {
+          throw std::runtime_error("rank 0 never joined the job at " + options_.master +
+                                   " within " + std::to_string(options_.timeout_seconds) + " s");
+        }
+        const std::string what = first_line(e.what());
+        const std::string seconds =
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(first).count());
+        throw std::runtime_error(
+            "the service at " + options_.master + " is not a recycle job's store (" +
+            (what.find("imeout") != std::string::npos ? "no answer within " + seconds + " s"
+                                                      : "it answered otherwise") +
+            ": " + what + ")");
+      }
     }
-    stop_ = true;
-    heartbeat_.join();
-    if (!missing.empty()) {
-      throw std::runtime_error("rank(s) " + rank_list(missing) + " of " + std::to_string(world_) +
-                               " never joined the job at " + options.master + " within " +
-                               std::to_string(options.timeout_seconds) + " s");
+    // One process per rank: the second to come is refused here (and, when it comes before
+    // rank 0's verdict, the whole job with it).
+    if (store_->add(join_key(rank_), 1) > 1) {
+      throw std::runtime_error(me + " joined twice: another process already joined the job at " +
+                               options_.master + " as " + me + " (check --rank)");
     }
-    throw std::runtime_error("rank " + std::to_string(rank_) +
-                             " cannot make the process group: " + first_line(e.what()));
+    if (rank_ != 0) {
+      const std::string nonce = to_string(store_->get(kNonceKey));
+      store_->set(auth_key(rank_), to_bytes(keyed_digest(token, nonce + "/" + me)));
+      store_->set(options_key(rank_), to_bytes(encode(mine)));
+      const std::string differ = disagreement(decode(to_string(store_->get(options_key(0)))),
+                                              mine, rank_);
+      if (!differ.empty()) {
+        store_->add(kLeftKey, 1);
+        throw std::runtime_error(differ);
+      }
+      // Rank 0 may wait up to the timeout for the last rank before it gives its verdict.
+      std::string verdict;
+      try {
+        store_->wait({kVerdictKey}, 2 * timeout + std::chrono::seconds(10));
+        verdict = to_string(store_->get(kVerdictKey));
+        store_->add(kLeftKey, 1);  // rank 0 may close the store now
+      } catch (const std::exception& e) {
+        throw std::runtime_error("lost rank 0 during the rendezvous at " + options_.master +
+                                 " (no verdict within " +
+                                 std::to_string(2 * options_.timeout_seconds + 10) +
+                                 " s): " + first_line(e.what()));
+      }
+      if (verdict != "ok") throw std::runtime_error(verdict);
+      return;
+    }
+
+    // Rank 0: the nonce makes every digest good for this job only; then each rank in turn.
+    const std::string nonce = random_hex(16);
+    store_->set(options_key(0), to_bytes(encode(mine)));
+    store_->set(kNonceKey, to_bytes(nonce));
+    // A refusal: the verdict for every rank, and (when rank 0 hosts the store, which goes with
+    // it) a few seconds for the ranks that came to read it.
+    auto refuse = [&](const std::string& line) {
+      try {
+        store_->set(kVerdictKey, to_bytes(line));
+        int came = 0;
+        for (int r = 1; r < world_; ++r) came += store_->check({options_key(r)}) ? 1 : 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (store_->add(kLeftKey, 0) < came && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      } catch (const std::exception&) {
+      }
+      return std::runtime_error(line);
+    };
+    std::set<int> pending;
+    for (int r = 1; r < world_; ++r) pending.insert(r);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pending.empty()) {
+      for (auto it = pending.begin(); it != pending.end();) {
+        const int r = *it;
+        if (!store_->check({auth_key(r), options_key(r)})) {
+          ++it;
+          continue;
+        }
+        const std::string rank_r = "rank " + std::to_string(r);
+        if (to_string(store_->get(auth_key(r))) != keyed_digest(token, nonce + "/" + rank_r)) {
+          throw refuse(rank_r + " presented a wrong job token (" + kJobTokenVariable +
+                       " must be the same on every rank): refused");
+        }
+        const std::string differ =
+            disagreement(mine, decode(to_string(store_->get(options_key(r)))), r);
+        if (!differ.empty()) throw refuse(differ);
+        it = pending.erase(it);
+      }
+      if (pending.empty()) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw refuse("rank(s) " + rank_list({pending.begin(), pending.end()}) + " of " +
+                     std::to_string(world_) + " never joined the job at " + options_.master +
+                     " within " + std::to_string(options_.timeout_seconds) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int r = 0; r < world_; ++r) {
+      if (store_->add(join_key(r), 0) > 1) {
+        throw refuse("rank " + std::to_string(r) + " joined twice: two processes joined the job "
+                     "at " + options_.master + " as rank " + std::to_string(r) + " (check --rank)");
+      }
+    }
+    store_->set(kVerdictKey, to_bytes("ok"));
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(me + " lost the job's store at " + options_.master +
+                             " during the rendezvous: " + first_line(e.what_without_backtrace()));
   }
 }
 
-DistContext::~DistContext() {
-  stop_ = true;
-  if (heartbeat_.joinable()) heartbeat_.join();
-}
+DistContext::~DistContext() { heartbeat_.join(); }
 
 void DistContext::heartbeat_loop() {
   int64_t beats = 0;

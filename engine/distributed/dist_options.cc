@@ -1,26 +1,72 @@
 #include "engine/distributed/dist_options.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "recycle/errors.h"
 
 namespace recycle {
 
-void parse_master(const std::string& master, std::string* host, int* port) {
+MasterAddress parse_master(const std::string& master) {
+  MasterAddress a;
+  if (master.rfind("file:", 0) == 0) {
+    a.file = master.substr(5);
+    if (a.file.empty() || a.file.front() != '/' || a.file.back() == '/') {
+      throw InvalidArgument("--master file:PATH needs an absolute path to a file, not '" +
+                            master + "'");
+    }
+    return a;
+  }
   const size_t colon = master.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == master.size()) {
-    throw InvalidArgument("--master must be HOST:PORT, not '" + master + "'");
+    throw InvalidArgument("--master must be HOST:PORT, [IPv6]:PORT or file:PATH, not '" + master +
+                          "'");
   }
-  *host = master.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);  // [::1]:29500
+  a.host = master.substr(0, colon);
+  if (a.host.front() == '[') {
+    if (a.host.size() < 3 || a.host.back() != ']') {
+      throw InvalidArgument("--master: an IPv6 address goes in brackets, [ADDRESS]:PORT, not '" +
+                            master + "'");
+    }
+    a.host = a.host.substr(1, a.host.size() - 2);  // [::1]:29500
+  } else if (a.host.find(':') != std::string::npos) {
+    throw InvalidArgument("--master: write an IPv6 address in brackets, [ADDRESS]:PORT, not '" +
+                          master + "'");
   }
   const std::string p = master.substr(colon + 1);
   if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 || std::stoi(p) < 1 ||
       std::stoi(p) > 65535) {
     throw InvalidArgument("--master port must be 1..65535, not '" + p + "'");
   }
-  *port = std::stoi(p);
+  a.port = std::stoi(p);
+  return a;
+}
+
+std::string job_token_from_environment() {
+  const char* token = std::getenv(kJobTokenVariable);
+  return token ? token : "";
+}
+
+std::string random_hex(size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  static const char* const kDigits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
 }
 
 void DistOptions::validate() const {
@@ -32,11 +78,7 @@ void DistOptions::validate() const {
     throw InvalidArgument("--rank must be in 0.." + std::to_string(o.world_size - 1) + ", not " +
                           std::to_string(o.rank));
   }
-  if (!o.master.empty()) {
-    std::string host;
-    int port = 0;
-    parse_master(o.master, &host, &port);
-  }
+  if (!o.master.empty()) parse_master(o.master);
   if (o.timeout_seconds < 1) throw InvalidArgument("--timeout must be at least 1 second");
   parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
   if (o.sync.kind != Sync::Kind::kAllreduce && o.grad_compression != GradCompression::kNone) {

@@ -7,15 +7,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "base/strings.h"
+#include "engine/distributed/dist_options.h"
 
 namespace recycle {
 
@@ -59,6 +60,16 @@ std::string describe_status(int status) {
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 
+// The job's private directory: removed, with the store file in it, when the launcher is done.
+struct StoreDirectory {
+  std::string path;
+  explicit StoreDirectory(std::string p) : path(std::move(p)) {}
+  ~StoreDirectory() {
+    unlink((path + "/store").c_str());
+    rmdir(path.c_str());
+  }
+};
+
 struct Worker {
   pid_t pid = -1;
   int rank = 0;
@@ -79,15 +90,19 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
               << " threads: each still gets 1 thread (oversubscribed)" << std::endl;
   }
 
-  // The job's store: hosted here so that it outlives any one worker.
-  c10d::TCPStoreOptions so;
-  so.port = 0;
-  so.isServer = true;
-  so.numWorkers = c10::nullopt;
-  so.waitWorkers = false;
-  so.timeout = std::chrono::seconds(o.timeout_seconds);
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  const std::string master = "127.0.0.1:" + std::to_string(store->getPort());
+  // The job's store: a file in a directory only this user can enter (mkdtemp makes it 0700),
+  // which outlives any one worker; so a local job listens on no socket but Gloo's, on
+  // 127.0.0.1. The token: the user's RECYCLE_JOB_TOKEN, else a new random one.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir_template = std::string(tmp && *tmp ? tmp : "/tmp") + "/recycle-job-XXXXXX";
+  if (!mkdtemp(dir_template.data())) {
+    throw std::runtime_error("cannot make the job's directory " + dir_template + ": " +
+                             strerror(errno));
+  }
+  const StoreDirectory store_dir(dir_template);
+  const std::string master = "file:" + store_dir.path + "/store";
+  std::string token = job_token_from_environment();
+  if (token.empty()) token = random_hex(16);
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -123,6 +138,7 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       setenv("RECYCLE_LAUNCHED", "1", 1);
+      setenv(kJobTokenVariable, token.c_str(), 1);
       if (rank > 0) {
         const int null_fd = open("/dev/null", O_WRONLY);
         dup2(null_fd, STDOUT_FILENO);

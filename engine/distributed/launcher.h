@@ -1,8 +1,9 @@
-// The local launcher behind --nproc N (as torchrun does): it hosts the job's TCPStore on
-// 127.0.0.1 (a free port), starts N copies of this program with the same arguments minus
-// --nproc and --threads, plus --rank R --world-size N --master 127.0.0.1:PORT --threads T
-// (the cores split between them, at least 1 each), forwards SIGINT and SIGTERM to them and
-// waits. No LibTorch in this header.
+// The local launcher behind --nproc N (as torchrun does): it makes the job's store a c10d
+// FileStore in a new private directory (0700, removed at the end: no store socket at all),
+// starts N copies of this program with the same arguments minus --nproc and --threads, plus
+// --rank R --world-size N --master file:DIR/store --threads T (the cores split between them, at
+// least 1 each) and RECYCLE_JOB_TOKEN (the user's, else a random one) in their environment,
+// forwards SIGINT and SIGTERM to them and waits. No LibTorch here.
 //
 // When a worker fails (non-zero exit or a signal) the launcher prints one line naming its rank,
 // gives the others --timeout seconds to notice and exit on their own, then kills what is left.

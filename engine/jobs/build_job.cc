@@ -23,9 +23,10 @@ std::string first_line(std::string s) {
   return s;
 }
 
-// BuildGroup on the job's TCPStore. A wait polls the store for its key and for a failure, and
-// watches the heartbeat of the rank it waits for (DistContext rewrites recycle/hb/R every
-// second): a rank whose heartbeat stands still for the timeout is lost.
+// BuildGroup on the job's c10d store (a TCPStore, or the launcher's FileStore). A wait polls the
+// store for its key and for a failure, and watches the heartbeat of the rank it waits for
+// (DistContext rewrites recycle/hb/R every second): a rank whose heartbeat stands still for the
+// timeout is lost.
 class StoreBuildGroup : public BuildGroup {
  public:
   explicit StoreBuildGroup(DistContext& ctx) : ctx_(ctx) {}

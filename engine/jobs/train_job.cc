@@ -410,9 +410,10 @@ TrainReport run_train(const TrainOptions& o) {
   const torch::Device device(o.device);
   const bool from_cache = !o.cache_dir.empty();
   const bool bf16 = o.hyper.precision == Precision::kBf16;
-  // A data-parallel job: join it (every rank waits here for the others).
+  // A data-parallel job: join it (every rank waits here for the others, and they stop here when
+  // their options that must agree differ).
   std::unique_ptr<DistContext> dist;
-  if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist);
+  if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist, o.flag_values());
   TrainReport report = !o.freeze.empty() ? train_progressive(o, device, dist.get())
                        : from_cache       ? train_from_cache(o, device, dist.get())
                                           : train_from_data(o, device, dist.get());

@@ -78,6 +78,15 @@ std::vector<std::string> compression_names();
 
 // ---- the option structs -----------------------------------------------------------------------
 
+// One option as its command-line flag and its value in text ("--lr", "0.05"), and whether the
+// ranks of a data-parallel job must all give the same value (it changes the math or the number
+// of steps) or may differ (--rank, --threads, a path only rank 0 writes, ...).
+struct FlagValue {
+  std::string flag;
+  std::string value;
+  bool same_on_every_rank = false;
+};
+
 // Which samples a build or a training run reads (engine/data/dataset.h loads them):
 //   fashion-mnist[:DIR]  Debian's IDX .gz files; split "train" reads train-*, "test" t10k-*.
 //   tsv:FILE             `label<TAB>text` lines; the split only names it.
@@ -142,8 +151,10 @@ struct DistOptions {
   // --nproc N (launcher only): start N local workers and wait for them. 0 = no launcher.
   int nproc = 0;
   // --rank R --world-size W --master HOST:PORT: this process is rank R of a W-process job whose
-  // TCPStore listens at HOST:PORT (hosted by the launcher, or by rank 0 across machines).
-  // world_size 1 = training alone (no process group at all).
+  // TCPStore listens at HOST:PORT (hosted by rank 0; on every interface); or --master file:PATH,
+  // a FileStore (the launcher behind --nproc makes one in a private directory).
+  // world_size 1 = training alone (no process group at all). Every rank must present the job's
+  // token, RECYCLE_JOB_TOKEN in its environment (DistContext; engine/distributed/dist_options.h).
   int rank = 0;
   int world_size = 1;
   std::string master;
@@ -249,6 +260,12 @@ struct TrainOptions {
   // a library caller passes none. Throws std::invalid_argument with one line. run_train calls
   // it first; the command line calls it before it launches workers.
   void validate(const std::set<std::string>& given = {}) const;
+
+  // Every option above as (flag, value, same_on_every_rank), in a fixed order: the data-parallel
+  // ranks compare those marked same_on_every_rank at rendezvous (DistContext), so that ranks
+  // started with different options stop with "ranks disagree on --X". A new option is added
+  // here too, marked as it must be. Defined with validate() (engine/jobs/train_options.cc).
+  std::vector<FlagValue> flag_values() const;
 };
 
 }  // namespace recycle
