@@ -137,9 +137,10 @@ mkdir -p "$work/fifo" && mkfifo "$work/fifo/t10k-images-idx3-ubyte.gz" && cp "$f
 case_ "a FIFO in place of a data file" 1 "$good" timeout 120 "$bin/recycle-build" --data "fashion-mnist:$work/fifo" --split test --recycle 0.5 --cache "$work/fifo-cache"
 
 # --save-model onto a path it cannot replace (a directory): one line, the directory as it was,
-# and no temporary file left beside it (saves go to a temporary file renamed into place).
+# and no temporary file left beside it (refused before training since the output paths are
+# checked first).
 mkdir -p "$work/saves/enc.pt"
-case_ "--save-model onto a directory" 1 "$good" "$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --epochs 1 --eval-split none --save-model "$work/saves/enc.pt"
+case_ "--save-model onto a directory" 2 "$good" "$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --epochs 1 --eval-split none --save-model "$work/saves/enc.pt"
 if [ ! -d "$work/saves/enc.pt" ] || [ "$(ls -A "$work/saves" | wc -l)" -ne 1 ]; then
   echo "FAIL: a failed --save-model left a temporary file or replaced the directory" >&2; failures=$((failures + 1))
 fi
@@ -195,9 +196,13 @@ PY
   case_ "--master at an HTTP server (rank 1)" 1 "$good" "${dp[@]}" --rank 1 --master "127.0.0.1:$port"
   kill "$pid"; wait "$pid" 2>/dev/null
   port=$(free_port)
-  "${base[@]}" --epochs 50 --world-size 2 --timeout 20 --rank 0 --master "127.0.0.1:$port" >/dev/null 2>&1 & r0=$!
-  "${base[@]}" --epochs 50 --world-size 2 --timeout 20 --rank 1 --master "127.0.0.1:$port" >/dev/null 2>&1 & r1=$!
-  sleep 2
+  "${base[@]}" --epochs 300 --world-size 2 --timeout 20 --rank 0 --master "127.0.0.1:$port" >/dev/null 2>&1 & r0=$!
+  "${base[@]}" --epochs 300 --world-size 2 --timeout 20 --rank 1 --master "127.0.0.1:$port" >/dev/null 2>&1 & r1=$!
+  # The job's two ranks joined (rank 0's store has both as clients, and rank 0 itself) before
+  # the second rank 1 comes: a fixed pause is not enough on a loaded machine.
+  joined() { [ "$(ss -Htn state established "( sport = :$port )" 2>/dev/null | wc -l)" -ge 2 ]; }
+  for _ in $(seq 1 120); do joined && break; sleep 0.5; done
+  sleep 1
   case_ "a second process with --rank 1 in a running job" 1 "$good" "${dp[@]}" --rank 1 --master "127.0.0.1:$port"
   kill "$r0" "$r1" 2>/dev/null; wait "$r0" "$r1" 2>/dev/null
   case_ "--master at a host that does not resolve" 1 "$good" "${dp[@]}" --rank 1 --master no-such-host.invalid:29400
@@ -206,6 +211,31 @@ PY
 else
   echo "skipped: the data-parallel cases need python3"
 fi
+
+# Third reliability round (issue 30): TorchScript files, output paths, flags that need
+# data-parallel training, progressive freezing on text, test splits with fewer classes, TSV
+# header lines.
+case_ "--model torchscript:FILE,xxh3=<a stale digest>" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --model "torchscript:$work/enc.pt,xxh3=00000000000000000000000000000000" --recycle 0.5 --cache "$work/ts-cache"
+case_ "--model torchscript:/dev/zero (a device)" 2 "$good" timeout 60 "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --model torchscript:/dev/zero --recycle 0.5 --cache "$work/ts-cache"
+case_ "--save-head in a folder that does not exist (checked before training)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --eval-split none --save-head "$work/missing/head.pt"
+case_ "--save-model in a folder that does not exist" 2 "" "$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --eval-split none --save-model "$work/missing/enc.pt"
+case_ "--save-head ''" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --save-head ''
+case_ "--grad-compression fp16 without data-parallel training" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --grad-compression fp16
+case_ "--sync average:2 without data-parallel training" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --sync average:2
+mkdir -p "$work/text"
+three=(ant bee cat) two=(ant cat) wrong=(ant dog)
+{ printf 'label\ttext\n'; for i in $(seq 1 30); do printf '%s\twords of %s, line %d\n' "${three[i % 3]}" "${three[i % 3]}" "$i"; done; } >"$work/text/train.tsv"
+for i in $(seq 1 6); do printf '%s\twords, line %d\n' "${two[i % 2]}" "$i"; done >"$work/text/test.tsv"
+for i in $(seq 1 6); do printf '%s\twords, line %d\n' "${wrong[i % 2]}" "$i"; done >"$work/text/other.tsv"
+text_model=(--model transformer:d_model=16,layers=2,heads=2,ff=32,max_tokens=32 --threads 1)
+case_ "--freeze on text data" 2 "" "$bin/recycle-train" --data "tsv:$work/text" "${text_model[@]}" --recycle 0 --freeze auto --levels "$work/text-levels"
+if ! "$bin/recycle-build" --data "tsv:$work/text" --split train "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache" >/dev/null 2>&1 \
+   || ! "$bin/recycle-build" --data "tsv:$work/text" --split test "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache" >/dev/null 2>&1; then
+  echo "FAIL: a test split with fewer classes than the train split was refused" >&2; failures=$((failures + 1))
+elif ! "$bin/recycle-inspect" --cache "$work/text/cache" --json | tail -n 1 | jq -e '.classes == ["ant", "bee", "cat"]' >/dev/null; then
+  echo "FAIL: the TSV header line became a class, or the classes are not the train split's" >&2; failures=$((failures + 1))
+fi
+case_ "a test split with a class the train split lacks" 1 "$work/text/cache" "$bin/recycle-build" --data "tsv:$work/text" --split other "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache"
 
 # A read-only cache directory and a full disk (small tmpfs filesystems).
 if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then

@@ -16,7 +16,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-openmp
   librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev
-  dataset-fashion-mnist jq bc
+  dataset-fashion-mnist jq bc iproute2
 )
 if [ "${1:-}" = bench ]; then
   packages+=(gnuplot-nox python3-torch iproute2)

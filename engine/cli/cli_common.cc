@@ -15,8 +15,25 @@
 
 namespace recycle {
 
+namespace {
+
+// The first line of an error, and a pointer to --verbose when there is more (LibTorch and
+// TorchScript append backtraces and tracebacks); the whole of it with --verbose.
+std::string error_text(const std::string& what, bool verbose) {
+  const size_t nl = what.find('\n');
+  if (verbose || nl == std::string::npos) return what;
+  return what.substr(0, nl) + " (--verbose shows more)";
+}
+
+}  // namespace
+
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   const std::string tool = app.get_name();
+  bool verbose = false;
+  if (app.get_option_no_throw("--verbose") == nullptr) {
+    app.add_flag("--verbose", verbose, "print errors whole (a TorchScript traceback, a backtrace), "
+                                       "not their first line");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -24,6 +41,9 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     return 0;
   } catch (const CLI::ParseError& e) {
     std::cerr << tool << ": " << e.what() << " (see --help)" << std::endl;
+    return 2;
+  } catch (const std::exception& e) {  // a validator that threw: still one line
+    std::cerr << tool << ": " << error_text(e.what(), verbose) << " (see --help)" << std::endl;
     return 2;
   }
   keep_freed_blocks_for_reuse();
@@ -40,13 +60,10 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     }
     return code;
   } catch (const std::invalid_argument& e) {
-    std::cerr << tool << ": " << e.what() << std::endl;
+    std::cerr << tool << ": " << error_text(e.what(), verbose) << std::endl;
     return 2;
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    const size_t nl = msg.find('\n');  // LibTorch appends backtraces: keep the first line
-    if (nl != std::string::npos) msg.resize(nl);
-    std::cerr << tool << ": error: " << msg << std::endl;
+    std::cerr << tool << ": error: " << error_text(e.what(), verbose) << std::endl;
     return 1;
   }
 }
@@ -101,9 +118,11 @@ CLI::Option* add_seed_flag(CLI::App& app, uint64_t* seed, const std::string& hel
 void add_model_flags(CLI::App& app, ModelOptions* model) {
   const CLI::Validator encoder_spec(
       [](std::string& value) {
+        // Any failure is the flag's (a bad spec, a file that changed since its digest was
+        // taken): CLI11 reports it as a usage error, not an exception escaping the parse.
         try {
           resolve_encoder_spec(value);
-        } catch (const std::invalid_argument& e) {
+        } catch (const std::exception& e) {
           return std::string(e.what());
         }
         return std::string();

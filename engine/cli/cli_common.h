@@ -17,8 +17,10 @@ namespace recycle {
 
 // Parses argv into `app`, then runs `body`. --help prints to stdout and exits 0; a usage error
 // prints "TOOL: ... (see --help)" and returns 2; an exception from body prints "TOOL: error: ..."
-// and returns 1 (std::invalid_argument: "TOOL: ..." and 2). Output that did not reach stdout
-// (a full disk, a closed stdout) turns the body's exit code into 1, with one line.
+// and returns 1 (std::invalid_argument: "TOOL: ..." and 2). An error prints its first line
+// (with "(--verbose shows more)" when it has more); the tool's --verbose flag, which run_tool
+// adds unless the app has its own, prints it whole. Output that did not reach stdout (a full
+// disk, a closed stdout) turns the body's exit code into 1, with one line.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 // Validators: a non-empty string; a finite number in (0, max].

@@ -117,7 +117,8 @@ int train_main(int argc, char** argv) {
     // The flags whose value alone does not tell whether the user gave them.
     std::set<std::string> given;
     for (const char* flag :
-         {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model", "--max-tokens"}) {
+         {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model", "--max-tokens",
+          "--grad-compression", "--sync", "--bucket-mb", "--save-head", "--save-model"}) {
       if (app.count(flag)) given.insert(flag);
     }
     o.validate(given);
@@ -126,6 +127,7 @@ int train_main(int argc, char** argv) {
     o.dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
     o.progress = !json && o.dist.rank == 0;
     const TrainReport r = run_train(o);
+    if (o.dist.rank != 0) return 0;  // rank 0 alone writes: the report too
     for (const std::string& note : r.notes)
       std::cerr << "recycle-train: note: " << note << std::endl;
     for (size_t e = 0; e < r.epoch_seconds.size(); ++e) {

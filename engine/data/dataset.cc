@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "engine/data/idx_reader.h"
 #include "engine/data/image_stream.h"
@@ -40,6 +41,28 @@ KeyInput Dataset::key_input(size_t i, TensorView* view) const {
   in.id = ids[i];
   in.has_id = true;
   return in;
+}
+
+void adopt_class_names(Dataset* d, const std::vector<std::string>& class_names,
+                       const std::string& split, const std::string& source) {
+  if (d->class_names == class_names) return;
+  std::unordered_map<std::string, int64_t> id_of;
+  for (size_t i = 0; i < class_names.size(); ++i) id_of.emplace(class_names[i], static_cast<int64_t>(i));
+  std::vector<int64_t> remap(d->class_names.size(), -1);
+  for (size_t c = 0; c < d->class_names.size(); ++c) {
+    const auto it = id_of.find(d->class_names[c]);
+    if (it != id_of.end()) remap[c] = it->second;
+  }
+  for (int64_t& label : d->labels) {
+    const int64_t to = remap.at(static_cast<size_t>(label));
+    if (to < 0) {
+      throw std::runtime_error("split " + split + " holds class '" + d->class_names[label] +
+                               "' that " + source + " does not (classes come from the training "
+                               "split and --classes: another split may hold fewer, not others)");
+    }
+    label = to;
+  }
+  d->class_names = class_names;
 }
 
 std::vector<int64_t> parse_class_list(const std::string& text) {

@@ -38,6 +38,14 @@ struct Dataset {
 // input, std::invalid_argument on bad options.
 Dataset load_dataset(const DatasetOptions& options);
 
+// Gives `d` (split `split`) the classes `class_names`, those of the training split after
+// --classes: each label is mapped to the class of the same name. A split may hold fewer classes
+// than the training split (a test split with no example of one). A sample of a class the list
+// does not hold is refused with std::runtime_error "split SPLIT holds class 'X' that SOURCE
+// does not ..." (`source` names where the list comes from: "split train", "cache DIR").
+void adopt_class_names(Dataset* d, const std::vector<std::string>& class_names,
+                       const std::string& split, const std::string& source);
+
 // Parses "5-9", "0,2,4" or "1-3,7" into sorted, distinct class ids. Throws on bad syntax.
 std::vector<int64_t> parse_class_list(const std::string& text);
 

@@ -159,6 +159,17 @@ bool parse_class_id(const std::string& s, int64_t* value) {
   return true;
 }
 
+// The header line a spreadsheet writes: "label<TAB>text", in any case of ASCII letters.
+bool is_header_line(const std::string& line) {
+  static const char kHeader[] = "label\ttext";
+  if (line.size() != sizeof(kHeader) - 1) return false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] - 'A' + 'a') : line[i];
+    if (c != kHeader[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view s) { return first_invalid_utf8(s) == kNoError; }
@@ -176,9 +187,14 @@ TsvData read_tsv_file(const std::string& path, const TsvOptions& options) {
   bool all_integers = true;
 
   std::string line;
+  bool first = true;  // no non-empty line seen yet
   while (reader.next(&line)) {
     if (reader.line_number() == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     if (line.empty()) continue;
+    if (first) {
+      first = false;
+      if (is_header_line(line)) continue;
+    }
     const size_t tab = line.find('\t');
     if (tab == std::string::npos) reader.fail("no tab between label and text");
     if (tab == 0) reader.fail("empty label");

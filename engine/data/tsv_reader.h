@@ -27,7 +27,9 @@ struct TsvData {
 // Reads `label<TAB>text` lines from `path`. Lines end in "\n" or "\r\n"; the last line need not
 // end at all. Completely empty lines ("" or "\r") are skipped; a UTF-8 byte-order mark at the
 // start of the file is ignored. The label is everything before the first tab, the text
-// everything after it (further tabs belong to the text).
+// everything after it (further tabs belong to the text). A first non-empty line that is
+// exactly "label<TAB>text" (ASCII letters in any case) is a header and skipped: no class is
+// named "label" (a sample whose label is "label" and text "text" cannot be the first line).
 //
 // A label is an integer class id or a class name: if every label is a non-negative integer
 // (ASCII digits only), ids are those integers and class_names are their decimal strings for

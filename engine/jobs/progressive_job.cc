@@ -23,6 +23,7 @@
 #include "engine/distributed/dist_context.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
+#include "engine/models/encoder_registry.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
@@ -46,6 +47,10 @@ StartLevel open_start_level(const TrainOptions& o, const torch::Device& device) 
   StartLevel s;
   s.store = open_level_read_only(o.cache_dir, &s.manifest);
   const Manifest& m = s.manifest;
+  if (encoder_info(EncoderSpec::parse(m.model).name).input == "text") {
+    throw std::invalid_argument("--freeze does not apply to text: cache " + o.cache_dir +
+                                " holds a text model's activations (docs/progressive.md)");
+  }
   const auto it = m.splits.find(o.data.split);
   if (it == m.splits.end() || !it->second.complete) {
     throw std::runtime_error("cache " + o.cache_dir + " has no complete split '" + o.data.split +
@@ -200,10 +205,8 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
       DatasetOptions eo = shard;
       eo.split = eval_split;
       eo.limit = 0;
-      const Dataset eval_data = load_dataset(eo);
-      if (eval_data.class_names != data->class_names) {
-        throw std::runtime_error("split " + eval_split + " has other classes than " + o.data.split);
-      }
+      Dataset eval_data = load_dataset(eo);
+      adopt_class_names(&eval_data, data->class_names, eval_split, "split " + o.data.split);
       RawBatches eval(eval_data, pm->split.prefix, device);
       r = evaluate_module(head, eval, batch);
     } else {

@@ -286,7 +286,10 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
     needs.preload_samples =
         o.preload || o.alternate_preload ? m.splits.at(o.data.split).samples : 0;
-    needs.eval_batch = eval_split != "none" ? o.hyper.eval_batch() : 0;
+    // The evaluation's batches hold at most the split's samples.
+    needs.eval_batch = eval_split != "none" ? std::min(o.hyper.eval_batch(),
+                                                       m.splits.at(eval_split).samples)
+                                            : 0;
     int64_t indexed = m.splits.at(o.data.split).samples;
     if (eval_split != "none") indexed += m.splits.at(eval_split).samples;
     needs.index_bytes = indexed * kIndexBytesPerSample +
@@ -385,10 +388,8 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
     DatasetOptions eo = o.data;
     eo.split = eval_split;
     eo.limit = 0;
-    const Dataset eval_data = load_dataset(eo);
-    if (eval_data.class_names != data.class_names) {
-      throw std::runtime_error("split " + eval_split + " has other classes than " + o.data.split);
-    }
+    Dataset eval_data = load_dataset(eo);
+    adopt_class_names(&eval_data, data.class_names, eval_split, "split " + o.data.split);
     const std::unique_ptr<BatchSource> eval = raw_batches(eval_data);
     const EvalResult r = evaluate_module(pm.split.head, *eval, o.hyper.eval_batch());
     report.test_acc = r.accuracy;

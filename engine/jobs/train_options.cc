@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/jobs/train_job.h"
+#include "engine/util/atomic_file.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -180,6 +182,38 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     const std::string eval_split = o.eval_split.empty() ? "test" : o.eval_split;
     if (eval_split == o.data.split) {
       throw InvalidArgument("--eval-split names the training split");
+    }
+  }
+  if (!o.freeze.empty() && o.data.spec.rfind("tsv:", 0) == 0) {
+    throw InvalidArgument(
+        "--freeze does not apply to text data (tsv:): progressive freezing trains image "
+        "models only (docs/progressive.md)");
+  }
+  // Flags of data-parallel training: refused, not ignored, when there is none.
+  if (o.dist.nproc <= 1 && !o.dist.distributed()) {
+    const bool set[] = {gave("--grad-compression") || o.dist.grad_compression != GradCompression::kNone,
+                        gave("--sync") || o.dist.sync != Sync(), gave("--bucket-mb")};
+    const char* flags[] = {"--grad-compression", "--sync", "--bucket-mb"};
+    for (size_t i = 0; i < 3; ++i) {
+      if (set[i]) {
+        throw InvalidArgument(std::string(flags[i]) +
+                              " applies to data-parallel training only (--nproc N, or "
+                              "--world-size W with --rank and --master)");
+      }
+    }
+  }
+  // The files rank 0 writes after training, checked before any work (a missing folder would
+  // otherwise be found once training is over; --profile checks its file when it starts).
+  if (o.dist.rank == 0) {
+    const std::pair<const char*, const std::string*> outputs[] = {
+        {"--save-head", &o.save_head}, {"--save-model", &o.save_model}};
+    for (const auto& [flag, path] : outputs) {
+      if (path->empty() && !gave(flag)) continue;
+      const std::string problem = output_path_problem(*path);
+      if (!problem.empty()) {
+        throw InvalidArgument(std::string(flag) + (path->empty() ? "" : " " + *path) + ": " +
+                              problem);
+      }
     }
   }
 }

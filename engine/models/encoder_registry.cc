@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/strings.h"
+#include "engine/data/regular_file.h"
 #include "engine/models/block_model.h"
 #include "engine/models/resnet18.h"
 #include "engine/models/torchscript_model.h"
@@ -17,6 +18,9 @@
 namespace recycle {
 
 namespace {
+
+// The largest model file read (its bytes are hashed in memory, then LibTorch loads it).
+constexpr uintmax_t kMaxModelFileBytes = uintmax_t{4} << 30;
 
 struct Entry {
   EncoderInfo info;
@@ -46,9 +50,21 @@ void resolve_file(const std::string& text, EncoderSpec* spec) {
   if (spec->file.empty()) {
     throw std::invalid_argument("model spec '" + text + "' names no file (" + spec->name + ":FILE)");
   }
+  // A device or FIFO would be read without end, and the whole file is read into memory here:
+  // only regular files, of at most kMaxModelFileBytes.
+  try {
+    require_regular_file(spec->file);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("model file " + std::string(e.what()));
+  }
   std::ifstream in(spec->file, std::ios::binary);
-  if (!in || std::filesystem::is_directory(spec->file)) {
-    throw std::invalid_argument("model file " + spec->file + " cannot be read");
+  if (!in) throw std::invalid_argument("model file " + spec->file + " cannot be read");
+  std::error_code size_error;
+  const uintmax_t size = std::filesystem::file_size(spec->file, size_error);
+  if (!size_error && size > kMaxModelFileBytes) {
+    throw std::invalid_argument("model file " + spec->file + " is " +
+                                std::to_string(size >> 20) + " MiB, more than the " +
+                                std::to_string(kMaxModelFileBytes >> 20) + " MiB a model file may be");
   }
   std::ostringstream bytes;
   bytes << in.rdbuf();

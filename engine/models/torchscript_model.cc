@@ -102,6 +102,28 @@ std::vector<Group> group_blocks(const std::vector<torch::jit::NameModule>& child
   return groups;
 }
 
+// The line of a TorchScript error that says what went wrong: its last "SomethingError: why"
+// line (after the interpreter's traceback), as "why"; else its first non-empty line.
+std::string error_summary(const std::string& what) {
+  std::string first, found;
+  size_t start = 0;
+  while (start < what.size()) {
+    size_t end = what.find('\n', start);
+    if (end == std::string::npos) end = what.size();
+    const std::string line = what.substr(start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (first.empty()) first = line;
+    const size_t error = line.find("Error: ");  // "RuntimeError: why": letters, then ": "
+    if (error != std::string::npos &&
+        line.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") ==
+            error + 5) {
+      found = line.substr(error + 7);
+    }
+  }
+  return found.empty() ? first : found;
+}
+
 // max |a - b| <= 1e-4 * max(1, max |a|).
 bool close(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.sizes() != b.sizes()) return false;
@@ -173,9 +195,11 @@ BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes) {
     logits = own->forward(features);
     whole = root.forward({probe}).toTensor();
   } catch (const std::exception& e) {
+    // One line first (the tools print it alone); the traceback follows for --verbose.
     throw std::invalid_argument("model file " + file + " does not run on a batch of " +
                                 std::to_string(c) + "x" + std::to_string(h) + "x" +
-                                std::to_string(w) + " inputs: " + e.what());
+                                std::to_string(w) + " inputs: " + error_summary(e.what()) + "\n" +
+                                e.what());
   }
   root.train();
   if (!torch::isfinite(whole).all().item<bool>()) {

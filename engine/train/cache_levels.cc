@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
+#include "engine/models/encoder_spec.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/split_model.h"
@@ -16,6 +17,7 @@
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/cache_input.h"
 #include "engine/train/batch_sources.h"
+#include "engine/util/atomic_file.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
 
@@ -218,20 +220,26 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   level.split_at = split.split_at;
   level.source = "raw";
   std::filesystem::create_directories(levels_dir);
-  const std::string weights =
+  // The weights go to LEVELS/.weights-PID.pt, removed afterwards, on failure and on
+  // SIGTERM/SIGINT (TemporaryFile); those of runs killed outright are removed here.
+  remove_orphaned_temporaries(levels_dir, ".weights-", ".pt");
+  const TemporaryFile weights_file(
       (std::filesystem::path(levels_dir) / (".weights-" + std::to_string(::getpid()) + ".pt"))
-          .string();
-  struct RemoveWeights {
-    const std::string& path;
-    ~RemoveWeights() { std::remove(path.c_str()); }
-  } remove_weights{weights};
+          .string());
+  const std::string& weights = weights_file.path();
   save_block_model(model, weights);
 
   // The run's options (data, codec, compression, batch, threads, progress, device) with the
   // model as it is now, split after to_blocks.
   BuildOptions bo = o;  // the BuildOptions part
   bo.model.weights = weights;
-  bo.model.encoder = model.spec.substr(0, model.spec.find(':'));
+  // The encoder as --model names it beside --weights: its name, and for a model loaded from a
+  // file that file and its digest (the options come from the weights).
+  {
+    EncoderSpec named = EncoderSpec::parse(model.spec);
+    named.options.clear();
+    bo.model.encoder = named.to_string();
+  }
   bo.recycle = -1.0;
   bo.split_at = split.split_at;
   bo.keyer = default_keyer_spec(/*text_data=*/false);

@@ -53,7 +53,8 @@ MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs) {
                                 " leave less than the " + mb(kMinBlockCacheBytes) +
                                 " block cache it needs (raise --memory-budget" +
                                 (needs.preload_samples > 0 ? ", or drop --preload)"
-                                                           : ", or lower --batch or --prefetch)"));
+                                 : eval_larger ? ", or pass --eval-split none)"
+                                               : ", or lower --batch or --prefetch)"));
   }
   return p;
 }

@@ -31,6 +31,7 @@ struct MemoryNeeds {
   int64_t prefetch_depth = 0;   // batches loaded ahead (0: loaded when the trainer asks)
   int64_t preload_samples = 0;  // samples decoded into memory (--preload), else 0
   int64_t eval_batch = 0;       // the evaluation's batch, loaded after training's are gone
+                                // (at most the evaluated split's samples)
   // The samples the run indexes (the training split and the evaluated one) times
   // kIndexBytesPerSample, plus RocksDB's table readers (ActivationStore::table_readers_bytes).
   int64_t index_bytes = 0;
@@ -46,8 +47,8 @@ struct MemoryPlan {
 
 // Divides `budget_bytes`. The batches held: prefetch_depth + 2 (the queue, the one being
 // loaded, the trainer's) or 1 without prefetch (depth 0), or the one of eval_batch samples
-// when that is more. Throws std::invalid_argument, one line with the figures, when the rest
-// leaves less than kMinBlockCacheBytes.
+// when that is more. Throws std::invalid_argument, one line with the figures and the flags
+// that would help, when the rest leaves less than kMinBlockCacheBytes.
 MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs);
 
 }  // namespace recycle

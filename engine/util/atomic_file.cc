@@ -1,7 +1,9 @@
 #include "engine/util/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -81,6 +83,12 @@ void unregister(int slot) {
   g_claimed[slot] = false;
 }
 
+// The folder `path` is in ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
   throw std::runtime_error("cannot write " + path + ": " + why);
 }
@@ -119,15 +127,56 @@ void AtomicFile::commit() {
   committed_ = true;
   unregister(slot_);
   slot_ = -1;
-  const size_t slash = path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path_.substr(0, slash);
+  const std::string dir = folder_of(path_);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {  // the rename made durable; it has happened either way
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+TemporaryFile::TemporaryFile(std::string path) : path_(std::move(path)) {
+  slot_ = register_name(path_);
+}
+
+TemporaryFile::~TemporaryFile() {
+  ::unlink(path_.c_str());
+  unregister(slot_);
+}
+
+void remove_orphaned_temporaries(const std::string& dir, const std::string& prefix,
+                                 const std::string& suffix) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const pid_t self = ::getpid();
+  while (const struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == self) continue;
+    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // still running
+    ::unlink((dir + "/" + name).c_str());
+  }
+  ::closedir(d);
+}
+
+std::string output_path_problem(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "it is a directory";
+  const std::string dir = folder_of(path);
+  if (::stat(dir.c_str(), &st) != 0) return "folder " + dir + " does not exist";
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a folder";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "folder " + dir + " cannot be written: " + std::strerror(errno);
+  }
+  return "";
 }
 
 void write_file_atomically(const std::string& path,

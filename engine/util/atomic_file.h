@@ -36,6 +36,34 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// A file the process makes for its own use and removes when done (e.g. weights handed to a
+// stage that reads a file): removed on destruction, and on SIGTERM/SIGINT by the handler that
+// removes AtomicFile's temporary files. Registers the name only; creates nothing.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::string path);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int slot_ = -1;
+};
+
+// Removes the files of `dir` named PREFIX<PID>SUFFIX (PID in decimal) whose process no longer
+// runs: what a process killed with SIGKILL, which no handler sees, left behind. Files of
+// running processes and of this one are kept; errors are ignored (best effort).
+void remove_orphaned_temporaries(const std::string& dir, const std::string& prefix,
+                                 const std::string& suffix);
+
+// Why write_file_atomically(path, ...) would fail for the path alone, or "" when it would not
+// as far as can be told before writing: an empty path, a directory at path, a folder that does
+// not exist, is not a folder or cannot be written (the temporary file goes beside path). For
+// checking output paths before a long run.
+std::string output_path_problem(const std::string& path);
+
 // Writes `path` atomically: write(temp) writes the whole file at temp (and may throw, which
 // leaves path as it was and removes temp), then AtomicFile::commit().
 void write_file_atomically(const std::string& path,

@@ -256,9 +256,13 @@ struct TrainOptions {
   // Checks the options alone and together (the mode: --cache or --data, what applies to it,
   // what goes together, the freeze schedule's needs; the hyper-parameters and the model).
   // `given` names the flags the user gave on the command line, for the checks of flags whose
-  // value alone does not tell (--memory-budget, --prefetch, --level-codec at their defaults);
-  // a library caller passes none. Throws std::invalid_argument with one line. run_train calls
-  // it first; the command line calls it before it launches workers.
+  // value alone does not tell (--memory-budget, --prefetch, --level-codec, --sync, --bucket-mb
+  // at their defaults, an empty --save-head); a library caller passes none. Also refused:
+  // --freeze on text data, the data-parallel flags without data-parallel training, and on
+  // rank 0 an output file (--save-head, --save-model) that cannot be written
+  // (util/atomic_file.h: output_path_problem), so that none is found only after training.
+  // Throws std::invalid_argument with one line. run_train calls it first; the command line
+  // calls it before it launches workers.
   void validate(const std::set<std::string>& given = {}) const;
 
   // Every option above as (flag, value, same_on_every_rank), in a fixed order: the data-parallel

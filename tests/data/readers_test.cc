@@ -379,6 +379,37 @@ TEST(TsvReader, IgnoresByteOrderMark) {
   EXPECT_EQ(d.labels, (std::vector<int64_t>{1, 0}));
 }
 
+// A spreadsheet's header line "label<TAB>text" is skipped, in any case and after a byte-order
+// mark or empty lines; the same words on a later line are a sample.
+TEST(TsvReader, SkipsAHeaderLine) {
+  TempDir dir;
+  TsvData d = read_tsv_string(dir, "label\ttext\nspam\tbuy\nham\thi\n");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"ham", "spam"}));
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"buy", "hi"}));
+  EXPECT_EQ(d.line_numbers, (std::vector<int64_t>{2, 3}));
+  d = read_tsv_string(dir, "\xEF\xBB\xBF\r\nLabel\tText\r\n1\tbuy\n0\thi\n");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(d.labels, (std::vector<int64_t>{1, 0}));
+  d = read_tsv_string(dir, "spam\tbuy\nlabel\ttext\n");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"label", "spam"}));
+  EXPECT_EQ(tsv_error(dir, "label\ttext\n"), dir.file("data.tsv") + ": no samples");
+}
+
+// A split's labels take the training split's classes by name; it may hold fewer, not others.
+TEST(Dataset, AdoptClassNamesMapsLabelsByName) {
+  recycle::Dataset d;
+  d.class_names = {"ant", "cat"};
+  d.labels = {1, 0, 1};
+  recycle::adopt_class_names(&d, {"ant", "bee", "cat"}, "test", "split train");
+  EXPECT_EQ(d.labels, (std::vector<int64_t>{2, 0, 2}));
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"ant", "bee", "cat"}));
+  d.class_names = {"ant", "dog"};
+  d.labels = {0, 1};
+  EXPECT_EQ(error_of([&] { recycle::adopt_class_names(&d, {"ant", "bee"}, "test", "split train"); }),
+            "split test holds class 'dog' that split train does not (classes come from the "
+            "training split and --classes: another split may hold fewer, not others)");
+}
+
 TEST(TsvReader, KeepsUtf8TextExactly) {
   TempDir dir;
   const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf";

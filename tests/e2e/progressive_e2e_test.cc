@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/models/scripted_net.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -230,6 +231,35 @@ TEST(ProgressiveTools, BadFreezeFlagsGiveOneLineAndNonZeroExit) {
     EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << args << "\n" << describe(r);
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("l")));
+}
+
+// A scripted model freezes progressively too: the first level is built with the model's file
+// named in full (its spec was cut at its first ':' and named no file). A .weights-PID.pt that a
+// run killed outright left in the levels folder is removed; the run leaves none of its own.
+TEST(ProgressiveTools, AScriptedModelFreezesAndNoWeightsFileIsLeft) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 64);
+  const std::string net = dir.file("net.ts"), levels = dir.file("levels");
+  torch::manual_seed(5);
+  recycle::testing::scripted_net(1, 4).save(net);
+  std::filesystem::create_directories(levels);
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string orphan = levels + "/.weights-" + std::to_string(dead) + ".pt";
+  recycle::testing::write_file(orphan, "left by a killed run");
+  const ToolRun r = run(dir, "recycle-train",
+                        "--data fashion-mnist:" + dir.path().string() + " --model torchscript:" +
+                            net + " --recycle 0 --epochs 2 --batch 32 --threads 1 "
+                            "--freeze linear:0:0.5 --levels " + levels + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_EQ(r.last["freezes"].size(), 1u) << r.out;
+  EXPECT_EQ(r.last["freezes"][0]["level"]["source"], "raw");
+  EXPECT_EQ(r.last["freezes"][0]["level"]["samples"], 64 + 32);
+  for (const auto& e : std::filesystem::directory_iterator(levels)) {
+    EXPECT_NE(e.path().filename().string().rfind(".weights-", 0), 0u) << e.path();
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // not finite refused in one line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <limits>
 
 #include "tests/precompute/pattern_images.h"
@@ -166,6 +167,53 @@ TEST(TorchScriptTools, Fp16RefusesActivationsBeyondItsRangeWithOneLine) {
   r = run(dir, "recycle-build", data + "--model torchscript:" + big +
                                     " --recycle 0.5 --codec bf16 --cache " + dir.file("bf16"));
   EXPECT_EQ(r.code, 0) << describe(r);
+}
+
+// --model torchscript:FILE,xxh3=<a stale digest> is a usage error of one line (it escaped the
+// command line's parse as an uncaught exception); a device as the model file is refused before
+// anything reads it (/dev/zero was read until memory ran out).
+TEST(TorchScriptTools, AStaleDigestAndADeviceAreRefusedWithOneLine) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(12, 1));
+  const std::string net = dir.file("net.ts");
+  save_net(net, 1);
+  const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 1 ";
+  ToolRun r = run(dir, "recycle-build", data + "--model 'torchscript:" + net +
+                                            ",xxh3=00000000000000000000000000000000' "
+                                            "--recycle 0.5 --cache " + dir.file("cache"));
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("changed since this spec was made"), std::string::npos) << r.err;
+  EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+  r = run(dir, "recycle-build", data + "--model torchscript:/dev/zero --recycle 0.5 --cache " +
+                                    dir.file("cache"));
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("model file /dev/zero: is a device, not a regular file"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("cache")));
+}
+
+// A scripted model that does not run on the data (3 input channels, 1-channel images): one
+// line naming what TorchScript said; --verbose prints its traceback too.
+TEST(TorchScriptTools, AModelThatDoesNotRunIsOneLineAndVerboseShowsTheTraceback) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(12, 1));
+  const std::string net = dir.file("rgb.ts");
+  torch::manual_seed(3);
+  recycle::testing::scripted_net(3, 10).save(net);
+  const std::string args = "--data fashion-mnist:" + dir.path().string() +
+                           " --threads 1 --model torchscript:" + net +
+                           " --recycle 0.5 --cache " + dir.file("cache");
+  ToolRun r = run(dir, "recycle-build", args);
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("does not run on a batch of 1x28x28 inputs: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("channels"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(--verbose shows more)"), std::string::npos) << r.err;
+  EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+  r = run(dir, "recycle-build", args + " --verbose");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_GT(recycle::testing::count_lines(r.err), 3) << r.err;
+  EXPECT_NE(r.err.find("Traceback"), std::string::npos) << r.err;
 }
 
 }  // namespace

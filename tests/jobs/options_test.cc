@@ -122,4 +122,46 @@ TEST(Options, BuildOptionsValidate) {
             "--width applies only without --weights (the weights file sets the width)");
 }
 
+// Issue 30: progressive freezing on text, the data-parallel flags without data-parallel
+// training and output files that cannot be written are refused before any work.
+TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
+  recycle::TrainOptions o;
+  o.data.spec = "tsv:mail.tsv";
+  o.recycle = 0;
+  EXPECT_EQ(refusal([&] { o.validate(); }), "");
+  o.freeze = "auto";
+  o.levels_dir = "levels";
+  EXPECT_NE(refusal([&] { o.validate(); }).find("--freeze does not apply to text data"),
+            std::string::npos);
+  o.freeze = o.levels_dir = "";
+
+  for (const char* flag : {"--grad-compression", "--sync", "--bucket-mb"}) {
+    EXPECT_EQ(refusal([&] { o.validate({flag}); }),
+              std::string(flag) + " applies to data-parallel training only (--nproc N, or "
+                                  "--world-size W with --rank and --master)");
+  }
+  o.dist.sync = recycle::parse_sync("average:2");
+  EXPECT_NE(refusal([&] { o.validate(); }).find("--sync applies"), std::string::npos);
+  o.dist.nproc = 2;
+  EXPECT_EQ(refusal([&] { o.validate({"--sync", "--bucket-mb"}); }), "");
+  o.dist.nproc = 0;
+  o.dist.world_size = 2;
+  o.dist.master = "127.0.0.1:1";
+  EXPECT_EQ(refusal([&] { o.validate({"--sync", "--bucket-mb"}); }), "");
+  o.dist = recycle::DistOptions();
+
+  o.save_head = "/nonexistent-folder/head.pt";
+  EXPECT_EQ(refusal([&] { o.validate(); }),
+            "--save-head /nonexistent-folder/head.pt: folder /nonexistent-folder does not exist");
+  o.dist.rank = 1;  // ranks other than 0 write nothing
+  o.dist.world_size = 2;
+  o.dist.master = "127.0.0.1:1";
+  EXPECT_EQ(refusal([&] { o.validate(); }), "");
+  o.dist = recycle::DistOptions();
+  o.save_head = "";
+  EXPECT_EQ(refusal([&] { o.validate({"--save-head"}); }), "--save-head: the path is empty");
+  o.save_model = "/";
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--save-model /: it is a directory");
+}
+
 }  // namespace

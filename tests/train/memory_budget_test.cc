@@ -81,6 +81,10 @@ TEST(MemoryBudget, RefusesABudgetTheBatchesThePreloadOrTheIndexDoNotLeaveRoomIn)
     EXPECT_NE(std::string(e.what()).find("13 MB for the evaluation's batch of 256"),
               std::string::npos)
         << e.what();
+    // Lowering --batch or --prefetch cannot shrink the evaluation's batch (at least 256).
+    EXPECT_NE(std::string(e.what()).find("or pass --eval-split none)"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("lower --batch"), std::string::npos) << e.what();
   }
   EXPECT_THROW(plan_memory(0, needs(1, 1, 2)), std::invalid_argument);
   EXPECT_THROW(plan_memory(64 * mb, needs(1, 1, 0, 0, 0, -1)), std::invalid_argument);

@@ -94,4 +94,57 @@ TEST(AtomicFile, SigtermWhileWritingKeepsTheOldContentAndLeavesNoTemporaryFile) 
   }
 }
 
+// A TemporaryFile is removed when the process gets SIGTERM (the levels' .weights-PID.pt).
+TEST(TemporaryFile, IsRemovedOnSigtermAndOnDestruction) {
+  TempDir tmp;
+  const std::string path = tmp.file(".weights-x.pt");
+  {
+    const recycle::TemporaryFile file(path);
+    write_file(path, "weights");
+  }
+  EXPECT_FALSE(fs::exists(path));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    const recycle::TemporaryFile file(path);
+    write_file(path, "weights");
+    const char c = 1;
+    if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  EXPECT_TRUE(fs::exists(path));
+  ASSERT_EQ(::kill(child, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(fs::exists(path));
+}
+
+// Files left by a process killed outright (SIGKILL) are removed; a running process's, this
+// process's and other names are kept.
+TEST(TemporaryFile, OrphansOfProcessesThatNoLongerRunAreRemoved) {
+  TempDir tmp;
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string orphan = tmp.file(".weights-" + std::to_string(dead) + ".pt");
+  const std::string mine = tmp.file(".weights-" + std::to_string(::getpid()) + ".pt");
+  const std::string running = tmp.file(".weights-1.pt");  // init runs
+  const std::string other = tmp.file(".weights-abc.pt");
+  for (const std::string& f : {orphan, mine, running, other}) write_file(f, "w");
+  recycle::remove_orphaned_temporaries(tmp.path().string(), ".weights-", ".pt");
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(running));
+  EXPECT_TRUE(fs::exists(other));
+}
+
 }  // namespace
