@@ -50,6 +50,10 @@ Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* po
                      int64_t n) {
   Dataset chunk;
   chunk.item_shape = data.item_shape;
+  chunk.transform = data.transform;
+  chunk.float_pixels = data.float_pixels;
+  chunk.norm_mean = data.norm_mean;
+  chunk.norm_std = data.norm_std;
   chunk.pixels.resize(static_cast<size_t>(n * data.item_bytes()));
   stream.read(positions, n, chunk.pixels.data());
   chunk.labels.reserve(n);
@@ -61,6 +65,15 @@ Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* po
   return chunk;
 }
 
+// After the first pass dropped the files it could not decode, the second reads only files that
+// decoded then: one that fails now (changed on disk since) stops the build.
+void require_no_skips(const ImageStream& stream) {
+  const auto skipped = stream.skipped();
+  if (!skipped.empty()) {
+    throw std::runtime_error(skipped.front().second + " (it decoded when the split was keyed)");
+  }
+}
+
 // The samples chunk.compute_pos of a chunk whose pixels a ChunkReader read (those of
 // todo[chunk.begin, chunk.end)), as read_samples gives them.
 Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
@@ -70,6 +83,10 @@ Dataset chunk_samples(const BuildState& s, const BuildChunk& chunk) {
   const auto last = s.todo.begin() + static_cast<std::ptrdiff_t>(chunk.end);
   Dataset out;
   out.item_shape = data.item_shape;
+  out.transform = data.transform;
+  out.float_pixels = data.float_pixels;
+  out.norm_mean = data.norm_mean;
+  out.norm_std = data.norm_std;
   out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
   for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
     const int64_t pos = chunk.compute_pos[i];
@@ -94,9 +111,13 @@ void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vec
 }
 
 // Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
+// The samples whose file was skipped (--on-bad-file skip) go to *skipped (their keys are of
+// zeros: the caller drops them).
 std::vector<Key> compute_keys(const Dataset& data, const StreamedImages& streamed,
-                              const Keyer& keyer) {
+                              const Keyer& keyer,
+                              std::vector<std::pair<int64_t, std::string>>* skipped) {
   std::vector<Key> keys(data.size());
+  skipped->clear();
   if (!streamed.streamed()) {
     key_range(data, keyer, 0, &keys);
     return keys;
@@ -111,6 +132,7 @@ std::vector<Key> compute_keys(const Dataset& data, const StreamedImages& streame
     key_range(read_samples(data, stream, positions.data(), hi - lo), keyer, lo, &keys);
   }
   stream.finish();
+  *skipped = stream.skipped();
   return keys;
 }
 
@@ -121,7 +143,7 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
   set_prefix_identity(pm.model, pm.split, &m);
   m.keyer = keyer_spec;
   m.codec = codec_name(codec);
-  m.preprocess = preprocess_spec();
+  m.preprocess = preprocess_spec(data);
   m.input_shape = data.item_shape;
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape = {1};
@@ -301,7 +323,24 @@ void key_samples(BuildState& s) {
     s.keys.reserve(s.cache_input->index().size());
     for (const IndexEntry& e : s.cache_input->index()) s.keys.push_back(e.key);
   } else {
-    s.keys = compute_keys(s.data, s.streamed, *s.keyer);
+    std::vector<std::pair<int64_t, std::string>> skipped;
+    s.keys = compute_keys(s.data, s.streamed, *s.keyer, &skipped);
+    if (!skipped.empty()) {  // files that could not be decoded, left out with their samples
+      report_skipped(s.streamed.file, skipped);
+      std::vector<int64_t> drop;
+      for (const auto& k : skipped) drop.push_back(k.first);
+      drop_samples(drop, &s.data, &s.streamed);
+      size_t kept = 0, d = 0;
+      for (size_t i = 0; i < s.keys.size(); ++i) {
+        if (d < drop.size() && drop[d] == static_cast<int64_t>(i)) {
+          ++d;
+          continue;
+        }
+        s.keys[kept++] = s.keys[i];
+      }
+      s.keys.resize(kept);
+      if (s.keys.empty()) throw std::runtime_error(s.streamed.file + ": every file was skipped");
+    }
   }
   const std::unordered_set<Key, KeyHash> distinct(s.keys.begin(), s.keys.end());
   s.report.cache_dir = s.options.cache_dir;
@@ -487,6 +526,7 @@ void compute_chunk(BuildState& s, BuildChunk* chunk) {
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(s.data, *s.images, chunk->compute_pos.data(), m)
                              : chunk_samples(s, *chunk);
+    if (s.images) require_no_skips(*s.images);
     images = image_batch(read, all.data(), m, device);
   } else {
     images = image_batch(s.data, chunk->compute_pos.data(), m, device);
@@ -588,6 +628,7 @@ void ChunkReader::start(size_t begin) {
   ahead_ = std::async(std::launch::async, [stream, positions, n, item] {
     std::vector<uint8_t> pixels(static_cast<size_t>(n * item));
     stream->read(positions, n, pixels.data());
+    require_no_skips(*stream);
     return pixels;
   });
 }
