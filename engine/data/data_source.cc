@@ -4,7 +4,8 @@ namespace recycle {
 
 const std::vector<DataSourceEntry>& data_sources() {
   static const std::vector<DataSourceEntry> sources = {fashion_mnist_source(), tsv_source(),
-                                                       imagefolder_source(), npy_source()};
+                                                       imagefolder_source(), npy_source(),
+                                                       jsonl_source(),       csv_source()};
   return sources;
 }
 

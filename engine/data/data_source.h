@@ -1,5 +1,5 @@
 // The data sources behind --data SPEC: one entry per kind of spec ("fashion-mnist[:DIR]",
-// "tsv:PATH", "imagefolder:DIR", "npy:DIR"), each in its own file (source_<name>.cc) that defines its
+// "tsv:PATH", "imagefolder:DIR", "npy:DIR", "jsonl:PATH", "csv:PATH"), each in its own file (source_<name>.cc) that defines its
 // entry function. load_dataset (dataset.cc) picks the entry by the spec's name, calls its load,
 // then applies what every source shares: the class filter, the limit, the shard and the
 // description. A new source is one file plus one line in data_sources() (data_source.cc) and
@@ -48,5 +48,7 @@ DataSourceEntry fashion_mnist_source();  // source_fashion_mnist.cc
 DataSourceEntry tsv_source();            // source_tsv.cc
 DataSourceEntry imagefolder_source();    // source_imagefolder.cc
 DataSourceEntry npy_source();            // source_npy.cc
+DataSourceEntry jsonl_source();          // source_jsonl.cc
+DataSourceEntry csv_source();            // source_csv.cc
 
 }  // namespace recycle

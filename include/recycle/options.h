@@ -92,7 +92,7 @@ std::string bad_file_policy_name(BadFilePolicy policy);
 std::vector<std::string> bad_file_policy_names();
 
 struct DatasetOptions {
-  // "fashion-mnist[:DIR]", "tsv:FILE|DIR", "imagefolder:DIR", "npy:DIR"
+  // "fashion-mnist[:DIR]", "tsv:FILE|DIR", "imagefolder:DIR", "npy:DIR", "jsonl:PATH", "csv:PATH"
   std::string spec;
   std::string split = "train";  // fashion-mnist: train | test
   std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
@@ -107,6 +107,8 @@ struct DatasetOptions {
   // "" = the default (gray, the files' size, the built-in normalisation).
   std::string transform;
   BadFilePolicy on_bad_file = BadFilePolicy::kFail;  // imagefolder
+  std::string text_field = "text";    // jsonl, csv: the field (column) holding the text
+  std::string label_field = "label";  // jsonl, csv: the field holding the label
 
   // Throws std::invalid_argument with one line (defined with the readers, engine/data/).
   void validate() const;
