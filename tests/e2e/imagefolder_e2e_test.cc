@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 
 #include "engine/data/dataset.h"
 #include "tests/data/image_files.h"
@@ -80,6 +81,8 @@ TEST(ImageFolderTools, PngExportTrainsLikeTheIdxSplitAndJpegRgbWorksWithOneChann
   export_split(jpg, "test", 200, true);
   const double jpg_acc = build_and_train(dir, "imagefolder:" + jpg, dir.file("jpg-cache"), "", "");
   EXPECT_GT(jpg_acc, 0.4);  // gray from RGB JPEG, 1 channel: learns (chance is 0.1)
+  std::cout << "test_acc: IDX " << idx_acc << ", PNG " << png_acc << ", JPEG RGB->gray " << jpg_acc
+            << std::endl;
 
   // Another transform on the same cache is refused as stale, naming the preprocessing.
   r = recycle::testing::run_tool(dir, "recycle-build",
