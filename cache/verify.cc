@@ -41,6 +41,21 @@ std::string InspectReport::to_json() const {
   return j.dump();
 }
 
+namespace {
+
+// ": 0=neg 1=pos" (id=name, the label map) for up to 20 classes whose names are not just their
+// ids; "" otherwise.
+std::string class_list(const std::vector<std::string>& names) {
+  bool plain = true;
+  for (size_t i = 0; i < names.size(); ++i) plain = plain && names[i] == std::to_string(i);
+  if (plain || names.size() > 20) return "";
+  std::string out = ":";
+  for (size_t i = 0; i < names.size(); ++i) out += " " + std::to_string(i) + "=" + names[i];
+  return out;
+}
+
+}  // namespace
+
 std::string InspectReport::to_text() const {
   std::ostringstream out;
   out << "cache      " << cache_dir << "\n"
@@ -49,7 +64,8 @@ std::string InspectReport::to_text() const {
       << manifest.total_blocks << " blocks recycled)\n"
       << "keyer      " << manifest.keyer << "\n"
       << "codec      " << manifest.codec << "\n"
-      << "classes    " << manifest.class_names.size() << "\n"
+      << "classes    " << manifest.class_names.size() << class_list(manifest.class_names) << "\n"
+      << "preprocess " << manifest.preprocess << "\n"
       << "records    " << manifest.records << " (" << manifest.record_bytes
       << " bytes encoded, " << disk_bytes << " bytes on disk)\n"
       << "orphans    " << orphans << " records no index entry points to"

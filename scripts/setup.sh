@@ -14,7 +14,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config zlib1g-dev
   libtorch-dev libgloo-dev libopenblas0-openmp
-  librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
+  librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libturbojpeg0-dev libspng-dev
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist jq bc iproute2
 )

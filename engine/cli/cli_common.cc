@@ -70,10 +70,31 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 
 void add_data_flags(CLI::App& app, DatasetOptions* data) {
   app.add_option("--data", data->spec,
-                 "fashion-mnist[:DIR] (Debian's IDX .gz files), tsv:FILE (label<TAB>text) or "
-                 "tsv:DIR (DIR/SPLIT.tsv for each --split)");
+                 "fashion-mnist[:DIR] (Debian's IDX .gz files), tsv:FILE (label<TAB>text), "
+                 "tsv:DIR (DIR/SPLIT.tsv for each --split), imagefolder:DIR (your own "
+                 "images: DIR/<class>/<file>.png|.jpg, e.g. --data imagefolder:photos "
+                 "--split train --transform rgb,resize=64,center-crop=64), npy:DIR "
+                 "(DIR/SPLIT_x.npy uint8|float32 N x C x H x W, DIR/SPLIT_y.npy labels), "
+                 "jsonl:PATH or csv:PATH (text; PATH or PATH/SPLIT.jsonl|.csv)");
   app.add_option("--split", data->split,
-                 "split to read and name: train or test (fashion-mnist), SPLIT.tsv of tsv:DIR")
+                 "split to read and name: train or test (fashion-mnist), SPLIT.tsv of tsv:DIR, "
+                 "DIR/SPLIT/ of imagefolder:DIR when that folder exists (else DIR)")
+      ->capture_default_str();
+  app.add_option("--transform", data->transform,
+                 "imagefolder: file -> encoder input, comma-separated: gray|rgb, resize=S "
+                 "(shorter side, antialiased bilinear), center-crop=S, normalize=MEAN/STD "
+                 "(':' between channels); default: gray, the files' size, the built-in "
+                 "normalisation");
+  add_enum_option(app, "--on-bad-file", &data->on_bad_file, bad_file_policy_names(),
+                  parse_bad_file_policy, bad_file_policy_name(data->on_bad_file),
+                  "imagefolder: a file that cannot be decoded fails the run, or is skipped "
+                  "(counted and listed on stderr)");
+  app.add_option("--text-field", data->text_field,
+                 "jsonl:PATH, csv:PATH: the field (column) holding the text")
+      ->capture_default_str();
+  app.add_option("--label-field", data->label_field,
+                 "jsonl:PATH, csv:PATH: the field holding the label (an integer class id, or a "
+                 "name: names map to ids in sorted order)")
       ->capture_default_str();
   app.add_option("--classes", data->classes, "keep these classes, relabelled 0..k-1 (e.g. 5-9)");
   app.add_option("--limit", data->limit, "keep the first N samples (0 = all)")

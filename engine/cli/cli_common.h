@@ -45,7 +45,7 @@ CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* value,
       ->default_str(default_name);
 }
 
-// --data, --split, --classes, --limit
+// --data, --split, --classes, --limit, --transform, --on-bad-file, --text-field, --label-field
 void add_data_flags(CLI::App& app, DatasetOptions* data);
 // --model, --width, --weights
 void add_model_flags(CLI::App& app, ModelOptions* model);

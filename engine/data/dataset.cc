@@ -6,9 +6,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "engine/data/idx_reader.h"
+#include <iostream>
+#include <optional>
+
+#include "engine/data/data_source.h"
 #include "engine/data/image_stream.h"
-#include "engine/data/tsv_reader.h"
 
 namespace recycle {
 
@@ -22,7 +24,7 @@ const std::vector<std::string>& fashion_mnist_class_names() {
 int64_t Dataset::item_bytes() const {
   int64_t n = 1;
   for (int64_t d : item_shape) n *= d;
-  return n;
+  return float_pixels ? 4 * n : n;
 }
 
 KeyInput Dataset::key_input(size_t i, TensorView* view) const {
@@ -31,11 +33,11 @@ KeyInput Dataset::key_input(size_t i, TensorView* view) const {
     in.text = texts[i];
     in.has_text = true;
   } else {
-    view->dtype = "uint8";
+    view->dtype = float_pixels ? "float32" : "uint8";
     view->shape = item_shape;
     view->strides = TensorView::contiguous_strides(item_shape);
     view->data = item_pixels(i);
-    view->element_size = 1;
+    view->element_size = float_pixels ? 4 : 1;
     in.tensor = view;
   }
   in.id = ids[i];
@@ -134,91 +136,25 @@ void filter_samples(Dataset* d, const std::vector<int64_t>& classes, int64_t lim
   d->class_names = names;
 }
 
-// streamed: null to load the pixels; else the images' header only, rows 0..n-1 in *streamed.
-Dataset load_fashion_mnist(const std::string& dir, const std::string& split,
-                           StreamedImages* streamed) {
-  std::string prefix;
-  if (split == "train") {
-    prefix = "train";
-  } else if (split == "test") {
-    prefix = "t10k";
-  } else {
-    throw std::invalid_argument("fashion-mnist has splits train and test, not '" + split + "'");
-  }
-  const std::string image_file = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  IdxArray images;
-  if (streamed == nullptr) {
-    images = read_idx_file(image_file, 3);
-  } else {
-    images.dims = IdxStream(image_file, 3).dims();  // the header; the data is streamed
-  }
-  const IdxArray labels = read_idx_file(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 1);
-  if (images.dims[0] != labels.dims[0]) {
-    throw std::runtime_error(dir + ": " + std::to_string(images.dims[0]) + " images but " +
-                             std::to_string(labels.dims[0]) + " labels");
-  }
-  Dataset d;
-  d.class_names = fashion_mnist_class_names();
-  d.item_shape = {1, images.dims[1], images.dims[2]};
-  d.pixels = std::move(images.data);
-  if (streamed != nullptr) {
-    streamed->file = image_file;
-    streamed->rows.resize(labels.data.size());
-    for (size_t i = 0; i < streamed->rows.size(); ++i) streamed->rows[i] = static_cast<int64_t>(i);
-  }
-  d.labels.resize(labels.data.size());
-  d.ids.resize(labels.data.size());
-  for (size_t i = 0; i < labels.data.size(); ++i) {
-    if (labels.data[i] >= d.class_names.size()) {
-      throw std::runtime_error(dir + ": label " + std::to_string(labels.data[i]) + " of sample " +
-                               std::to_string(i) + " is not a Fashion-MNIST class (0-9)");
-    }
-    d.labels[i] = labels.data[i];
-    d.ids[i] = split + "/" + std::to_string(i);
-  }
-  return d;
-}
-
-// tsv:FILE reads FILE whatever the split; tsv:DIR reads DIR/SPLIT.tsv.
-std::string tsv_path(const std::string& path, const std::string& split) {
-  if (!std::filesystem::is_directory(path)) return path;
-  if (split.empty() || split.find('/') != std::string::npos || split == "." || split == "..") {
-    throw std::invalid_argument("tsv:" + path + ": split '" + split + "' cannot name a file");
-  }
-  const std::string file = (std::filesystem::path(path) / (split + ".tsv")).string();
-  if (!std::filesystem::exists(file)) {
-    throw std::runtime_error("tsv:" + path + " is a folder without " + split + ".tsv (for --split " +
-                             split + ")");
-  }
-  return file;
-}
-
-Dataset load_tsv(const std::string& path) {
-  TsvData tsv = read_tsv_file(path);
-  Dataset d;
-  d.is_text = true;
-  d.texts = std::move(tsv.texts);
-  d.labels = std::move(tsv.labels);
-  d.class_names = std::move(tsv.class_names);
-  d.ids.resize(d.labels.size());
-  for (size_t i = 0; i < d.ids.size(); ++i) d.ids[i] = "line/" + std::to_string(tsv.line_numbers[i]);
-  return d;
-}
-
 }  // namespace
 
-namespace {
-
-bool is_fashion_mnist_spec(const std::string& spec) {
-  return spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0;
+BadFilePolicy parse_bad_file_policy(std::string_view name) {
+  if (name == "fail") return BadFilePolicy::kFail;
+  if (name == "skip") return BadFilePolicy::kSkip;
+  throw std::invalid_argument("--on-bad-file must be fail or skip, not '" + std::string(name) + "'");
 }
 
-}  // namespace
+std::string bad_file_policy_name(BadFilePolicy policy) {
+  return policy == BadFilePolicy::kSkip ? "skip" : "fail";
+}
+
+std::vector<std::string> bad_file_policy_names() { return {"fail", "skip"}; }
 
 void DatasetOptions::validate() const {
-  if (!is_fashion_mnist_spec(spec) && !(spec.rfind("tsv:", 0) == 0 && spec.size() > 4)) {
-    throw std::invalid_argument("unknown data '" + spec +
-                                "' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR)");
+  std::string path;
+  if (find_data_source(spec, &path) == nullptr) {
+    throw std::invalid_argument("unknown data '" + spec + "' (expected " + data_source_usages() +
+                                ")");
   }
   if (limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
@@ -227,7 +163,50 @@ void DatasetOptions::validate() const {
   }
 }
 
+void report_skipped(const std::string& where,
+                    const std::vector<std::pair<int64_t, std::string>>& skipped) {
+  if (skipped.empty()) return;
+  std::cerr << where << ": skipped " << skipped.size()
+            << " file(s) that could not be decoded (--on-bad-file skip):\n";
+  const size_t shown = std::min<size_t>(skipped.size(), 10);
+  for (size_t i = 0; i < shown; ++i) std::cerr << "  " << skipped[i].second << "\n";
+  if (shown < skipped.size()) std::cerr << "  ... and " << skipped.size() - shown << " more\n";
+  std::cerr << std::flush;
+}
+
 namespace {
+
+// The pixels of a streamed dataset read into d->pixels; the samples whose file was skipped
+// (--on-bad-file skip) are dropped and reported on stderr.
+void read_whole(Dataset* d, StreamedImages* images) {
+  ImageStream stream(*d, *images);
+  const int64_t n = static_cast<int64_t>(d->size());
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[i] = i;
+  const int64_t item = d->item_bytes();
+  d->pixels.resize(static_cast<size_t>(n * item));
+  stream.read(positions.data(), n, d->pixels.data());
+  stream.finish();
+  const auto skipped = stream.skipped();
+  if (skipped.empty()) return;
+  report_skipped(images->file, skipped);
+  std::vector<int64_t> drop;
+  size_t kept = 0, k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (k < skipped.size() && skipped[k].first == i) {
+      drop.push_back(i);
+      ++k;
+      continue;
+    }
+    if (static_cast<int64_t>(kept) != i) {
+      std::copy_n(d->pixels.begin() + i * item, item, d->pixels.begin() + kept * item);
+    }
+    ++kept;
+  }
+  d->pixels.resize(kept * item);
+  drop_samples(drop, d, nullptr);
+  if (d->size() == 0) throw std::runtime_error(images->file + ": every file was skipped");
+}
 
 // load_dataset; streamed: see load_dataset(options, images) in image_stream.h.
 Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
@@ -235,21 +214,26 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
   const std::vector<int64_t> classes =
       options.classes.empty() ? std::vector<int64_t>() : parse_class_list(options.classes);
   const std::string& spec = options.spec;
-  Dataset d;
-  std::string source;
-  if (is_fashion_mnist_spec(spec)) {
-    const std::string dir = spec.size() > 14 ? spec.substr(14) : kDefaultFashionMnistDir;
-    d = load_fashion_mnist(dir, options.split, streamed);
-    source = "fashion-mnist:" + dir;
-  } else {  // tsv: (validate() refused any other spec)
-    d = load_tsv(tsv_path(spec.substr(4), options.split));
-    source = spec;
+  std::string path;
+  const DataSourceEntry& entry = *find_data_source(spec, &path);  // validate() checked it
+  SourceData loaded = entry.load(path, options, streamed != nullptr);
+  Dataset d = std::move(loaded.data);
+  const std::string& source = loaded.canonical;
+  // A source that streams its pixels in any case is read whole below, through its stream.
+  std::optional<StreamedImages> own;
+  if (streamed == nullptr && loaded.source) streamed = &own.emplace();
+  const bool rows = streamed != nullptr && loaded.source;
+  if (rows) {
+    streamed->source = loaded.source;
+    streamed->file = loaded.source->where();
+    streamed->rows.resize(d.labels.size());
+    for (size_t i = 0; i < streamed->rows.size(); ++i) streamed->rows[i] = static_cast<int64_t>(i);
   }
   const int64_t item = d.item_bytes();
   auto move_item = [&](size_t src, size_t dst) {
     if (d.is_text) {
       if (src != dst) d.texts[dst] = std::move(d.texts[src]);
-    } else if (streamed != nullptr) {
+    } else if (rows) {
       streamed->rows[dst] = streamed->rows[src];
     } else if (src != dst) {
       std::copy_n(d.pixels.begin() + src * item, item, d.pixels.begin() + dst * item);
@@ -270,7 +254,7 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
   }
   if (d.is_text) {
     d.texts.resize(d.labels.size());
-  } else if (streamed != nullptr) {
+  } else if (rows) {
     streamed->rows.resize(d.labels.size());
     streamed->rows.shrink_to_fit();
   } else {
@@ -280,12 +264,14 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     throw std::runtime_error("no samples left in " + spec + " after --classes" +
                              (options.shard_count > 1 ? std::string(" and sharding") : ""));
   }
+  if (rows) streamed->source->settle_shape(streamed->rows, &d.item_shape);
   d.description = source + " split=" + options.split +
                   (options.classes.empty() ? "" : " classes=" + options.classes) +
                   (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "") +
                   (options.shard_count > 1 ? " shard=" + std::to_string(options.shard_index) +
                                                  "/" + std::to_string(options.shard_count)
                                            : "");
+  if (own) read_whole(&d, &*own);
   return d;
 }
 

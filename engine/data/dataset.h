@@ -3,6 +3,9 @@
 //                        split "train" reads train-*, "test" reads t10k-*.
 //   tsv:FILE             `label<TAB>text` lines (see tsv_reader.h); the split only names it.
 //   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
+//   imagefolder:DIR      torchvision's ImageFolder layout, PNG and JPEG (source_imagefolder.cc).
+//   npy:DIR              DIR/<split>_x.npy (uint8 or float32) and <split>_y.npy (source_npy.cc).
+// Each source is a file of its own; data_source.h lists them.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +23,23 @@ struct Dataset {
   std::string description;  // canonical: spec, split, classes and limit
   bool is_text = false;
   std::vector<int64_t> item_shape;  // images: {channels, height, width}
-  std::vector<uint8_t> pixels;      // images: size() * product(item_shape) bytes, row-major
+  // images: size() * item_bytes() bytes, row-major: uint8 values, or float32 (host order) when
+  // float_pixels (npy:DIR of float32: inputs made elsewhere, which image_batch takes as they are)
+  std::vector<uint8_t> pixels;
+  bool float_pixels = false;
   std::vector<std::string> texts;   // text: one per sample
   std::vector<int64_t> labels;      // 0..class_names.size()-1
   std::vector<std::string> ids;     // stable per-sample ids, e.g. "train/123" (source position)
   std::vector<std::string> class_names;
+  // Images decoded from files: the canonical --transform spec that made the pixels from them
+  // (image_transform.h); "" for pixels read as stored (IDX).
+  std::string transform;
+  // How image_batch normalises pixels/255: per channel (or one value for all) mean and std;
+  // empty: the built-in normalisation (engine/models/preprocess.h).
+  std::vector<float> norm_mean, norm_std;
 
   size_t size() const { return labels.size(); }
-  int64_t item_bytes() const;
+  int64_t item_bytes() const;  // product(item_shape) times 1, or 4 for float_pixels
   const uint8_t* item_pixels(size_t i) const { return pixels.data() + i * item_bytes(); }
   // What a keyer sees for sample i: the pixel tensor (uint8, item_shape), the text and the id.
   // `view` is storage for the tensor view and must outlive the returned input.

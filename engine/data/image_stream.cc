@@ -1,40 +1,69 @@
 #include "engine/data/image_stream.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace recycle {
 
 ImageStream::ImageStream(const Dataset& data, const StreamedImages& images)
-    : data_(data), images_(images), file_(images.file, 3) {
-  const std::vector<int64_t>& dims = file_.dims();
-  if (images.rows.size() != data.size() || data.item_shape.size() != 3 ||
-      dims[1] != data.item_shape[1] || dims[2] != data.item_shape[2] ||
-      (!images.rows.empty() && images.rows.back() >= dims[0])) {
+    : data_(data), images_(images) {
+  if (!images.streamed()) throw std::invalid_argument("ImageStream: the dataset is not streamed");
+  if (images.rows.size() != data.size() || data.item_shape.size() != 3) {
     throw std::runtime_error(images.file + ": its header changed since the dataset was read");
   }
+  reader_ = images.source->open(data.item_shape, images.rows.empty() ? -1 : images.rows.back());
 }
 
 void ImageStream::read(const int64_t* positions, int64_t n, uint8_t* out) {
-  const int64_t item = data_.item_bytes();
   const int64_t size = static_cast<int64_t>(data_.size());
+  rows_.resize(static_cast<size_t>(n));
+  int64_t next = next_position_;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = positions[i];
-    if (p < next_position_ || p >= size) {
+    if (p < next || p >= size) {
       throw std::invalid_argument("ImageStream: sample " + std::to_string(p) +
                                   " is out of order or out of range");
     }
-    const int64_t row = images_.rows[p];
-    if (row > next_row_) file_.read(nullptr, static_cast<uint64_t>((row - next_row_) * item));
-    file_.read(out + i * item, static_cast<uint64_t>(item));
-    next_row_ = row + 1;
-    next_position_ = p + 1;
+    rows_[i] = images_.rows[p];
+    next = p + 1;
   }
+  reader_->read(rows_.data(), n, out);
+  next_position_ = next;
 }
 
 void ImageStream::finish() {
-  file_.finish();
+  reader_->finish();
   next_position_ = static_cast<int64_t>(data_.size());
+}
+
+std::vector<std::pair<int64_t, std::string>> ImageStream::skipped() const {
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (const SkippedRow& r : reader_->skipped()) {
+    const auto at = std::lower_bound(images_.rows.begin(), images_.rows.end(), r.row);
+    if (at != images_.rows.end() && *at == r.row) out.emplace_back(at - images_.rows.begin(), r.what);
+  }
+  return out;
+}
+
+void drop_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images) {
+  if (positions.empty()) return;
+  size_t kept = 0, d = 0;
+  for (size_t i = 0; i < data->labels.size(); ++i) {
+    if (d < positions.size() && positions[d] == static_cast<int64_t>(i)) {
+      ++d;
+      continue;
+    }
+    if (kept != i) {
+      data->labels[kept] = data->labels[i];
+      data->ids[kept] = std::move(data->ids[i]);
+      if (images != nullptr && i < images->rows.size()) images->rows[kept] = images->rows[i];
+    }
+    ++kept;
+  }
+  data->labels.resize(kept);
+  data->ids.resize(kept);
+  if (images != nullptr) images->rows.resize(std::min(images->rows.size(), kept));
 }
 
 }  // namespace recycle

@@ -9,16 +9,39 @@ std::string preprocess_spec() {
   return "pixels/255,mean=0.2860,std=0.3530";
 }
 
+std::string preprocess_spec(const Dataset& data) {
+  if (data.float_pixels) return "float32 as stored";
+  if (data.transform.empty()) return preprocess_spec();
+  return "files:" + data.transform + (data.norm_mean.empty() ? ";" + preprocess_spec() : "");
+}
+
 torch::Tensor image_batch(const Dataset& data, const int64_t* indices, int64_t n,
                           const torch::Device& device) {
   if (data.is_text) throw std::invalid_argument("image_batch: the dataset holds text");
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), data.item_shape.begin(), data.item_shape.end());
-  torch::Tensor raw = torch::empty(shape, torch::kUInt8);
+  torch::Tensor raw = torch::empty(shape, data.float_pixels ? torch::kFloat32 : torch::kUInt8);
   const int64_t item = data.item_bytes();
-  uint8_t* dst = raw.data_ptr<uint8_t>();
+  auto* dst = static_cast<uint8_t*>(raw.data_ptr());
   for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * item, data.item_pixels(indices[i]), item);
-  torch::Tensor x = raw.to(torch::kFloat32).div_(255.0f).sub_(kPixelMean).div_(kPixelStd);
+  if (data.float_pixels) return raw.to(device);  // inputs made elsewhere: as they are
+  if (data.norm_mean.empty()) {
+    torch::Tensor x = raw.to(torch::kFloat32).div_(255.0f).sub_(kPixelMean).div_(kPixelStd);
+    return x.to(device);
+  }
+  const int64_t channels = data.item_shape.at(0);
+  auto per_channel = [&](const std::vector<float>& v) {
+    torch::Tensor t = torch::tensor(v, torch::kFloat32);
+    if (v.size() == 1) t = t.expand({channels});
+    if (t.size(0) != channels) {
+      throw std::invalid_argument("image_batch: " + std::to_string(v.size()) +
+                                  " normalisation values for " + std::to_string(channels) +
+                                  " channels");
+    }
+    return t.reshape({1, channels, 1, 1});
+  };
+  torch::Tensor x =
+      raw.to(torch::kFloat32).div_(255.0f).sub_(per_channel(data.norm_mean)).div_(per_channel(data.norm_std));
   return x.to(device);
 }
 

@@ -14,8 +14,15 @@ namespace recycle {
 constexpr float kPixelMean = 0.2860f;
 constexpr float kPixelStd = 0.3530f;
 std::string preprocess_spec();
+// The preprocessing of `data`'s images as a cache identity stores it: "float32 as stored" for
+// float pixels, preprocess_spec() for uint8 pixels read as stored (IDX, npy), else "files:" + data.transform (the canonical --transform spec)
+// followed, without a normalize op, by ";" and preprocess_spec().
+std::string preprocess_spec(const Dataset& data);
 
-// Samples `indices[0..n)` of an image dataset as a float32 tensor [n, C, H, W] on `device`.
+// Samples `indices[0..n)` of an image dataset as a float32 tensor [n, C, H, W] on `device`:
+// pixels/255, minus the mean, over the std: data.norm_mean and data.norm_std per channel (one
+// value: every channel), or when they are empty kPixelMean and kPixelStd. float32 pixels
+// (data.float_pixels) are taken as they are.
 torch::Tensor image_batch(const Dataset& data, const int64_t* indices, int64_t n,
                           const torch::Device& device);
 

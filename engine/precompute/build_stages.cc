@@ -37,13 +37,24 @@ namespace {
 // Samples keyed per chunk of a streamed split: 4096 images are 3 MB at 28x28.
 constexpr int64_t kKeyChunk = 4096;
 
+// A dataset of no samples with data's item shape and pixel form (transform, pixel type,
+// normalisation): what a chunk of data's samples is filled into.
+Dataset samples_like(const Dataset& data) {
+  Dataset out;
+  out.item_shape = data.item_shape;
+  out.transform = data.transform;
+  out.float_pixels = data.float_pixels;
+  out.norm_mean = data.norm_mean;
+  out.norm_std = data.norm_std;
+  return out;
+}
+
 // The samples positions[0..n) of a streamed split as a dataset of n samples holding their
 // pixels (ids and labels too), so they go through Dataset::key_input and image_batch as the
 // samples of a dataset loaded whole do.
 Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* positions,
                      int64_t n) {
-  Dataset chunk;
-  chunk.item_shape = data.item_shape;
+  Dataset chunk = samples_like(data);
   chunk.pixels.resize(static_cast<size_t>(n * data.item_bytes()));
   stream.read(positions, n, chunk.pixels.data());
   chunk.labels.reserve(n);
@@ -55,6 +66,15 @@ Dataset read_samples(const Dataset& data, ImageStream& stream, const int64_t* po
   return chunk;
 }
 
+// After the first pass dropped the files it could not decode, the second reads only files that
+// decoded then: one that fails now (changed on disk since) stops the build.
+void require_no_skips(const ImageStream& stream) {
+  const auto skipped = stream.skipped();
+  if (!skipped.empty()) {
+    throw std::runtime_error(skipped.front().second + " (it decoded when the split was keyed)");
+  }
+}
+
 // Keys of data's samples [0, n) into keys[offset..), in parallel.
 void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vector<Key>* keys) {
   parallel_loop(static_cast<int64_t>(data.size()), [&](int64_t i) {
@@ -64,9 +84,13 @@ void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vec
 }
 
 // Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
+// The samples whose file was skipped (--on-bad-file skip) go to *skipped (their keys are of
+// zeros: the caller drops them).
 std::vector<Key> compute_keys(const Dataset& data, const StreamedImages& streamed,
-                              const Keyer& keyer) {
+                              const Keyer& keyer,
+                              std::vector<std::pair<int64_t, std::string>>* skipped) {
   std::vector<Key> keys(data.size());
+  skipped->clear();
   if (!streamed.streamed()) {
     key_range(data, keyer, 0, &keys);
     return keys;
@@ -81,6 +105,7 @@ std::vector<Key> compute_keys(const Dataset& data, const StreamedImages& streame
     key_range(read_samples(data, stream, positions.data(), hi - lo), keyer, lo, &keys);
   }
   stream.finish();
+  *skipped = stream.skipped();
   return keys;
 }
 
@@ -91,7 +116,7 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
   set_prefix_identity(pm.model, pm.split, &m);
   m.keyer = keyer_spec;
   m.codec = codec_name(codec);
-  m.preprocess = preprocess_spec();
+  m.preprocess = preprocess_spec(data);
   m.input_shape = data.item_shape;
   torch::NoGradGuard no_grad;
   std::vector<int64_t> shape = {1};
@@ -179,8 +204,7 @@ Dataset SplitBuild::chunk_samples(const BuildChunk& chunk) const {
   const int64_t item = data.item_bytes();
   const auto first = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
   const auto last = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.end);
-  Dataset out;
-  out.item_shape = data.item_shape;
+  Dataset out = samples_like(data);
   out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
   for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
     const int64_t pos = chunk.compute_pos[i];
@@ -293,7 +317,24 @@ void SplitBuild::key_samples() {
     keys_.reserve(cache_input_->index().size());
     for (const IndexEntry& e : cache_input_->index()) keys_.push_back(e.key);
   } else {
-    keys_ = compute_keys(data_, streamed_, *keyer_);
+    std::vector<std::pair<int64_t, std::string>> skipped;
+    keys_ = compute_keys(data_, streamed_, *keyer_, &skipped);
+    if (!skipped.empty()) {  // files that could not be decoded, left out with their samples
+      report_skipped(streamed_.file, skipped);
+      std::vector<int64_t> drop;
+      for (const auto& k : skipped) drop.push_back(k.first);
+      drop_samples(drop, &data_, &streamed_);
+      size_t kept = 0, d = 0;
+      for (size_t i = 0; i < keys_.size(); ++i) {
+        if (d < drop.size() && drop[d] == static_cast<int64_t>(i)) {
+          ++d;
+          continue;
+        }
+        keys_[kept++] = keys_[i];
+      }
+      keys_.resize(kept);
+      if (keys_.empty()) throw std::runtime_error(streamed_.file + ": every file was skipped");
+    }
   }
   const std::unordered_set<Key, KeyHash> distinct(keys_.begin(), keys_.end());
   report_.cache_dir = options_.cache_dir;
@@ -505,6 +546,7 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
                              : chunk_samples(*chunk);
+    if (images_) require_no_skips(*images_);
     return image_batch(read, all.data(), m, device);
   }
   return image_batch(data_, chunk->compute_pos.data(), m, device);
@@ -618,6 +660,7 @@ void ChunkReader::start(size_t begin) {
   ahead_ = std::async(std::launch::async, [stream, positions, n, item] {
     std::vector<uint8_t> pixels(static_cast<size_t>(n * item));
     stream->read(positions, n, pixels.data());
+    require_no_skips(*stream);
     return pixels;
   });
 }

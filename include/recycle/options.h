@@ -93,8 +93,16 @@ struct FlagValue {
 //   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
 // validate() checks what needs no file (the spec's form, --limit, the shard); load_dataset calls
 // it and checks the rest against the data (std::invalid_argument naming the flag).
+// What an image folder's file that cannot be decoded does: fail the run (naming it), or leave
+// the sample out (counted and reported, never silently). Defined in engine/data/dataset.cc.
+enum class BadFilePolicy { kFail, kSkip };
+BadFilePolicy parse_bad_file_policy(std::string_view name);
+std::string bad_file_policy_name(BadFilePolicy policy);
+std::vector<std::string> bad_file_policy_names();
+
 struct DatasetOptions {
-  std::string spec;             // "fashion-mnist[:DIR]", "tsv:FILE" or "tsv:DIR"
+  // "fashion-mnist[:DIR]", "tsv:FILE|DIR", "imagefolder:DIR", "npy:DIR", "jsonl:PATH", "csv:PATH"
+  std::string spec;
   std::string split = "train";  // fashion-mnist: train | test
   std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
   int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
@@ -104,6 +112,12 @@ struct DatasetOptions {
   // shard has the same size), those at positions i with i % shard_count == shard_index.
   int shard_index = 0;
   int shard_count = 1;  // 1 = the whole split
+  // imagefolder: how a file becomes the encoder's input (engine/data/image_transform.h);
+  // "" = the default (gray, the files' size, the built-in normalisation).
+  std::string transform;
+  BadFilePolicy on_bad_file = BadFilePolicy::kFail;  // imagefolder
+  std::string text_field = "text";    // jsonl, csv: the field (column) holding the text
+  std::string label_field = "label";  // jsonl, csv: the field holding the label
 
   // Throws std::invalid_argument with one line (defined with the readers, engine/data/).
   void validate() const;

@@ -1,0 +1,160 @@
+// recycle-build's stages on imagefolder:DIR: a PNG export of an IDX split builds the records
+// and keys of the IDX split (the default transform gives the IDX path's tensors), the
+// transform is part of the cache's identity, and files skipped by --on-bad-file skip leave the
+// index without them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include "engine/data/dataset.h"
+#include "engine/precompute/build_pipeline.h"
+#include "recycle/errors.h"
+#include "tests/data/image_files.h"
+#include "tests/data/npy_files.h"
+#include "tests/precompute/cache_contents.h"
+#include "tests/precompute/pattern_images.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using recycle::BuildOptions;
+using recycle::testing::read_cache;
+using recycle::testing::TempDir;
+
+BuildOptions build_options(const std::string& data, const std::string& cache) {
+  BuildOptions o;
+  o.data.spec = data;
+  o.model.width = 4;
+  o.recycle = 0.25;
+  o.cache_dir = cache;
+  o.batch = 7;
+  o.progress = false;
+  return o;
+}
+
+// The IDX split of dir as PNG files: dir/png/c<label>/<position>.png.
+std::string export_png(const TempDir& dir) {
+  recycle::DatasetOptions o;
+  o.spec = "fashion-mnist:" + dir.path().string();
+  const recycle::Dataset d = recycle::load_dataset(o);
+  const fs::path root = dir.path() / "png";
+  for (size_t i = 0; i < d.size(); ++i) {
+    const fs::path cls = root / ("c" + std::to_string(d.labels[i]));
+    fs::create_directories(cls);
+    char name[32];
+    std::snprintf(name, sizeof name, "%05zu.png", i);
+    const uint8_t* p = d.item_pixels(i);
+    recycle::testing::write_gray_png((cls / name).string(), 28, 28,
+                                     std::vector<uint8_t>(p, p + d.item_bytes()));
+  }
+  return root.string();
+}
+
+std::set<std::pair<std::string, int64_t>> index_set(const recycle::testing::CacheContents& c) {
+  std::set<std::pair<std::string, int64_t>> out;
+  for (const recycle::IndexEntry& e : c.index) out.insert({e.key.to_hex(), e.label});
+  return out;
+}
+
+TEST(ImageFolderBuild, PngExportOfAnIdxSplitBuildsItsKeysAndRecords) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(20, 4));
+  const std::string png = export_png(dir);
+  recycle::run_build(build_options("fashion-mnist:" + dir.path().string(), dir.file("idx")));
+  const recycle::BuildReport r =
+      recycle::run_build(build_options("imagefolder:" + png, dir.file("png-cache")));
+  EXPECT_EQ(r.samples, 24);
+  EXPECT_EQ(r.computed, 20);
+  const auto a = read_cache(dir.file("idx"));
+  const auto b = read_cache(dir.file("png-cache"));
+  EXPECT_EQ(index_set(a), index_set(b));  // the same (key, label) pairs, in folder order
+  EXPECT_EQ(a.records, b.records);        // bit for bit
+  EXPECT_EQ(a.manifest.preprocess, "pixels/255,mean=0.2860,std=0.3530");
+  EXPECT_EQ(b.manifest.preprocess, "files:gray;pixels/255,mean=0.2860,std=0.3530");
+  EXPECT_EQ(b.manifest.input_shape, (std::vector<int64_t>{1, 28, 28}));
+}
+
+// npy:DIR of uint8 goes the IDX path's way: same keys, records and preprocessing.
+TEST(ImageFolderBuild, Uint8NpyOfAnIdxSplitBuildsItsCache) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(15, 3));
+  recycle::DatasetOptions o;
+  o.spec = "fashion-mnist:" + dir.path().string();
+  const recycle::Dataset d = recycle::load_dataset(o);
+  fs::create_directories(dir.path() / "npy");
+  const int64_t n = static_cast<int64_t>(d.size());
+  recycle::testing::write_file(dir.file("npy/train_x.npy"),
+                               recycle::testing::npy_bytes("|u1", {n, 1, 28, 28}, d.pixels.data(),
+                                                           d.pixels.size()));
+  recycle::testing::write_file(dir.file("npy/train_y.npy"),
+                               recycle::testing::npy_bytes("<i8", {n}, d.labels.data(), n * 8));
+  recycle::run_build(build_options("fashion-mnist:" + dir.path().string(), dir.file("idx")));
+  recycle::run_build(build_options("npy:" + dir.file("npy"), dir.file("npy-cache")));
+  const auto x = read_cache(dir.file("idx"));
+  const auto y = read_cache(dir.file("npy-cache"));
+  EXPECT_EQ(x.index, y.index);
+  EXPECT_EQ(x.records, y.records);
+  EXPECT_EQ(x.manifest.preprocess, y.manifest.preprocess);
+  // float32 inputs build too, keyed as float32: other keys.
+  fs::create_directories(dir.path() / "npyf");
+  std::vector<float> f(d.pixels.begin(), d.pixels.end());
+  recycle::testing::write_file(dir.file("npyf/train_x.npy"),
+                               recycle::testing::npy_bytes("<f4", {n, 1, 28, 28}, f.data(), f.size() * 4));
+  recycle::testing::write_file(dir.file("npyf/train_y.npy"),
+                               recycle::testing::npy_bytes("<i8", {n}, d.labels.data(), n * 8));
+  const recycle::BuildReport r =
+      recycle::run_build(build_options("npy:" + dir.file("npyf"), dir.file("float-cache")));
+  EXPECT_EQ(r.computed, 15);
+  const auto z = read_cache(dir.file("float-cache"));
+  EXPECT_EQ(z.manifest.preprocess, "float32 as stored");
+  ASSERT_EQ(z.index.size(), x.index.size());
+  EXPECT_NE(z.index[0].key, x.index[0].key);
+}
+
+TEST(ImageFolderBuild, AnotherTransformIsStaleAndTheSameOneRebuildsNothing) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(12, 0));
+  const std::string png = export_png(dir);
+  BuildOptions o = build_options("imagefolder:" + png, dir.file("cache"));
+  o.data.transform = "resize=28";
+  recycle::run_build(o);
+  EXPECT_EQ(recycle::run_build(o).computed, 0);
+  BuildOptions other = o;
+  other.data.transform = "";  // the same pixels (resize=28 of 28x28 is the identity), other spec
+  EXPECT_THROW(recycle::run_build(other), recycle::StaleCacheError);
+  other.data.transform = "resize=28,normalize=0.5/0.5";
+  EXPECT_THROW(recycle::run_build(other), recycle::StaleCacheError);
+  EXPECT_EQ(read_cache(dir.file("cache")).index.size(), 12u);  // nothing lost
+}
+
+TEST(ImageFolderBuild, SkippedFilesAreLeftOutOfTheIndex) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(10, 0));
+  const std::string png = export_png(dir);
+  recycle::testing::write_file(png + "/c3/00003.png", "broken");
+  BuildOptions o = build_options("imagefolder:" + png, dir.file("cache"));
+  const std::string e = [&] {
+    try {
+      recycle::run_build(o);
+    } catch (const std::exception& x) {
+      return std::string(x.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(e.find("c3/00003.png: is not a PNG or JPEG image"), std::string::npos) << e;
+  o.data.on_bad_file = recycle::BadFilePolicy::kSkip;
+  ::testing::internal::CaptureStderr();
+  const recycle::BuildReport r = recycle::run_build(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("skipped 1 file(s)"), std::string::npos) << err;
+  EXPECT_EQ(r.samples, 9);
+  const auto c = read_cache(dir.file("cache"));
+  EXPECT_EQ(c.index.size(), 9u);
+  EXPECT_EQ(c.manifest.splits.at("train").samples, 9);
+}
+
+}  // namespace
