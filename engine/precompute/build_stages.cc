@@ -294,8 +294,8 @@ void SplitBuild::reconcile_manifest() {
   if (stored.class_names != wanted.class_names) {
     // The cache's classes are the first split's (build the training split first); a split may
     // hold fewer (a test split with no example of one): its labels take the cache's ids.
-    adopt_class_names(&s.data, stored.class_names, s.options.data.split, "cache " + dir);
-    s.manifest.class_names = stored.class_names;
+    adopt_class_names(&data_, stored.class_names, options_.data.split, "cache " + dir);
+    manifest_.class_names = stored.class_names;
   }
   // Caches made before the input shape was stored are checked by their record shapes.
   if (stored.record_shapes != wanted.record_shapes) {
