@@ -36,6 +36,7 @@ std::string InspectReport::to_json() const {
   if (verified) {
     j["checked"] = checked;
     j["corrupt"] = corrupt;
+    j["damaged_files"] = damaged_files;
     j["problems"] = problems;
   }
   return j.dump();
@@ -76,6 +77,7 @@ std::string InspectReport::to_text() const {
   }
   if (verified) {
     out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
+        << damaged_files << " damaged files, "
         << problems.size() << " problems\n";
     for (const auto& p : problems) out << "  " << p << "\n";
   }
@@ -119,7 +121,10 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
   report.verified = true;
   report.orphans = 0;
   st = store->verify_files();
-  if (!st.ok()) report.problems.push_back("file check: " + st.to_string());
+  if (!st.ok()) {
+    report.damaged_files = 1;
+    report.problems.push_back("file check: " + st.to_string());
+  }
 
   std::unordered_set<Key, KeyHash> keys;
   std::vector<RecordTensor> parts;

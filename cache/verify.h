@@ -19,6 +19,10 @@ struct InspectReport {
   // Records that failed a check (verify only), and those the manifest counts that could not
   // be read because reading stopped at a damaged block: never 0 when a record is damaged.
   int64_t corrupt = 0;
+  // Table files whose checksums RocksDB's file check refused (verify only; 0 or 1: the check
+  // stops at the first). Their records may still have read and checked clean: a damage the
+  // record reads do not see is counted here, not in `corrupt`.
+  int64_t damaged_files = 0;
   // Records no index entry points to (left by rebuilding a split with fewer samples): counted
   // from the records themselves with verify, else from the manifest's record count.
   int64_t orphans = 0;

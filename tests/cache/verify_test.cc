@@ -157,6 +157,9 @@ TEST(Verify, AFlippedByteInARecordsFileIsCountedAsCorrupt) {
     EXPECT_GT(r.corrupt, 0) << name << "\n" << r.to_text();
     EXPECT_EQ(r.corrupt, 200 - r.checked) << r.to_text();
     EXPECT_NE(r.to_json().find("\"corrupt\":" + std::to_string(r.corrupt)), std::string::npos);
+    // The file check saw the same damage: one damaged file, counted apart from the records.
+    EXPECT_EQ(r.damaged_files, 1) << r.to_text();
+    EXPECT_NE(r.to_json().find("\"damaged_files\":1"), std::string::npos) << r.to_json();
   }
 }
 
