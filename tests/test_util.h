@@ -1,5 +1,5 @@
 // Small helpers shared by the tests: a temporary directory that cleans up after itself,
-// ASSERT_OK / EXPECT_OK for recycle::Status, and file helpers.
+// ASSERT_OK / EXPECT_OK for recycle::Status, file helpers and error_of.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 namespace recycle::testing {
@@ -43,6 +44,16 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// What f throws (its what()), or "" when it returns.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace recycle::testing

@@ -23,18 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::jpeg_bytes;
 using testing::png_bytes;
+using testing::error_of;
 using testing::TempDir;
 using testing::write_file;
 using testing::write_gray_png;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -15,17 +15,9 @@ namespace recycle {
 namespace {
 
 using testing::npy_bytes;
+using testing::error_of;
 using testing::TempDir;
 using testing::write_file;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 DatasetOptions npy_options(const TempDir& dir, const std::string& split = "train") {
   DatasetOptions o;

@@ -11,17 +11,9 @@
 namespace recycle {
 namespace {
 
+using testing::error_of;
 using testing::TempDir;
 using testing::write_file;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Dataset load(const std::string& spec, const std::string& text_field = "text",
              const std::string& label_field = "label") {
