@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_PYTHON="$(bash scripts/python_found.sh)" >/dev/null
 cmake --build build -j "$(nproc)" --target recycle-build recycle-train recycle-inspect
+bash scripts/install_python.sh build
 bin=build
 out=${OUT:-out}
 mkdir -p "$out"

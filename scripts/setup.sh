@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
+# (python3-torch, python3-pybind11, pybind11-dev and python3-pytest: the Python package recycle,
+# python/, which scripts/test.sh and scripts/demo.sh build and install.)
 # Idempotent; needs root (or sudo) only when something is missing.
 # Usage: setup.sh [bench|text|torchscript]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the
 #                               peers, iproute2 (ip, tc) for --link, and npm for the text task;
@@ -17,6 +19,7 @@ packages=(
   librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libturbojpeg0-dev libspng-dev
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist jq bc iproute2
+  python3-torch python3-pybind11 pybind11-dev python3-pytest
 )
 if [ "${1:-}" = bench ]; then
   packages+=(gnuplot-nox python3-torch iproute2)

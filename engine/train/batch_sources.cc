@@ -8,6 +8,7 @@
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -180,12 +181,15 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   }
   for (int64_t p = 0; p < count; ++p) {
     const Part& part = parts_[p];
-    if (!part.error.empty()) throw std::runtime_error("corrupt cache " + store_.dir() + ": " + part.error);
+    if (!part.error.empty()) throw CorruptRecordError("corrupt cache " + store_.dir() + ": " + part.error);
     for (size_t k = 0; k < part.statuses.size(); ++k) {
       if (part.statuses[k].is_not_found()) {
-        throw std::runtime_error("corrupt cache " + store_.dir() + ": the samples index points to " +
+        throw CorruptRecordError("corrupt cache " + store_.dir() + ": the samples index points to " +
                                  keys_[bound(p) + static_cast<int64_t>(k)].to_hex() +
                                  ", which has no record");
+      }
+      if (part.statuses[k].is_corruption()) {  // a block that failed its checksum
+        throw CorruptRecordError("cache " + store_.dir() + ": " + part.statuses[k].to_string());
       }
       if (!part.statuses[k].ok()) {
         throw std::runtime_error("cache " + store_.dir() + ": " + part.statuses[k].to_string());

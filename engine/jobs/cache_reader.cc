@@ -1,0 +1,209 @@
+// include/recycle/reader.h: SplitReader and CacheLoader over CachedBatches (random access to a
+// cached split), PrefetchedBatches (decoded ahead on a background thread) and Sampler.
+#include "recycle/reader.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+
+#include "cache/activation_store.h"
+#include "engine/data/sampler.h"
+#include "engine/train/batch_sources.h"
+#include "engine/train/prefetch.h"
+#include "recycle/errors.h"
+
+namespace recycle {
+
+namespace {
+
+// The store, its manifest and the split's index, checked: what both readers start from.
+struct OpenSplit {
+  std::unique_ptr<ActivationStore> store;
+  Manifest manifest;
+  std::string manifest_json;
+  std::vector<IndexEntry> index;
+  bool complete = false;
+
+  explicit OpenSplit(const ReaderOptions& o) {
+    if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
+    if (o.block_cache_mb < 1) {
+      throw InvalidArgument("block_cache_mb must be at least 1, not " +
+                            std::to_string(o.block_cache_mb));
+    }
+    ActivationStore::check_split_name(o.split).throw_if_error();
+    StoreOptions so;
+    so.read_only = true;
+    so.block_cache_bytes = static_cast<size_t>(o.block_cache_mb) << 20;
+    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+    const Status have = store->read_manifest(&manifest);
+    if (have.is_not_found() && !store->other_writer().empty()) {
+      throw std::runtime_error("cache " + o.cache_dir + " is still being created: " +
+                               store->other_writer());
+    }
+    have.throw_if_error();
+    const auto it = manifest.splits.find(o.split);
+    if (it == manifest.splits.end()) {
+      std::string have_splits;
+      for (const auto& [name, info] : manifest.splits) {
+        have_splits += (have_splits.empty() ? "" : ", ") + name;
+      }
+      throw std::runtime_error("cache " + o.cache_dir + " has no split '" + o.split +
+                               "' (it has: " + (have_splits.empty() ? "none" : have_splits) + ")");
+    }
+    complete = it->second.complete;
+    if (!complete && !o.allow_partial) {
+      const std::string writer = store->other_writer();
+      throw std::runtime_error("split '" + o.split + "' of cache " + o.cache_dir +
+                               " is incomplete " +
+                               (writer.empty() ? "(its build did not finish)" : "(" + writer + ")") +
+                               ": finish the build, or pass allow_partial");
+    }
+    store->read_split_index(o.split, it->second, &index).throw_if_error();
+    manifest_json = manifest.to_json_string();
+  }
+};
+
+std::vector<std::string> names_of(const Manifest& m) {
+  std::vector<std::string> names;
+  for (const TensorLayout& t : m.layout()) names.push_back(t.name);
+  return names;
+}
+
+// A batch's tensors in layout order, handed out (shared, not copied).
+void hand_out(const Batch& batch, const Manifest& m, std::vector<at::Tensor>* tensors,
+              at::Tensor* labels) {
+  tensors->clear();
+  for (const TensorLayout& t : m.layout()) tensors->push_back(batch.at(t.name));
+  *labels = batch.labels;
+}
+
+}  // namespace
+
+struct SplitReader::Impl {
+  OpenSplit open;
+  CachedBatches batches;
+  std::vector<int64_t> labels;
+  std::mutex mu;
+
+  explicit Impl(const ReaderOptions& o)
+      : open(o), batches(*open.store, open.manifest, o.split, torch::kCPU) {
+    labels.reserve(open.index.size());
+    for (const IndexEntry& e : open.index) labels.push_back(e.label);
+  }
+};
+
+SplitReader::SplitReader(const ReaderOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+SplitReader::~SplitReader() = default;
+
+int64_t SplitReader::size() const { return impl_->batches.size(); }
+std::vector<std::string> SplitReader::tensor_names() const { return names_of(impl_->open.manifest); }
+std::string SplitReader::manifest_json() const { return impl_->open.manifest_json; }
+const std::vector<int64_t>& SplitReader::labels() const { return impl_->labels; }
+bool SplitReader::complete() const { return impl_->open.complete; }
+
+void SplitReader::read(const int64_t* positions, int64_t n, std::vector<at::Tensor>* tensors,
+                       at::Tensor* labels) {
+  const int64_t size = this->size();
+  if (n < 0) throw InvalidArgument("a negative number of samples to read");
+  for (int64_t i = 0; i < n; ++i) {
+    if (positions[i] < 0 || positions[i] >= size) {
+      throw std::out_of_range("sample " + std::to_string(positions[i]) + " is outside the split's " +
+                              std::to_string(size) + " samples");
+    }
+  }
+  Batch batch;  // fresh tensors: the caller keeps them
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->batches.load(positions, n, &batch);
+  }
+  hand_out(batch, impl_->open.manifest, tensors, labels);
+}
+
+struct CacheLoader::Impl {
+  LoaderOptions o;
+  OpenSplit open;
+  CachedBatches cached;
+  std::unique_ptr<PrefetchedBatches> ahead;  // declared after `cached`: destroyed first
+  Sampler sampler;
+  std::vector<int64_t> order;
+  size_t next = 0;
+  bool started = false;
+  Batch current;
+
+  explicit Impl(const LoaderOptions& options)
+      : o(options),
+        open(options.reader),
+        cached(*open.store, open.manifest, options.reader.split, torch::kCPU),
+        sampler(check(options, static_cast<int64_t>(open.index.size())), options.shuffle,
+                options.seed, options.rank, options.world_size) {
+    if (o.prefetch > 0) {
+      cached.set_load_threads(1);  // a background loader's, beside the caller's threads
+      ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
+    } else {
+      cached.set_load_threads(at::get_num_threads());
+    }
+  }
+
+  static int64_t check(const LoaderOptions& o, int64_t size) {
+    if (o.batch_size < 1) {
+      throw InvalidArgument("batch_size must be at least 1, not " + std::to_string(o.batch_size));
+    }
+    if (o.prefetch < 0) {
+      throw InvalidArgument("prefetch must be 0 or more, not " + std::to_string(o.prefetch));
+    }
+    if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+      throw InvalidArgument("rank " + std::to_string(o.rank) + " is not in a world of " +
+                            std::to_string(o.world_size));
+    }
+    if (size < o.world_size) {
+      throw InvalidArgument("split of " + std::to_string(size) + " samples cannot be shared by " +
+                            std::to_string(o.world_size) + " ranks");
+    }
+    return size;
+  }
+
+  BatchSource& source() { return ahead ? static_cast<BatchSource&>(*ahead) : cached; }
+
+  void start(int64_t epoch) {
+    order = sampler.epoch_order(epoch);
+    if (o.drop_last) {
+      order.resize(order.size() - order.size() % static_cast<size_t>(o.batch_size));
+    }
+    source().plan(order, o.batch_size);
+    next = 0;
+    started = true;
+  }
+};
+
+CacheLoader::CacheLoader(const LoaderOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+CacheLoader::~CacheLoader() = default;
+
+int64_t CacheLoader::size() const { return impl_->cached.size(); }
+int64_t CacheLoader::samples_per_rank() const { return impl_->sampler.samples_per_rank(); }
+int64_t CacheLoader::batches() const {
+  const int64_t n = samples_per_rank(), b = impl_->o.batch_size;
+  return impl_->o.drop_last ? n / b : (n + b - 1) / b;
+}
+std::vector<std::string> CacheLoader::tensor_names() const { return names_of(impl_->open.manifest); }
+std::string CacheLoader::manifest_json() const { return impl_->open.manifest_json; }
+
+void CacheLoader::start_epoch(int64_t epoch) {
+  if (epoch < 0) throw InvalidArgument("epoch must be 0 or more, not " + std::to_string(epoch));
+  impl_->start(epoch);
+}
+
+bool CacheLoader::next(std::vector<at::Tensor>* tensors, at::Tensor* labels) {
+  Impl& s = *impl_;
+  if (!s.started) s.start(0);
+  if (s.next >= s.order.size()) return false;
+  const int64_t n =
+      std::min<int64_t>(s.o.batch_size, static_cast<int64_t>(s.order.size() - s.next));
+  s.source().load(s.order.data() + s.next, n, &s.current);
+  s.next += static_cast<size_t>(n);
+  hand_out(s.current, s.open.manifest, tensors, labels);
+  return true;
+}
+
+}  // namespace recycle

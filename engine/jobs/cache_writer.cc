@@ -1,0 +1,422 @@
+// include/recycle/writer.h: a cache split filled chunk by chunk by a program's own prefix. The
+// writes are recycle-build's (engine/precompute/build_stages.cc): the split marked incomplete in
+// its first write, each chunk's records, index entries and the manifest's counts in one batch
+// without the write-ahead log, the split marked complete and the memtables flushed at the end.
+// What differs: the samples arrive in order, a chunk at a time, so the plan is made chunk by
+// chunk against the stored index instead of for the whole split first.
+#include "recycle/writer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "cache/activation_store.h"
+#include "cache/codec.h"
+#include "cache/record.h"
+#include "cache/record_layout.h"
+#include "engine/precompute/build_stages.h"  // check_free_space
+#include "engine/util/parallel_loop.h"
+#include "keyers/content_hasher.h"
+#include "keyers/keyer_registry.h"
+#include "recycle/errors.h"
+
+namespace recycle {
+
+namespace {
+
+// The dtype names rows are keyed with (part of every key: a float32 and a float64 input of
+// equal values are different inputs).
+std::string key_dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case torch::kFloat32: return "float32";
+    case torch::kFloat64: return "float64";
+    case torch::kFloat16: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kInt64: return "int64";
+    case torch::kInt32: return "int32";
+    case torch::kInt16: return "int16";
+    case torch::kInt8: return "int8";
+    case torch::kUInt8: return "uint8";
+    case torch::kBool: return "bool";
+    default: break;
+  }
+  throw InvalidArgument(std::string("inputs of dtype ") + c10::toString(t) +
+                        " cannot be keyed (use a real or integer dtype)");
+}
+
+torch::ScalarType exact_dtype(Dtype d) {
+  switch (d) {
+    case Dtype::kInt64: return torch::kInt64;
+    case Dtype::kInt32: return torch::kInt32;
+    case Dtype::kUint8: return torch::kUInt8;
+    case Dtype::kBool: return torch::kBool;
+    case Dtype::kFloat32: return torch::kFloat32;
+  }
+  throw std::logic_error("unknown dtype");
+}
+
+TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> shape, Codec codec,
+                       int64_t row) {
+  switch (d) {
+    case Dtype::kFloat32:
+      return TypedArrayRef::floats(t[row].data_ptr<float>(), std::move(shape), codec);
+    case Dtype::kInt64: return TypedArrayRef::exact(t[row].data_ptr<int64_t>(), std::move(shape));
+    case Dtype::kInt32: return TypedArrayRef::exact(t[row].data_ptr<int32_t>(), std::move(shape));
+    case Dtype::kUint8: return TypedArrayRef::exact(t[row].data_ptr<uint8_t>(), std::move(shape));
+    case Dtype::kBool: return TypedArrayRef::exact(t[row].data_ptr<bool>(), std::move(shape));
+  }
+  throw std::logic_error("unknown dtype");
+}
+
+}  // namespace
+
+struct CacheWriter::Impl {
+  WriterOptions o;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  Codec codec = Codec::kFp16;
+  std::unique_ptr<Keyer> keyer;
+  RecordLayout layout;
+  Manifest manifest;  // the stored one (or the requested one for a new cache), with this run's counts
+  std::unique_ptr<ActivationStore> store;
+
+  std::vector<IndexEntry> existing;             // the split's index as stored
+  std::unordered_set<Key, KeyHash> present;     // keys known to have a record
+  std::unordered_set<Key, KeyHash> seen;        // distinct keys of the split so far
+  bool had_records = false;
+  bool stored_complete = false;  // the stored split was complete, same data and size
+  bool classes_changed = false;
+  bool matched_so_far = true;    // every position so far matched the stored index
+  bool begun = false;            // the split's first write is done
+  int64_t writes = 0;
+
+  // The chunk between add_chunk and write_chunk.
+  bool pending = false;
+  int64_t chunk_begin = 0;
+  std::vector<Key> chunk_keys;
+  std::vector<int64_t> chunk_labels;
+  std::vector<int64_t> todo;     // rows whose index entry is written
+  std::vector<int64_t> compute;  // rows whose record is computed
+  int64_t next = 0;              // samples added
+
+  BuildReport report;
+
+  explicit Impl(const WriterOptions& options) : o(options) {
+    if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
+    if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
+    if (o.model.empty()) throw InvalidArgument("the model that computes the records must be named");
+    ActivationStore::check_split_name(o.split).throw_if_error();
+    if (!parse_codec(o.codec, &codec)) {
+      throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
+    }
+    try {
+      keyer = make_keyer(o.keyer);
+    } catch (const std::invalid_argument& e) {
+      throw InvalidArgument(e.what());
+    }
+    if (o.layout.empty()) throw InvalidArgument("a record needs at least one tensor");
+    for (const WriterTensor& t : o.layout) {
+      TensorLayout l;
+      l.name = t.name;
+      if (!parse_dtype(t.dtype, &l.dtype)) {
+        throw InvalidArgument("tensor '" + t.name + "' has dtype '" + t.dtype +
+                              "'; records hold float32, int64, int32, uint8 or bool");
+      }
+      l.shape = t.shape;
+      for (int64_t d : t.shape) {
+        if (d < 1) {
+          throw InvalidArgument("tensor '" + t.name + "' has shape " + shape_string(t.shape) +
+                                " per sample: every dimension must be at least 1");
+        }
+      }
+      l.codec = l.dtype == Dtype::kFloat32 ? codec_name(codec) : kRawCodecName;
+      layout.push_back(std::move(l));
+    }
+    const Status layout_ok = check_layout(layout);
+    if (!layout_ok.ok()) throw InvalidArgument(layout_ok.message());
+
+    Manifest wanted;
+    wanted.model = o.model;
+    wanted.fingerprint = o.fingerprint;
+    wanted.split_at = o.split_at;
+    wanted.keyer = keyer->spec();
+    wanted.codec = codec_name(codec);
+    wanted.preprocess = o.preprocess;
+    wanted.input_shape = o.input_shape;
+    wanted.record_layout = layout;
+    wanted.record_shapes = layout_shapes(layout);
+    wanted.class_names = o.class_names;
+    wanted.classifier = "none";  // a program's prefix: the head is the program's
+
+    if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();
+    StoreOptions so;
+    so.compression = o.compression;
+    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
+    Manifest stored;
+    const Status have = store->read_manifest(&stored);
+    if (have.is_not_found()) {
+      manifest = wanted;
+    } else {
+      have.throw_if_error();
+      const auto diffs = stored.identity().identity_differences(wanted.identity());
+      if (!diffs.empty()) {
+        throw StaleCacheError(mismatch_message(o.cache_dir, diffs, "pass rebuild=True to start over"));
+      }
+      if (!o.class_names.empty() && !stored.class_names.empty() &&
+          stored.class_names != o.class_names) {
+        throw InvalidArgument("cache " + o.cache_dir + " has " +
+                              std::to_string(stored.class_names.size()) +
+                              " classes named otherwise than this build's " +
+                              std::to_string(o.class_names.size()));
+      }
+      if (stored.class_names.empty()) stored.class_names = o.class_names;
+      if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
+      manifest = stored;
+    }
+    store->read_index(o.split, &existing).throw_if_error();
+    const auto it = manifest.splits.find(o.split);
+    stored_complete = it != manifest.splits.end() && it->second.complete &&
+                      it->second.data == o.data && it->second.samples == o.samples &&
+                      static_cast<int64_t>(existing.size()) == o.samples;
+    for (const IndexEntry& e : existing) present.insert(e.key);
+    store
+        ->for_each_record([&](const Key&, std::string_view) {
+          had_records = true;
+          return false;  // one is enough
+        })
+        .throw_if_error();
+    report.cache_dir = o.cache_dir;
+    report.split = o.split;
+  }
+
+  // The split's first write: its manifest entry (incomplete) and a shorter index cut.
+  void begin() {
+    SplitInfo& info = manifest.splits[o.split];
+    info.data = o.data;
+    info.samples = o.samples;
+    info.unique = static_cast<int64_t>(seen.size());
+    info.complete = false;
+    ActivationStore::Batch first(*store);
+    first.put_manifest(manifest);
+    if (static_cast<int64_t>(existing.size()) > o.samples) first.truncate_index(o.split, o.samples);
+    store->write(&first).throw_if_error();
+    ++writes;
+    begun = true;
+  }
+
+  void grow_classes(int64_t label) {
+    if (label < 0) throw InvalidArgument("label " + std::to_string(label) + " is negative");
+    while (static_cast<int64_t>(manifest.class_names.size()) <= label) {
+      manifest.class_names.push_back(std::to_string(manifest.class_names.size()));
+      classes_changed = true;
+    }
+  }
+};
+
+CacheWriter::CacheWriter(const WriterOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+CacheWriter::~CacheWriter() = default;
+
+int64_t CacheWriter::position() const { return impl_->next; }
+bool CacheWriter::unchanged_so_far() const {
+  return impl_->stored_complete && impl_->matched_so_far && !impl_->classes_changed;
+}
+
+std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const at::Tensor& labels_in) {
+  Impl& s = *impl_;
+  if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
+  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  const int64_t n = inputs_in.size(0);
+  if (labels_in.dim() != 1 || labels_in.size(0) != n) {
+    throw InvalidArgument("labels must be one per input: " + std::to_string(n) + " inputs, labels of shape " +
+                          shape_string(labels_in.sizes().vec()));
+  }
+  if (s.next + n > s.o.samples) {
+    throw InvalidArgument("more samples than the " + std::to_string(s.o.samples) + " the split was opened for");
+  }
+  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
+  const torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
+  const std::string dtype = key_dtype_name(inputs.scalar_type());
+  const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
+  if (!s.o.input_shape.empty() && row_shape != s.o.input_shape) {
+    throw InvalidArgument("inputs of shape " + shape_string(row_shape) + " per sample, the build's are " +
+                          shape_string(s.o.input_shape));
+  }
+  const int64_t row_bytes = n > 0 ? static_cast<int64_t>(inputs.nbytes()) / n : 0;
+  const char* base = static_cast<const char*>(inputs.data_ptr());
+  s.chunk_keys.assign(static_cast<size_t>(n), Key());
+  const std::vector<int64_t> strides = TensorView::contiguous_strides(row_shape);
+  const int64_t first = s.next;
+  parallel_loop(n, [&](int64_t i) {
+    TensorView view;
+    view.dtype = dtype;
+    view.shape = row_shape;
+    view.strides = strides;
+    view.data = base + i * row_bytes;
+    view.element_size = static_cast<size_t>(inputs.element_size());
+    const std::string id = std::to_string(first + i);
+    KeyInput in;
+    in.tensor = &view;
+    in.id = id;
+    in.has_id = true;
+    s.chunk_keys[i] = s.keyer->key(in);
+  });
+  const int64_t* lp = labels.data_ptr<int64_t>();
+  s.chunk_labels.assign(lp, lp + n);
+  s.chunk_begin = s.next;
+  s.todo.clear();
+  std::vector<Key> unknown;
+  std::vector<int64_t> unknown_row;
+  std::unordered_set<Key, KeyHash> in_chunk;
+  for (int64_t i = 0; i < n; ++i) {
+    s.grow_classes(s.chunk_labels[i]);
+    const Key& k = s.chunk_keys[i];
+    s.seen.insert(k);
+    const int64_t pos = s.chunk_begin + i;
+    const IndexEntry want{k, s.chunk_labels[i]};
+    if (pos < static_cast<int64_t>(s.existing.size()) && s.existing[pos] == want) continue;
+    s.matched_so_far = false;
+    s.todo.push_back(i);
+    if (!s.present.count(k) && in_chunk.insert(k).second) {
+      unknown.push_back(k);
+      unknown_row.push_back(i);
+    }
+  }
+  std::vector<Status> found(unknown.size(), Status::not_found(""));
+  if (s.had_records && !unknown.empty()) {
+    s.store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
+  }
+  s.compute.clear();
+  for (size_t u = 0; u < unknown.size(); ++u) {
+    if (found[u].ok()) {
+      s.present.insert(unknown[u]);
+    } else if (found[u].is_not_found()) {
+      s.compute.push_back(unknown_row[u]);
+    } else {
+      found[u].throw_if_error();
+    }
+  }
+  s.next += n;
+  s.pending = true;
+  return s.compute;
+}
+
+void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
+  Impl& s = *impl_;
+  if (!s.pending) throw std::logic_error("CacheWriter: add_chunk must come before write_chunk");
+  s.pending = false;  // whatever happens, this chunk is over (a failed one ends the build)
+  const int64_t m = static_cast<int64_t>(s.compute.size());
+  if (outputs.size() != s.layout.size() && m > 0) {
+    throw InvalidArgument("the prefix gave " + std::to_string(outputs.size()) + " tensors, the records hold " +
+                          std::to_string(s.layout.size()) + " (" + layout_string(s.layout) + ")");
+  }
+  std::vector<torch::Tensor> out;  // per layout tensor: [m, ...] contiguous on the CPU
+  if (m > 0) {
+    for (size_t j = 0; j < s.layout.size(); ++j) {
+      const TensorLayout& l = s.layout[j];
+      torch::Tensor t = outputs[j].detach();
+      std::vector<int64_t> want = {m};
+      want.insert(want.end(), l.shape.begin(), l.shape.end());
+      if (t.sizes().vec() != want) {
+        throw InvalidArgument("the prefix's output '" + l.name + "' has shape " + shape_string(t.sizes().vec()) +
+                              " for " + std::to_string(m) + " samples, the records hold " + shape_string(l.shape) +
+                              " per sample");
+      }
+      if (l.dtype == Dtype::kFloat32) {
+        if (!t.is_floating_point()) {
+          throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
+                                ", the records hold float32");
+        }
+      } else if (t.scalar_type() != exact_dtype(l.dtype)) {
+        throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
+                              ", the records hold " + dtype_name(l.dtype));
+      }
+      out.push_back(t.to(torch::kCPU, exact_dtype(l.dtype)).contiguous());
+    }
+  }
+  if (s.todo.empty()) return;  // every entry of the chunk is stored already
+  if (!s.begun) s.begin();
+  std::vector<std::string> records(static_cast<size_t>(m));
+  parallel_loop(m, [&](int64_t r) {
+    std::vector<TypedArrayRef> arrays;
+    for (size_t j = 0; j < s.layout.size(); ++j) {
+      arrays.push_back(array_of(out[j], s.layout[j].dtype, s.layout[j].shape, s.codec, r));
+    }
+    try {
+      records[r] = encode_record(arrays);
+    } catch (const CodecRangeError& e) {
+      throw CodecRangeError("sample at position " + std::to_string(s.chunk_begin + s.compute[r]) + ": " +
+                                e.what(),
+                            e.largest());
+    }
+  });
+  ActivationStore::Batch batch(*s.store);
+  for (int64_t r = 0; r < m; ++r) {
+    const Key& k = s.chunk_keys[s.compute[r]];
+    batch.put_record(k, records[r]);
+    s.present.insert(k);
+  }
+  records.clear();
+  s.report.computed += m;
+  s.report.bytes += static_cast<int64_t>(batch.record_bytes());
+  s.manifest.records += m;
+  s.manifest.record_bytes += static_cast<int64_t>(batch.record_bytes());
+  for (int64_t i : s.todo) {
+    batch.put_index(s.o.split, s.chunk_begin + i, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
+  }
+  s.report.index_written += static_cast<int64_t>(s.todo.size());
+  s.manifest.splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
+  batch.put_manifest(s.manifest);  // counts stay consistent with the data after a crash
+  check_free_space(s.o.cache_dir, batch.record_bytes());
+  s.store->write_unlogged(&batch).throw_if_error();
+  ++s.writes;
+}
+
+BuildReport CacheWriter::finish() {
+  Impl& s = *impl_;
+  if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
+  if (s.next != s.o.samples) {
+    throw InvalidArgument("the split was opened for " + std::to_string(s.o.samples) + " samples, " +
+                          std::to_string(s.next) + " came");
+  }
+  if (!unchanged_so_far() || s.writes > 0) {
+    if (!s.begun) s.begin();
+    SplitInfo& info = s.manifest.splits[s.o.split];
+    info.unique = static_cast<int64_t>(s.seen.size());
+    info.complete = true;
+    ActivationStore::Batch last(*s.store);
+    last.put_manifest(s.manifest);
+    s.store->write_unlogged(&last).throw_if_error();
+    ++s.writes;
+    s.store->flush().throw_if_error();  // the chunks and the completed manifest, durable together
+  }
+  BuildReport r = s.report;
+  r.samples = s.o.samples;
+  r.unique = static_cast<int64_t>(s.seen.size());
+  r.records = s.manifest.records;
+  r.skipped = r.samples - r.computed;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+  r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;
+  return r;
+}
+
+std::string tensors_fingerprint(const std::vector<std::string>& names,
+                                const std::vector<at::Tensor>& tensors) {
+  if (names.size() != tensors.size()) throw InvalidArgument("one name per tensor");
+  ContentHasher hasher;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor c = tensors[i].detach().to(torch::kCPU).contiguous();
+    TensorView view;
+    const std::string dtype(c10::toString(c.scalar_type()));  // as module_fingerprint names it
+    view.dtype = dtype;
+    view.shape = c.sizes().vec();
+    view.strides = c.strides().vec();
+    view.data = c.data_ptr();
+    view.element_size = c.element_size();
+    hasher.update_field(names[i]);
+    hasher.update_tensor(view);
+  }
+  return hasher.digest().to_hex();
+}
+
+}  // namespace recycle

@@ -1,0 +1,103 @@
+// Reading a cache split from a program (the Python package's recycle.CachedDataset and
+// recycle.CachedLoader are these): SplitReader gives the samples at any positions, in the order
+// the split was built; CacheLoader gives batches in a seeded, per-rank order (DistributedSampler
+// semantics, engine/data/sampler.h), decoded ahead on a background thread. Both open the cache
+// read-only: safe beside a running build (they see the batches written before they opened).
+//
+// Tensors are LibTorch's at::Tensor, declared here only: include <torch/torch.h> (or
+// <torch/extension.h>) where they are used. What a read gives: per tensor of the cache's record
+// layout (RecordLayout, cache/record_layout.h; an image cache has one, "activation"), a tensor
+// [n, ...per-sample shape] on the CPU, float32 decoded from the codec (fp16, bf16 and int8 are
+// within their rounding of what was stored), the exact dtypes (int64, int32, uint8, bool) as
+// stored, variable dimensions padded with zeros to the batch's longest; and the labels, int64 [n].
+//
+// Errors: InvalidArgument (errors.h) for bad options, std::runtime_error for a directory that
+// is no cache, a missing or incomplete split (unless allow_partial), CorruptRecordError for a
+// record that fails its checks. Each message is one line.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace recycle {
+
+struct ReaderOptions {
+  std::string cache_dir;
+  std::string split = "train";
+  bool allow_partial = false;  // read a split whose build has not finished (what it holds so far)
+  // RocksDB's block cache for this reader, MiB: with the index (24 bytes a sample) and the
+  // batches held, what reading costs in memory, however large the cache is.
+  int64_t block_cache_mb = 32;
+};
+
+// One split, by position. Thread safe: reads from several threads are served one at a time.
+class SplitReader {
+ public:
+  explicit SplitReader(const ReaderOptions& options);
+  ~SplitReader();
+  SplitReader(const SplitReader&) = delete;
+  SplitReader& operator=(const SplitReader&) = delete;
+
+  int64_t size() const;                        // samples in the split
+  std::vector<std::string> tensor_names() const;  // the record layout's, in order
+  std::string manifest_json() const;           // the cache's manifest, as stored
+  const std::vector<int64_t>& labels() const;  // labels()[i]: sample i's label
+  bool complete() const;                       // the split's build finished
+
+  // Samples positions[0..n) (each in [0, size()), repeats allowed; std::out_of_range otherwise):
+  // (*tensors)[j] is the layout's tensor j, [n, ...]; *labels int64 [n]. Fresh tensors: the
+  // caller owns them.
+  void read(const int64_t* positions, int64_t n, std::vector<at::Tensor>* tensors,
+            at::Tensor* labels);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct LoaderOptions {
+  ReaderOptions reader;
+  int64_t batch_size = 128;
+  bool shuffle = true;  // a permutation per epoch, seeded by (seed, epoch); else the split's order
+  uint64_t seed = 0;
+  int rank = 0;         // this process's share: every world_size-th sample of the epoch's order,
+  int world_size = 1;   // from rank (padded with the first samples to a multiple of world_size)
+  bool drop_last = false;  // drop the rank's last batch when it is short
+  // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
+  // read on the calling thread, split across ATen's threads.
+  int64_t prefetch = 2;
+};
+
+// Batches of one split in the order of a Sampler. Not thread safe (one consumer).
+class CacheLoader {
+ public:
+  explicit CacheLoader(const LoaderOptions& options);
+  ~CacheLoader();
+  CacheLoader(const CacheLoader&) = delete;
+  CacheLoader& operator=(const CacheLoader&) = delete;
+
+  int64_t size() const;             // samples in the split
+  int64_t samples_per_rank() const; // samples this rank sees per epoch (before drop_last)
+  int64_t batches() const;          // batches per epoch on this rank
+  std::vector<std::string> tensor_names() const;
+  std::string manifest_json() const;
+
+  // Starts `epoch`: its order is drawn and the first batches start loading.
+  void start_epoch(int64_t epoch);
+  // The epoch's next batch, as SplitReader::read gives one; false after its last. The tensors
+  // are the caller's to keep: the loader decodes into a buffer again only when nothing else
+  // refers to it.
+  bool next(std::vector<at::Tensor>* tensors, at::Tensor* labels);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace recycle

@@ -1,0 +1,101 @@
+// Filling a cache split from a program that runs its own prefix (the Python package's
+// recycle.build): the program hands over its samples' inputs a chunk at a time, in split order;
+// the CacheWriter keys them (the cache's keyer), says which rows have no stored record, takes
+// the program's prefix outputs for those rows, encodes them with the cache's codec and writes
+// the chunk's records, index entries and counts in one batch, as recycle-build's chunks are
+// written (engine/precompute/build_stages.h). So a killed build resumes (the index that
+// survived is compared position by position, and only what is missing is computed), a rerun
+// on the same samples writes nothing, and a cache made for another identity is refused
+// (StaleCacheError naming what differs). The cache is the same format as recycle-build's:
+// recycle-inspect --verify checks it, SplitReader reads it.
+//
+// Tensors are LibTorch's at::Tensor, declared here only: include <torch/torch.h> where they are
+// used. Errors: InvalidArgument (bad options, outputs that do not fit the layout, a value the
+// codec cannot store), StaleCacheError, std::runtime_error (storage, another writer); one line.
+// Not thread safe: one thread drives a CacheWriter. Dropping it before finish() leaves the split
+// incomplete, as a killed build does (a new CacheWriter resumes it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recycle/build.h"  // BuildReport
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace recycle {
+
+// One tensor of the records: its name, dtype ("float32", "int64", "int32", "uint8", "bool") and
+// shape per sample (fixed). float32 tensors are stored with the writer's codec, the others
+// exactly.
+struct WriterTensor {
+  std::string name;
+  std::string dtype = "float32";
+  std::vector<int64_t> shape;
+};
+
+struct WriterOptions {
+  std::string cache_dir;
+  std::string split = "train";
+  // What the samples are (kept as the split's "data"): a rerun with another description
+  // rewrites the split's index even when every key matches.
+  std::string data;
+  int64_t samples = 0;                   // samples the split will hold, >= 1
+  std::vector<std::string> class_names;  // label -> name; grown to "K" names for a label K
+  // The identity (cache/cache_identity.h): every field must match a stored cache's.
+  std::string model;        // what computes the records, e.g. "python:MyPrefix"
+  std::string fingerprint;  // of the prefix's weights (tensors_fingerprint)
+  std::string split_at = "prefix";
+  std::string keyer = "xxh3";  // a keyer spec (keyer.h) that keys a tensor (or an id: the position)
+  std::string codec = "fp16";  // fp32 | fp16 | bf16 | int8
+  std::string preprocess = "none";
+  std::vector<int64_t> input_shape;  // one sample's input shape
+  std::vector<WriterTensor> layout;  // what each record holds, in order
+  std::string compression = "none";  // RocksDB's: none | lz4 | zstd (not part of the identity)
+  bool rebuild = false;              // delete the cache first (only a directory that is a cache)
+};
+
+class CacheWriter {
+ public:
+  // Checks the options, opens (or creates) the cache as its only writer and compares its
+  // identity with the options'. Reads the split's stored index (to resume).
+  explicit CacheWriter(const WriterOptions& options);
+  ~CacheWriter();
+  CacheWriter(const CacheWriter&) = delete;
+  CacheWriter& operator=(const CacheWriter&) = delete;
+
+  // The next chunk of samples, positions [position(), position() + n): their inputs
+  // `inputs` [n, ...input_shape] (any dtype, CPU; each row keyed with its dtype and shape) and
+  // labels int64 [n]. Returns the rows whose record must be computed: one row per distinct key
+  // of the chunk that has no stored record, in row order. write_chunk must follow.
+  std::vector<int64_t> add_chunk(const at::Tensor& inputs, const at::Tensor& labels);
+  // The prefix's outputs for the rows add_chunk returned, in that order: per layout tensor one
+  // tensor [m, ...shape] (any floating dtype for a float32 tensor; the exact dtypes as
+  // declared). Writes the chunk's records and index entries (only those that differ from the
+  // stored index) with the manifest's counts in one batch; nothing when none differs.
+  void write_chunk(const std::vector<at::Tensor>& outputs);
+  // Marks the split complete after its last chunk (InvalidArgument unless exactly `samples`
+  // samples came) and flushes. Writes nothing when the split was complete with the same
+  // samples, data and classes already.
+  BuildReport finish();
+
+  int64_t position() const;  // samples added so far
+  // Whether the stored split was complete with an index the chunks so far matched entry for
+  // entry (a rerun that will write nothing, so far).
+  bool unchanged_so_far() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// XXH3-128 hex of named tensors (a state_dict), hashed as the engine hashes a module's
+// parameters and buffers for a cache's fingerprint: name, dtype, shape and bytes, in order.
+std::string tensors_fingerprint(const std::vector<std::string>& names,
+                                const std::vector<at::Tensor>& tensors);
+
+}  // namespace recycle

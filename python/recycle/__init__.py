@@ -1,0 +1,24 @@
+"""recycle: the layer-recycling activation cache engine, from Python.
+
+Keep your model and your training loop; the engine (C++, the same library as the recycle-*
+tools) builds, stores, verifies and serves the frozen prefix's activations:
+
+    import recycle
+    recycle.build("cache", train_set, prefix)          # prefix: any nn.Module or callable
+    ds = recycle.CachedDataset("cache")                 # ds[i] -> (activation, label)
+    for x, y in recycle.CachedLoader("cache", "train", batch_size=128): ...
+
+See docs/python.md. Errors are Python exceptions carrying the engine's one-line message:
+ValueError for bad arguments, StaleCacheError for a cache built for another prefix or
+options, CorruptRecordError for a record that fails its checks.
+"""
+import torch  # noqa: F401  (torch first: the extension hands out its tensors)
+
+from ._native import StaleCacheError, CorruptRecordError
+from .cache import inspect, verify
+from .dataset import CachedDataset
+from .loader import CachedLoader
+from .build import build
+
+__all__ = ["build", "CachedDataset", "CachedLoader", "inspect", "verify", "StaleCacheError",
+           "CorruptRecordError"]

@@ -1,0 +1,173 @@
+"""recycle.build: a cache filled by your own prefix, stored by the engine."""
+import json
+import time
+
+import torch
+
+from . import _native
+from .cache import _path
+
+_EXACT = {torch.int64: "int64", torch.int32: "int32", torch.uint8: "uint8", torch.bool: "bool"}
+
+
+def _outputs(out):
+    """The prefix's output as [(name, tensor)]: a tensor is "activation", a tuple/list's tensors
+    "activation", "tensor1", ... (recycle-build's names), a dict's its keys in order."""
+    if isinstance(out, torch.Tensor):
+        return [("activation", out)]
+    if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
+        return [("activation" if i == 0 else f"tensor{i}", t) for i, t in enumerate(out)]
+    if isinstance(out, dict) and out and all(isinstance(t, torch.Tensor) for t in out.values()):
+        return [(str(k), t) for k, t in out.items()]
+    raise ValueError("the prefix must return a tensor, or a non-empty tuple/list/dict of tensors, "
+                     f"not {type(out).__name__}")
+
+
+def _dtype_name(name, t):
+    if t.is_floating_point():
+        return "float32"
+    if t.dtype in _EXACT:
+        return _EXACT[t.dtype]
+    raise ValueError(f"the prefix's output '{name}' is {t.dtype}; records hold floating tensors "
+                     "(stored with the codec) or int64, int32, uint8, bool (stored exactly)")
+
+
+def _split_batch(batch, where):
+    if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        raise ValueError(f"{where} must give (input, label) pairs, not {type(batch).__name__}")
+    inputs, labels = batch[0], batch[1]
+    if not isinstance(inputs, torch.Tensor):
+        raise ValueError(f"{where}: inputs must be tensors, not {type(inputs).__name__}")
+    labels = torch.as_tensor(labels)
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"{where}: labels must be integers, not {labels.dtype}")
+    return inputs, labels.to(torch.int64).reshape(-1)
+
+
+def _loader(data, batch_size, num_workers):
+    """(batches, sample count, description) for a map-style Dataset or a DataLoader."""
+    DataLoader = torch.utils.data.DataLoader
+    if isinstance(data, DataLoader):
+        if data.batch_size is None:
+            raise ValueError("a DataLoader given to build must batch (batch_size is None)")
+        n = len(data.sampler)
+        if data.drop_last:
+            n = len(data) * data.batch_size
+        return data, n, f"python:{type(data.dataset).__name__}:{n}"
+    if isinstance(data, torch.utils.data.IterableDataset) or not hasattr(data, "__getitem__") \
+            or not hasattr(data, "__len__"):
+        raise ValueError("data must be a map-style Dataset of (input, label) or a DataLoader, "
+                         f"not {type(data).__name__}")
+    n = len(data)
+    loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    return loader, n, f"python:{type(data).__name__}:{n}"
+
+
+def _identity(prefix, model_id):
+    """(model, fingerprint) of the cache's identity."""
+    if model_id is not None and (not isinstance(model_id, str) or not model_id):
+        raise ValueError("model_id must be a non-empty string")
+    state = None
+    if isinstance(prefix, torch.nn.Module):
+        state = prefix.state_dict()
+    elif hasattr(prefix, "state_dict") and callable(prefix.state_dict):
+        state = prefix.state_dict()
+    if state is None and model_id is None:
+        raise ValueError("the prefix has no state_dict to fingerprint: name it with model_id")
+    if model_id is None:
+        kind = type(prefix)
+        model_id = f"{kind.__module__}.{kind.__qualname__}"
+    names = list(state.keys()) if state is not None else []
+    tensors = [t if isinstance(t, torch.Tensor) else torch.as_tensor(t) for t in
+               (state.values() if state is not None else [])]
+    fingerprint = _native.tensors_fingerprint(names, tensors) if state is not None else "none"
+    return "python:" + model_id, fingerprint
+
+
+def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=256,
+          model_id=None, classes=None, rebuild=False, compression="none", num_workers=0):
+    """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
+    `path` (created when missing), split `split`, in data's order.
+
+    data: a map-style Dataset of (input, label) (read in order, batch_size at a time, by a
+    DataLoader with num_workers) or a DataLoader that batches (read as it iterates: keep its
+    order fixed). prefix: an nn.Module (run in eval mode under no_grad, its state_dict hashed
+    into the cache's identity) or any callable from a batch tensor to a tensor or a tuple/dict
+    of tensors (name it with model_id). keyer: "tensor" (XXH3-128 of each input's dtype, shape
+    and bytes: the engine's xxh3), "id" (the position), or a registered keyer's spec. codec:
+    fp32, fp16, bf16 or int8 for the floating outputs. classes: the class names (default:
+    data's .classes when it has them, else "0".."K-1" from the labels).
+
+    Resumes a build that was killed (what was written is kept, only what is missing is
+    computed), writes nothing when the split is complete with the same samples, and refuses
+    (StaleCacheError) a cache built for another prefix, keyer, codec or record layout, as
+    recycle-build does; rebuild=True deletes it first. Returns recycle-build --json's fields.
+    """
+    path = _path(path)
+    if not callable(prefix):
+        raise ValueError(f"prefix must be an nn.Module or a callable, not {type(prefix).__name__}")
+    for name, value in (("batch_size", batch_size), ("num_workers", num_workers)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int, not {value!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    if not isinstance(split, str) or not isinstance(codec, str) or not isinstance(keyer, str):
+        raise ValueError("split, codec and keyer must be strings")
+    keyer_spec = "xxh3" if keyer == "tensor" else keyer
+    model, fingerprint = _identity(prefix, model_id)
+    loader, n, description = _loader(data, batch_size, num_workers)
+    if n < 1:
+        raise ValueError("data has no samples")
+    if classes is None:
+        dataset = getattr(loader, "dataset", data)
+        classes = getattr(dataset, "classes", None)
+    class_names = [str(c) for c in classes] if classes is not None else []
+
+    module = prefix if isinstance(prefix, torch.nn.Module) else None
+    was_training = module.training if module is not None else False
+    device = None
+    if module is not None:
+        params = list(module.parameters()) or list(module.buffers())
+        device = params[0].device if params else None
+        module.eval()
+    prefix_seconds = 0.0
+
+    def run_prefix(x):
+        nonlocal prefix_seconds
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = _outputs(prefix(x.to(device) if device is not None else x))
+        prefix_seconds += time.perf_counter() - start
+        return out
+
+    writer = None
+    try:
+        it = iter(loader)
+        for chunk, batch in enumerate(it):
+            inputs, labels = _split_batch(batch, "data")
+            if inputs.shape[0] != labels.shape[0]:
+                raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+            if writer is None:
+                # The record layout from the prefix's output for the first sample (one forward).
+                probe = run_prefix(inputs[:1])
+                layout = [_native.WriterTensor(name, _dtype_name(name, t), list(t.shape[1:]))
+                          for name, t in probe]
+                writer = _native.CacheWriter(
+                    path, split, description, n, class_names, model, fingerprint, "prefix",
+                    keyer_spec, codec, "python", list(inputs.shape[1:]), layout, compression,
+                    bool(rebuild))
+            rows = writer.add_chunk(inputs, labels)
+            outputs = []
+            if rows:
+                outputs = [t for _, t in run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)])]
+            writer.write_chunk(outputs)
+        if writer is None:
+            raise ValueError("data gave no batches")
+        report = json.loads(writer.finish())
+    finally:
+        if writer is not None:
+            writer.close()  # the cache's writer lock, released now whatever happened
+        if module is not None and was_training:
+            module.train()
+    report["prefix_seconds"] = prefix_seconds
+    return report

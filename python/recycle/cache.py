@@ -1,0 +1,30 @@
+"""recycle.inspect and recycle.verify: what recycle-inspect [--verify] --json prints."""
+import json
+import os
+
+from . import _native
+from ._native import CorruptRecordError
+
+
+def _path(path):
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a string or os.PathLike, not {type(path).__name__}")
+    return os.fspath(path)
+
+
+def inspect(path):
+    """The cache's manifest, counts and bytes as a dict (recycle-inspect --json's object)."""
+    return json.loads(_native.inspect(_path(path), False))
+
+
+def verify(path, raise_on_error=True):
+    """Reads and checks every record (header, checksum, layout) and every file's checksums, as
+    recycle-inspect --verify does. Returns the report (a dict with "checked", "corrupt",
+    "problems"); raises CorruptRecordError naming the first problem when there is one, unless
+    raise_on_error is False."""
+    report = json.loads(_native.inspect(_path(path), True))
+    report["ok"] = not report.get("problems")
+    if raise_on_error and not report["ok"]:
+        problems = report["problems"]
+        raise CorruptRecordError(f"cache {path}: {len(problems)} problem(s), the first: {problems[0]}")
+    return report

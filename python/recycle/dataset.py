@@ -1,0 +1,98 @@
+"""recycle.CachedDataset: a map-style torch Dataset over a cache split."""
+import ctypes
+import json
+import os
+
+import torch
+
+from . import _native
+from .cache import _path
+
+
+
+def _leak(obj):
+    """Keeps `obj` alive to the end of the process, finalization included: a reader opened by
+    the parent and inherited through fork is never closed by the child (its RocksDB handle is
+    the parent's)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+def _activation(tensors, names, row=None):
+    """One tensor as it is, several as a dict by name (the record layout's names)."""
+    if row is not None:
+        tensors = [t[row] for t in tensors]
+    if len(tensors) == 1:
+        return tensors[0]
+    return dict(zip(names, tensors))
+
+
+class CachedDataset(torch.utils.data.Dataset):
+    """ds[i] is (activation, label) of the split's i-th sample, in the order it was built.
+
+    The activation is what the head takes: a float32 tensor (decoded from the cache's codec),
+    or a dict of named tensors when the record holds several (a text cache: hidden states and
+    lengths). The label is an int. Opening is read-only and safe beside a running build: the
+    reader sees the batches written before it opened; an incomplete split is refused unless
+    allow_partial. Works with DataLoader(num_workers > 0) (each worker opens its own reader)
+    and with DistributedSampler. block_cache_mb bounds RocksDB's block cache of each reader.
+    """
+
+    def __init__(self, path, split="train", allow_partial=False, block_cache_mb=32):
+        if not isinstance(split, str):
+            raise ValueError(f"split must be a string, not {type(split).__name__}")
+        self.path = _path(path)
+        self.split = split
+        self.allow_partial = bool(allow_partial)
+        self.block_cache_mb = int(block_cache_mb)
+        self._reader = None
+        self._pid = None
+        reader = self._open()
+        self._len = len(reader)
+        self.tensor_names = reader.tensor_names()
+        self.manifest = json.loads(reader.manifest_json())
+        self.complete = reader.complete()
+
+    def _open(self):
+        pid = os.getpid()
+        if self._reader is None or self._pid != pid:
+            if self._reader is not None:
+                _leak(self._reader)
+            self._reader = _native.SplitReader(self.path, self.split, self.allow_partial,
+                                               self.block_cache_mb)
+            self._pid = pid
+        return self._reader
+
+    def __getstate__(self):  # pickled for spawned workers: they open their own reader
+        state = dict(self.__dict__)
+        state["_reader"] = None
+        state["_pid"] = None
+        return state
+
+    def __len__(self):
+        return self._len
+
+    @property
+    def labels(self):
+        """int64 [len(ds)]: every sample's label, in order."""
+        return self._open().labels()
+
+    def __getitem__(self, index):
+        if isinstance(index, torch.Tensor):
+            index = int(index)
+        if not isinstance(index, int):
+            raise TypeError(f"CachedDataset indices are ints, not {type(index).__name__}")
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"index out of range for a split of {self._len} samples")
+        tensors, labels = self._open().read(torch.tensor([index], dtype=torch.int64))
+        return _activation(tensors, self.tensor_names, 0), int(labels[0])
+
+    def read(self, indices):
+        """Samples `indices` at once (one batched read): (activation [n, ...], labels [n])."""
+        idx = torch.as_tensor(indices, dtype=torch.int64).reshape(-1)
+        if idx.numel() and (int(idx.min()) < -self._len or int(idx.max()) >= self._len):
+            raise IndexError(f"index out of range for a split of {self._len} samples")
+        idx = torch.where(idx < 0, idx + self._len, idx)
+        tensors, labels = self._open().read(idx)
+        return _activation(tensors, self.tensor_names), labels

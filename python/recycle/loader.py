@@ -1,0 +1,80 @@
+"""recycle.CachedLoader: batches of a cache split, read and decoded by the engine in C++."""
+import json
+
+import torch
+
+from . import _native
+from .cache import _path
+from .dataset import _activation
+
+
+def _dist_default(rank, world_size):
+    """rank and world_size as given, or torch.distributed's when a group is initialised."""
+    dist = torch.distributed
+    initialised = dist.is_available() and dist.is_initialized()
+    if rank is None:
+        rank = dist.get_rank() if initialised else 0
+    if world_size is None:
+        world_size = dist.get_world_size() if initialised else 1
+    return int(rank), int(world_size)
+
+
+class CachedLoader:
+    """An iterable of (activations, labels) batches of one cache split.
+
+    The engine draws each epoch's order (a permutation seeded by (seed, epoch) when shuffle,
+    shared out by rank as DistributedSampler does: every world_size-th sample from rank, padded
+    to a multiple of world_size), reads the records with RocksDB's MultiGet and decodes them on
+    a background thread `prefetch` batches ahead (0: on the calling thread, across ATen's
+    threads). activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
+    [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
+    is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
+    Use it in the process that created it (not inside DataLoader workers).
+    """
+
+    def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
+                 world_size=None, drop_last=False, prefetch=2, allow_partial=False,
+                 block_cache_mb=32):
+        for name, value in (("batch_size", batch_size), ("seed", seed), ("prefetch", prefetch)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int, not {value!r}")
+        if seed < 0:
+            raise ValueError(f"seed must be 0 or more, not {seed}")
+        rank, world_size = _dist_default(rank, world_size)
+        self.path = _path(path)
+        self.split = split
+        self.batch_size = batch_size
+        self._native = _native.CacheLoader(self.path, split, bool(allow_partial), int(block_cache_mb),
+                                           batch_size, bool(shuffle), seed, rank, world_size,
+                                           bool(drop_last), prefetch)
+        self.rank, self.world_size = rank, world_size
+        self.tensor_names = self._native.tensor_names()
+        self.manifest = json.loads(self._native.manifest_json())
+        self._epoch = 0
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration draws its order for (as DistributedSampler.set_epoch)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self._epoch = epoch
+
+    def __len__(self):
+        """Batches per epoch on this rank."""
+        return len(self._native)
+
+    @property
+    def samples(self):
+        """Samples in the split."""
+        return self._native.size()
+
+    def __iter__(self):
+        epoch = self._epoch
+        self._epoch += 1
+        self._native.start_epoch(epoch)
+        names = self.tensor_names
+        while True:
+            batch = self._native.next()
+            if batch is None:
+                return
+            tensors, labels = batch
+            yield _activation(tensors, names), labels

@@ -1,0 +1,176 @@
+"""recycle.build: codecs, reruns, stale caches, bad arguments, and the tools on its caches."""
+import json
+
+import pytest
+import torch
+
+import recycle
+from conftest import run_tool
+
+
+class Pairs(torch.utils.data.Dataset):
+    """(input, label) pairs from tensors."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], int(self.y[i])
+
+
+def make_data(n=300, seed=0, shape=(1, 12, 12), duplicates=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((n,) + shape, generator=g)
+    if duplicates:
+        x[-duplicates:] = x[:duplicates]
+    y = torch.randint(0, 5, (n,), generator=g)
+    return Pairs(x, y)
+
+
+def prefix(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+
+
+def expected(net, data):
+    net.eval()
+    with torch.no_grad():
+        return net(torch.stack([data[i][0] for i in range(len(data))]))
+
+
+def int8_bound(a):
+    """Half a quantisation step of each sample's channel (its first dimension), plus rounding."""
+    flat = a.flatten(2)
+    step = (flat.amax(2) - flat.amin(2)) / 255
+    return (step / 2 + 1e-6)[:, :, None, None].expand_as(a)
+
+
+# Largest error each codec may make (fp16/bf16: round to nearest; int8: half a channel's step).
+TOLERANCE = {"fp32": lambda a: torch.zeros_like(a), "fp16": lambda a: a.abs() * 2.0 ** -11 + 2.0 ** -24,
+             "bf16": lambda a: a.abs() * 2.0 ** -8 + 1e-30, "int8": int8_bound}
+
+
+@pytest.mark.parametrize("codec", ["fp32", "fp16", "bf16", "int8"])
+def test_every_codec_round_trips_dtype_shape_and_values(tmp_path, codec):
+    data, net = make_data(), prefix()
+    report = recycle.build(tmp_path / "c", data, net, codec=codec, batch_size=64)
+    assert report["samples"] == 300 and report["computed"] == 300 and report["unique"] == 300
+    ds = recycle.CachedDataset(tmp_path / "c")
+    got, labels = ds.read(range(len(ds)))
+    want = expected(net, data)
+    assert got.dtype == torch.float32 and got.shape == want.shape == (300, 4, 6, 6)
+    assert torch.equal(labels, data.y)
+    err = (got - want).abs()
+    assert torch.all(err <= TOLERANCE[codec](want)), f"{codec}: largest error {err.max()}"
+    if codec != "fp32":
+        assert err.max() > 0  # the codec really was applied
+    assert ds.manifest["codec"] == codec
+    assert ds.manifest["record_layout"][0]["name"] == "activation"
+
+
+def test_several_named_tensors_and_exact_dtypes(tmp_path):
+    data = make_data(n=50)
+
+    def two(x):
+        return {"features": x.mean(dim=(2, 3)) * 3, "argmax": x.flatten(1).argmax(1),
+                "positive": x.flatten(1)[:, :5] > 0}
+
+    recycle.build(tmp_path / "c", data, two, model_id="two-heads", codec="fp32", batch_size=16)
+    ds = recycle.CachedDataset(tmp_path / "c")
+    x, y = ds[7]
+    assert set(x) == {"features", "argmax", "positive"}
+    assert x["argmax"].dtype == torch.int64 and x["positive"].dtype == torch.bool
+    want = two(data[7][0][None])
+    for k in x:
+        assert torch.equal(x[k], want[k][0]), k
+
+
+def test_second_call_is_a_no_op_and_duplicates_are_computed_once(tmp_path):
+    data, net = make_data(duplicates=40), prefix()
+    first = recycle.build(tmp_path / "c", data, net, batch_size=64)
+    assert first["unique"] == 260 and first["computed"] == 260 and first["records"] == 260
+    before = recycle.inspect(tmp_path / "c")
+    again = recycle.build(tmp_path / "c", data, net, batch_size=64)
+    assert again["computed"] == 0 and again["index_written"] == 0 and again["bytes"] == 0
+    assert recycle.inspect(tmp_path / "c") == before
+    # Another split of the same samples shares their records.
+    test = recycle.build(tmp_path / "c", data, net, split="test", batch_size=100)
+    assert test["computed"] == 0 and test["index_written"] == 300
+
+
+def test_a_changed_sample_is_recomputed_alone(tmp_path):
+    data, net = make_data(), prefix()
+    recycle.build(tmp_path / "c", data, net, batch_size=64)
+    data.x = data.x.clone()
+    data.x[123] += 1
+    r = recycle.build(tmp_path / "c", data, net, batch_size=64)
+    assert r["computed"] == 1 and r["index_written"] == 1
+    got, _ = recycle.CachedDataset(tmp_path / "c").read([123])
+    assert torch.allclose(got, expected(net, data)[123:124], atol=1e-2)
+
+
+def test_a_stale_cache_is_refused_as_recycle_build_does(tmp_path):
+    data = make_data()
+    recycle.build(tmp_path / "c", data, prefix(0), batch_size=100)
+    with pytest.raises(recycle.StaleCacheError, match="fingerprint.*rebuild=True"):
+        recycle.build(tmp_path / "c", data, prefix(1), batch_size=100)
+    with pytest.raises(recycle.StaleCacheError, match="codec"):
+        recycle.build(tmp_path / "c", data, prefix(0), codec="bf16", batch_size=100)
+    with pytest.raises(recycle.StaleCacheError, match="model"):
+        recycle.build(tmp_path / "c", data, prefix(0), model_id="other", batch_size=100)
+    r = recycle.build(tmp_path / "c", data, prefix(1), rebuild=True, batch_size=100)
+    assert r["computed"] == 300
+    # A cache recycle-build made is refused too (another model).
+
+
+def test_a_cache_of_the_tool_is_refused_by_a_python_prefix(cli_fp32, tmp_path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(cli_fp32, copy)
+    with pytest.raises(recycle.StaleCacheError, match="model"):
+        recycle.build(copy, make_data(), prefix(), codec="fp32")
+
+
+def test_bad_arguments_raise_value_errors(tmp_path):
+    data, net = make_data(n=20), prefix()
+    c = tmp_path / "c"
+    bad = [dict(batch_size=0), dict(batch_size="8"), dict(codec="fp8"), dict(keyer="nope"),
+           dict(split="a/b"), dict(split=5), dict(model_id=""), dict(compression="zip")]
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            recycle.build(c, data, net, **kwargs)
+    with pytest.raises(ValueError):
+        recycle.build(c, data, "not callable")
+    with pytest.raises(ValueError):
+        recycle.build(c, [1, 2, 3], net)
+    with pytest.raises(ValueError):
+        recycle.build(c, data, lambda x: "a string", model_id="s")
+    with pytest.raises(ValueError, match="model_id"):
+        recycle.build(c, data, lambda x: x)
+    with pytest.raises(ValueError):
+        recycle.build(c, [(torch.randn(3), 0.5)] * 4, lambda x: x, model_id="f")
+    with pytest.raises(ValueError):
+        recycle.build(c, data, lambda x: x * float("inf"), model_id="inf", codec="fp16")
+    with pytest.raises(ValueError):
+        recycle.build(None, data, net)
+
+
+def test_a_dataloader_and_an_id_keyer(tmp_path):
+    data, net = make_data(n=100), prefix()
+    loader = torch.utils.data.DataLoader(data, batch_size=30, shuffle=False)
+    r = recycle.build(tmp_path / "c", loader, net, keyer="id", codec="fp32")
+    assert r["samples"] == 100 and r["computed"] == 100
+    assert recycle.inspect(tmp_path / "c")["keyer"] == "id"
+    got, _ = recycle.CachedDataset(tmp_path / "c").read(range(100))
+    assert torch.allclose(got, expected(net, data), atol=1e-6)
+
+
+def test_the_tools_verify_a_python_cache(tmp_path):
+    recycle.build(tmp_path / "c", make_data(), prefix(), batch_size=64)
+    r = run_tool("recycle-inspect", "--cache", tmp_path / "c", "--verify", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["checked"] == 300 and report["corrupt"] == 0 and report["problems"] == []

@@ -1,0 +1,113 @@
+"""A killed recycle.build resumes to the same cache; reading a cache larger than the reader's
+memory keeps memory flat."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import torch
+
+import recycle
+
+# A build in a child process: 1,200 samples in chunks of 50, an elementwise prefix (so a sample's
+# record does not depend on which samples share its forward) that sleeps in every call, so a kill
+# lands in the middle. It prints "started" once its first chunk is written.
+CHILD = textwrap.dedent("""
+    import json, sys, time, torch, recycle
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(1200, 2, 6, 6, generator=g)
+    y = torch.randint(0, 3, (1200,), generator=g)
+    data = list(zip(x, y.tolist()))
+    calls = [0]
+    def prefix(batch):
+        calls[0] += 1
+        if calls[0] == 3:
+            print("started", flush=True)
+        if sys.argv[2] == "slow":
+            time.sleep(0.05)
+        return torch.tanh(batch * 1.7 - 0.2)[:, :, ::2, ::2].contiguous()
+    print(json.dumps(recycle.build(sys.argv[1], data, prefix, model_id="elementwise", codec="fp32",
+                                   batch_size=50)), flush=True)
+""")
+
+
+def child(cache, mode):
+    env = dict(os.environ)
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(cache), mode], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(cache, mode="fast"):
+    p = child(cache, mode)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])  # the report build returned
+
+
+def read_all(cache):
+    ds = recycle.CachedDataset(cache)
+    return ds.read(range(len(ds)))
+
+
+def test_a_killed_build_resumes_to_the_same_cache(tmp_path):
+    reference = tmp_path / "reference"
+    finish(reference)
+    want_x, want_y = read_all(reference)
+    for i, delay in enumerate([0.0, 0.25, 0.6]):
+        cache = tmp_path / f"killed{i}"
+        for kill in range(2):  # killed twice, the second time while it resumes
+            p = child(cache, "slow")
+            assert p.stdout.readline().strip() == "started"
+            time.sleep(delay)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            assert p.returncode == -signal.SIGKILL
+        report = finish(cache)
+        assert report["samples"] == 1200 and report["records"] == 1200
+        got_x, got_y = read_all(cache)
+        assert torch.equal(got_x, want_x) and torch.equal(got_y, want_y)
+        assert recycle.verify(cache)["checked"] == 1200
+        assert finish(cache)["computed"] == 0
+
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def test_memory_stays_flat_over_a_cache_larger_than_the_budget(tmp_path):
+    n = 4000
+    x = torch.arange(n * 16, dtype=torch.float32).reshape(n, 16)
+    data = list(zip(x, [i % 10 for i in range(n)]))
+    freq = torch.arange(256, dtype=torch.float32) / 256
+
+    def wide(batch):  # 4,096 floats a sample: 64 MB of fp32 records in all
+        return torch.sin(batch[:, :, None] * freq).reshape(len(batch), 4096)
+
+    report = recycle.build(tmp_path / "big", data, wide, model_id="wide", codec="fp32", batch_size=500)
+    assert report["bytes"] > 60e6
+    del data, x
+
+    def measure(passes):
+        readings = []
+        for step in passes:
+            step()
+            readings.append(rss_mb())
+        return readings
+
+    ds = recycle.CachedDataset(tmp_path / "big", block_cache_mb=4)
+    batches = [lambda lo=lo: ds.read(range(lo, lo + 100)) for lo in range(0, n, 100)]
+    dataset_rss = measure(batches)
+    loader = recycle.CachedLoader(tmp_path / "big", "train", batch_size=100, block_cache_mb=4)
+    it = iter(loader)
+    loader_rss = measure([lambda: next(it) for _ in range(len(loader))])
+    # After the first tenth, a whole pass of 64 MB may not add more than 12 MB.
+    for name, r in (("dataset", dataset_rss), ("loader", loader_rss)):
+        growth = max(r) - r[len(r) // 10]
+        assert growth < 12, f"{name}: RSS grew {growth:.1f} MB over a pass ({r[::8]})"
