@@ -75,6 +75,7 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
 struct CacheWriter::Impl {
   WriterOptions o;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point flushed = start;  // the last flush (or the start)
   Codec codec = Codec::kFp16;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
@@ -370,6 +371,12 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
   check_free_space(s.o.cache_dir, batch.record_bytes());
   s.store->write_unlogged(&batch).throw_if_error();
   ++s.writes;
+  const auto now = std::chrono::steady_clock::now();
+  if (s.o.flush_seconds >= 0 &&
+      std::chrono::duration<double>(now - s.flushed).count() >= s.o.flush_seconds) {
+    s.store->flush().throw_if_error();  // what was written so far survives a kill
+    s.flushed = now;
+  }
 }
 
 BuildReport CacheWriter::finish() {

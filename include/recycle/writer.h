@@ -57,6 +57,12 @@ struct WriterOptions {
   std::vector<WriterTensor> layout;  // what each record holds, in order
   std::string compression = "none";  // RocksDB's: none | lz4 | zstd (not part of the identity)
   bool rebuild = false;              // delete the cache first (only a directory that is a cache)
+  // Chunks are written without RocksDB's write-ahead log, as recycle-build's are: a kill loses
+  // those not yet flushed to table files. A flush follows the chunk that ends each period of
+  // this many seconds, so a kill loses at most about that much of the prefix's work (0: a
+  // flush after every chunk; negative: only when memtables fill and at the end, as
+  // recycle-build does).
+  double flush_seconds = 10;
 };
 
 class CacheWriter {

@@ -85,7 +85,8 @@ def _identity(prefix, model_id):
 
 
 def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=256,
-          model_id=None, classes=None, rebuild=False, compression="none", num_workers=0):
+          model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
+          flush_seconds=10.0):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -98,8 +99,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     fp32, fp16, bf16 or int8 for the floating outputs. classes: the class names (default:
     data's .classes when it has them, else "0".."K-1" from the labels).
 
-    Resumes a build that was killed (what was written is kept, only what is missing is
-    computed), writes nothing when the split is complete with the same samples, and refuses
+    Resumes a build that was killed: what was written is kept, only what is missing is
+    computed (chunks reach the disk at a flush at least every flush_seconds, so a kill loses at
+    most about that much work; 0 flushes after every chunk), writes nothing when the split is complete with the same samples, and refuses
     (StaleCacheError) a cache built for another prefix, keyer, codec or record layout, as
     recycle-build does; rebuild=True deletes it first. Returns recycle-build --json's fields.
     """
@@ -155,7 +157,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                 writer = _native.CacheWriter(
                     path, split, description, n, class_names, model, fingerprint, "prefix",
                     keyer_spec, codec, "python", list(inputs.shape[1:]), layout, compression,
-                    bool(rebuild))
+                    bool(rebuild), float(flush_seconds))
             rows = writer.add_chunk(inputs, labels)
             outputs = []
             if rows:

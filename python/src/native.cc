@@ -153,7 +153,7 @@ PYBIND11_MODULE(_native, m) {
                        const std::string& codec, const std::string& preprocess,
                        const std::vector<int64_t>& input_shape,
                        const std::vector<recycle::WriterTensor>& layout,
-                       const std::string& compression, bool rebuild) {
+                       const std::string& compression, bool rebuild, double flush_seconds) {
              recycle::WriterOptions o;
              o.cache_dir = dir;
              o.split = split;
@@ -170,6 +170,7 @@ PYBIND11_MODULE(_native, m) {
              o.layout = layout;
              o.compression = compression;
              o.rebuild = rebuild;
+             o.flush_seconds = flush_seconds;
              py::gil_scoped_release release;
              auto h = std::make_unique<WriterHolder>();
              h->w = std::make_unique<recycle::CacheWriter>(o);
@@ -178,7 +179,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("path"), py::arg("split"), py::arg("data"), py::arg("samples"),
            py::arg("class_names"), py::arg("model"), py::arg("fingerprint"), py::arg("split_at"),
            py::arg("keyer"), py::arg("codec"), py::arg("preprocess"), py::arg("input_shape"),
-           py::arg("layout"), py::arg("compression"), py::arg("rebuild"))
+           py::arg("layout"), py::arg("compression"), py::arg("rebuild"), py::arg("flush_seconds"))
       .def(
           "add_chunk",
           [](WriterHolder& h, const at::Tensor& inputs, const at::Tensor& labels) {

@@ -14,7 +14,8 @@ import recycle
 
 # A build in a child process: 1,200 samples in chunks of 50, an elementwise prefix (so a sample's
 # record does not depend on which samples share its forward) that sleeps in every call, so a kill
-# lands in the middle. It prints "started" once its first chunk is written.
+# lands in the middle, and flushes after every chunk. It prints "started" once its first chunk
+# is written.
 CHILD = textwrap.dedent("""
     import json, sys, time, torch, recycle
     g = torch.Generator().manual_seed(5)
@@ -29,8 +30,9 @@ CHILD = textwrap.dedent("""
         if sys.argv[2] == "slow":
             time.sleep(0.05)
         return torch.tanh(batch * 1.7 - 0.2)[:, :, ::2, ::2].contiguous()
+    flush = 0 if sys.argv[2] == "slow" else 10
     print(json.dumps(recycle.build(sys.argv[1], data, prefix, model_id="elementwise", codec="fp32",
-                                   batch_size=50)), flush=True)
+                                   batch_size=50, flush_seconds=flush)), flush=True)
 """)
 
 
@@ -58,6 +60,7 @@ def test_a_killed_build_resumes_to_the_same_cache(tmp_path):
     want_x, want_y = read_all(reference)
     for i, delay in enumerate([0.0, 0.25, 0.6]):
         cache = tmp_path / f"killed{i}"
+        kept = 0
         for kill in range(2):  # killed twice, the second time while it resumes
             p = child(cache, "slow")
             assert p.stdout.readline().strip() == "started"
@@ -65,8 +68,17 @@ def test_a_killed_build_resumes_to_the_same_cache(tmp_path):
             p.send_signal(signal.SIGKILL)
             p.wait()
             assert p.returncode == -signal.SIGKILL
+            # What survived: a prefix of the split, at least the chunk written before "started"
+            # (flush_seconds=0), equal to the uninterrupted build's.
+            partial = recycle.CachedDataset(cache, allow_partial=True)
+            assert not partial.complete
+            assert len(partial) >= kept + 50, (delay, kill, kept, len(partial))
+            kept = len(partial)
+            x, y = partial.read(range(kept))
+            assert torch.equal(x, want_x[:kept]) and torch.equal(y, want_y[:kept])
         report = finish(cache)
         assert report["samples"] == 1200 and report["records"] == 1200
+        assert report["computed"] == 1200 - kept  # only what the kills lost
         got_x, got_y = read_all(cache)
         assert torch.equal(got_x, want_x) and torch.equal(got_y, want_y)
         assert recycle.verify(cache)["checked"] == 1200
