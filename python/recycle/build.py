@@ -44,6 +44,99 @@ def _split_batch(batch, where):
     return inputs, labels.to(torch.int64).reshape(-1)
 
 
+def _split_batch_checked(batch):
+    inputs, labels = _split_batch(batch, "data")
+    if inputs.shape[0] != labels.shape[0]:
+        raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+    return inputs, labels
+
+
+def _build_distributed(loader, n, run_prefix, open_writer, rank, world):
+    """The build under an initialised torch.distributed group: every rank reads the same data
+    in the same order; rank 0 keys each chunk and says which rows need the prefix; rank r
+    computes rows r, r + world, ...; rank 0 gathers the outputs and writes the cache (its only
+    writer, as in recycle-build's distributed build). Each step starts with a message from
+    rank 0, so an error anywhere stops every rank at the next step with the same message."""
+    dist = torch.distributed
+    writer = None
+    failure = None  # (kind, message) of an error on this rank, sent at the next step
+
+    def send(message):
+        box = [message]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def check(message):
+        if message[0] == "error":
+            kind = {"StaleCacheError": _native.StaleCacheError, "ValueError": ValueError,
+                    "CorruptRecordError": _native.CorruptRecordError}.get(message[1], RuntimeError)
+            raise kind(message[2])
+        return message
+
+    def error_of(e):
+        return ("error", type(e).__name__, str(e))
+
+    try:
+        for batch in loader:
+            inputs, labels = _split_batch_checked(batch)
+            message = None
+            if rank == 0:
+                if failure is not None:
+                    message = failure
+                else:
+                    try:
+                        if writer is None:
+                            writer = open_writer(inputs, run_prefix)
+                        message = ("rows", writer.add_chunk(inputs, labels))
+                    except Exception as e:  # every rank stops with it
+                        message = error_of(e)
+            message = check(send(message))
+            rows = message[1]
+            mine = rows[rank::world]
+            try:
+                part = [t for _, t in run_prefix(inputs[torch.tensor(mine, dtype=torch.int64)])] if mine else None
+            except Exception as e:
+                part = error_of(e)
+            parts = [None] * world if rank == 0 else None
+            dist.gather_object(part, parts, dst=0)
+            if rank == 0 and failure is None:
+                try:
+                    failed = [p for p in parts if isinstance(p, tuple)]
+                    if failed:
+                        failure = failed[0]
+                    else:
+                        outputs = []
+                        if rows:
+                            order = torch.cat([torch.arange(len(rows))[r::world] for r in range(world)
+                                               if len(rows[r::world])])
+                            given = [p for p in parts if p is not None]
+                            for j in range(len(given[0])):
+                                stacked = torch.cat([p[j] for p in given])
+                                out = torch.empty_like(stacked)
+                                out[order] = stacked
+                                outputs.append(out)
+                        writer.write_chunk(outputs)
+                except Exception as e:
+                    failure = error_of(e)
+        message = None
+        if rank == 0:
+            try:
+                if failure is not None:
+                    message = failure
+                elif writer is None:
+                    message = ("error", "ValueError", "data gave no batches")
+                else:
+                    message = ("done", json.loads(writer.finish()))
+            except Exception as e:
+                message = error_of(e)
+        report = check(send(message))[1]
+        report["ranks"] = world
+        return report
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def _loader(data, batch_size, num_workers):
     """(batches, sample count, description) for a map-style Dataset or a DataLoader."""
     DataLoader = torch.utils.data.DataLoader
@@ -101,9 +194,15 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
 
     Resumes a build that was killed: what was written is kept, only what is missing is
     computed (chunks reach the disk at a flush at least every flush_seconds, so a kill loses at
-    most about that much work; 0 flushes after every chunk), writes nothing when the split is complete with the same samples, and refuses
-    (StaleCacheError) a cache built for another prefix, keyer, codec or record layout, as
-    recycle-build does; rebuild=True deletes it first. Returns recycle-build --json's fields.
+    most about that much work; 0 flushes after every chunk). Writes nothing when the split is
+    complete with the same samples. Refuses (StaleCacheError) a cache built for another prefix,
+    keyer, codec or record layout, as recycle-build does; rebuild=True deletes it first.
+
+    Under an initialised torch.distributed group (world size > 1) every rank must call build
+    with the same data in the same order: rank r runs the prefix on every world-th sample that
+    needs it, and rank 0 writes them all into the one cache. Returns recycle-build --json's
+    fields (samples, unique, computed, skipped, bytes, seconds, samples_per_s, ...), on every
+    rank.
     """
     path = _path(path)
     if not callable(prefix):
@@ -142,30 +241,37 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         prefix_seconds += time.perf_counter() - start
         return out
 
+    def open_writer(inputs, run):
+        """The cache opened for writing, its record layout from the prefix's output for the
+        first sample (one forward)."""
+        probe = run(inputs[:1])
+        layout = [_native.WriterTensor(name, _dtype_name(name, t), list(t.shape[1:]))
+                  for name, t in probe]
+        return _native.CacheWriter(
+            path, split, description, n, class_names, model, fingerprint, "prefix", keyer_spec,
+            codec, "python", list(inputs.shape[1:]), layout, compression, bool(rebuild),
+            float(flush_seconds))
+
+    dist = torch.distributed
+    group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
     writer = None
     try:
-        it = iter(loader)
-        for chunk, batch in enumerate(it):
-            inputs, labels = _split_batch(batch, "data")
-            if inputs.shape[0] != labels.shape[0]:
-                raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+        if group:
+            report = _build_distributed(loader, n, run_prefix, open_writer, rank, world)
+        else:
+            for batch in loader:
+                inputs, labels = _split_batch_checked(batch)
+                if writer is None:
+                    writer = open_writer(inputs, run_prefix)
+                rows = writer.add_chunk(inputs, labels)
+                outputs = []
+                if rows:
+                    outputs = [t for _, t in run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)])]
+                writer.write_chunk(outputs)
             if writer is None:
-                # The record layout from the prefix's output for the first sample (one forward).
-                probe = run_prefix(inputs[:1])
-                layout = [_native.WriterTensor(name, _dtype_name(name, t), list(t.shape[1:]))
-                          for name, t in probe]
-                writer = _native.CacheWriter(
-                    path, split, description, n, class_names, model, fingerprint, "prefix",
-                    keyer_spec, codec, "python", list(inputs.shape[1:]), layout, compression,
-                    bool(rebuild), float(flush_seconds))
-            rows = writer.add_chunk(inputs, labels)
-            outputs = []
-            if rows:
-                outputs = [t for _, t in run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)])]
-            writer.write_chunk(outputs)
-        if writer is None:
-            raise ValueError("data gave no batches")
-        report = json.loads(writer.finish())
+                raise ValueError("data gave no batches")
+            report = json.loads(writer.finish())
     finally:
         if writer is not None:
             writer.close()  # the cache's writer lock, released now whatever happened

@@ -1,0 +1,62 @@
+"""recycle.build and CachedLoader under torch.distributed.run with 2 processes (Gloo)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import recycle
+
+# Each rank builds the cache (rank r computes its share, rank 0 writes), then reads its share of
+# an epoch with CachedLoader (rank and world size from torch.distributed) and reports them.
+SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(333, 3, 4, 4, generator=g)
+    y = torch.randint(0, 4, (333,), generator=g)
+    calls = []
+    def prefix(batch):
+        calls.append(len(batch))
+        return {"a": torch.tanh(batch * 2), "s": batch.sum(dim=(1, 2, 3))}
+    report = recycle.build(sys.argv[1], list(zip(x, y.tolist())), prefix, model_id="dist",
+                           codec="fp32", batch_size=40)
+    loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=32, seed=2)
+    seen = sum(len(labels) for _, labels in loader)
+    print("RESULT " + json.dumps({"rank": dist.get_rank(), "report": report,
+                                   "prefix_rows": sum(calls), "seen": seen,
+                                   "world": loader.world_size}), flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_build_one_cache_and_share_an_epoch(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    cache = tmp_path / "cache"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc_per_node", "2", "--redirects", "1", "--tee", "1", str(script),
+                        str(cache)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
+               if "RESULT " in line]
+    assert sorted(res["rank"] for res in results) == [0, 1]
+    for res in results:
+        assert res["report"]["samples"] == 333 and res["report"]["computed"] == 333
+        assert res["report"]["ranks"] == 2 and res["world"] == 2
+        assert res["seen"] == 167  # ceil(333 / 2)
+    # Each rank ran the prefix on about half the samples (plus rank 0's one-sample probe).
+    rows = {res["rank"]: res["prefix_rows"] for res in results}
+    assert rows[0] + rows[1] == 333 + 1 and abs(rows[0] - rows[1]) <= 10
+    # The same cache as one process makes.
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(333, 3, 4, 4, generator=g)
+    y = torch.randint(0, 4, (333,), generator=g)
+    ds = recycle.CachedDataset(cache)
+    got, labels = ds.read(range(333))
+    assert torch.equal(labels, y)
+    assert torch.equal(got["a"], torch.tanh(x * 2)) and torch.allclose(got["s"], x.sum(dim=(1, 2, 3)))
+    assert recycle.verify(cache)["checked"] == 333
