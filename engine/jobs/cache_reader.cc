@@ -138,12 +138,11 @@ struct CacheLoader::Impl {
         cached(*open.store, open.manifest, options.reader.split, torch::kCPU),
         sampler(check(options, static_cast<int64_t>(open.index.size())), options.shuffle,
                 options.seed, options.rank, options.world_size) {
-    if (o.prefetch > 0) {
-      cached.set_load_threads(1);  // a background loader's, beside the caller's threads
-      ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
-    } else {
-      cached.set_load_threads(at::get_num_threads());
-    }
+    // One loading thread either way. Split across ATen's threads on the calling thread (what
+    // recycle-train does with --prefetch 0), an epoch of fp16 batches took 3 to 8 times as long
+    // inside Debian's Python torch process as on one thread (docs/python.md).
+    cached.set_load_threads(1);
+    if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
   }
 
   static int64_t check(const LoaderOptions& o, int64_t size) {

@@ -70,7 +70,7 @@ struct LoaderOptions {
   int world_size = 1;   // from rank (padded with the first samples to a multiple of world_size)
   bool drop_last = false;  // drop the rank's last batch when it is short
   // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
-  // read on the calling thread, split across ATen's threads.
+  // read on the calling thread when it is asked for.
   int64_t prefetch = 2;
 };
 

@@ -25,8 +25,10 @@ class CachedLoader:
     The engine draws each epoch's order (a permutation seeded by (seed, epoch) when shuffle,
     shared out by rank as DistributedSampler does: every world_size-th sample from rank, padded
     to a multiple of world_size), reads the records with RocksDB's MultiGet and decodes them on
-    a background thread `prefetch` batches ahead (0: on the calling thread, across ATen's
-    threads). activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
+    a background thread `prefetch` batches ahead (0: on the calling thread). RocksDB's block
+    cache holds block_cache_mb of the records: memory stays bounded by it whatever the split's
+    size; a cache that holds the whole split reads faster (no file reads after the first
+    epoch). activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
     [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
     is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
     Use it in the process that created it (not inside DataLoader workers).
