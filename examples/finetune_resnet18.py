@@ -236,7 +236,7 @@ def main():
     # one that holds the split's records.
     acts, labels = cached_train.read(range(len(cached_train)))
     in_memory = torch.utils.data.TensorDataset(acts, labels)
-    whole_mb = int(cached_train.manifest["record_bytes"] * 1.25 / 2 ** 20) + 16
+    whole_mb = int(cached_train.manifest["record_bytes"] * 1.25 / 2 ** 20) + 64
     contenders = [
         ("CachedLoader, 32 MB block cache", lambda: recycle.CachedLoader(
             a.cache, "train", batch_size=per_rank, seed=0, block_cache_mb=32)),
