@@ -16,7 +16,10 @@
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "engine/models/model_setup.h"
+#include "engine/models/weights_io.h"
 #include "engine/precompute/build_stages.h"  // check_free_space
+#include "engine/precompute/prefix_identity.h"
 #include "engine/util/parallel_loop.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
@@ -103,6 +106,12 @@ struct CacheWriter::Impl {
 
   BuildReport report;
 
+  // engine_model / engine_weights: the engine's model, whose prefix the records must match.
+  std::unique_ptr<PreparedModel> engine;
+  bool engine_checked = false;
+  bool new_cache = false;
+  torch::Tensor chunk_inputs;  // add_chunk's inputs, for the check against the engine's prefix
+
   explicit Impl(const WriterOptions& options) : o(options) {
     if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
     if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
@@ -149,6 +158,32 @@ struct CacheWriter::Impl {
     wanted.record_shapes = layout_shapes(layout);
     wanted.class_names = o.class_names;
     wanted.classifier = "none";  // a program's prefix: the head is the program's
+    if (!o.engine_model.empty() || !o.engine_weights.empty()) {
+      if (o.class_names.empty()) {
+        throw InvalidArgument("an engine model needs the class names (its classifier's outputs)");
+      }
+      if (o.engine_split_at.empty()) {
+        throw InvalidArgument("an engine model needs the name of the prefix's last block");
+      }
+      Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
+      d.item_shape = o.input_shape;
+      d.class_names = o.class_names;
+      ModelOptions mo;
+      mo.encoder = o.engine_model;
+      mo.weights = o.engine_weights;
+      try {
+        mo.validate();
+        engine = std::make_unique<PreparedModel>(
+            prepare_model(mo, d, -1.0, o.engine_split_at, torch::kCPU));
+      } catch (const std::invalid_argument& e) {
+        throw InvalidArgument(e.what());
+      }
+      if (engine->split.prefix_blocks == 0) {
+        throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
+      }
+      set_prefix_identity(engine->model, engine->split, &wanted);
+      wanted.classifier = engine->classifier_is_new ? "new" : "pretrained";
+    }
 
     if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();
     StoreOptions so;
@@ -158,6 +193,7 @@ struct CacheWriter::Impl {
     const Status have = store->read_manifest(&stored);
     if (have.is_not_found()) {
       manifest = wanted;
+      new_cache = true;
     } else {
       have.throw_if_error();
       const auto diffs = stored.identity().identity_differences(wanted.identity());
@@ -200,6 +236,8 @@ struct CacheWriter::Impl {
     info.complete = false;
     ActivationStore::Batch first(*store);
     first.put_manifest(manifest);
+    // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
+    if (new_cache && engine) first.put_blob("head", module_to_bytes(*engine->split.head));
     if (static_cast<int64_t>(existing.size()) > o.samples) first.truncate_index(o.split, o.samples);
     store->write(&first).throw_if_error();
     ++writes;
@@ -262,6 +300,7 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const a
     in.has_id = true;
     s.chunk_keys[i] = s.keyer->key(in);
   });
+  s.chunk_inputs = inputs;
   const int64_t* lp = labels.data_ptr<int64_t>();
   s.chunk_labels.assign(lp, lp + n);
   s.chunk_begin = s.next;
@@ -335,6 +374,32 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
       out.push_back(t.to(torch::kCPU, exact_dtype(l.dtype)).contiguous());
     }
   }
+  if (s.engine && !s.engine_checked && m > 0) {
+    // The program's outputs must be the engine's prefix: checked on up to 16 computed rows.
+    const int64_t k = std::min<int64_t>(m, 16);
+    const torch::Tensor rows =
+        torch::tensor(std::vector<int64_t>(s.compute.begin(), s.compute.begin() + k));
+    torch::Tensor want;
+    {
+      torch::NoGradGuard no_grad;
+      s.engine->split.prefix->eval();
+      want = s.engine->split.prefix->forward(s.chunk_inputs.index_select(0, rows).to(torch::kFloat32))
+                 .to(torch::kFloat32);
+    }
+    if (s.layout.size() != 1 || want.sizes() != out[0].narrow(0, 0, k).sizes()) {
+      throw InvalidArgument("the engine model's prefix makes " + shape_string(want.sizes().vec()) +
+                            ", the program's prefix " + layout_string(s.layout) + " per sample");
+    }
+    const double scale = std::max(1.0, want.abs().max().item<double>());
+    const double diff = (out[0].narrow(0, 0, k) - want).abs().max().item<double>();
+    if (!(diff <= 1e-3 * scale)) {
+      throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" +
+                            s.manifest.model + " up to " + s.manifest.split_at + ") by up to " +
+                            std::to_string(diff) + ": not the same model or weights");
+    }
+    s.engine_checked = true;
+  }
+  s.chunk_inputs = torch::Tensor();
   if (s.todo.empty()) return;  // every entry of the chunk is stored already
   if (!s.begun) s.begin();
   std::vector<std::string> records(static_cast<size_t>(m));

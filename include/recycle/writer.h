@@ -63,6 +63,19 @@ struct WriterOptions {
   // flush after every chunk; negative: only when memtables fill and at the end, as
   // recycle-build does).
   double flush_seconds = 10;
+  // Optional: the records are the prefix of a model the engine knows, split after the block
+  // named engine_split_at: an encoder spec (engine_model, e.g. "torchscript:FILE" for a scripted
+  // nn.Sequential, "resnet18:width=4") or a weights file of recycle-train --save-model
+  // (engine_weights), made as recycle-build makes it (ModelOptions, options.h). The identity is
+  // then the engine's (model spec, its prefix's fingerprint, split point: model, fingerprint and
+  // split_at above are not used), a new cache gets the head's initial weights as recycle-build
+  // stores them, and recycle-train --cache trains it. The outputs the program hands over for
+  // the first rows it computes are compared with the engine's prefix on the same inputs; a
+  // difference beyond 1e-3 (relative to the largest value) is refused: another model.
+  // class_names are required (the head's classifier).
+  std::string engine_model;
+  std::string engine_weights;
+  std::string engine_split_at;
 };
 
 class CacheWriter {

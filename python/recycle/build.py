@@ -179,7 +179,7 @@ def _identity(prefix, model_id):
 
 def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=256,
           model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
-          flush_seconds=10.0):
+          flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -198,6 +198,14 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     complete with the same samples. Refuses (StaleCacheError) a cache built for another prefix,
     keyer, codec or record layout, as recycle-build does; rebuild=True deletes it first.
 
+    For recycle-train --cache, name the model as the engine knows it: engine_model (an encoder
+    spec, e.g. "torchscript:FILE" of the whole model scripted as an nn.Sequential) or
+    engine_weights (a recycle-train --save-model file), and engine_split_at (the name of the
+    prefix's last block; docs/torchscript.md says how a scripted model's blocks are named). The
+    cache's identity and the head's initial weights are then the engine's, and the outputs of
+    the first rows computed are checked against the engine's prefix (ValueError when they
+    differ: another model). classes (or data's .classes) are required then.
+
     Under an initialised torch.distributed group (world size > 1) every rank must call build
     with the same data in the same order: rank r runs the prefix on every world-th sample that
     needs it, and rank 0 writes them all into the one cache. Returns recycle-build --json's
@@ -215,6 +223,10 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     if not isinstance(split, str) or not isinstance(codec, str) or not isinstance(keyer, str):
         raise ValueError("split, codec and keyer must be strings")
     keyer_spec = "xxh3" if keyer == "tensor" else keyer
+    for name, value in (("engine_model", engine_model), ("engine_weights", engine_weights),
+                        ("engine_split_at", engine_split_at)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
     model, fingerprint = _identity(prefix, model_id)
     loader, n, description = _loader(data, batch_size, num_workers)
     if n < 1:
@@ -250,7 +262,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         return _native.CacheWriter(
             path, split, description, n, class_names, model, fingerprint, "prefix", keyer_spec,
             codec, "python", list(inputs.shape[1:]), layout, compression, bool(rebuild),
-            float(flush_seconds))
+            float(flush_seconds), engine_model or "", engine_weights or "", engine_split_at or "")
 
     dist = torch.distributed
     group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -153,7 +153,9 @@ PYBIND11_MODULE(_native, m) {
                        const std::string& codec, const std::string& preprocess,
                        const std::vector<int64_t>& input_shape,
                        const std::vector<recycle::WriterTensor>& layout,
-                       const std::string& compression, bool rebuild, double flush_seconds) {
+                       const std::string& compression, bool rebuild, double flush_seconds,
+                       const std::string& engine_model, const std::string& engine_weights,
+                       const std::string& engine_split_at) {
              recycle::WriterOptions o;
              o.cache_dir = dir;
              o.split = split;
@@ -171,6 +173,9 @@ PYBIND11_MODULE(_native, m) {
              o.compression = compression;
              o.rebuild = rebuild;
              o.flush_seconds = flush_seconds;
+             o.engine_model = engine_model;
+             o.engine_weights = engine_weights;
+             o.engine_split_at = engine_split_at;
              py::gil_scoped_release release;
              auto h = std::make_unique<WriterHolder>();
              h->w = std::make_unique<recycle::CacheWriter>(o);
@@ -179,7 +184,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("path"), py::arg("split"), py::arg("data"), py::arg("samples"),
            py::arg("class_names"), py::arg("model"), py::arg("fingerprint"), py::arg("split_at"),
            py::arg("keyer"), py::arg("codec"), py::arg("preprocess"), py::arg("input_shape"),
-           py::arg("layout"), py::arg("compression"), py::arg("rebuild"), py::arg("flush_seconds"))
+           py::arg("layout"), py::arg("compression"), py::arg("rebuild"), py::arg("flush_seconds"),
+           py::arg("engine_model"), py::arg("engine_weights"), py::arg("engine_split_at"))
       .def(
           "add_chunk",
           [](WriterHolder& h, const at::Tensor& inputs, const at::Tensor& labels) {

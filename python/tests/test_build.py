@@ -174,3 +174,41 @@ def test_the_tools_verify_a_python_cache(tmp_path):
     r = run_tool("recycle-inspect", "--cache", tmp_path / "c", "--verify", "--json")
     report = json.loads(r.stdout.splitlines()[-1])
     assert report["checked"] == 300 and report["corrupt"] == 0 and report["problems"] == []
+
+
+def scripted_model(tmp_path, seed=0):
+    """A small nn.Sequential, scripted and saved: the engine's torchscript:FILE model. Its
+    blocks (docs/torchscript.md: a child with parameters starts one): "0" (conv), "1" (batch
+    norm, relu), "3" (conv, relu, pool, flatten); its classifier "7". model[:3] ends at "1"."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(8, 5))
+    model.eval()
+    path = tmp_path / f"model{seed}.pt"
+    torch.jit.script(model).save(str(path))
+    return model, path
+
+
+def test_recycle_train_trains_a_python_cache_of_an_engine_model(tmp_path):
+    model, path = scripted_model(tmp_path)
+    data = make_data(n=400)
+    classes = [f"c{i}" for i in range(5)]
+    for split in ("train", "test"):
+        r = recycle.build(tmp_path / "c", data, model[:3], split=split, classes=classes,
+                          engine_model=f"torchscript:{path}", engine_split_at="1", batch_size=64)
+        assert r["samples"] == 400
+    info = recycle.inspect(tmp_path / "c")
+    assert info["model"].startswith("torchscript:") and info["split_at"] == "1"
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--epochs", "2", "--batch", "32", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["epochs"] == 2 and 0 <= report["test_acc"] <= 1
+    # Another prefix under the engine model's name is refused.
+    other, _ = scripted_model(tmp_path, seed=1)
+    with pytest.raises(ValueError, match="differ from the engine model"):
+        recycle.build(tmp_path / "d", data, other[:3], classes=classes,
+                      engine_model=f"torchscript:{path}", engine_split_at="1")
+    with pytest.raises(ValueError, match="class names"):
+        recycle.build(tmp_path / "e", data, model[:3], engine_model=f"torchscript:{path}",
+                      engine_split_at="1")
