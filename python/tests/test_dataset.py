@@ -124,3 +124,32 @@ def test_corrupt_records_raise_corrupt_record_error(cli_fp32, tmp_path):
         ds = recycle.CachedDataset(copy)
         for i in range(len(ds)):
             ds[i]
+
+
+def test_a_cache_of_the_tool_holds_what_the_same_prefix_computes_in_python(tmp_path):
+    """recycle-build with a scripted model (torchscript:FILE) caches its prefix; the same prefix
+    run in Python on the same preprocessed images gives the tensors CachedDataset reads, within
+    the fp16 codec's rounding and the build's batch-norm folding (within 1e-4)."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    with torch.no_grad():  # batch-norm statistics that are not the identity
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+    model.eval()
+    torch.jit.script(model).save(str(tmp_path / "m.pt"))
+    run_tool("recycle-build", "--data", "fashion-mnist", "--split", "train", "--limit", "150",
+             "--model", f"torchscript:{tmp_path / 'm.pt'}", "--split-at", "1", "--codec", "fp16",
+             "--cache", tmp_path / "c")
+    ds = recycle.CachedDataset(tmp_path / "c")
+    got, labels = ds.read(range(150))
+    with gzip.open(FASHION / "train-images-idx3-ubyte.gz", "rb") as f:
+        pixels = torch.frombuffer(bytearray(f.read()[16:16 + 150 * 784]), dtype=torch.uint8)
+    images = ((pixels.float() / 255 - 0.2860) / 0.3530).reshape(150, 1, 28, 28)
+    with torch.no_grad():
+        want = model[:3](images)
+    assert got.shape == want.shape == (150, 4, 28, 28)
+    assert labels.tolist() == idx_labels("train", 150)
+    assert torch.all((got - want).abs() <= want.abs() * 2.0 ** -11 + 1e-4)
