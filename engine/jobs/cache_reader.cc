@@ -139,8 +139,8 @@ struct CacheLoader::Impl {
         sampler(check(options, static_cast<int64_t>(open.index.size())), options.shuffle,
                 options.seed, options.rank, options.world_size) {
     // One loading thread either way. Split across ATen's threads on the calling thread (what
-    // recycle-train does with --prefetch 0), an epoch of fp16 batches took 3 to 8 times as long
-    // inside Debian's Python torch process as on one thread (docs/python.md).
+    // recycle-train does with --prefetch 0), an epoch took 2.7 to 4.8 times as long inside
+    // Debian's Python torch process as on one thread (docs/python.md, "Measured").
     cached.set_load_threads(1);
     if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
   }

@@ -246,6 +246,10 @@ struct CacheWriter::Impl {
 
   void grow_classes(int64_t label) {
     if (label < 0) throw InvalidArgument("label " + std::to_string(label) + " is negative");
+    if (!o.class_names.empty() && label >= static_cast<int64_t>(o.class_names.size())) {
+      throw InvalidArgument("label " + std::to_string(label) + " is outside the " +
+                            std::to_string(o.class_names.size()) + " classes named");
+    }
     while (static_cast<int64_t>(manifest.class_names.size()) <= label) {
       manifest.class_names.push_back(std::to_string(manifest.class_names.size()));
       classes_changed = true;

@@ -45,7 +45,9 @@ struct WriterOptions {
   // rewrites the split's index even when every key matches.
   std::string data;
   int64_t samples = 0;                   // samples the split will hold, >= 1
-  std::vector<std::string> class_names;  // label -> name; grown to "K" names for a label K
+  // label -> name. When given, a label outside them is refused; else the names grow with the
+  // labels ("0".."K").
+  std::vector<std::string> class_names;
   // The identity (cache/cache_identity.h): every field must match a stored cache's.
   std::string model;        // what computes the records, e.g. "python:MyPrefix"
   std::string fingerprint;  // of the prefix's weights (tensors_fingerprint)

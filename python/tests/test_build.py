@@ -212,3 +212,11 @@ def test_recycle_train_trains_a_python_cache_of_an_engine_model(tmp_path):
     with pytest.raises(ValueError, match="class names"):
         recycle.build(tmp_path / "e", data, model[:3], engine_model=f"torchscript:{path}",
                       engine_split_at="1")
+
+
+def test_labels_outside_the_named_classes_are_refused(tmp_path):
+    data = make_data(n=40)  # labels 0..4
+    with pytest.raises(ValueError, match="outside the 3 classes"):
+        recycle.build(tmp_path / "c", data, prefix(), classes=["a", "b", "c"])
+    r = recycle.build(tmp_path / "d", data, prefix())
+    assert recycle.inspect(tmp_path / "d")["classes"] == ["0", "1", "2", "3", "4"]
