@@ -85,6 +85,38 @@ def test_a_killed_build_resumes_to_the_same_cache(tmp_path):
         assert finish(cache)["computed"] == 0
 
 
+def test_readers_beside_a_running_build_see_whole_chunks(tmp_path):
+    reference = tmp_path / "reference"
+    finish(reference)
+    want_x, want_y = read_all(reference)
+    cache = tmp_path / "cache"
+    p = child(cache, "slow")
+    try:
+        assert p.stdout.readline().strip() == "started"
+        seen = []
+        while p.poll() is None and len(seen) < 20:
+            try:
+                done = recycle.CachedDataset(cache)
+                # Opened without allow_partial: only once the build marked the split complete
+                # (the child may still be exiting).
+                assert done.complete and len(done) == 1200
+                break
+            except RuntimeError as e:
+                assert "incomplete" in str(e), str(e)
+            ds = recycle.CachedDataset(cache, allow_partial=True)
+            x, y = ds.read(range(len(ds)))
+            assert len(ds) % 50 == 0  # whole chunks only
+            assert torch.equal(x, want_x[:len(ds)]) and torch.equal(y, want_y[:len(ds)])
+            seen.append(len(ds))
+            time.sleep(0.05)
+        assert seen == sorted(seen) and len(set(seen)) > 1, seen  # the reader saw the build advance
+    finally:
+        out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    got_x, got_y = read_all(cache)
+    assert torch.equal(got_x, want_x) and torch.equal(got_y, want_y)
+
+
 def rss_mb():
     with open("/proc/self/status") as f:
         for line in f:
