@@ -153,3 +153,33 @@ def test_a_cache_of_the_tool_holds_what_the_same_prefix_computes_in_python(tmp_p
     assert got.shape == want.shape == (150, 4, 28, 28)
     assert labels.tolist() == idx_labels("train", 150)
     assert torch.all((got - want).abs() <= want.abs() * 2.0 ** -11 + 1e-4)
+
+
+def test_a_text_cache_of_the_tool_reads_as_named_tensors(tmp_path):
+    """A text cache (variable-length records: hidden states and a length) reads as a dict per
+    sample, and as batches padded with zeros to their longest."""
+    import random
+    rng = random.Random(1)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    lines = [f"{i % 2}\t" + " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+             for i in range(40)]
+    (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
+    run_tool("recycle-build", "--data", f"tsv:{tmp_path / 'train.tsv'}", "--split", "train",
+             "--model", "transformer", "--recycle", "0.5", "--cache", tmp_path / "c")
+    ds = recycle.CachedDataset(tmp_path / "c")
+    assert ds.tensor_names == ["hidden", "length"]
+    lengths = []
+    for i in range(len(ds)):
+        x, y = ds[i]
+        assert x["hidden"].dim() == 2 and x["hidden"].shape[0] == int(x["length"]) > 0
+        assert y == i % 2
+        lengths.append(int(x["length"]))
+    assert len(set(lengths)) > 1
+    loader = recycle.CachedLoader(tmp_path / "c", "train", batch_size=8, shuffle=False)
+    for b, (batch, labels) in enumerate(loader):
+        assert batch["hidden"].shape[1] == max(lengths[8 * b:8 * b + 8])
+        for i in range(len(labels)):
+            x, _ = ds[8 * b + i]
+            n = int(x["length"])
+            assert torch.equal(batch["hidden"][i, :n], x["hidden"])
+            assert torch.all(batch["hidden"][i, n:] == 0)
