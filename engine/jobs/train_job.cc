@@ -361,7 +361,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
 
 TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
-  const Dataset data = load_dataset(o.data);
+  const DatasetOptions data_options = with_encoder_input(o.data, o.model);
+  const Dataset data = load_dataset(data_options);
   ModelOptions mo = o.model;
   mo.seed = o.hyper.seed;
   PreparedModel pm = prepare_model(mo, data, o.recycle, o.split_at, device);
@@ -385,7 +386,7 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
   fit_head(pm.split.head, *train, o, dist, &report);
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
-    DatasetOptions eo = o.data;
+    DatasetOptions eo = data_options;
     eo.split = eval_split;
     eo.limit = 0;
     Dataset eval_data = load_dataset(eo);

@@ -228,7 +228,7 @@ void SplitBuild::load_inputs() {
   set_thread_count(o.threads);
   model_ = std::make_unique<BuildModel>(o.device);
 
-  data_ = load_dataset(o.data, &streamed_);
+  data_ = load_dataset(with_encoder_input(o.data, o.model), &streamed_);
   const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(data_.is_text) : o.keyer;
   keyer_ = make_keyer(keyer_spec);
   if (data_.is_text) check_model_texts(data_, *keyer_, o.data.spec);

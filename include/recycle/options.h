@@ -113,8 +113,13 @@ struct DatasetOptions {
   int shard_index = 0;
   int shard_count = 1;  // 1 = the whole split
   // imagefolder: how a file becomes the encoder's input (engine/data/image_transform.h);
-  // "" = the default (gray, the files' size, the built-in normalisation).
+  // "" = the default: the encoder's channels and (square) size as encoder_input fixes them,
+  // else gray and the files' size; the built-in normalisation.
   std::string transform;
+  // The encoder's input [C, H, W] as far as its spec fixes it (0: any). No flag sets it: the
+  // jobs fill it from ModelOptions (engine/models/model_setup.h, with_encoder_input) before
+  // they load the data, so that the default transform makes the encoder's input.
+  std::vector<int64_t> encoder_input;
   BadFilePolicy on_bad_file = BadFilePolicy::kFail;  // imagefolder
   std::string text_field = "text";    // jsonl, csv: the field (column) holding the text
   std::string label_field = "label";  // jsonl, csv: the field holding the label
