@@ -10,6 +10,8 @@
 //                  (bench/progressive_bench.h);
 //   --predict      recycle-predict at 0/50/100% cache hits against full-model inference
 //                  (bench/predict_bench.h);
+//   --augment SPEC caches of augmented views on a small-data task against no augmentation and
+//                  online augmentation (bench/augment_bench.h);
 //   --decode       the image folder reader and a build over a folder against torchvision's
 //                  ImageFolder + DataLoader (bench/decode_bench.h).
 // Each benchmark registers its own flags; the flags they share are bench/common_options.h.
@@ -20,6 +22,7 @@
 #include <iostream>
 #include <string>
 
+#include "bench/augment_bench.h"
 #include "bench/common_options.h"
 #include "bench/decode_bench.h"
 #include "bench/dist_bench.h"
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   ProgressiveBenchOptions progressive;
   PredictBenchOptions predict;
   DecodeBenchOptions decode;
+  AugmentBenchOptions augment;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   add_progressive_flags(&app, &progressive);
   add_predict_flags(&app, &predict);
   add_decode_flags(&app, &decode);
+  add_augment_flags(&app, &augment);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -108,6 +113,18 @@ int main(int argc, char** argv) {
     return usage_error("--decode is its own bench (no --targets, --nproc, --peer, --progressive, "
                        "--predict or --task text)");
   }
+  if (augment.selected && (targets.selected || data_parallel || ratio.peer || common.text() ||
+                           progressive.selected || predict.selected || decode.selected)) {
+    return usage_error("--augment is its own bench on the image task (no --targets, --nproc, "
+                       "--peer, --progressive, --predict, --decode or --task text)");
+  }
+  if (augment.selected) {
+    try {
+      check_augment_spec(augment.spec);
+    } catch (const std::exception& e) {
+      return usage_error(e.what());
+    }
+  }
   if (targets.selected && data_parallel)
     return usage_error("--targets and --nproc are two different benches");
   if (common.tools_dir.empty())
@@ -126,6 +143,10 @@ int main(int argc, char** argv) {
       progressive.common = common;
       apply_progressive_defaults(app, &progressive);
       run_progressive_bench(progressive);
+    } else if (augment.selected) {
+      augment.common = common;
+      apply_augment_defaults(app, &augment);
+      run_augment_bench(augment);
     } else if (decode.selected) {
       decode.common = common;
       apply_decode_defaults(app, &decode);

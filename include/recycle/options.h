@@ -221,8 +221,15 @@ struct BuildOptions {
   // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
   // them out as one record file for rank 0 to ingest (so memory stays bounded).
   int64_t stage_file_bytes = int64_t{64} << 20;
+  // Augmented views (docs/augmentation.md): with views K >= 1 and an augmentation spec
+  // (engine/data/augment.h: "hflip,crop=4", ...), the split stores K augmented views of every
+  // distinct sample instead of the sample as it is; training reads one view per sample per
+  // epoch. Images of uint8 pixels only. views 0 and "" (the default): no views.
+  std::string augment;
+  int64_t views = 0;
 
-  // The model options, a batch of at least 1, a cache directory. Throws std::invalid_argument
+  // The model options, a batch of at least 1, a cache directory, views with an augmentation
+  // (and neither without the other). Throws std::invalid_argument
   // with one line naming the flag. run_build's first stage (load_inputs) calls it.
   void validate() const;
 };
@@ -250,6 +257,10 @@ struct TrainOptions {
   double recycle = -1.0;
   std::string split_at;
   bool no_cache = false;
+  // Raw-data modes: online augmentation (engine/data/augment.h spec), a fresh random view of
+  // every sample in every epoch, drawn from the seed, the epoch and the sample's position
+  // (what a training loop without a cache of views does). "" = none.
+  std::string augment;
   // Progressive recycling (docs/progressive.md): a freeze schedule (linear:START:LEVEL,
   // auto[:THRESHOLD]; "" = none), the directory its cache levels go to, and the codec of a
   // first level built from raw data (a level derived from a cache keeps that cache's codec).
