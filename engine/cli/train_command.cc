@@ -138,7 +138,9 @@ int train_main(int argc, char** argv) {
                 << r.epoch_seconds[e] << " s" << std::endl;
     }
     std::cout << r.mode << " training (recycle " << r.recycle << "): " << r.train_samples
-              << " samples/epoch, " << r.train_samples_per_s << " samples/s";
+              << " samples/epoch"
+              << (r.views > 0 ? " (one of " + std::to_string(r.views) + " views each)" : "")
+              << ", " << r.train_samples_per_s << " samples/s";
     if (r.test_acc >= 0) std::cout << ", test accuracy " << r.test_acc << " on " << r.test_samples;
     std::cout << std::endl;
     if (json) std::cout << r.to_json() << std::endl;
