@@ -9,7 +9,11 @@
 //   --progressive  progressive recycling beside full fine-tuning and a fixed recycle point
 //                  (bench/progressive_bench.h);
 //   --predict      recycle-predict at 0/50/100% cache hits against full-model inference
-//                  (bench/predict_bench.h).
+//                  (bench/predict_bench.h);
+//   --augment SPEC caches of augmented views on a small-data task against no augmentation and
+//                  online augmentation (bench/augment_bench.h);
+//   --decode       the image folder reader and a build over a folder against torchvision's
+//                  ImageFolder + DataLoader (bench/decode_bench.h).
 // Each benchmark registers its own flags; the flags they share are bench/common_options.h.
 // Bad usage exits 2 with one line, a failed run exits 1 with one line.
 #include <CLI/CLI.hpp>
@@ -18,7 +22,9 @@
 #include <iostream>
 #include <string>
 
+#include "bench/augment_bench.h"
 #include "bench/common_options.h"
+#include "bench/decode_bench.h"
 #include "bench/dist_bench.h"
 #include "bench/predict_bench.h"
 #include "bench/progressive_bench.h"
@@ -52,12 +58,16 @@ int main(int argc, char** argv) {
   TargetBenchOptions targets;
   ProgressiveBenchOptions progressive;
   PredictBenchOptions predict;
+  DecodeBenchOptions decode;
+  AugmentBenchOptions augment;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
   add_target_flags(&app, &targets);
   add_progressive_flags(&app, &progressive);
   add_predict_flags(&app, &predict);
+  add_decode_flags(&app, &decode);
+  add_augment_flags(&app, &augment);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -98,6 +108,23 @@ int main(int argc, char** argv) {
     if (const std::string e = check_ratios(predict.ratios, common.task); !e.empty())
       return usage_error(e);
   }
+  if (decode.selected && (targets.selected || data_parallel || ratio.peer || common.text() ||
+                          progressive.selected || predict.selected)) {
+    return usage_error("--decode is its own bench (no --targets, --nproc, --peer, --progressive, "
+                       "--predict or --task text)");
+  }
+  if (augment.selected && (targets.selected || data_parallel || ratio.peer || common.text() ||
+                           progressive.selected || predict.selected || decode.selected)) {
+    return usage_error("--augment is its own bench on the image task (no --targets, --nproc, "
+                       "--peer, --progressive, --predict, --decode or --task text)");
+  }
+  if (augment.selected) {
+    try {
+      check_augment_spec(augment.spec);
+    } catch (const std::exception& e) {
+      return usage_error(e.what());
+    }
+  }
   if (targets.selected && data_parallel)
     return usage_error("--targets and --nproc are two different benches");
   if (common.tools_dir.empty())
@@ -116,6 +143,14 @@ int main(int argc, char** argv) {
       progressive.common = common;
       apply_progressive_defaults(app, &progressive);
       run_progressive_bench(progressive);
+    } else if (augment.selected) {
+      augment.common = common;
+      apply_augment_defaults(app, &augment);
+      run_augment_bench(augment);
+    } else if (decode.selected) {
+      decode.common = common;
+      apply_decode_defaults(app, &decode);
+      run_decode_bench(decode);
     } else if (predict.selected) {
       predict.common = common;
       apply_predict_defaults(app, &predict);

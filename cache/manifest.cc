@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/json_fields.h"
+#include "keyers/view_key.h"
 
 namespace recycle {
 
@@ -27,6 +28,10 @@ json Manifest::splits_to_json() const {
                {"samples", info.samples},
                {"unique", info.unique},
                {"complete", info.complete}};
+    if (info.views > 0) {
+      s[name]["augment"] = info.augment;
+      s[name]["views"] = info.views;
+    }
   }
   return s;
 }
@@ -47,6 +52,15 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
       info.samples = json_int(s, "samples");
       info.unique = json_int(s, "unique");
       info.complete = s.at("complete").get<bool>();
+      if (s.contains("views")) {
+        info.views = json_int(s, "views");
+        info.augment = s.at("augment").get<std::string>();
+        if (info.views < 1 || info.augment.empty()) {
+          return Status::corruption("manifest: split " + name + " has views " +
+                                    std::to_string(info.views) + " of augmentation '" +
+                                    info.augment + "'");
+        }
+      }
       m.splits[name] = info;
     }
     *out = std::move(m);
@@ -54,6 +68,14 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
   } catch (const json::exception& e) {
     return Status::corruption(std::string("manifest is not valid: ") + e.what());
   }
+}
+
+std::vector<Key> SplitInfo::record_keys(const Key& key) const {
+  if (views == 0) return {key};
+  std::vector<Key> out;
+  out.reserve(static_cast<size_t>(views));
+  for (int64_t v = 0; v < views; ++v) out.push_back(view_key(key, augment, v));
+  return out;
 }
 
 std::string mismatch_message(const std::string& dir, const std::vector<std::string>& differences,

@@ -11,6 +11,7 @@
 #include "cache/cache_identity.h"
 #include "cache/record_layout.h"
 #include "cache/status.h"
+#include "keyers/key.h"
 
 namespace recycle {
 
@@ -19,6 +20,16 @@ struct SplitInfo {
   int64_t samples = 0;    // entries in the samples index
   int64_t unique = 0;     // distinct keys among them
   bool complete = false;  // false while a build is writing it (or was killed doing so)
+  // Augmented views (docs/augmentation.md): a split built with --augment SPEC --views K stores
+  // K records per distinct sample, under view_key(key, augment, 0..K-1) (keyers/view_key.h),
+  // and none under the key itself. views 0: one record per sample, under its key. Both belong
+  // to the split's identity: a rebuild with others is refused.
+  std::string augment;  // canonical spec (engine/data/augment.h); "" with views 0
+  int64_t views = 0;
+
+  // The keys of the records a sample with content key `key` reads: {key} without views, else
+  // its K view keys.
+  std::vector<Key> record_keys(const Key& key) const;
 };
 
 // A cache's identity (the CacheIdentity base: every field of it must match for a cache to be
@@ -41,8 +52,9 @@ struct Manifest : CacheIdentity {
   }
 
   std::string to_json_string(int indent = 2) const;
-  // {"NAME": {"data", "samples", "unique", "complete"}, ...}: the splits as both the manifest
-  // and recycle-inspect's --json write them.
+  // {"NAME": {"data", "samples", "unique", "complete"[, "augment", "views"]}, ...}: the splits
+  // as both the manifest and recycle-inspect's --json write them (augment and views only for a
+  // split with views, so a plain split's JSON is as before).
   nlohmann::json splits_to_json() const;
   static Status from_json_string(const std::string& text, Manifest* out);
 

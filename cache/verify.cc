@@ -73,7 +73,9 @@ std::string InspectReport::to_text() const {
       << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
   for (const auto& [name, s] : manifest.splits) {
     out << "split      " << name << ": " << s.samples << " samples, " << s.unique << " unique, "
-        << (s.complete ? "complete" : "INCOMPLETE") << " (" << s.data << ")\n";
+        << (s.complete ? "complete" : "INCOMPLETE") << " (" << s.data << ")";
+    if (s.views > 0) out << ", " << s.views << " views of " << s.augment;
+    out << "\n";
   }
   if (verified) {
     out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
@@ -94,7 +96,9 @@ std::unordered_set<Key, KeyHash> referenced_keys(const ActivationStore& store, c
     std::vector<IndexEntry> entries;
     const Status st = store.read_split_index(name, info, &entries);
     if (!st.ok()) problems->push_back("split " + name + ": " + st.to_string());
-    for (const IndexEntry& e : entries) keys.insert(e.key);
+    for (const IndexEntry& e : entries) {
+      for (const Key& k : info.record_keys(e.key)) keys.insert(k);
+    }
   }
   return keys;
 }
@@ -167,7 +171,7 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     if (!store->read_index(name, &entries).ok()) continue;  // reported above
     int64_t missing = 0;
     for (const IndexEntry& e : entries) {
-      if (!keys.count(e.key)) ++missing;
+      for (const Key& k : info.record_keys(e.key)) missing += keys.count(k) ? 0 : 1;
       if (e.label < 0 || e.label >= static_cast<int64_t>(m.class_names.size())) {
         report.problems.push_back("split " + name + ": label " + std::to_string(e.label) +
                                   " out of range");
@@ -176,7 +180,8 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     }
     if (missing) {
       report.problems.push_back("split " + name + ": " + std::to_string(missing) +
-                                " index entries point to no record");
+                                (info.views > 0 ? " views of its index entries have no record"
+                                                : " index entries point to no record"));
     }
   }
   return report;

@@ -145,6 +145,22 @@ if [ ! -d "$work/saves/enc.pt" ] || [ "$(ls -A "$work/saves" | wc -l)" -ne 1 ]; 
   echo "FAIL: a failed --save-model left a temporary file or replaced the directory" >&2; failures=$((failures + 1))
 fi
 
+# Augmented views: bad specs and counts refused before any work; a split of views rebuilt with
+# another count, or without views, refused as stale (the views cache still verifies).
+views="$work/views-cache"
+"$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment hflip,crop=2 --views 2 --cache "$views" >/dev/null 2>&1 \
+  || { echo "hostile_inputs: could not build the views cache" >&2; exit 1; }
+case_ "--augment blur=3 (no such op)" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment blur=3 --views 2 --cache "$views"
+case_ "--augment crop=0" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment crop=0 --views 2 --cache "$views"
+case_ "--augment without --views" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment hflip --cache "$views"
+case_ "--views 0" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment hflip --views 0 --cache "$views"
+case_ "--views 3 on a split built with 2" 1 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment hflip,crop=2 --views 3 --cache "$views"
+case_ "a split of views rebuilt without --augment" 1 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --cache "$views"
+printf '0\tsome text\n1\tmore text\n' >"$work/aug.tsv"
+case_ "--augment on text data" 2 "" "$bin/recycle-build" --data "tsv:$work/aug.tsv" --recycle 0.5 --augment hflip --views 2 --cache "$work/aug-text"
+case_ "recycle-train --cache with --augment (views are built)" 2 "$views" "$bin/recycle-train" --cache "$views" --split test --augment hflip
+case_ "recycle-train --preload on a split of views" 2 "$views" "$bin/recycle-train" --cache "$views" --split test --eval-split none --preload
+
 # A byte overwritten in an int8 cache's records file: --verify fails with one line.
 "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec int8 --cache "$work/flipped" >/dev/null 2>&1
 sst=$(ls -S "$work/flipped"/*.sst | head -n 1); size=$(stat -c %s "$sst")

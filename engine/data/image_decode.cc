@@ -68,14 +68,22 @@ DecodedImage decode_png(const std::string& bytes, const std::string& path) {
   return img;
 }
 
-DecodedImage decode_jpeg(const std::string& bytes, const std::string& path) {
-  std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
+// One TurboJPEG decompressor per thread, made on the thread's first JPEG and kept until the
+// thread ends (a handle is not thread safe; making one per file cost an allocation of the
+// decoder's state per image).
+tjhandle thread_decompressor(const std::string& path) {
+  thread_local std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
   if (!tj) fail(path, "cannot start the JPEG decoder");
+  return tj.get();
+}
+
+DecodedImage decode_jpeg(const std::string& bytes, const std::string& path) {
+  tjhandle tj = thread_decompressor(path);
   auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj.get(), data, static_cast<unsigned long>(bytes.size()), &w, &h,
+  if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(bytes.size()), &w, &h,
                           &subsamp, &colorspace) != 0) {
-    fail(path, std::string("not a valid JPEG (") + tjGetErrorStr2(tj.get()) + ")");
+    fail(path, std::string("not a valid JPEG (") + tjGetErrorStr2(tj) + ")");
   }
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     fail(path, "is a CMYK JPEG, which is not supported (convert it to RGB or grayscale)");
@@ -90,9 +98,9 @@ DecodedImage decode_jpeg(const std::string& bytes, const std::string& path) {
   img.channels = colorspace == TJCS_GRAY ? 1 : 3;
   img.pixels.resize(static_cast<size_t>(h) * w * img.channels);
   // Warnings (a truncated file, corrupt data) count as errors, as PIL refuses truncated files.
-  if (tjDecompress2(tj.get(), data, static_cast<unsigned long>(bytes.size()), img.pixels.data(), w,
+  if (tjDecompress2(tj, data, static_cast<unsigned long>(bytes.size()), img.pixels.data(), w,
                     0, h, img.channels == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0) {
-    fail(path, std::string("not a valid JPEG (") + tjGetErrorStr2(tj.get()) + ")");
+    fail(path, std::string("not a valid JPEG (") + tjGetErrorStr2(tj) + ")");
   }
   return img;
 }

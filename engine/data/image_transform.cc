@@ -96,7 +96,7 @@ Taps make_taps(int64_t in, int64_t out) {
     double total = 0;
     double* w = &t.weights[x * t.max_count];
     for (int64_t j = 0; j < n; ++j) {
-      const double d = std::abs((j + lo - center + 0.5) / filterscale);
+      const double d = std::abs((j + lo - center + 0.5) * (1.0 / filterscale));  // as PIL
       w[j] = d < 1.0 ? 1.0 - d : 0.0;
       total += w[j];
     }
@@ -109,15 +109,13 @@ Taps make_taps(int64_t in, int64_t out) {
   return t;
 }
 
-uint8_t to_byte(double v) {
-  const double r = std::floor(v + 0.5);
-  return static_cast<uint8_t>(r < 0 ? 0 : r > 255 ? 255 : r);
-}
 
 }  // namespace
 
-ImageTransform ImageTransform::parse(const std::string& spec) {
+ImageTransform ImageTransform::parse(const std::string& spec,
+                                     const std::vector<int64_t>& encoder_input) {
   ImageTransform t;
+  auto input = [&](size_t i) { return i < encoder_input.size() ? encoder_input[i] : 0; };
   bool seen_channels = false, seen_resize = false, seen_crop = false, seen_norm = false;
   auto once = [](bool* seen, const std::string& op) {
     if (*seen) throw std::invalid_argument("--transform names " + op + " twice");
@@ -157,6 +155,14 @@ ImageTransform ImageTransform::parse(const std::string& spec) {
     pos = end + 1;
     if (pos == spec.size()) throw std::invalid_argument("--transform '" + spec + "' ends in ','");
   }
+  if (!seen_channels && (input(0) == 1 || input(0) == 3)) t.channels = input(0);
+  if (!seen_resize && !seen_crop && input(1) > 0 && input(1) == input(2)) {
+    if (input(1) > kMaxSide) {
+      throw std::invalid_argument("the encoder's input of " + std::to_string(input(1)) +
+                                  " pixels a side is larger than --transform allows");
+    }
+    t.resize = t.crop = input(1);
+  }
   if (!t.mean.empty()) {
     const size_t c = static_cast<size_t>(t.channels);
     for (const std::vector<float>* v : {&t.mean, &t.std}) {
@@ -194,26 +200,53 @@ void ImageTransform::output_size(int64_t h, int64_t w, int64_t* oh, int64_t* ow)
 
 void resize_bilinear_antialias(const uint8_t* in, int64_t c, int64_t h, int64_t w, uint8_t* out,
                                int64_t oh, int64_t ow) {
+  // PIL's 8-bit resampling: coefficients in fixed point of 22 fraction bits, rounded to bytes
+  // after the horizontal pass and again after the vertical one (a pass is skipped when its
+  // size does not change), so the bytes are PIL's.
+  constexpr int kBits = 22;
+  auto fixed = [](const Taps& t) {
+    std::vector<int32_t> k(t.weights.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      const double v = t.weights[i] * (1 << kBits);
+      k[i] = static_cast<int32_t>(v < 0 ? v - 0.5 : v + 0.5);
+    }
+    return k;
+  };
+  auto clip8 = [](int64_t acc) -> uint8_t {
+    const int64_t v = acc >> kBits;
+    return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+  };
   const Taps tx = make_taps(w, ow), ty = make_taps(h, oh);
-  std::vector<double> rows(static_cast<size_t>(h * ow));  // horizontal pass, one channel
+  const std::vector<int32_t> kx = fixed(tx), ky = fixed(ty);
+  std::vector<uint8_t> rows(static_cast<size_t>(h * ow));  // horizontal pass, one channel
   for (int64_t ch = 0; ch < c; ++ch) {
     const uint8_t* src = in + ch * h * w;
-    for (int64_t y = 0; y < h; ++y) {
-      for (int64_t x = 0; x < ow; ++x) {
-        const double* wt = &tx.weights[x * tx.max_count];
-        const uint8_t* p = src + y * w + tx.first[x];
-        double acc = 0;
-        for (int64_t j = 0; j < tx.count[x]; ++j) acc += wt[j] * p[j];
-        rows[y * ow + x] = acc;
+    const uint8_t* mid = src;  // the horizontal pass's output, [h, ow]
+    if (ow != w) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < ow; ++x) {
+          const int32_t* k = &kx[x * tx.max_count];
+          const uint8_t* p = src + y * w + tx.first[x];
+          int64_t acc = int64_t{1} << (kBits - 1);
+          for (int64_t j = 0; j < tx.count[x]; ++j) acc += static_cast<int64_t>(k[j]) * p[j];
+          rows[y * ow + x] = clip8(acc);
+        }
       }
+      mid = rows.data();
     }
     uint8_t* dst = out + ch * oh * ow;
+    if (oh == h) {
+      std::memcpy(dst, mid, static_cast<size_t>(h * ow));
+      continue;
+    }
     for (int64_t y = 0; y < oh; ++y) {
-      const double* wt = &ty.weights[y * ty.max_count];
+      const int32_t* k = &ky[y * ty.max_count];
       for (int64_t x = 0; x < ow; ++x) {
-        double acc = 0;
-        for (int64_t j = 0; j < ty.count[y]; ++j) acc += wt[j] * rows[(ty.first[y] + j) * ow + x];
-        dst[y * ow + x] = to_byte(acc);
+        int64_t acc = int64_t{1} << (kBits - 1);
+        for (int64_t j = 0; j < ty.count[y]; ++j) {
+          acc += static_cast<int64_t>(k[j]) * mid[(ty.first[y] + j) * ow + x];
+        }
+        dst[y * ow + x] = clip8(acc);
       }
     }
   }

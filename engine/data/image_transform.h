@@ -4,11 +4,15 @@
 //
 //   gray | rgb        channels: gray is ITU-R 601 luma, round(0.299 R + 0.587 G + 0.114 B) (as
 //                     PIL's convert("L"), which torchvision's Grayscale uses); rgb repeats gray.
-//                     Default: 1 channel (gray), the encoders' default in_channels.
+//                     Default: the encoder's in_channels when its spec fixes them (a
+//                     weights file's), else 1 channel (gray), the encoders' default.
 //   resize=S          the shorter side to S, the longer to floor(S * long / short) (as
 //                     transforms.Resize(S)); bilinear with antialias: a triangle filter,
 //                     widened by the scale factor when shrinking (as PIL and
-//                     transforms.Resize(antialias=True)). Default: the size as stored.
+//                     transforms.Resize(antialias=True)). Default: the encoder's input size
+//                     when its spec fixes a square one (in_height = in_width = S, as
+//                     TorchScript encoders' do): resize=S,center-crop=S; else the size as
+//                     stored.
 //   center-crop=S     the S x S center (as transforms.CenterCrop(S): top = round((H - S) / 2));
 //                     zero padding where the image is smaller. Default: none.
 //   normalize=M/D     per channel mean and std of pixels/255, ':' between channels, one value
@@ -33,8 +37,12 @@ struct ImageTransform {
   int64_t crop = 0;      // center crop side; 0 none
   std::vector<float> mean, std;  // empty: the built-in normalisation; else 1 or `channels` values
 
-  // Parses a spec; "" is the default. Throws std::invalid_argument with one line naming the op.
-  static ImageTransform parse(const std::string& spec);
+  // Parses a spec; "" is the default. `encoder_input` is the encoder's input [C, H, W] as far
+  // as its spec fixes it (DatasetOptions::encoder_input; empty or 0: any), which gives the
+  // defaults of the channels and the size above. Throws std::invalid_argument with one line
+  // naming the op.
+  static ImageTransform parse(const std::string& spec,
+                              const std::vector<int64_t>& encoder_input = {});
   // The canonical spec: "gray", "rgb,resize=32,center-crop=28,normalize=0.5/0.25".
   std::string spec() const;
   bool has_size() const { return crop > 0; }  // the output size is known without a file
@@ -47,7 +55,8 @@ struct ImageTransform {
 };
 
 // Resizes a planar uint8 image [c, h, w] to [c, oh, ow] with the antialiased bilinear filter
-// described above. Exposed for tests.
+// described above, in PIL's fixed-point arithmetic (its bytes exactly: ImageTransform.
+// ResizeMatchesPil). Exposed for tests and for augment.h's resized-crop.
 void resize_bilinear_antialias(const uint8_t* in, int64_t c, int64_t h, int64_t w, uint8_t* out,
                                int64_t oh, int64_t ow);
 

@@ -1,10 +1,13 @@
 #include "engine/data/sampler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
+
+#include "engine/data/augment.h"
 
 namespace recycle {
 
@@ -29,12 +32,26 @@ std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
     std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(epoch));
     std::shuffle(global.begin(), global.end(), rng);
   }
-  if (world_ == 1) return global;
-  const int64_t per_rank = samples_per_rank();
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(per_rank));
-  for (int64_t i = rank_; i < per_rank * world_; i += world_) mine.push_back(global[i % size_]);
+  if (world_ == 1) {
+    mine = std::move(global);
+  } else {
+    const int64_t per_rank = samples_per_rank();
+    mine.reserve(static_cast<size_t>(per_rank));
+    for (int64_t i = rank_; i < per_rank * world_; i += world_) mine.push_back(global[i % size_]);
+  }
+  if (draws_ > 0) {
+    for (int64_t& i : mine) i += size_ * epoch_view(seed_, i, epoch, draws_);
+  }
   return mine;
+}
+
+void Sampler::set_draws(int64_t draws) {
+  if (draws < 0 || (draws > 0 && size_ > INT64_MAX / draws)) {
+    throw std::invalid_argument("a sampler cannot draw " + std::to_string(draws) + " views of " +
+                                std::to_string(size_) + " samples");
+  }
+  draws_ = draws;
 }
 
 }  // namespace recycle

@@ -20,7 +20,14 @@ class Sampler {
   Sampler(int64_t size, bool shuffle, uint64_t seed, int rank = 0, int world = 1);
 
   // The sample indices (into the split, 0..size-1) this rank visits in `epoch`, in order.
+  // With draws D > 0 (set_draws), index i of a sample at position p is p + size * d, where
+  // d = epoch_view(seed, p, epoch, D) (engine/data/augment.h): which of its D views (or online
+  // augmentation's draws) the sample takes this epoch. D consecutive epochs give a sample each
+  // d once; the draw depends on the sample and the epoch only, not on the rank.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
+  // Views to draw from (0: plain indices, the default). Not thread safe with epoch_order.
+  void set_draws(int64_t draws);
+  int64_t draws() const { return draws_; }
   // Samples per epoch on this rank: ceil(size / world).
   int64_t samples_per_rank() const;
   int64_t size() const { return size_; }
@@ -33,6 +40,7 @@ class Sampler {
   uint64_t seed_;
   int rank_;
   int world_;
+  int64_t draws_ = 0;
 };
 
 }  // namespace recycle

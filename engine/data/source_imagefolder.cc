@@ -137,7 +137,7 @@ class FolderPixels : public PixelSource {
 
 SourceData load(const std::string& path, const DatasetOptions& options, bool /*stream*/) {
   auto files = std::make_shared<FolderFiles>();
-  files->transform = ImageTransform::parse(options.transform);
+  files->transform = ImageTransform::parse(options.transform, options.encoder_input);
   files->on_bad_file = options.on_bad_file;
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "engine/data/augment.h"
 #include "engine/models/model_options.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/train/train_hyper.h"
@@ -183,6 +184,14 @@ void BuildOptions::validate() const {
   if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
   codec_name(codec);  // throws for a value outside the enum
   compression_name(compression);
+  if (views < 0 || views > kMaxViews) {
+    throw InvalidArgument("--views must be in 0-" + std::to_string(kMaxViews));
+  }
+  if (views > 0 && augment.empty()) throw InvalidArgument("--views needs --augment SPEC");
+  if (views == 0 && !augment.empty()) {
+    throw InvalidArgument("--augment needs --views K (the views stored per sample)");
+  }
+  if (!augment.empty()) Augment::parse(augment);  // throws naming the op
 }
 
 }  // namespace recycle

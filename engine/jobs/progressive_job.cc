@@ -101,7 +101,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   report.freeze = rule.spec();
 
   // Alone: the whole split and LEVELS. Rank R of W: its shard and LEVELS/shard-R-of-W.
-  DatasetOptions shard = o.data;
+  DatasetOptions shard = with_encoder_input(o.data, o.model);
   std::string levels_dir = o.levels_dir;
   if (dist) {
     shard.shard_index = dist->rank();

@@ -59,6 +59,7 @@ std::string TrainReport::to_json() const {
                       {"fp32_bytes_per_step", fp32_bytes_per_step},
                       {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  if (views > 0) j["views"] = views;
   if (mode == "cache") {
     j["memory"] = {{"queue_bytes", memory.queue_bytes},
                    {"preload_bytes", memory.preload_bytes},
@@ -168,8 +169,10 @@ namespace {
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
+// `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
-              TrainReport* report, AlternatingBatches* alternating = nullptr) {
+              TrainReport* report, AlternatingBatches* alternating = nullptr,
+              int64_t draws = 0) {
   Trainer trainer(head, o.hyper);
   if (alternating) {
     trainer.add_epoch_start_hook([alternating](Trainer&, int64_t epoch) { alternating->select(epoch); });
@@ -177,8 +180,9 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
     profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
   }
-  const Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist ? dist->rank() : 0,
-                        dist ? dist->world() : 1);
+  Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist ? dist->rank() : 0,
+                  dist ? dist->world() : 1);
+  sampler.set_draws(draws);
   if (!dist) {
     fill_report(report, trainer.fit(train, sampler, o.progress));
     report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
@@ -314,8 +318,17 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
                                 " needs records of one shape; a text cache's vary in length "
                                 "(use --prefetch)");
   }
+  // A split of K augmented views: each epoch reads one view of every sample (K epochs, each
+  // view once).
+  const int64_t views = m.splits.at(o.data.split).views;
+  if (views > 0 && (o.preload || o.alternate_preload)) {
+    throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
+                                " holds one record per sample; split '" + o.data.split +
+                                "' has " + std::to_string(views) + " views of each (use --prefetch)");
+  }
+  report.views = views;
   auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
-    if (!text) return fit_head(split.head, source, o, dist, &report, alternating);
+    if (!text) return fit_head(split.head, source, o, dist, &report, alternating, views);
     TextFeatureBatches features(source);
     fit_head(split.head, features, o, dist, &report);
   };
@@ -361,7 +374,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
 
 TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
-  const Dataset data = load_dataset(o.data);
+  const DatasetOptions data_options = with_encoder_input(o.data, o.model);
+  const Dataset data = load_dataset(data_options);
   ModelOptions mo = o.model;
   mo.seed = o.hyper.seed;
   PreparedModel pm = prepare_model(mo, data, o.recycle, o.split_at, device);
@@ -377,15 +391,22 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
   // Text is tokenized (and cut to the model's max_tokens) a batch at a time.
   auto raw_batches = [&](const Dataset& d) -> std::unique_ptr<BatchSource> {
     if (!d.is_text) return std::make_unique<RawBatches>(d, pm.split.prefix, device);
+    if (!o.augment.empty()) throw std::invalid_argument("--augment applies to images; the data holds text");
     return std::make_unique<RawTextBatches>(d, pm.split.prefix,
                                             transformer_max_tokens(pm.model.spec), device);
   };
-  const std::unique_ptr<BatchSource> train = raw_batches(data);
+  // Online augmentation: every epoch a new random view of every sample (draws = epochs).
+  const std::unique_ptr<BatchSource> train =
+      o.augment.empty() || data.is_text
+          ? raw_batches(data)
+          : std::make_unique<RawBatches>(data, pm.split.prefix, device,
+                                         Augment::parse(o.augment), o.hyper.seed);
   report.train_samples = train->size();
-  fit_head(pm.split.head, *train, o, dist, &report);
+  fit_head(pm.split.head, *train, o, dist, &report, nullptr,
+           o.augment.empty() ? 0 : o.hyper.epochs);
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
   if (eval_split != "none") {
-    DatasetOptions eo = o.data;
+    DatasetOptions eo = data_options;
     eo.split = eval_split;
     eo.limit = 0;
     Dataset eval_data = load_dataset(eo);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "engine/data/augment.h"
 #include "engine/jobs/train_job.h"
 #include "engine/util/atomic_file.h"
 #include "recycle/errors.h"
@@ -52,6 +53,7 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--recycle", exact_text(o.recycle), same},
       {"--split-at", o.split_at, same},
       {"--no-cache", yes_no(o.no_cache), same},
+      {"--augment", o.augment, same},
       {"--freeze", o.freeze, same},
       {"--levels", o.levels_dir, per_rank},
       {"--level-codec", codec_name(o.level_codec), same},
@@ -139,6 +141,15 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     throw InvalidArgument(
         "--limit, --classes and --no-cache do not apply with --cache (the "
         "cache fixes the data; rebuild it to change them)");
+  }
+  if (!o.augment.empty()) {
+    if (from_cache) {
+      throw InvalidArgument(
+          "--augment does not apply with --cache: a cache's views are made by recycle-build "
+          "--augment SPEC --views K, and training reads one per epoch");
+    }
+    if (!o.freeze.empty()) throw InvalidArgument("--augment does not go with --freeze");
+    Augment::parse(o.augment);  // throws naming the op
   }
   if (from_cache && !o.data.spec.empty()) {
     throw InvalidArgument("give either --cache or --data, not both");

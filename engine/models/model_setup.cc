@@ -9,6 +9,13 @@
 
 namespace recycle {
 
+namespace {
+
+// The encoder options that the input's shape (C, H, W) sets.
+constexpr const char* kShapeOptions[] = {"in_channels", "in_height", "in_width"};
+
+}  // namespace
+
 void set_thread_count(int threads) {
   if (threads < 0) throw std::invalid_argument("--threads must be 0 (all cores) or positive");
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -37,10 +44,9 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
     spec.set("max_tokens", options.max_tokens);
   }
   // The input shape's options come from the data (C, H, W of one sample).
-  const char* shape_options[] = {"in_channels", "in_height", "in_width"};
   for (size_t i = 0; i < 3; ++i) {
-    if (spec.has(shape_options[i]) && i < data.item_shape.size()) {
-      spec.set(shape_options[i], data.item_shape[i]);
+    if (spec.has(kShapeOptions[i]) && i < data.item_shape.size()) {
+      spec.set(kShapeOptions[i], data.item_shape[i]);
     }
   }
   spec = resolve_encoder_spec(spec.to_string());  // checks the ranges again
@@ -59,7 +65,7 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
     want.name = spec.name;
     want.file = spec.file;
     want.digest = spec.digest;
-    for (const char* name : shape_options) {
+    for (const char* name : kShapeOptions) {
       if (want.has(name)) want.set(name, spec.get(name));
     }
     if (!(have == want)) {
@@ -85,6 +91,18 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
   }
   pm.split = split_block_model(pm.model, prefix_blocks);
   return pm;
+}
+
+DatasetOptions with_encoder_input(DatasetOptions data, const ModelOptions& options) {
+  if (data.spec.rfind("imagefolder:", 0) != 0) return data;
+  if (options.weights.empty() && options.encoder.empty()) return data;
+  const EncoderSpec spec = EncoderSpec::parse(
+      options.weights.empty() ? options.encoder : read_weights_spec(options.weights));
+  data.encoder_input.assign(3, 0);
+  for (size_t i = 0; i < 3; ++i) {
+    if (spec.has(kShapeOptions[i])) data.encoder_input[i] = spec.get(kShapeOptions[i]);
+  }
+  return data;
 }
 
 }  // namespace recycle

@@ -27,6 +27,14 @@ struct PreparedModel {
 PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
                             const std::string& split_at, const torch::Device& device);
 
+// `data` with encoder_input set (for an image folder; other data is returned as it is) from
+// the encoder `options` name: the weights file's spec (in_channels, and in_height and in_width
+// for encoders that have them) or, without weights, the options an --model spec gives; nothing
+// the data decides is set. The jobs call it before load_dataset, so that the default
+// --transform makes the encoder's input. Throws std::runtime_error for unreadable weights and
+// std::invalid_argument for a bad spec.
+DatasetOptions with_encoder_input(DatasetOptions data, const ModelOptions& options);
+
 // Sets LibTorch's and OpenMP's thread count; 0 keeps every core.
 void set_thread_count(int threads);
 

@@ -28,20 +28,37 @@ void save_block_model(const BlockModel& model, const std::string& path) {
   });
 }
 
-BlockModel load_block_model(const std::string& path) {
+namespace {
+
+// The archive of a weights file, its CRC-32s checked, and its spec and class count.
+void open_weights(const std::string& path, torch::serialize::InputArchive* archive,
+                  c10::IValue* spec_value, c10::IValue* classes_value) {
   verify_zip_checksums(path);
-  torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive->load_from(path);
   } catch (const c10::Error& e) {
     throw std::runtime_error("cannot read model weights " + path +
                              " (not a file saved by --save-model?)");
   }
-  c10::IValue spec_value, names_value, classes_value;
-  if (!archive.try_read("recycle.spec", spec_value) ||
-      !archive.try_read("recycle.classes", classes_value)) {
+  if (!archive->try_read("recycle.spec", *spec_value) ||
+      !archive->try_read("recycle.classes", *classes_value)) {
     throw std::runtime_error(path + " is not a model saved by recycle-train --save-model");
   }
+}
+
+}  // namespace
+
+std::string read_weights_spec(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  c10::IValue spec_value, classes_value;
+  open_weights(path, &archive, &spec_value, &classes_value);
+  return spec_value.toStringRef();
+}
+
+BlockModel load_block_model(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  c10::IValue spec_value, names_value, classes_value;
+  open_weights(path, &archive, &spec_value, &classes_value);
   BlockModel model;
   try {
     model = make_encoder(spec_value.toStringRef(), classes_value.toInt());

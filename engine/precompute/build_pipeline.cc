@@ -20,6 +20,7 @@ std::string BuildReport::to_json() const {
                       {"prefix_seconds", prefix_seconds},
                       {"samples_per_s", samples_per_s},
                       {"ranks", ranks}};
+  if (views > 0) j["views"] = views;
   return j.dump();
 }
 

@@ -24,6 +24,7 @@
 #include "engine/util/progress.h"
 #include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
+#include "keyers/view_key.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -197,17 +198,16 @@ void SplitBuild::write_unlogged(ActivationStore::Batch* batch) {
   ++writes_;
 }
 
-// The samples chunk.compute_pos of a chunk whose pixels a ChunkReader read (those of
-// todo[chunk.begin, chunk.end)), as read_samples gives them.
-Dataset SplitBuild::chunk_samples(const BuildChunk& chunk) const {
+Dataset SplitBuild::chunk_samples(const BuildChunk& chunk,
+                                  const std::vector<int64_t>& positions) const {
   const Dataset& data = data_;
   const int64_t item = data.item_bytes();
   const auto first = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
   const auto last = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.end);
   Dataset out = samples_like(data);
-  out.pixels.resize(chunk.compute_pos.size() * static_cast<size_t>(item));
-  for (size_t i = 0; i < chunk.compute_pos.size(); ++i) {
-    const int64_t pos = chunk.compute_pos[i];
+  out.pixels.resize(positions.size() * static_cast<size_t>(item));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const int64_t pos = positions[i];
     const auto at = std::lower_bound(first, last, pos);
     if (at == last || *at != pos) {
       throw std::logic_error("a chunk computes a sample outside its range");
@@ -228,10 +228,22 @@ void SplitBuild::load_inputs() {
   set_thread_count(o.threads);
   model_ = std::make_unique<BuildModel>(o.device);
 
-  data_ = load_dataset(o.data, &streamed_);
+  data_ = load_dataset(with_encoder_input(o.data, o.model), &streamed_);
   const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(data_.is_text) : o.keyer;
   keyer_ = make_keyer(keyer_spec);
   if (data_.is_text) check_model_texts(data_, *keyer_, o.data.spec);
+  if (o.views > 0) {
+    if (data_.is_text) {
+      throw std::invalid_argument("--augment and --views apply to images; " + o.data.spec +
+                                  " holds text");
+    }
+    if (data_.float_pixels || data_.item_shape.size() != 3) {
+      throw std::invalid_argument("--augment needs images of uint8 pixels; " + o.data.spec +
+                                  " holds float32 inputs, which are taken as they are");
+    }
+    augment_ = Augment::parse(o.augment);
+    views_ = o.views;
+  }
 
   model_->prepared.emplace(prepare_model(o.model, data_, o.recycle, o.split_at, model_->device));
   PreparedModel& pm = *model_->prepared;
@@ -308,6 +320,19 @@ void SplitBuild::reconcile_manifest() {
                              " (use --rebuild to start over)");
   }
   if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
+  const auto split = stored.splits.find(options_.data.split);
+  if (split != stored.splits.end() &&
+      (split->second.views != views_ || split->second.augment != augment_.spec())) {
+    auto views = [](int64_t k, const std::string& spec) {
+      return k == 0 ? std::string("no views") : std::to_string(k) + " views of '" + spec + "'";
+    };
+    throw StaleCacheError(mismatch_message(
+        dir,
+        {"split " + options_.data.split + ": the cache has " +
+         views(split->second.views, split->second.augment) + ", this run asks for " +
+         views(views_, augment_.spec())},
+        "use another --cache, or --rebuild to start over"));
+  }
   manifest_ = stored;
 }
 
@@ -362,8 +387,90 @@ void SplitBuild::key_chunk(const BuildChunk& chunk, std::vector<Key>* keys) {
   all.compute_pos.assign(positions, positions + n);
   all.pixels = chunk.pixels;
   if (all.pixels.empty() && !images_) images_ = std::make_unique<ImageStream>(data_, streamed_);
-  key_range(all.pixels.empty() ? read_samples(data_, *images_, positions, n) : chunk_samples(all),
+  key_range(all.pixels.empty() ? read_samples(data_, *images_, positions, n)
+                               : chunk_samples(all, all.compute_pos),
             *keyer_, 0, keys);
+}
+
+size_t SplitBuild::chunk_size() const {
+  const int64_t per_chunk = views_ > 0 ? options_.batch / views_ : options_.batch;
+  return static_cast<size_t>(std::max<int64_t>(1, per_chunk));
+}
+
+std::vector<Key> SplitBuild::record_keys(const Key& key) const {
+  SplitInfo info;
+  info.augment = augment_.spec();
+  info.views = views_;
+  return info.record_keys(key);
+}
+
+int64_t SplitBuild::compute_item(const BuildChunk& chunk, size_t i) const {
+  return views_ > 0 ? chunk.compute_pos[i] * views_ + chunk.compute_views[i]
+                    : chunk.compute_pos[i];
+}
+
+void SplitBuild::set_compute_items(const std::vector<int64_t>& items, BuildChunk* chunk) const {
+  chunk->compute_pos.clear();
+  chunk->compute_keys.clear();
+  chunk->compute_views.clear();
+  const std::string spec = augment_.spec();
+  for (int64_t item : items) {
+    const int64_t pos = views_ > 0 ? item / views_ : item;
+    if (pos < 0 || pos >= static_cast<int64_t>(keys_.size())) {
+      throw std::runtime_error("a batch names sample " + std::to_string(pos) + " of " +
+                               std::to_string(keys_.size()));
+    }
+    chunk->compute_pos.push_back(pos);
+    if (views_ > 0) {
+      chunk->compute_views.push_back(item % views_);
+      chunk->compute_keys.push_back(view_key(keys_[pos], spec, item % views_));
+    } else {
+      chunk->compute_keys.push_back(keys_[pos]);
+    }
+  }
+}
+
+Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
+  const std::vector<int64_t>& pos = chunk.compute_pos;
+  const int64_t m = static_cast<int64_t>(pos.size());
+  std::vector<int64_t> distinct(pos);  // find_missing lists them in todo order, views inner
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (!std::is_sorted(distinct.begin(), distinct.end())) {
+    throw std::logic_error("view_samples: a chunk's positions are not in order");
+  }
+  Dataset base;
+  if (streamed_.streamed() && !chunk.pixels.empty()) {
+    base = chunk_samples(chunk, distinct);
+  } else if (streamed_.streamed()) {
+    if (!images_) images_ = std::make_unique<ImageStream>(data_, streamed_);
+    base = read_samples(data_, *images_, distinct.data(), static_cast<int64_t>(distinct.size()));
+    require_no_skips(*images_);
+  } else {
+    base = samples_like(data_);
+    const int64_t item = data_.item_bytes();
+    base.pixels.resize(distinct.size() * static_cast<size_t>(item));
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      std::memcpy(base.pixels.data() + i * item, data_.item_pixels(distinct[i]),
+                  static_cast<size_t>(item));
+    }
+  }
+  Dataset out = samples_like(data_);
+  const int64_t item = data_.item_bytes();
+  out.pixels.resize(static_cast<size_t>(m * item));
+  const std::vector<int64_t>& shape = data_.item_shape;
+  parallel_loop(m, [&](int64_t r) {
+    const size_t j =
+        static_cast<size_t>(std::lower_bound(distinct.begin(), distinct.end(), pos[r]) -
+                            distinct.begin());
+    uint8_t* px = out.pixels.data() + r * item;
+    std::memcpy(px, base.pixels.data() + j * item, static_cast<size_t>(item));
+    augment_.apply(px, shape[0], shape[1], shape[2], view_seed(chunk.compute_keys[r]));
+  });
+  for (int64_t r = 0; r < m; ++r) {
+    out.labels.push_back(data_.labels[pos[r]]);
+    out.ids.push_back(data_.ids[pos[r]]);
+  }
+  return out;
 }
 
 void SplitBuild::plan_every_sample() {
@@ -393,7 +500,9 @@ void SplitBuild::plan_split() {
                it->second.data == data_.description;
   // Keys known to have a record: everything the stored index points to.
   present_.clear();
-  for (const IndexEntry& e : existing_) present_.insert(e.key);
+  for (const IndexEntry& e : existing_) {
+    for (const Key& k : record_keys(e.key)) present_.insert(k);
+  }
   had_records_ = false;
   store_
       ->for_each_record([&](const Key&, std::string_view) {
@@ -412,6 +521,8 @@ void SplitBuild::begin_split() {
   info.samples = n;
   info.unique = report_.unique;
   info.complete = false;
+  info.augment = augment_.spec();
+  info.views = views_;
   ActivationStore::Batch& first = *opening_;
   first.put_manifest(manifest_);
   if (static_cast<int64_t>(existing_.size()) > n) first.truncate_index(split, n);
@@ -427,7 +538,7 @@ bool SplitBuild::next_chunk(BuildChunk* chunk) {
   *chunk = BuildChunk();
   if (next_ >= todo_.size()) return false;
   chunk->begin = next_;
-  chunk->end = std::min(todo_.size(), next_ + static_cast<size_t>(options_.batch));
+  chunk->end = std::min(todo_.size(), next_ + chunk_size());
   next_ = chunk->end;
   return true;
 }
@@ -435,13 +546,16 @@ bool SplitBuild::next_chunk(BuildChunk* chunk) {
 void SplitBuild::find_missing(BuildChunk* chunk) {
   // Distinct keys of this chunk that are not known to be stored yet.
   std::vector<Key> unknown;
-  std::vector<int64_t> unknown_pos;
+  std::vector<int64_t> unknown_pos, unknown_view;
   std::unordered_set<Key, KeyHash> in_chunk;
   for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const Key& k = keys_[todo_[t]];
-    if (!present_.count(k) && in_chunk.insert(k).second) {
-      unknown.push_back(k);
-      unknown_pos.push_back(todo_[t]);
+    const std::vector<Key> keys = record_keys(keys_[todo_[t]]);
+    for (size_t v = 0; v < keys.size(); ++v) {
+      if (!present_.count(keys[v]) && in_chunk.insert(keys[v]).second) {
+        unknown.push_back(keys[v]);
+        unknown_pos.push_back(todo_[t]);
+        unknown_view.push_back(static_cast<int64_t>(v));
+      }
     }
   }
   // A store that held no record when the run began has only what this run wrote: `present`.
@@ -451,12 +565,14 @@ void SplitBuild::find_missing(BuildChunk* chunk) {
         unknown, [](size_t, std::string_view) {}, &found);
   chunk->compute_pos.clear();
   chunk->compute_keys.clear();
+  chunk->compute_views.clear();
   for (size_t u = 0; u < unknown.size(); ++u) {
     if (found[u].ok()) {
       present_.insert(unknown[u]);
     } else if (found[u].is_not_found()) {
       chunk->compute_pos.push_back(unknown_pos[u]);
       chunk->compute_keys.push_back(unknown[u]);
+      if (views_ > 0) chunk->compute_views.push_back(unknown_view[u]);
     } else {
       found[u].throw_if_error();
     }
@@ -537,6 +653,11 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = model_->device;
   if (cache_input_) return cache_input_->read(chunk->compute_pos.data(), m);
+  if (views_ > 0) {
+    std::vector<int64_t> all(static_cast<size_t>(m));
+    std::iota(all.begin(), all.end(), int64_t{0});
+    return image_batch(view_samples(*chunk), all.data(), m, device);
+  }
   if (streamed_.streamed()) {  // read by a ChunkReader (chunk->pixels) or here
     std::vector<int64_t> all(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) all[i] = i;
@@ -545,7 +666,7 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
     }
     const Dataset read = chunk->pixels.empty()
                              ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
-                             : chunk_samples(*chunk);
+                             : chunk_samples(*chunk, chunk->compute_pos);
     if (images_) require_no_skips(*images_);
     return image_batch(read, all.data(), m, device);
   }
@@ -651,7 +772,7 @@ ChunkReader::~ChunkReader() {
 void ChunkReader::start(size_t begin) {
   ahead_begin_ = begin;
   if (begin >= b_.todo_.size()) return;
-  const size_t end = std::min(b_.todo_.size(), begin + static_cast<size_t>(b_.options_.batch));
+  const size_t end = std::min(b_.todo_.size(), begin + b_.chunk_size());
   // todo is not changed while the chunk loop runs.
   const int64_t* positions = b_.todo_.data() + begin;
   const int64_t n = static_cast<int64_t>(end - begin);
@@ -686,7 +807,8 @@ void SplitBuild::finish_split() {
 BuildReport SplitBuild::report() const {
   BuildReport report = report_;
   report.records = manifest_.records;
-  report.skipped = report.samples - report.computed;
+  report.views = views_;
+  report.skipped = report.samples * std::max<int64_t>(1, views_) - report.computed;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   report.samples_per_s = report.seconds > 0 ? report.samples / report.seconds : 0.0;
   return report;
@@ -712,7 +834,9 @@ std::vector<std::vector<int64_t>> SplitBuild::plan_batches() {
   while (next_chunk(&chunk)) {
     find_missing(&chunk);
     if (chunk.compute_pos.empty()) continue;
-    out.push_back(chunk.compute_pos);
+    std::vector<int64_t> items(chunk.compute_pos.size());
+    for (size_t i = 0; i < items.size(); ++i) items[i] = compute_item(chunk, i);
+    out.push_back(std::move(items));
     // Later chunks do not list these keys again (stage_write does this in one process).
     for (const Key& k : chunk.compute_keys) present_.insert(k);
   }

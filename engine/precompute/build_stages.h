@@ -71,6 +71,7 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/manifest.h"
+#include "engine/data/augment.h"
 #include "engine/data/dataset.h"
 #include "engine/data/image_stream.h"
 #include "engine/precompute/build_pipeline.h"
@@ -92,6 +93,9 @@ struct BuildChunk {
   size_t begin = 0, end = 0;         // range of SplitBuild::todo()
   std::vector<int64_t> compute_pos;  // find_missing: a sample position per key to compute
   std::vector<Key> compute_keys;     // find_missing: distinct keys with no stored record
+  // find_missing, a split with views: the view of each compute key (whose key is then the
+  // view's, keyers/view_key.h, and compute_pos may repeat a position once per view)
+  std::vector<int64_t> compute_views;
   std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
   // ChunkReader::read, streamed image splits only: the pixels of todo[begin, end), in that
   // order, item_bytes() each. compute_chunk takes its samples' images from here when set,
@@ -143,7 +147,8 @@ class SplitBuild {
   // The next chunk of todo() into *chunk (cleared); false when none is left.
   bool next_chunk(BuildChunk* chunk);
   // Distinct keys of the chunk that have no stored record (MultiGet for those not known, when
-  // the store held records before this run).
+  // the store held records before this run). A split with views: the distinct view keys of
+  // the chunk's samples with no stored record, with their positions and views.
   void find_missing(BuildChunk* chunk);
   // Runs the prefix (no grad) on chunk->compute_pos (a build from another cache: the blocks
   // after its split point on its decoded records), checks the output's shape against the
@@ -170,8 +175,9 @@ class SplitBuild {
   BuildReport run();
 
   // ---- a distributed build's rank 0 (distributed_build.cc), after begin_split ---------------
-  // What a 1-process build would compute, batch by batch: per chunk of todo(), the positions
-  // of its distinct keys that have no stored record. The chunk loop is rewound (the index is
+  // What a 1-process build would compute, batch by batch: per chunk of todo(), the items of
+  // its distinct keys that have no stored record (compute_item: a position, or with views a
+  // position and a view). The chunk loop is rewound (the index is
   // written from the start by ingest_and_index) and the progress bar dropped (the ranks show
   // their own).
   std::vector<std::vector<int64_t>> plan_batches();
@@ -179,6 +185,9 @@ class SplitBuild {
   // (ActivationStore::ingest_records; `computed` records of `bytes` bytes in all), then writes
   // the split's index entries chunk by chunk. finish_split comes next.
   void ingest_and_index(const std::vector<std::string>& files, int64_t computed, int64_t bytes);
+  // A rank's chunk from plan_batches' items: compute_pos, compute_views and compute_keys set as
+  // find_missing sets them.
+  void set_compute_items(const std::vector<int64_t>& items, BuildChunk* chunk) const;
   // The opened cache's staging directory (after reconcile_manifest).
   std::string staging_dir() const;
 
@@ -215,6 +224,12 @@ class SplitBuild {
   const std::vector<Key>& keys() const { return keys_; }  // keys()[i]: sample i's key
   const std::vector<IndexEntry>& existing() const { return existing_; }  // index as stored
   const std::vector<int64_t>& todo() const { return todo_; }  // positions to write, ascending
+  // Augmented views per sample (BuildOptions::views; 0: none) and their augmentation.
+  int64_t views() const { return views_; }
+  const Augment& augment() const { return augment_; }
+  // Samples per chunk: options().batch, divided by the views (at least 1), so that a chunk's
+  // prefix forward holds about options().batch images either way.
+  size_t chunk_size() const;
   size_t next() const { return next_; }  // todo()[next()] starts the next chunk
   // plan_split: the split is complete, same data, same index: nothing to compute or write.
   bool unchanged() const { return unchanged_; }
@@ -235,7 +250,16 @@ class SplitBuild {
 
   void write(ActivationStore::Batch* batch);
   void write_unlogged(ActivationStore::Batch* batch);
-  Dataset chunk_samples(const BuildChunk& chunk) const;
+  // The samples `positions` (ascending; each in [chunk.begin, chunk.end) of todo) of a chunk
+  // whose pixels a ChunkReader read, as read_samples gives them.
+  Dataset chunk_samples(const BuildChunk& chunk, const std::vector<int64_t>& positions) const;
+  // A split with views: chunk.compute_pos's images, each augmented as its view (the seed from
+  // its view key), in compute order.
+  Dataset view_samples(const BuildChunk& chunk);
+  // The keys of the records sample key `key` needs: itself, or its views' keys.
+  std::vector<Key> record_keys(const Key& key) const;
+  // plan_batches' item for a compute entry of a chunk, and back (set_compute_items).
+  int64_t compute_item(const BuildChunk& chunk, size_t i) const;
   void compute_text_chunk(BuildChunk* chunk);
 
   BuildOptions options_;
@@ -243,6 +267,8 @@ class SplitBuild {
 
   // load_inputs
   Codec codec_ = Codec::kFp16;
+  Augment augment_;  // BuildOptions::augment, parsed (views_ > 0)
+  int64_t views_ = 0;
   Dataset data_;             // without pixels when streamed_.streamed()
   StreamedImages streamed_;  // where data_'s pixels are
   std::unique_ptr<Keyer> keyer_;

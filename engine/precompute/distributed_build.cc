@@ -85,6 +85,7 @@ json inputs_of(const SplitBuild& b) {
           {"data", b.data().description},
           {"split", b.options().data.split},
           {"samples", b.counters().samples},
+          {"views", json{{"augment", b.augment().spec()}, {"views", b.views()}}},
           {"keys and labels", digest.to_hex()}};
 }
 
@@ -124,7 +125,9 @@ std::string encode_batches(const std::vector<std::vector<int64_t>>& batches) {
   return out;
 }
 
-std::vector<std::vector<int64_t>> decode_batches(const std::string& bytes, int64_t samples) {
+// The batches of items (SplitBuild::compute_item: a position, or with views a position and a
+// view), each below `items`.
+std::vector<std::vector<int64_t>> decode_batches(const std::string& bytes, int64_t items) {
   size_t at = 0;
   auto next = [&]() -> uint64_t {
     if (at + 8 > bytes.size()) throw std::runtime_error("rank 0's plan is malformed");
@@ -140,7 +143,7 @@ std::vector<std::vector<int64_t>> decode_batches(const std::string& bytes, int64
     if (size > bytes.size() / 8) throw std::runtime_error("rank 0's plan is malformed");
     for (uint64_t i = 0; i < size; ++i) {
       const int64_t p = static_cast<int64_t>(next());
-      if (p < 0 || p >= samples) throw std::runtime_error("rank 0's plan is malformed");
+      if (p < 0 || p >= items) throw std::runtime_error("rank 0's plan is malformed");
       batch.push_back(p);
     }
   }
@@ -189,8 +192,7 @@ Staged compute_share(SplitBuild& b, const std::vector<std::vector<int64_t>>& bat
   };
   for (const std::vector<int64_t>* batch : mine) {
     BuildChunk chunk;
-    chunk.compute_pos = *batch;
-    for (int64_t p : chunk.compute_pos) chunk.compute_keys.push_back(b.keys()[p]);
+    b.set_compute_items(*batch, &chunk);
     b.compute_chunk(&chunk);
     for (size_t r = 0; r < chunk.records.size(); ++r) {
       pending_bytes += static_cast<int64_t>(chunk.records[r].size());
@@ -227,6 +229,7 @@ BuildReport report_from_json(const std::string& text) {
   r.prefix_seconds = j.value("prefix_seconds", 0.0);
   r.samples_per_s = j.value("samples_per_s", 0.0);
   r.ranks = j.value("ranks", 1);
+  r.views = j.value("views", int64_t{0});
   return r;
 }
 
@@ -334,7 +337,8 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
                                "system, at the same --cache path on every machine");
     }
     const std::vector<std::vector<int64_t>> batches =
-        decode_batches(g.wait(board("batches"), 0), b.counters().samples);
+        decode_batches(g.wait(board("batches"), 0),
+                       b.counters().samples * std::max<int64_t>(1, b.views()));
     const Staged own = compute_share(b, batches, rank, g.world(), run_dir);
     g.set(board("done", rank), staged_json(own).dump());
   }

@@ -3,11 +3,14 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
 #include <stdexcept>
 
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
+#include "keyers/view_key.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -22,6 +25,7 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   }
   // A complete split whose index count differs from its manifest is refused, never trained
   // on in part.
+  split_ = info->second;
   const Status st = store.read_split_index(split, info->second, &entries_);
   st.throw_if_error();
   if (entries_.empty()) throw std::runtime_error("cache split " + split + " has no samples");
@@ -128,9 +132,17 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
   keys_.resize(static_cast<size_t>(n));
+  const int64_t size = static_cast<int64_t>(entries_.size());
+  const int64_t views = std::max<int64_t>(1, split_.views);
   for (int64_t i = 0; i < n; ++i) {
-    keys_[i] = entries_[indices[i]].key;
-    yp[i] = entries_[indices[i]].label;
+    if (indices[i] < 0 || indices[i] >= size * views) {
+      throw std::out_of_range("sample index " + std::to_string(indices[i]) +
+                              " is outside a split of " + std::to_string(size) + " samples" +
+                              (split_.views > 0 ? " of " + std::to_string(views) + " views" : ""));
+    }
+    const IndexEntry& e = entries_[indices[i] % size];
+    keys_[i] = split_.views > 0 ? view_key(e.key, split_.augment, indices[i] / size) : e.key;
+    yp[i] = e.label;
   }
   // Samples [begin, end) of the batch: read with one MultiGet, decoded into their rows.
   auto load_part = [&](Part& part, int64_t begin, int64_t end) {
@@ -206,15 +218,51 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
 RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device)
     : data_(data), prefix_(std::move(prefix)), device_(device) {}
 
+RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device,
+                       Augment augment, uint64_t seed)
+    : data_(data), prefix_(std::move(prefix)), device_(device), augment_(std::move(augment)),
+      seed_(seed) {
+  if (!augment_.empty() && (data_.is_text || data_.float_pixels || data_.item_shape.size() != 3)) {
+    throw std::invalid_argument("--augment needs images of uint8 pixels; this data holds " +
+                                std::string(data_.is_text ? "text" : "float32 inputs"));
+  }
+}
+
 void RawBatches::load(const int64_t* indices, int64_t n, Batch* out) {
-  torch::Tensor x = image_batch(data_, indices, n, device_);
+  const int64_t size = static_cast<int64_t>(data_.size());
+  torch::Tensor x;
+  if (augment_.empty()) {
+    x = image_batch(data_, indices, n, device_);
+  } else {
+    // Each sample's pixels augmented with its draw's seed, then preprocessed as a batch.
+    const int64_t item = data_.item_bytes();
+    const std::vector<int64_t>& shape = data_.item_shape;
+    views_.item_shape = data_.item_shape;
+    views_.norm_mean = data_.norm_mean;
+    views_.norm_std = data_.norm_std;
+    views_.pixels.resize(static_cast<size_t>(n * item));
+    views_.labels.assign(static_cast<size_t>(n), 0);
+    at::parallel_for(0, n, 8, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        const int64_t p = indices[i] % size, draw = indices[i] / size;
+        uint8_t* px = views_.pixels.data() + i * item;
+        std::memcpy(px, data_.item_pixels(static_cast<size_t>(p)), static_cast<size_t>(item));
+        const uint64_t seed = (seed_ * 0x9E3779B97F4A7C15ULL) ^ (static_cast<uint64_t>(p) << 20) ^
+                              static_cast<uint64_t>(draw) * 0xC2B2AE3D27D4EB4FULL;
+        augment_.apply(px, shape[0], shape[1], shape[2], seed);
+      }
+    });
+    std::vector<int64_t> rows(static_cast<size_t>(n));
+    std::iota(rows.begin(), rows.end(), int64_t{0});
+    x = image_batch(views_, rows.data(), n, device_);
+  }
   if (prefix_->size() > 0) {
     torch::NoGradGuard no_grad;
     x = prefix_->forward(x);
   }
   torch::Tensor y = torch::empty({n}, torch::kInt64);
   int64_t* yp = y.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) yp[i] = data_.labels[indices[i]];
+  for (int64_t i = 0; i < n; ++i) yp[i] = data_.labels[indices[i] % size];
   out->clear();
   out->set("input", x);
   out->labels = y.to(device_);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/activation_store.h"
+#include "engine/data/augment.h"
 #include "engine/data/dataset.h"
 #include "engine/models/block_model.h"
 #include "engine/train/batch.h"
@@ -43,6 +44,9 @@ class BatchSource {
 // [C, H, W]). ChannelsLast decodes each record straight into its sample's place in an NHWC
 // batch, so the trainer's channels-last module takes the batch as it is (no conversion on the
 // training thread; with PrefetchedBatches the decode runs on the loading thread).
+// A split with K views (SplitInfo::views): size() is its samples, and load also takes indices
+// p + size() * v (v < K: the sample at p, its view v, as a Sampler with set_draws(K) gives
+// them), reading the record under view_key(key, augment, v); a plain index p reads view 0.
 class CachedBatches final : public BatchSource {
  public:
   CachedBatches(const ActivationStore& store, const Manifest& manifest, const std::string& split,
@@ -69,6 +73,7 @@ class CachedBatches final : public BatchSource {
 
   const ActivationStore& store_;
   std::vector<IndexEntry> entries_;
+  SplitInfo split_;  // its views and augmentation
   RecordLayout layout_;
   bool variable_ = false;  // some dimension is variable: decode per sample, then pad
   torch::Device device_;
@@ -81,9 +86,14 @@ class CachedBatches final : public BatchSource {
 // Images of a dataset, preprocessed, then through `prefix` (no grad, eval mode) when it has
 // blocks. The prefix is recomputed for every batch: freezing without recycling. Its input is
 // named "input" (float32 [n, ...]).
+// With an augmentation (online augmentation: uint8 images only), index p + size() * d is the
+// sample at p augmented with the draw seeded by (seed, p, d), as a Sampler with set_draws gives
+// them: a new view in every epoch, made on the loading thread.
 class RawBatches final : public BatchSource {
  public:
   RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device);
+  RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device,
+             Augment augment, uint64_t seed);
   int64_t size() const override { return static_cast<int64_t>(data_.size()); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
 
@@ -91,6 +101,9 @@ class RawBatches final : public BatchSource {
   const Dataset& data_;
   BlockStack prefix_;
   torch::Device device_;
+  Augment augment_;
+  uint64_t seed_ = 0;
+  Dataset views_;  // scratch: a batch's augmented images
 };
 
 }  // namespace recycle

@@ -83,6 +83,12 @@ class LevelSplitInput final : public CacheInput {
   LevelSplitInput(const ActivationStore& store, const Manifest& m, const std::string& split,
                   const torch::Device& device)
       : batches_(store, m, split, device) {  // reads the index, checks it
+    if (m.splits.at(split).views > 0) {
+      throw std::invalid_argument("split '" + split + "' of cache " + store.dir() + " holds " +
+                                  std::to_string(m.splits.at(split).views) +
+                                  " augmented views per sample: progressive levels are derived "
+                                  "from a split without views");
+    }
     store.read_split_index(split, m.splits.at(split), &index_).throw_if_error();
   }
   const std::vector<IndexEntry>& index() const override { return index_; }

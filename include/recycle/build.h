@@ -15,8 +15,11 @@ struct BuildReport {
   std::string split;
   int64_t samples = 0;        // samples in the split
   int64_t unique = 0;         // distinct keys among them
-  int64_t computed = 0;       // records computed and written by this run
-  int64_t skipped = 0;        // samples whose record was already stored (or a duplicate)
+  int64_t views = 0;          // augmented views per sample (0: the samples as they are)
+  int64_t computed = 0;       // records computed and written by this run (views count each)
+  // records this split needs that were stored already or shared: samples (times views) minus
+  // computed
+  int64_t skipped = 0;
   int64_t index_written = 0;  // samples index entries written by this run
   int64_t bytes = 0;          // record bytes written by this run (before compression)
   int64_t records = 0;        // distinct records in the cache after the run

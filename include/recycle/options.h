@@ -113,8 +113,13 @@ struct DatasetOptions {
   int shard_index = 0;
   int shard_count = 1;  // 1 = the whole split
   // imagefolder: how a file becomes the encoder's input (engine/data/image_transform.h);
-  // "" = the default (gray, the files' size, the built-in normalisation).
+  // "" = the default: the encoder's channels and (square) size as encoder_input fixes them,
+  // else gray and the files' size; the built-in normalisation.
   std::string transform;
+  // The encoder's input [C, H, W] as far as its spec fixes it (0: any). No flag sets it: the
+  // jobs fill it from ModelOptions (engine/models/model_setup.h, with_encoder_input) before
+  // they load the data, so that the default transform makes the encoder's input.
+  std::vector<int64_t> encoder_input;
   BadFilePolicy on_bad_file = BadFilePolicy::kFail;  // imagefolder
   std::string text_field = "text";    // jsonl, csv: the field (column) holding the text
   std::string label_field = "label";  // jsonl, csv: the field holding the label
@@ -216,8 +221,15 @@ struct BuildOptions {
   // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
   // them out as one record file for rank 0 to ingest (so memory stays bounded).
   int64_t stage_file_bytes = int64_t{64} << 20;
+  // Augmented views (docs/augmentation.md): with views K >= 1 and an augmentation spec
+  // (engine/data/augment.h: "hflip,crop=4", ...), the split stores K augmented views of every
+  // distinct sample instead of the sample as it is; training reads one view per sample per
+  // epoch. Images of uint8 pixels only. views 0 and "" (the default): no views.
+  std::string augment;
+  int64_t views = 0;
 
-  // The model options, a batch of at least 1, a cache directory. Throws std::invalid_argument
+  // The model options, a batch of at least 1, a cache directory, views with an augmentation
+  // (and neither without the other). Throws std::invalid_argument
   // with one line naming the flag. run_build's first stage (load_inputs) calls it.
   void validate() const;
 };
@@ -245,6 +257,10 @@ struct TrainOptions {
   double recycle = -1.0;
   std::string split_at;
   bool no_cache = false;
+  // Raw-data modes: online augmentation (engine/data/augment.h spec), a fresh random view of
+  // every sample in every epoch, drawn from the seed, the epoch and the sample's position
+  // (what a training loop without a cache of views does). "" = none.
+  std::string augment;
   // Progressive recycling (docs/progressive.md): a freeze schedule (linear:START:LEVEL,
   // auto[:THRESHOLD]; "" = none), the directory its cache levels go to, and the codec of a
   // first level built from raw data (a level derived from a cache keeps that cache's codec).

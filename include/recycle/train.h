@@ -20,6 +20,7 @@ struct TrainReport {
   double recycle = 0;
   int64_t epochs = 0;
   int64_t train_samples = 0;  // per epoch
+  int64_t views = 0;          // from a cache split of augmented views: K (one read per epoch)
   std::vector<double> epoch_seconds;
   std::vector<double> epoch_loss;
   double train_samples_per_s = 0;  // train_samples / median epoch seconds

@@ -4,10 +4,14 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/data/data_source.h"
 #include "engine/data/dataset.h"
@@ -258,6 +262,52 @@ TEST(ImageTransform, SpecsParseToCanonicalFormsAndBadOnesAreRefused) {
   for (const char* bad : {"resize=0", "resize=x", "blur", "gray,rgb", "normalize=0.5",
                           "normalize=0.5/0", "normalize=1:2/1", "gray,", "resize=3,resize=4"}) {
     EXPECT_THROW(ImageTransform::parse(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(ImageTransform, TheDefaultMakesTheEncodersInputAndGivenOpsWin) {
+  // The encoder's [C, H, W] as far as its spec fixes it (0: the data decides).
+  EXPECT_EQ(ImageTransform::parse("", {3, 0, 0}).spec(), "rgb");
+  EXPECT_EQ(ImageTransform::parse("", {1, 0, 0}).spec(), "gray");
+  EXPECT_EQ(ImageTransform::parse("", {1, 32, 32}).spec(), "gray,resize=32,center-crop=32");
+  EXPECT_EQ(ImageTransform::parse("", {3, 28, 32}).spec(), "rgb");  // not square: as stored
+  EXPECT_EQ(ImageTransform::parse("gray", {3, 32, 32}).spec(), "gray,resize=32,center-crop=32");
+  EXPECT_EQ(ImageTransform::parse("resize=40", {1, 32, 32}).spec(), "gray,resize=40");
+  EXPECT_EQ(ImageTransform::parse("center-crop=20", {1, 32, 32}).spec(), "gray,center-crop=20");
+  EXPECT_EQ(ImageTransform::parse("rgb", {1, 0, 0}).spec(), "rgb");
+}
+
+// tests/fixtures/pil_resize.json (made by make_pil_resize.py beside it): PIL's BILINEAR
+// resize, which torchvision's Resize applies to the PIL images ImageFolder loads, of patterned
+// images shrunk by up to 8x and enlarged by up to 2.5x. The filter computes as PIL does (22-bit
+// fixed point, bytes between the passes): every byte is PIL's.
+TEST(ImageTransform, ResizeMatchesPil) {
+  std::ifstream in(std::string(RECYCLE_SOURCE_DIR) + "/tests/fixtures/pil_resize.json");
+  ASSERT_TRUE(in) << "tests/fixtures/pil_resize.json is missing";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.at("cases").size(), 5u);
+  for (const nlohmann::json& k : j.at("cases")) {
+    const int64_t c = k.at("channels"), h = k.at("height"), w = k.at("width");
+    const int64_t oh = k.at("out_height"), ow = k.at("out_width");
+    std::vector<uint8_t> image(static_cast<size_t>(c * h * w));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          image[(ch * h + y) * w + x] =
+              static_cast<uint8_t>((x * x * 3 + y * 5 + ch * 11 + x * y + (y * y * x) % 31) % 256);
+        }
+      }
+    }
+    std::vector<uint8_t> out(static_cast<size_t>(c * oh * ow));
+    resize_bilinear_antialias(image.data(), c, h, w, out.data(), oh, ow);
+    const std::string hex = k.at("pil");
+    ASSERT_EQ(hex.size(), out.size() * 2);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      differ += std::stoi(hex.substr(2 * i, 2), nullptr, 16) != static_cast<int>(out[i]);
+    }
+    EXPECT_EQ(differ, 0) << h << "x" << w << " -> " << oh << "x" << ow << ": " << differ << " of "
+                         << out.size() << " bytes differ from PIL's";
   }
 }
 

@@ -11,6 +11,9 @@
 #include <utility>
 
 #include "engine/data/dataset.h"
+#include "engine/models/encoder_registry.h"
+#include "engine/models/model_setup.h"
+#include "engine/models/weights_io.h"
 #include "engine/precompute/build_pipeline.h"
 #include "recycle/errors.h"
 #include "tests/data/image_files.h"
@@ -129,6 +132,30 @@ TEST(ImageFolderBuild, AnotherTransformIsStaleAndTheSameOneRebuildsNothing) {
   other.data.transform = "resize=28,normalize=0.5/0.5";
   EXPECT_THROW(recycle::run_build(other), recycle::StaleCacheError);
   EXPECT_EQ(read_cache(dir.file("cache")).index.size(), 12u);  // nothing lost
+}
+
+TEST(ImageFolderBuild, TheDefaultTransformTakesTheWeightsInputChannels) {
+  // Gray PNGs and an encoder whose weights read RGB: the default transform repeats the gray
+  // in three channels (the data alone would give one, which the weights refuse).
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(6, 0));
+  const std::string png = export_png(dir);
+  const std::string weights = dir.file("rgb.pt");
+  recycle::save_block_model(recycle::make_encoder("resnet18:width=4,in_channels=3", 10), weights);
+  BuildOptions o = build_options("imagefolder:" + png, dir.file("cache"));
+  o.model.width = 0;
+  o.model.weights = weights;
+  const recycle::DatasetOptions d = recycle::with_encoder_input(o.data, o.model);
+  EXPECT_EQ(d.encoder_input, (std::vector<int64_t>{3, 0, 0}));
+  EXPECT_EQ(recycle::run_build(o).computed, 6);
+  const recycle::testing::CacheContents c = read_cache(dir.file("cache"));
+  EXPECT_EQ(c.manifest.input_shape, (std::vector<int64_t>{3, 28, 28}));
+  // The same weights with gray asked for are refused before anything is computed.
+  BuildOptions gray = o;
+  gray.cache_dir = dir.file("gray");
+  gray.data.transform = "gray";
+  EXPECT_THROW(recycle::run_build(gray), std::runtime_error);
+  EXPECT_FALSE(fs::exists(dir.file("gray")));  // refused before the cache was made
 }
 
 TEST(ImageFolderBuild, SkippedFilesAreLeftOutOfTheIndex) {
