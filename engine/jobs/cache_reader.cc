@@ -138,6 +138,9 @@ struct CacheLoader::Impl {
         cached(*open.store, open.manifest, options.reader.split, torch::kCPU),
         sampler(check(options, static_cast<int64_t>(open.index.size())), options.shuffle,
                 options.seed, options.rank, options.world_size) {
+    // A split of K augmented views: each epoch reads one view of every sample, as recycle-train
+    // does (Sampler::set_draws; K epochs give each view once).
+    sampler.set_draws(open.manifest.splits.at(options.reader.split).views);
     // One loading thread either way. Split across ATen's threads on the calling thread (what
     // recycle-train does with --prefetch 0), an epoch took 2.7 to 4.8 times as long inside
     // Debian's Python torch process as on one thread (docs/python.md, "Measured").

@@ -74,7 +74,9 @@ struct LoaderOptions {
   int64_t prefetch = 2;
 };
 
-// Batches of one split in the order of a Sampler. Not thread safe (one consumer).
+// Batches of one split in the order of a Sampler. A split built with K augmented views
+// (recycle-build --views K) gives one view of every sample per epoch, as recycle-train reads it;
+// SplitReader gives view 0. Not thread safe (one consumer).
 class CacheLoader {
  public:
   explicit CacheLoader(const LoaderOptions& options);

@@ -55,3 +55,22 @@ def test_drop_last_and_bad_arguments(cli_fp32):
             recycle.CachedLoader(cli_fp32, "train", **kwargs)
     with pytest.raises(RuntimeError, match="no split"):
         recycle.CachedLoader(cli_fp32, "nope")
+
+
+def test_a_split_of_augmented_views_gives_one_view_per_epoch(tmp_path):
+    """recycle-build --augment crop=2 --views 2: CachedLoader draws one view of each sample per
+    epoch as recycle-train does (2 epochs: each view once); CachedDataset reads view 0."""
+    from conftest import CLI_COMMON, run_tool
+    cache = tmp_path / "views"
+    run_tool("recycle-build", *CLI_COMMON, "--split", "train", "--limit", "60", "--augment",
+             "crop=2", "--views", "2", "--codec", "fp32", "--cache", cache)
+    ds = recycle.CachedDataset(cache)
+    view0, _ = ds.read(range(60))
+    loader = recycle.CachedLoader(cache, "train", batch_size=16, shuffle=False)
+    e0, e1 = collect(loader)[0], collect(loader)[0]
+    differ = 0
+    for p in range(60):
+        rows = [e0[p], e1[p]]
+        assert any(torch.equal(r, view0[p]) for r in rows), p  # view 0 in one of the 2 epochs
+        differ += not torch.equal(e0[p], e1[p])
+    assert differ > 30  # the other epoch read the other view (a random crop: mostly different)
