@@ -11,4 +11,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON -DRECYCL
 cmake --build build -j "$(nproc)"
 bash scripts/install_python.sh build
 cd build
+# Two tests at a time, each with LibTorch's OpenMP threads: waiting threads sleep instead of
+# spinning, or a test beside a busy one runs several times slower (docs/performance.md).
+export OMP_WAIT_POLICY=PASSIVE
 ctest --output-on-failure -j 2 --timeout 900

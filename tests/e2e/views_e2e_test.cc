@@ -9,18 +9,17 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
-#include <map>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cache/activation_store.h"
+#include "tests/precompute/cache_contents.h"
 #include "tests/tool_runner.h"
 
 namespace {
 
 using recycle::testing::describe;
+using recycle::testing::read_cache;
 using recycle::testing::have_fashion_mnist;
 using recycle::testing::TempDir;
 using recycle::testing::ToolRun;
@@ -39,23 +38,6 @@ std::string build_args(const std::string& cache, int limit, const std::string& s
   return "--data fashion-mnist --split " + split + " --classes 0-1 --limit " +
          std::to_string(limit) +
          " --model resnet18 --width 8 --recycle 0.5 --batch 48 --threads 1 --json --cache " + cache;
-}
-
-std::map<std::string, std::string> records_of(const std::string& cache, std::string* manifest) {
-  std::map<std::string, std::string> records;
-  std::unique_ptr<recycle::ActivationStore> store;
-  recycle::StoreOptions so;
-  so.read_only = true;
-  EXPECT_OK(recycle::ActivationStore::open(cache, so, &store));
-  if (!store) return records;
-  recycle::Manifest m;
-  EXPECT_OK(store->read_manifest(&m));
-  *manifest = m.to_json_string();
-  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view bytes) {
-    records[k.to_hex()] = std::string(bytes);
-    return true;
-  }));
-  return records;
 }
 
 TEST(ViewsTools, AKilledBuildOfViewsResumesToTheBytesOfOneUninterrupted) {
@@ -87,11 +69,11 @@ TEST(ViewsTools, AKilledBuildOfViewsResumesToTheBytesOfOneUninterrupted) {
   std::cout << "views kill test: " << killed_midway << " of 3 builds killed midway; the rerun "
             << "computed " << rest.last.value("computed", -1) << " of " << records << " records"
             << std::endl;
-  std::string m1, m2;
-  const auto a = records_of(whole, &m1), b = records_of(killed, &m2);
-  EXPECT_EQ(a.size(), static_cast<size_t>(records));
-  EXPECT_TRUE(a == b) << "record bytes differ";
-  EXPECT_EQ(m1, m2);
+  const auto a = read_cache(whole), b = read_cache(killed);
+  EXPECT_EQ(a.records.size(), static_cast<size_t>(records));
+  EXPECT_TRUE(a.records == b.records) << "record bytes differ";
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.manifest.to_json_string(), b.manifest.to_json_string());
 }
 
 TEST(ViewsTools, TwoProcessesBuildTheViewsOfOneAndTheyVerifyAndTrain) {
@@ -103,11 +85,11 @@ TEST(ViewsTools, TwoProcessesBuildTheViewsOfOneAndTheyVerifyAndTrain) {
                                                build_args(two, 150) + kViews + " --nproc 2");
   ASSERT_EQ(d.code, 0) << describe(d);
   EXPECT_EQ(d.last.value("ranks", 0), 2);
-  std::string m1, m2;
-  const auto a = records_of(one, &m1), b = records_of(two, &m2);
-  EXPECT_EQ(a.size(), 450u);
-  EXPECT_TRUE(a == b) << "record bytes differ";
-  EXPECT_EQ(m1, m2);
+  const auto a = read_cache(one), b = read_cache(two);
+  EXPECT_EQ(a.records.size(), 450u);
+  EXPECT_TRUE(a.records == b.records) << "record bytes differ";
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.manifest.to_json_string(), b.manifest.to_json_string());
 
   // A plain test split beside the views, then verify and train.
   ASSERT_EQ(recycle::testing::run_tool(dir, "recycle-build", build_args(two, 60, "test")).code, 0);
@@ -127,8 +109,7 @@ TEST(ViewsTools, TwoProcessesBuildTheViewsOfOneAndTheyVerifyAndTrain) {
   EXPECT_EQ(stale.code, 1) << describe(stale);
   EXPECT_NE(stale.err.find("the cache has 3 views"), std::string::npos) << stale.err;
   EXPECT_EQ(recycle::testing::count_lines(stale.err), 1) << stale.err;
-  std::string m3;
-  EXPECT_EQ(records_of(two, &m3).size(), 510u);
+  EXPECT_EQ(read_cache(two).records.size(), 510u);
   // Online augmentation from raw data trains too.
   const ToolRun online = recycle::testing::run_tool(
       dir, "recycle-train",
