@@ -19,6 +19,7 @@ from .cache import inspect, verify
 from .dataset import CachedDataset
 from .loader import CachedLoader
 from .build import build
+from .predict import predict
 
-__all__ = ["build", "CachedDataset", "CachedLoader", "inspect", "verify", "StaleCacheError",
-           "CorruptRecordError"]
+__all__ = ["build", "CachedDataset", "CachedLoader", "inspect", "verify", "predict",
+           "StaleCacheError", "CorruptRecordError"]

@@ -1,6 +1,7 @@
 // recycle._native: the pybind11 module under the Python package `recycle` (python/recycle/).
 // It binds include/recycle/ and nothing else: SplitReader and CacheLoader (reader.h),
-// CacheWriter and tensors_fingerprint (writer.h), inspect and verify (cache.h). Tensors cross
+// CacheWriter and tensors_fingerprint (writer.h), inspect and verify (cache.h), predict
+// (predict.h). Tensors cross
 // as torch.Tensor without copies (torch's own caster, <torch/extension.h>).
 //
 // No C++ exception reaches the interpreter as a crash: pybind11 turns every one thrown below a
@@ -17,6 +18,7 @@
 
 #include "recycle/cache.h"
 #include "recycle/errors.h"
+#include "recycle/predict.h"
 #include "recycle/reader.h"
 #include "recycle/writer.h"
 
@@ -59,6 +61,39 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("path"), py::arg("verify") = false,
       "recycle-inspect --json's object, as a JSON string");
+
+  m.def(
+      "predict",
+      [](const std::string& cache, const std::string& head, const std::string& weights,
+         const std::string& data, const std::string& split, const std::string& classes,
+         int64_t limit, const std::string& transform, const std::string& out, int64_t top_k,
+         bool write_back, int64_t batch, int threads) {
+        recycle::PredictOptions o;
+        o.cache_dir = cache;
+        o.head = head;
+        o.weights = weights;
+        o.data.spec = data;
+        o.data.split = split;
+        o.data.classes = classes;
+        o.data.limit = limit;
+        o.data.transform = transform;
+        o.out = out;
+        o.top_k = top_k;
+        o.write_back = write_back;
+        o.batch = batch;
+        o.threads = threads;
+        o.progress = false;
+        recycle::PredictReport r;
+        {
+          py::gil_scoped_release release;
+          r = recycle::run_predict(o);
+        }
+        return r.to_json();
+      },
+      py::arg("path"), py::arg("head"), py::arg("weights"), py::arg("data"), py::arg("split"),
+      py::arg("classes"), py::arg("limit"), py::arg("transform"), py::arg("out"),
+      py::arg("top_k"), py::arg("write_back"), py::arg("batch"), py::arg("threads"),
+      "recycle-predict --json's object, as a JSON string (run_predict, recycle/predict.h)");
 
   py::class_<recycle::SplitReader>(m, "SplitReader")
       .def(py::init([](const std::string& dir, const std::string& split, bool allow_partial,
