@@ -226,6 +226,8 @@ int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOption
   lo.nproc = dist.nproc;
   lo.threads = threads;
   lo.timeout_seconds = dist.timeout_seconds;
+  // Asynchronous training goes on without a lost worker; only its servers are essential.
+  if (dist.sync.kind == Sync::Kind::kAsync) lo.essential_ranks = dist.servers;
   return launch_local_workers(lo, args);
 }
 

@@ -7,6 +7,7 @@
 #include "cache/codec.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
+#include "engine/distributed/dist_options.h"
 #include "engine/jobs/train_job.h"
 #include "recycle/options.h"
 
@@ -107,21 +108,35 @@ int train_main(int argc, char** argv) {
                   "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)");
   std::string sync = sync_name(o.dist.sync);  // parsed (parse_sync) after the command line
   app.add_option("--sync", sync,
-                 "allreduce (average gradients every step) or average:K (average parameters "
-                 "every K local steps)")
+                 "allreduce (average gradients every step), average:K (average parameters "
+                 "every K local steps) or async[:PUSH[:FETCH]] (Downpour SGD: push gradients to "
+                 "a parameter server every PUSH steps, fetch parameters every FETCH steps)")
       ->capture_default_str();
   app.add_option("--bucket-mb", o.dist.bucket_mb, "gradient bucket cap in MiB")
       ->check(positive_up_to(1024.0))
       ->capture_default_str();
+  app.add_option("--servers", o.dist.servers,
+                 "with --sync async: ranks 0..S-1 serve the parameters, by bucket")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--max-staleness", o.dist.max_staleness,
+                 "with --sync async: a worker more than K server versions behind fetches before "
+                 "it goes on (-1: no bound)")
+      ->capture_default_str();
+  std::string throttle;
+  app.add_option("--throttle", throttle,
+                 "RANK:MS: rank RANK sleeps MS ms every step (for measuring stragglers)");
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     o.prefetch = prefetch == "auto" ? -1 : std::stoll(prefetch);  // checked by its validator
     o.dist.sync = parse_sync(sync);
+    if (!throttle.empty()) parse_throttle(throttle, &o.dist);
     // The flags whose value alone does not tell whether the user gave them.
     std::set<std::string> given;
     for (const char* flag :
          {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model", "--max-tokens",
-          "--grad-compression", "--sync", "--bucket-mb", "--save-head", "--save-model"}) {
+          "--grad-compression", "--sync", "--bucket-mb", "--servers", "--max-staleness",
+          "--save-head", "--save-model"}) {
       if (app.count(flag)) given.insert(flag);
     }
     o.validate(given);

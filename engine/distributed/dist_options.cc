@@ -69,6 +69,23 @@ std::string random_hex(size_t bytes) {
   return hex;
 }
 
+void parse_throttle(const std::string& spec, DistOptions* dist) {
+  const size_t colon = spec.find(':');
+  const std::string rank = spec.substr(0, colon);
+  const std::string ms = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  auto number = [](const std::string& s) {
+    return !s.empty() && s.size() <= 5 && s.find_first_not_of("0123456789") == std::string::npos
+               ? std::stoi(s)
+               : -1;
+  };
+  const int r = number(rank), m = number(ms);
+  if (r < 0 || m < 1 || m > 60000) {
+    throw InvalidArgument("--throttle must be RANK:MS with MS of 1..60000, not '" + spec + "'");
+  }
+  dist->throttle_rank = r;
+  dist->throttle_ms = m;
+}
+
 void DistOptions::validate() const {
   const DistOptions& o = *this;
   if (o.world_size > 1 && o.master.empty()) {
@@ -81,12 +98,32 @@ void DistOptions::validate() const {
   if (!o.master.empty()) parse_master(o.master);
   if (o.timeout_seconds < 1) throw InvalidArgument("--timeout must be at least 1 second");
   parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
-  if (o.sync.kind != Sync::Kind::kAllreduce && o.grad_compression != GradCompression::kNone) {
+  if (o.sync.kind == Sync::Kind::kAverage && o.grad_compression != GradCompression::kNone) {
     throw InvalidArgument(
-        "--grad-compression applies to --sync allreduce only (average:K "
+        "--grad-compression applies to --sync allreduce and async only (average:K "
         "sends parameters in fp32)");
   }
   if (!(o.bucket_mb > 0)) throw InvalidArgument("--bucket-mb must be positive");
+  const bool async = o.sync.kind == Sync::Kind::kAsync;
+  if (!async && o.servers != 1) {
+    throw InvalidArgument("--servers applies to --sync async only (a parameter server)");
+  }
+  if (!async && o.max_staleness != -1) {
+    throw InvalidArgument("--max-staleness applies to --sync async only");
+  }
+  if (o.servers < 1) throw InvalidArgument("--servers must be at least 1");
+  if (o.max_staleness < -1) {
+    throw InvalidArgument("--max-staleness must be 0 or more (or -1: no bound)");
+  }
+  const int world = o.nproc > 1 ? o.nproc : o.world_size;
+  if (async && world > 1 && o.servers > world) {
+    throw InvalidArgument("--servers must be at most the number of ranks (" +
+                          std::to_string(world) + "): servers are ranks 0..S-1");
+  }
+  if (o.throttle_rank >= world) {
+    throw InvalidArgument("--throttle names rank " + std::to_string(o.throttle_rank) +
+                          ", the job has ranks 0.." + std::to_string(world - 1));
+  }
 }
 
 }  // namespace recycle

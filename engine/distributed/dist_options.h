@@ -28,6 +28,10 @@ struct MasterAddress {
 // Parses --master. Throws std::invalid_argument naming the flag.
 MasterAddress parse_master(const std::string& master);
 
+// Parses --throttle RANK:MS into dist->throttle_rank and throttle_ms (MS of 1..60000). Throws
+// std::invalid_argument naming the flag.
+void parse_throttle(const std::string& spec, DistOptions* dist);
+
 // The job token's environment variable: the launcher sets it for its workers; ranks started by
 // hand across machines are given it by the user (every rank the same).
 constexpr const char* kJobTokenVariable = "RECYCLE_JOB_TOKEN";

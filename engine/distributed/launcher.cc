@@ -197,6 +197,13 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
     w.status = status;
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool essential = o.essential_ranks <= 0 || w.rank < o.essential_ranks;
+    if (!ok && !essential && forwarded == 0) {
+      std::lock_guard<std::mutex> lock(g_stderr_mutex);
+      std::cerr << o.tool << ": rank " << w.rank << " of " << o.nproc << " (pid " << pid << ") "
+                << describe_status(status) << "; the job goes on without it" << std::endl;
+      continue;
+    }
     if (!ok && !failed && forwarded == 0) {
       failed = true;
       first_failed = pid;
@@ -217,7 +224,8 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
     // How the others ended, so that every rank's fate is on record.
     for (auto& [pid, w] : workers) {
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-      if (ok || pid == first_failed) continue;
+      const bool essential = o.essential_ranks <= 0 || w.rank < o.essential_ranks;
+      if (ok || pid == first_failed || !essential) continue;
       std::cerr << o.tool << ": rank " << w.rank << " " << describe_status(w.status) << std::endl;
     }
   }

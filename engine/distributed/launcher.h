@@ -5,8 +5,9 @@
 // least 1 each) and RECYCLE_JOB_TOKEN (the user's, else a random one) in their environment,
 // forwards SIGINT and SIGTERM to them and waits. No LibTorch here.
 //
-// When a worker fails (non-zero exit or a signal) the launcher prints one line naming its rank,
-// gives the others --timeout seconds to notice and exit on their own, then kills what is left.
+// When an essential worker fails (non-zero exit or a signal) the launcher prints one line naming
+// its rank, gives the others --timeout seconds to notice and exit on their own, then kills what
+// is left. Another worker's failure is one line, and the job goes on.
 // Only rank 0's stdout reaches the launcher's stdout; every worker's stderr does, each line
 // prefixed with "[rank R] " except rank 0's.
 #pragma once
@@ -21,11 +22,15 @@ struct LaunchOptions {
   int nproc = 2;
   int threads = 0;  // total threads over all workers (0 = every core)
   int timeout_seconds = 60;
+  // Ranks 0..essential_ranks-1 are essential (0 = every rank): a failure of one of them fails
+  // the job. A failure of another (an asynchronous job's worker that serves nothing) is reported
+  // and the job goes on without it.
+  int essential_ranks = 0;
 };
 
 // `args` are the tool's own arguments (argv[1..]), with --nproc and --threads already removed.
-// Returns the launcher's exit code: 0 when every worker exited 0, else the first failing
-// worker's code (1 when it died of a signal), 130/143 after SIGINT/SIGTERM.
+// Returns the launcher's exit code: 0 when every essential worker exited 0, else the first
+// failing essential worker's code (1 when it died of a signal), 130/143 after SIGINT/SIGTERM.
 int launch_local_workers(const LaunchOptions& options, const std::vector<std::string>& args);
 
 }  // namespace recycle

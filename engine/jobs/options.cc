@@ -124,23 +124,48 @@ Codec parse_codec(std::string_view name) {
   return codec;
 }
 
+namespace {
+
+// "N" of 1..6 digits, >= 1, as a number; 0 when it is not one.
+int64_t small_count(const std::string& k) {
+  if (k.empty() || k.size() > 6 || k.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoll(k);
+}
+
+}  // namespace
+
 Sync parse_sync(std::string_view name) {
   const std::string s(name);
   if (s == "allreduce") return Sync{};
-  const std::string prefix = "average:";
-  if (s.compare(0, prefix.size(), prefix) == 0) {
-    const std::string k = s.substr(prefix.size());
-    if (!k.empty() && k.size() <= 6 && k.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoll(k) >= 1) {
-      return Sync{Sync::Kind::kAverage, std::stoll(k)};
-    }
+  const std::string average = "average:";
+  if (s.compare(0, average.size(), average) == 0) {
+    const int64_t k = small_count(s.substr(average.size()));
+    if (k >= 1) return Sync{Sync::Kind::kAverage, k, 0};
   }
-  throw InvalidArgument("--sync must be allreduce or average:K with K >= 1, not '" + s + "'");
+  if (s == "async") return Sync{Sync::Kind::kAsync, 1, 1};
+  const std::string async = "async:";
+  if (s.compare(0, async.size(), async) == 0) {
+    const std::string rest = s.substr(async.size());
+    const size_t colon = rest.find(':');
+    const int64_t push = small_count(rest.substr(0, colon));
+    const int64_t fetch = colon == std::string::npos ? 1 : small_count(rest.substr(colon + 1));
+    if (push >= 1 && fetch >= 1) return Sync{Sync::Kind::kAsync, push, fetch};
+  }
+  throw InvalidArgument(
+      "--sync must be allreduce, average:K or async[:PUSH[:FETCH]] with K, PUSH, FETCH >= 1, "
+      "not '" + s + "'");
 }
 
 std::string sync_name(const Sync& sync) {
-  return sync.kind == Sync::Kind::kAllreduce ? "allreduce"
-                                             : "average:" + std::to_string(sync.every);
+  switch (sync.kind) {
+    case Sync::Kind::kAllreduce:
+      return "allreduce";
+    case Sync::Kind::kAverage:
+      return "average:" + std::to_string(sync.every);
+    case Sync::Kind::kAsync:
+      return "async:" + std::to_string(sync.every) + ":" + std::to_string(sync.fetch);
+  }
+  return "allreduce";
 }
 
 }  // namespace recycle

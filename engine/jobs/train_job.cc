@@ -10,10 +10,12 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <thread>
 
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "engine/distributed/async_sgd.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
 #include "engine/jobs/head_file.h"
@@ -80,6 +82,19 @@ std::string TrainReport::to_json() const {
                         {"fp32_bytes_per_step", p.fp32_bytes_per_step()}});
     }
     j["comm_phases"] = phases;
+  }
+  if (sync.rfind("async", 0) == 0) {
+    j["async"] = {{"servers", async.servers},
+                  {"max_staleness", async.max_staleness},
+                  {"samples", async.samples},
+                  {"pushes", async.pushes},
+                  {"fetches", async.fetches},
+                  {"stale_fetches", async.stale_fetches},
+                  {"push_bytes_per_step", async.push_bytes_per_step},
+                  {"fetch_bytes_per_step", async.fetch_bytes_per_step},
+                  {"server_pushes", async.server_pushes},
+                  {"lost_workers", async.lost_workers},
+                  {"epoch_samples", async.epoch_samples}};
   }
   if (!epoch_sources.empty()) j["epoch_sources"] = epoch_sources;
   if (!freeze.empty()) {
@@ -166,6 +181,36 @@ void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainO
 
 namespace {
 
+void fill_async_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
+                       const AsyncReport& a) {
+  report->world_size = dist.world();
+  report->sync = sync_name(o.dist.sync);
+  report->grad_compression = grad_compression_name(o.dist.grad_compression);
+  report->steps = a.steps;
+  report->buckets = a.buckets;
+  const double steps = a.steps ? static_cast<double>(a.steps) : 1.0;
+  report->bytes_per_step = (a.push_bytes + a.fetch_bytes) / steps;
+  report->fp32_bytes_per_step = (a.fp32_push_bytes + a.fetch_bytes) / steps;
+  report->compression_ratio =
+      a.push_bytes + a.fetch_bytes ? report->fp32_bytes_per_step / report->bytes_per_step : 0.0;
+  AsyncFigures& f = report->async;
+  f.servers = std::min(o.dist.servers, dist.world());
+  f.max_staleness = o.dist.max_staleness;
+  f.samples = a.samples;
+  f.pushes = a.pushes;
+  f.fetches = a.fetches;
+  f.stale_fetches = a.stale_fetches;
+  f.push_bytes_per_step = a.push_bytes / steps;
+  f.fetch_bytes_per_step = a.fetch_bytes / steps;
+  f.server_pushes = a.server_pushes;
+  f.lost_workers = a.lost_workers;
+  for (const EpochResult& e : a.epochs) f.epoch_samples.push_back(e.samples);
+  for (size_t i = 0; i < a.lost_workers.size(); ++i) {
+    report->notes.push_back("lost worker rank " + std::to_string(a.lost_workers[i]) + " (" +
+                            a.lost_reasons[i] + "); the others trained its share");
+  }
+}
+
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
@@ -180,9 +225,26 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
     profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
   }
-  Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist ? dist->rank() : 0,
-                  dist ? dist->world() : 1);
+  if (dist && o.dist.throttle_rank == dist->rank()) {
+    // A straggler on purpose (--throttle RANK:MS): it sleeps before its gradients leave.
+    const auto pause = std::chrono::milliseconds(o.dist.throttle_ms);
+    trainer.add_after_backward_hook([pause](Trainer&, int64_t) { std::this_thread::sleep_for(pause); });
+  }
+  const bool async = dist && o.dist.sync.kind == Sync::Kind::kAsync;
+  // Asynchronous workers take chunks of the one-process order as they are dealt.
+  Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist && !async ? dist->rank() : 0,
+                  dist && !async ? dist->world() : 1);
   sampler.set_draws(draws);
+  if (async) {
+    try {
+      const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress);
+      fill_report(report, a.epochs);
+      fill_async_report(report, *dist, o, a);
+    } catch (const CommFailure& e) {
+      throw std::runtime_error(dist->explain_failure(e.what()));
+    }
+    return;
+  }
   if (!dist) {
     fill_report(report, trainer.fit(train, sampler, o.progress));
     report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);

@@ -81,6 +81,13 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--grad-compression", grad_compression_name(o.dist.grad_compression), same},
       {"--sync", sync_name(o.dist.sync), same},
       {"--bucket-mb", exact_text(o.dist.bucket_mb), same},
+      {"--servers", std::to_string(o.dist.servers), same},
+      {"--max-staleness", std::to_string(o.dist.max_staleness), same},
+      {"--throttle",
+       o.dist.throttle_rank < 0
+           ? std::string()
+           : std::to_string(o.dist.throttle_rank) + ":" + std::to_string(o.dist.throttle_ms),
+       per_rank},
   };
 }
 
@@ -200,12 +207,28 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
         "--freeze does not apply to text data (tsv:): progressive freezing trains image "
         "models only (docs/progressive.md)");
   }
+  if (o.dist.sync.kind == Sync::Kind::kAsync) {
+    // An asynchronous job has no moment at which every rank is at the same epoch.
+    if (!o.freeze.empty()) {
+      throw InvalidArgument(
+          "--freeze does not apply to --sync async: a freeze point moves when every rank ends "
+          "an epoch, and asynchronous workers never meet (use --sync allreduce or average:K)");
+    }
+    if (o.alternate_preload) {
+      throw InvalidArgument(
+          "--alternate-preload does not apply to --sync async (epochs overlap on the workers)");
+    }
+  }
   // Flags of data-parallel training: refused, not ignored, when there is none.
   if (o.dist.nproc <= 1 && !o.dist.distributed()) {
     const bool set[] = {gave("--grad-compression") || o.dist.grad_compression != GradCompression::kNone,
-                        gave("--sync") || o.dist.sync != Sync(), gave("--bucket-mb")};
-    const char* flags[] = {"--grad-compression", "--sync", "--bucket-mb"};
-    for (size_t i = 0; i < 3; ++i) {
+                        gave("--sync") || o.dist.sync != Sync(), gave("--bucket-mb"),
+                        gave("--servers") || o.dist.servers != 1,
+                        gave("--max-staleness") || o.dist.max_staleness != -1,
+                        o.dist.throttle_rank >= 0};
+    const char* flags[] = {"--grad-compression", "--sync",          "--bucket-mb",
+                           "--servers",          "--max-staleness", "--throttle"};
+    for (size_t i = 0; i < 6; ++i) {
       if (set[i]) {
         throw InvalidArgument(std::string(flags[i]) +
                               " applies to data-parallel training only (--nproc N, or "

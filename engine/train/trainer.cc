@@ -15,6 +15,21 @@ namespace recycle {
 
 namespace {
 
+std::vector<torch::Tensor> trainable_parameters(BlockStack& module) {
+  std::vector<torch::Tensor> params;
+  for (auto& p : module->parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  return params;
+}
+
+// LibTorch's optimizers key their per-parameter state by the parameter's TensorImpl address.
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
                                                         const TrainHyper& h) {
   switch (h.optimizer) {
@@ -30,7 +45,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
   throw std::invalid_argument(optimizer_name(h.optimizer));  // outside the enum: it throws first
 }
 
-// Learning rate at step `step` of `total`.
 double scheduled_lr(const TrainHyper& h, int64_t step, int64_t total) {
   const double progress = total > 0 ? static_cast<double>(step) / total : 0.0;
   switch (h.schedule) {
@@ -44,20 +58,8 @@ double scheduled_lr(const TrainHyper& h, int64_t step, int64_t total) {
   throw std::invalid_argument(schedule_name(h.schedule));  // outside the enum: it throws first
 }
 
-std::vector<torch::Tensor> trainable_parameters(BlockStack& module) {
-  std::vector<torch::Tensor> params;
-  for (auto& p : module->parameters()) {
-    if (p.requires_grad()) params.push_back(p);
-  }
-  return params;
-}
-
-// LibTorch's optimizers key their per-parameter state by the parameter's TensorImpl address.
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
-
-}  // namespace
+NonFiniteLoss::NonFiniteLoss(double loss)
+    : std::runtime_error("the loss became " + std::to_string(loss)), loss_(loss) {}
 
 Trainer::Trainer(BlockStack module, const TrainHyper& hyper)
     : module_(std::move(module)),
@@ -99,6 +101,54 @@ void Trainer::set_module(BlockStack module) {
   rebuild_optimizer();
 }
 
+Trainer::TrainingLayout::TrainingLayout(Trainer& trainer) : trainer_(trainer) {
+  trainer_.module_->train();
+  set_memory_format(*trainer_.module_, trainer_.memory_format_);
+  trainer_.fitting_ = true;
+}
+
+Trainer::TrainingLayout::~TrainingLayout() {
+  trainer_.fitting_ = false;
+  set_memory_format(*trainer_.module_, c10::MemoryFormat::Contiguous);
+}
+
+StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  torch::Tensor logits, loss;
+  {
+    RECORD_USER_SCOPE("step.forward");
+    // Gradients to none rather than to zero (what Python's zero_grad(set_to_none=True)
+    // does): backward then hands its result over instead of adding it to zeros.
+    for (torch::Tensor& p : trainable_) p.mutable_grad().reset();
+    const torch::Tensor features = in_memory_format(batch.features(), memory_format_);
+    {
+      AutocastScope autocast(precision_, features.device().type());
+      logits = module_->forward(features);
+    }
+    // bf16 logits from an autocast forward: the loss and its gradient in fp32.
+    logits = logits.to(torch::kFloat);
+    loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+  }
+  StepOutcome out;
+  out.loss = loss.item<double>();
+  if (!std::isfinite(out.loss)) throw NonFiniteLoss(out.loss);
+  {
+    RECORD_USER_SCOPE("step.backward");
+    loss.backward();
+  }
+  if (!after_backward_hooks_.empty()) {
+    RECORD_USER_SCOPE("step.after_backward");
+    for (const StepHook& hook : after_backward_hooks_) hook(*this, step);
+  }
+  {
+    RECORD_USER_SCOPE("step.optimizer");
+    optimizer_->step();
+    for (const StepHook& hook : after_step_hooks_) hook(*this, step);
+  }
+  out.correct = logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
+  return out;
+}
+
 std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler, bool progress) {
   if (sampler.size() != train.size()) {
     throw std::invalid_argument("the sampler covers " + std::to_string(sampler.size()) +
@@ -110,17 +160,7 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
   int64_t step = 0;
 
   std::vector<EpochResult> results;
-  module_->train();
-  // The module in memory_format_ while it trains, contiguous again however fit ends.
-  set_memory_format(*module_, memory_format_);
-  fitting_ = true;
-  struct Relayout {
-    Trainer* t;
-    ~Relayout() {
-      t->fitting_ = false;
-      set_memory_format(*t->module_, c10::MemoryFormat::Contiguous);
-    }
-  } relayout{this};
+  const TrainingLayout layout(*this);
   Batch batch;
   std::vector<int64_t> next_order;  // planned during the last step of the epoch before
   for (int64_t epoch = 0; epoch < hyper_.epochs; ++epoch) {
@@ -146,46 +186,19 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
           train.plan(next_order, hyper_.batch);
         }
       }
-      const double lr = scheduled_lr(hyper_, step++, total_steps);
-      for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-      torch::Tensor logits, loss;
-      {
-        RECORD_USER_SCOPE("step.forward");
-        // Gradients to none rather than to zero (what Python's zero_grad(set_to_none=True)
-        // does): backward then hands its result over instead of adding it to zeros.
-        for (torch::Tensor& p : trainable_) p.mutable_grad().reset();
-        const torch::Tensor features = in_memory_format(batch.features(), memory_format_);
-        {
-          AutocastScope autocast(precision_, features.device().type());
-          logits = module_->forward(features);
-        }
-        // bf16 logits from an autocast forward: the loss and its gradient in fp32.
-        logits = logits.to(torch::kFloat);
-        loss = torch::nn::functional::cross_entropy(logits, batch.labels);
-      }
-      const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) {
-        throw std::runtime_error("the loss became " + std::to_string(loss_value) + " at epoch " +
-                                 std::to_string(epoch + 1) + ", step " +
-                                 std::to_string(step - epoch * steps_per_epoch) + " of " +
-                                 std::to_string(steps_per_epoch) +
+      StepOutcome out;
+      try {
+        out = train_step(batch, scheduled_lr(hyper_, step, total_steps), step);
+      } catch (const NonFiniteLoss& e) {
+        throw std::runtime_error(std::string(e.what()) + " at epoch " + std::to_string(epoch + 1) +
+                                 ", step " + std::to_string(step - epoch * steps_per_epoch + 1) +
+                                 " of " + std::to_string(steps_per_epoch) +
                                  ": training diverged (try a lower --lr)");
       }
-      {
-        RECORD_USER_SCOPE("step.backward");
-        loss.backward();
-      }
-      if (!after_backward_hooks_.empty()) {
-        RECORD_USER_SCOPE("step.after_backward");
-        for (const StepHook& hook : after_backward_hooks_) hook(*this, step - 1);
-      }
-      {
-        RECORD_USER_SCOPE("step.optimizer");
-        optimizer_->step();
-        for (const StepHook& hook : after_step_hooks_) hook(*this, step - 1);
-      }
+      ++step;
+      const double loss_value = out.loss;
       loss_sum += loss_value * n;
-      correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
+      correct += out.correct;
       seen += n;
       bar.advance(n);
       bar.set_suffix(" loss " + std::to_string(loss_sum / seen).substr(0, 6));

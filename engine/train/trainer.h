@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,29 @@ struct EvalResult {
   double accuracy = 0;
   double loss = 0;
   int64_t samples = 0;
+};
+
+// The optimizer of `hyper` (SGD with Nesterov momentum when momentum > 0, or AdamW) over
+// `params`, at hyper.lr. Throws std::invalid_argument for an optimizer outside the enum.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
+                                                        const TrainHyper& hyper);
+// The learning rate of hyper.schedule at step `step` of `total` (from hyper.lr).
+double scheduled_lr(const TrainHyper& hyper, int64_t step, int64_t total);
+
+// What one training step gave.
+struct StepOutcome {
+  double loss = 0;       // mean cross-entropy of the batch
+  int64_t correct = 0;   // predictions that matched the labels
+};
+
+// The loss of a step was not finite (the step stopped before backward).
+class NonFiniteLoss : public std::runtime_error {
+ public:
+  explicit NonFiniteLoss(double loss);
+  double loss() const { return loss_; }
+
+ private:
+  double loss_;
 };
 
 // Trains one module (train mode). Not thread safe; hooks run on the calling thread.
@@ -71,6 +95,25 @@ class Trainer {
   void rebuild_optimizer();
   // Trains `module` from now on (train mode) and rebuilds the optimizer.
   void set_module(BlockStack module);
+
+  // While a TrainingLayout lives, the module is in train mode and laid out in
+  // hyper.memory_format; contiguous NCHW again when it goes (fit keeps one).
+  class TrainingLayout {
+   public:
+    explicit TrainingLayout(Trainer& trainer);
+    ~TrainingLayout();
+    TrainingLayout(const TrainingLayout&) = delete;
+    TrainingLayout& operator=(const TrainingLayout&) = delete;
+
+   private:
+    Trainer& trainer_;
+  };
+
+  // One step on `batch` at learning rate `lr`, inside a TrainingLayout: zero the gradients,
+  // forward, cross-entropy, backward, the after-backward hooks, the optimizer step and the
+  // after-step hooks (each given `step`). Throws NonFiniteLoss, before backward, when the
+  // loss is not finite.
+  StepOutcome train_step(const Batch& batch, double lr, int64_t step);
 
   // Runs hyper.epochs epochs, the module laid out in hyper.memory_format meanwhile and in
   // contiguous NCHW again when it returns or throws. Throws std::runtime_error when the loss stops being finite,

@@ -53,18 +53,24 @@ std::string grad_compression_name(GradCompression compression);
 std::vector<std::string> grad_compression_names();
 
 // How data-parallel ranks stay in step: "allreduce" averages gradients every step;
-// "average:K" takes K local steps, then averages parameters (K >= 1).
+// "average:K" takes K local steps, then averages parameters (K >= 1); "async:P:F" is Downpour
+// SGD: each worker pushes its gradients to a parameter server every P steps and fetches the
+// parameters every F steps, and nobody waits for anybody (docs/data-parallel.md).
 struct Sync {
-  enum class Kind { kAllreduce, kAverage };
+  enum class Kind { kAllreduce, kAverage, kAsync };
   Kind kind = Kind::kAllreduce;
-  int64_t every = 0;  // kAverage: K >= 1; 0 with kAllreduce
+  int64_t every = 0;  // kAverage: K >= 1; kAsync: P, the push period (>= 1); 0 with kAllreduce
+  int64_t fetch = 0;  // kAsync: F, the fetch period (>= 1); 0 otherwise
 
-  bool operator==(const Sync& o) const { return kind == o.kind && every == o.every; }
+  bool operator==(const Sync& o) const {
+    return kind == o.kind && every == o.every && fetch == o.fetch;
+  }
   bool operator!=(const Sync& o) const { return !(*this == o); }
 };
-// "allreduce" or "average:K" (K of 1..6 digits, >= 1); throws std::invalid_argument otherwise.
+// "allreduce", "average:K", "async", "async:P" or "async:P:F" (each number of 1..6 digits,
+// >= 1; an absent one is 1); throws std::invalid_argument otherwise.
 Sync parse_sync(std::string_view name);
-std::string sync_name(const Sync& sync);  // "allreduce" or "average:K"
+std::string sync_name(const Sync& sync);  // "allreduce", "average:K" or "async:P:F"
 
 // Codec (cache/codec.h): how records store activations. codec_name and codec_names are
 // cache/codec.h's; this parse throws where cache/codec.h's returns false.
@@ -189,13 +195,24 @@ struct DistOptions {
   // allreduce: average gradients every step; average:K: K local steps, then average
   // parameters (K >= 1).
   Sync sync;
-  // Gradient bucket size cap in MiB: buckets are reduced as they fill during backward.
+  // Gradient bucket size cap in MiB: buckets are reduced as they fill during backward (with
+  // async, the parameter server's buckets, each with its version, dealt round the servers).
   double bucket_mb = 1.0;
+  // async: how many ranks serve parameters (ranks 0..S-1, a server thread beside their worker),
+  // each the buckets b with b % S == its rank.
+  int servers = 1;
+  // async: a worker whose parameters are more than K server versions old fetches before it
+  // goes on (stale synchronous parallel); -1 = no bound.
+  int64_t max_staleness = -1;
+  // Testing stragglers (--throttle RANK:MS): rank throttle_rank sleeps throttle_ms ms a step.
+  int throttle_rank = -1;
+  int throttle_ms = 0;
 
   bool distributed() const { return world_size > 1; }
 
   // Checks the options together (rank below world size, a master for a world above 1, a
-  // timeout, compression only with allreduce, a positive bucket cap). Throws
+  // timeout, compression only with allreduce or async, a positive bucket cap, --servers and
+  // --max-staleness with async only, servers fewer than the world). Throws
   // std::invalid_argument with one line.
   void validate() const;
 };

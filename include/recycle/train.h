@@ -14,6 +14,21 @@
 
 namespace recycle {
 
+// Asynchronous training's figures (--sync async), rank 0's view.
+struct AsyncFigures {
+  int servers = 0;
+  int64_t max_staleness = -1;
+  int64_t samples = 0;        // rank 0's worker's samples, all epochs (the others' are theirs)
+  int64_t pushes = 0;         // rank 0's worker's pushes
+  int64_t fetches = 0;        // its fetches (scheduled ones)
+  int64_t stale_fetches = 0;  // its fetches forced by --max-staleness
+  double push_bytes_per_step = 0;
+  double fetch_bytes_per_step = 0;
+  int64_t server_pushes = 0;  // pushes rank 0's shard applied, from every worker
+  std::vector<int> lost_workers;  // ranks lost during the job
+  std::vector<int64_t> epoch_samples;  // per epoch, samples trained by all workers together
+};
+
 struct TrainReport {
   std::string mode;  // "cache", "full", "frozen" (prefix recomputed) or
                      // "progressive" (--freeze)
@@ -31,7 +46,7 @@ struct TrainReport {
   std::string precision;           // of the training forward: "fp32" or "bf16"
   // Data-parallel figures (world_size 1: no communication, zeros).
   int world_size = 1;
-  std::string sync;                // "allreduce" or "average:K" ("" alone)
+  std::string sync;                // "allreduce", "average:K" or "async:P:F" ("" alone)
   std::string grad_compression;    // "none", "fp16", "topk" ("" alone)
   int64_t steps = 0;               // optimizer steps per rank, all epochs
   int64_t buckets = 0;             // gradient buckets (allreduce)
@@ -41,6 +56,7 @@ struct TrainReport {
   // Per trainable set, in order (one for a run whose trainable set never changes; a new one
   // after each --freeze that shrinks it). Empty alone.
   std::vector<CommPhase> comm_phases;
+  AsyncFigures async;  // with --sync async; bytes_per_step above counts pushes and fetches
   // Progressive recycling (--freeze; "" and empty otherwise).
   std::string freeze;                // the rule's spec
   std::vector<FreezeEvent> freezes;  // in order

@@ -1,0 +1,59 @@
+// Asynchronous data-parallel training (--sync async:PUSH:FETCH): Downpour SGD (Dean et al.,
+// "Large Scale Distributed Deep Networks", 2012) over the job's c10d/Gloo process group.
+//
+// Who does what:
+//   servers  ranks 0..S-1 (--servers S) each run a parameter server shard (param_server.h) on
+//            threads beside their worker: one thread per other worker, blocked in a Gloo recv
+//            from it, so a slow or lost worker holds up nobody but itself. Their own worker
+//            reaches its shard by a function call. Rank 0's shard also deals the work
+//            (work_queue.h). Why threads and not ranks of their own: on a 2-core machine a
+//            server process would take a worker's core for a step of the optimizer per push;
+//            as threads, the servers sleep in recv until a push comes.
+//   workers  every rank trains on chunks of the epochs' permutations that rank 0 deals on
+//            demand: one chunk is PUSH batches (a chunk never spans epochs). After each local
+//            step the worker's own optimizer steps too (its replica keeps learning between
+//            fetches); at the end of a chunk it pushes the mean gradient of the chunk's steps to
+//            every server (by --grad-compression) and reports the chunk done; every FETCH steps,
+//            and whenever a server's version is more than --max-staleness K ahead of its copy,
+//            it fetches the parameters (a fetch replaces the replica's).
+//
+// The messages, per (worker, server) pair, point-to-point with tags: a request header (int64),
+// the push's bytes when it pushes, then a reply header and the shard's parameters (float32)
+// when it fetches. A worker that dies resets its connections: the server thread serving it ends,
+// and rank 0 deals the chunks it held to the others, so each epoch still trains every sample
+// once. A server that dies ends every worker's job with one line naming its rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/dist_context.h"
+#include "engine/train/trainer.h"
+
+namespace recycle {
+
+struct AsyncReport {
+  std::vector<EpochResult> epochs;  // rank 0: every worker's chunks, per epoch
+  int64_t steps = 0;                // this worker's local steps
+  int64_t samples = 0;              // this worker's samples, all epochs
+  int64_t pushes = 0;               // this worker's pushes (to every server: one)
+  int64_t fetches = 0;              // this worker's fetches (from every server: one)
+  int64_t stale_fetches = 0;        // fetches forced by --max-staleness
+  int64_t push_bytes = 0;           // pushed payload, all servers
+  int64_t fetch_bytes = 0;          // fetched payload, all servers
+  int64_t fp32_push_bytes = 0;      // what fp32 pushes of the same gradients would have sent
+  int64_t server_pushes = 0;        // rank 0: pushes its shard applied (from every worker)
+  int64_t buckets = 0;
+  std::vector<int> lost_workers;    // rank 0: workers lost during the job, by rank
+  std::vector<std::string> lost_reasons;  // the same order: what their server saw
+};
+
+// Trains `trainer`'s module as one rank of `context`'s job. `train` and `sampler` are the
+// whole split and its one-process order (world 1; set_draws applied). Every rank calls it;
+// rank 0's module ends with the servers' parameters. Throws CommFailure when a server is
+// lost (or, on rank 0, when it cannot serve), std::runtime_error for a loss that is not finite.
+AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& train,
+                        const Sampler& sampler, bool progress);
+
+}  // namespace recycle

@@ -1,0 +1,104 @@
+// The parameter server of asynchronous training (--sync async; Downpour SGD, Dean et al. 2012):
+// how a head's trainable parameters are cut into buckets and dealt to S server shards, a
+// shard's state (its parameters, the job's optimizer, a version per bucket), and how a
+// worker's pushed gradients travel (fp32, fp16, or AdaComp top-k with error feedback).
+// The transport and the worker's loop are async_sgd.h's.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/distributed/adacomp_hook.h"
+#include "engine/train/train_hyper.h"
+#include "recycle/options.h"
+
+namespace recycle {
+
+// The trainable parameters, flattened in order into one vector of `total` floats, cut into
+// buckets of at most `bucket_elements` consecutive elements; bucket b belongs to server
+// b % servers. A shard is its server's buckets, concatenated in bucket order.
+class ParamLayout {
+ public:
+  // Throws std::invalid_argument unless total >= 1, bucket_elements >= 1 and servers >= 1.
+  ParamLayout(int64_t total, int64_t bucket_elements, int servers);
+
+  int servers() const { return servers_; }
+  int64_t total() const { return total_; }
+  int64_t buckets() const { return static_cast<int64_t>(ranges_.size()); }
+  // Bucket b's [begin, end) in the flat vector.
+  std::pair<int64_t, int64_t> range(int64_t bucket) const { return ranges_[bucket]; }
+  // The buckets of `server`, in order, and how many elements they hold together.
+  std::vector<int64_t> buckets_of(int server) const;
+  int64_t shard_size(int server) const;
+
+  // `server`'s shard of a flat vector, and the other way round (writes only its ranges).
+  torch::Tensor gather(const torch::Tensor& flat, int server) const;
+  void scatter(const torch::Tensor& shard, int server, torch::Tensor& flat) const;
+
+ private:
+  int64_t total_;
+  int servers_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+};
+
+// One server's state. The optimizer is the job's (make_optimizer over the shard as one flat
+// parameter: SGD with momentum and AdamW are elementwise, so this is the same update as
+// per-parameter state). Thread safe.
+class ParamShard {
+ public:
+  // `initial`: the shard's starting values (copied). `world`: the workers at the start;
+  // `sync_steps`: the steps of the whole run as synchronous training would count them (the
+  // learning-rate schedule's length); `buckets`: how many buckets the shard holds.
+  ParamShard(const torch::Tensor& initial, const TrainHyper& hyper, int world, int64_t sync_steps,
+             int64_t buckets);
+
+  // Applies one push: `grad` is the mean gradient of a worker's `steps` local steps. The step
+  // is taken at the schedule's learning rate for the steps applied so far (counted as
+  // synchronous steps: local steps over the world), times steps / world, so that W workers'
+  // pushes move the parameters as much as one synchronous step of W ranks. Returns the
+  // version after it (every bucket of the shard advances by one).
+  int64_t apply(const torch::Tensor& grad, int64_t steps);
+  // A copy of the parameters and their version.
+  torch::Tensor snapshot(int64_t* version) const;
+  int64_t version() const;
+  std::vector<int64_t> bucket_versions() const;
+  int64_t pushes() const;
+
+ private:
+  TrainHyper hyper_;
+  int world_;
+  int64_t sync_steps_;
+  mutable std::mutex mutex_;
+  torch::Tensor param_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<int64_t> versions_;
+  int64_t local_steps_ = 0;  // applied so far, over all pushes
+  int64_t pushes_ = 0;
+};
+
+// A worker's side of pushes to one server: encodes the shard's mean gradient for the wire by
+// `compression` (fp32 bytes; fp16 bytes; topk: per bucket a float scale, an int32 byte count
+// and AdaComp's pairs, the bucket's residue kept for error feedback). Not thread safe.
+class PushEncoder {
+ public:
+  PushEncoder(GradCompression compression, const ParamLayout& layout, int server);
+  std::vector<uint8_t> encode(const torch::Tensor& shard_grad);
+
+ private:
+  GradCompression compression_;
+  std::vector<int64_t> buckets_;
+  std::vector<int64_t> sizes_;
+  AdaCompCompressor adacomp_;
+};
+
+// The server's side: the shard's gradient from a push's bytes. Throws std::runtime_error for
+// bytes that do not fit the shard (a size that does not match, a bad packet).
+torch::Tensor decode_push(GradCompression compression, const ParamLayout& layout, int server,
+                          const uint8_t* bytes, int64_t size);
+
+}  // namespace recycle
