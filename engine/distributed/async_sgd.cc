@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -125,6 +126,15 @@ struct Reply {
 
 void wait(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
 
+// How long a server thread waits for its worker: for ever, in effect. A Gloo wait that times
+// out closes every pair of the group, not only the silent worker's; a silent worker is found by
+// its heartbeat instead (Server::watch), and its thread's wait aborted.
+constexpr std::chrono::milliseconds kForever(int64_t{30} * 24 * 3600 * 1000);
+
+// The store key a server sets for a worker it dropped for silence (the worker reads it when its
+// exchanges fail, to say so).
+std::string dropped_key(int rank) { return "recycle/async/dropped/" + std::to_string(rank); }
+
 // One parameter server shard and the threads that serve the other workers.
 class Server {
  public:
@@ -138,23 +148,39 @@ class Server {
                static_cast<int64_t>(layout.buckets_of(server).size())),
         queue_(queue) {}
 
-  // After a failure of this rank: every thread ends after the request it is waiting for, and
-  // the workers that sent one are told the server stopped.
+  // After a failure of this rank: every thread stops waiting and ends.
   ~Server() {
-    stopping_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      for (auto& work : pending_) {
+        if (work) work->abort();
+      }
+    }
     join();
   }
 
   void start() {
-    for (int w = 0; w < context_.world(); ++w) {
+    const int world = context_.world();
+    pending_.resize(static_cast<size_t>(world));
+    ended_.assign(static_cast<size_t>(world), false);
+    dropped_.assign(static_cast<size_t>(world), false);
+    for (int w = 0; w < world; ++w) {
       if (w != context_.rank()) threads_.emplace_back([this, w] { serve(w); });
     }
+    watchdog_ = std::thread([this] { watch(); });
   }
   // Returns once every other worker said goodbye or was lost.
   void join() {
     for (std::thread& t : threads_) {
       if (t.joinable()) t.join();
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      watch_stop_ = true;
+    }
+    watch_changed_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
   }
 
   // A request of `worker` (its own rank's worker calls this directly).
@@ -193,36 +219,99 @@ class Server {
   }
 
  private:
+  // Serves `worker` until it says goodbye, dies (its connection resets), or is dropped.
   void serve(int worker) {
     auto group = context_.group();
     try {
       for (;;) {
         std::vector<torch::Tensor> head{torch::empty({kHeader}, torch::kLong)};
-        wait(group->recv(head, worker, kRequestTag));
+        if (!await(worker, group->recv(head, worker, kRequestTag))) return;
         const Request req = Request::unpack(head[0]);
-        if (req.kind == kBye) return;
+        if (req.kind == kBye) break;
         if (req.kind != kExchange || req.payload < 0 || req.want < 0 || req.want > 2) {
           throw std::runtime_error("a malformed request");
         }
         std::vector<torch::Tensor> payload{torch::empty({req.payload}, torch::kByte)};
-        if (req.payload > 0) wait(group->recv(payload, worker, kPayloadTag));
+        if (req.payload > 0 && !await(worker, group->recv(payload, worker, kPayloadTag))) return;
         torch::Tensor params;
         const Reply reply = handle(worker, req, payload[0].data_ptr<uint8_t>(), &params);
         std::vector<torch::Tensor> out{reply.pack()};
-        wait(group->send(out, worker, kReplyTag));
-        if (reply.params) {
-          std::vector<torch::Tensor> p{params};
-          wait(group->send(p, worker, kParamsTag));
-        }
+        if (!await(worker, group->send(out, worker, kReplyTag))) return;
+        std::vector<torch::Tensor> p{params};
+        if (reply.params && !await(worker, group->send(p, worker, kParamsTag))) return;
         if (stopping_) return;
       }
     } catch (const std::exception& e) {
       lose(worker, first_line(e.what()));
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ended_[static_cast<size_t>(worker)] = true;
+  }
+
+  // Waits for `worker`'s thread's `work`; false when it was aborted (the worker was dropped, or
+  // the server stops).
+  bool await(int worker, c10::intrusive_ptr<c10d::Work> work) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (dropped_[static_cast<size_t>(worker)] || stopping_) return false;
+      pending_[static_cast<size_t>(worker)] = work;
+    }
+    const bool completed = work->wait(kForever);
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_[static_cast<size_t>(worker)].reset();
+    return completed && !dropped_[static_cast<size_t>(worker)] && !stopping_;
+  }
+
+  // Drops a worker whose heartbeat stood still for --timeout seconds (stopped, hung, or its
+  // host lost without a reset): its chunks go to the others and its thread stops waiting.
+  void watch() {
+    const auto limit = std::chrono::seconds(context_.options().timeout_seconds);
+    const size_t world = static_cast<size_t>(context_.world());
+    std::vector<int64_t> last(world, -2);
+    std::vector<std::chrono::steady_clock::time_point> seen(world, std::chrono::steady_clock::now());
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!watch_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return watch_stop_; })) {
+      lock.unlock();
+      std::vector<int64_t> beats;
+      try {
+        beats = context_.heartbeat_counts();
+      } catch (const std::exception&) {
+      }
+      const auto now = std::chrono::steady_clock::now();
+      for (size_t w = 0; w < beats.size() && w < world; ++w) {
+        if (static_cast<int>(w) == context_.rank()) continue;
+        if (beats[w] != last[w]) {
+          last[w] = beats[w];
+          seen[w] = now;
+        } else if (now - seen[w] > limit) {
+          drop(static_cast<int>(w), "no heartbeat for " +
+                                        std::to_string(context_.options().timeout_seconds) + " s");
+          seen[w] = now + std::chrono::hours(24 * 365);
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  void drop(int worker, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_[static_cast<size_t>(worker)] || dropped_[static_cast<size_t>(worker)]) return;
+      dropped_[static_cast<size_t>(worker)] = true;
+      if (pending_[static_cast<size_t>(worker)]) pending_[static_cast<size_t>(worker)]->abort();
+    }
+    lose(worker, why);
+    try {
+      context_.store().set(dropped_key(worker), std::vector<uint8_t>{'1'});
+    } catch (const std::exception&) {
+    }
   }
 
   void lose(int worker, const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [w, reason] : lost_) {
+      if (w == worker) return;
+    }
     lost_.emplace_back(worker, why);
     if (!queue_) return;
     const int64_t samples = queue_->lose(worker);
@@ -239,7 +328,13 @@ class Server {
   WorkQueue* queue_;  // rank 0's server deals the work
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
-  mutable std::mutex mutex_;
+  std::thread watchdog_;
+  mutable std::mutex mutex_;  // guards what follows
+  std::condition_variable watch_changed_;
+  bool watch_stop_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending_;  // per worker: what its thread waits for
+  std::vector<bool> ended_;    // per worker: its thread is done
+  std::vector<bool> dropped_;  // per worker: dropped for silence
   std::vector<std::pair<int, std::string>> lost_;
 };
 
@@ -393,7 +488,7 @@ class Worker {
     torch::Tensor mean;
     if (push) mean = accum_ / static_cast<double>(in_push_);
     torch::Tensor values;  // the replica's parameters, once a server sends its shard
-    bool fetched_all = fetch;
+    bool fetched_all = true;  // every server sent its shard: the replica is fresh
     for (int s = layout_.servers() - 1; s >= 0; --s) {
       Request req;
       std::vector<uint8_t> payload;
@@ -441,10 +536,8 @@ class Worker {
       accum_.zero_();
       in_push_ = 0;
     }
-    if (fetched_all) {
-      ++fetches_;
-      since_fetch_ = 0;
-    }
+    if (fetch) ++fetches_;
+    if (fetched_all) since_fetch_ = 0;
   }
 
   Reply exchange(int s, const Request& req, const std::vector<uint8_t>& payload,
@@ -470,6 +563,18 @@ class Worker {
       }
       return reply;
     } catch (const std::exception& e) {
+      bool dropped = false;
+      try {
+        dropped = context_.store().check({dropped_key(context_.rank())});
+      } catch (const std::exception&) {
+      }
+      if (dropped) {
+        throw std::runtime_error(
+            "this worker (rank " + std::to_string(context_.rank()) +
+            ") was dropped from the job: it was silent for more than --timeout " +
+            std::to_string(context_.options().timeout_seconds) +
+            " s, and the others trained its share");
+      }
       throw CommFailure("the parameter server on rank " + std::to_string(s) + ": " +
                         first_line(e.what()));
     }

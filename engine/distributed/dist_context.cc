@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -238,6 +239,9 @@ DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue
   if (world_ < 2)
     throw std::invalid_argument("--world-size must be at least 2 for a process group");
   options.validate();
+  // A write to a peer that died must fail with EPIPE, which Gloo turns into an error of that
+  // pair, not kill this process: an asynchronous job goes on without a lost worker.
+  signal(SIGPIPE, SIG_IGN);
   open_store(parse_master(options.master));
   rendezvous(must_agree);
 
@@ -490,6 +494,12 @@ void DistContext::barrier(const std::string& name) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::vector<int64_t> DistContext::heartbeat_counts() {
+  std::vector<int64_t> counts;
+  for (const auto& [r, b] : read_beats(*store_, world_)) counts.push_back(b.beats);
+  return counts;
 }
 
 std::string DistContext::explain_failure(const std::string& error) {

@@ -61,6 +61,10 @@ class DistContext {
   // The step this rank is on, published with the heartbeat (a rank that hangs lags behind).
   void set_step(int64_t step) { step_.store(step); }
 
+  // Every rank's heartbeat count so far (-1 for a rank that never wrote one). Throws what the
+  // store throws.
+  std::vector<int64_t> heartbeat_counts();
+
   // After a collective failed with `error`: one line naming the lost rank(s) when the heartbeats
   // tell (a rank whose heartbeat stopped, else the rank furthest behind), with `error` after it.
   // Takes a few seconds (it watches the heartbeats for two periods). Does not throw.

@@ -75,6 +75,7 @@ struct Worker {
   int rank = 0;
   bool running = true;
   int status = 0;
+  bool reported = false;  // its end was said when it came
   std::thread relay;
 };
 
@@ -162,6 +163,7 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   pid_t first_failed = -1;
   Clock::time_point deadline = Clock::time_point::max();
   int forwarded = 0;
+  bool grace_given = false;  // the essential ranks are done; the others' time is counted
   size_t running = workers.size();
   while (running > 0) {
     if (g_signal != 0 && forwarded == 0) {
@@ -170,6 +172,16 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
         if (w.running) kill(pid, forwarded);
       }
       deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+    }
+    if (o.essential_ranks > 0 && !failed && forwarded == 0 && !grace_given) {
+      // Every essential rank is done: the job is over. A worker still running (stopped, or
+      // dropped by its servers) gets the timeout to end on its own.
+      bool essential_running = false;
+      for (const auto& [pid, w] : workers) essential_running |= w.running && w.rank < o.essential_ranks;
+      if (!essential_running) {
+        grace_given = true;
+        deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds + 10);
+      }
     }
     if (Clock::now() > deadline) {
       std::vector<std::string> left;
@@ -198,7 +210,8 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     const bool essential = o.essential_ranks <= 0 || w.rank < o.essential_ranks;
-    if (!ok && !essential && forwarded == 0) {
+    if (!ok && !essential && !failed && forwarded == 0) {
+      w.reported = true;
       std::lock_guard<std::mutex> lock(g_stderr_mutex);
       std::cerr << o.tool << ": rank " << w.rank << " of " << o.nproc << " (pid " << pid << ") "
                 << describe_status(status) << "; the job goes on without it" << std::endl;
@@ -224,8 +237,7 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
     // How the others ended, so that every rank's fate is on record.
     for (auto& [pid, w] : workers) {
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-      const bool essential = o.essential_ranks <= 0 || w.rank < o.essential_ranks;
-      if (ok || pid == first_failed || !essential) continue;
+      if (ok || pid == first_failed || w.reported) continue;
       std::cerr << o.tool << ": rank " << w.rank << " " << describe_status(w.status) << std::endl;
     }
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "tests/tool_runner.h"
@@ -82,51 +83,79 @@ std::string job_store(const std::string& tmp) {
   return "";
 }
 
-TEST(AsyncSgd, AKilledWorkerOfThreeLeavesItsShareToTheOthersAndTheJobSucceeds) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  TempDir dir;
-  const std::string cache = dir.file("cache");
-  build_cache(dir, cache, 400);
-  const std::string tmp = dir.file("tmp");
-  std::filesystem::create_directory(tmp);
-  // Rank 0 slowed down (5 ms a step) so that the job outlasts the kill on a fast machine.
-  const char* old_tmp = std::getenv("TMPDIR");
-  const std::string saved = old_tmp ? old_tmp : "";
-  setenv("TMPDIR", tmp.c_str(), 1);
-  const pid_t launcher = spawn_tool(
-      "recycle-train",
-      {"--cache", cache, "--epochs", "40", "--batch", "10", "--seed", "3", "--nproc", "3",
-       "--sync", "async", "--throttle", "0:5", "--timeout", "20", "--json"},
-      dir.file("out.txt"), dir.file("err.txt"));
-  if (old_tmp) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
-  // Rank 2 is killed once it has trained 5 steps.
-  pid_t victim = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string store = job_store(tmp);
-    if (!store.empty() && heartbeat_step(store, 2) >= 5) {
-      victim = worker_of_rank(launcher, 2);
-      break;
+// `recycle-train --nproc 3 --sync async` on a cache of 400 samples for 40 epochs, in the
+// background, its store in a directory of its own (to watch the ranks' steps), its stdout and
+// stderr in files. Killed with its workers if a test ends before it does.
+class AsyncJob {
+ public:
+  AsyncJob(const TempDir& dir, const std::string& cache, const std::string& timeout)
+      : dir_(dir), tmp_(dir.file("tmp")) {
+    std::filesystem::create_directory(tmp_);
+    const char* old_tmp = std::getenv("TMPDIR");
+    const std::string saved = old_tmp ? old_tmp : "";
+    setenv("TMPDIR", tmp_.c_str(), 1);
+    // Rank 0 slowed down (5 ms a step) so that the job outlasts what a test does to it.
+    launcher_ = spawn_tool(
+        "recycle-train",
+        {"--cache", cache, "--epochs", "40", "--batch", "10", "--seed", "3", "--nproc", "3",
+         "--sync", "async", "--throttle", "0:5", "--timeout", timeout, "--json"},
+        dir.file("out.txt"), dir.file("err.txt"));
+    if (old_tmp) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  }
+  ~AsyncJob() {
+    if (launcher_ <= 0 || waited_) return;
+    for (pid_t pid : children_of(launcher_)) kill(pid, SIGKILL);
+    kill(launcher_, SIGKILL);
+    wait_tool(launcher_);
+  }
+  // The pid of `rank` once it has trained `steps` steps (-1 if it did not within 2 minutes).
+  pid_t rank_after_steps(int rank, int64_t steps) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string store = job_store(tmp_);
+      if (!store.empty() && heartbeat_step(store, rank) >= steps) return worker_of_rank(launcher_, rank);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return -1;
   }
-  ASSERT_GT(victim, 0) << read_file(dir.file("err.txt"));
-  kill(victim, SIGKILL);
-  const int code = wait_tool(launcher);
-  const std::string err = read_file(dir.file("err.txt"));
+  // Waits until stderr has `text` (false after 2 minutes).
+  bool wait_for_stderr(const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (err().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  int wait() {
+    waited_ = true;
+    return wait_tool(launcher_);
+  }
+  std::string err() const { return read_file(dir_.file("err.txt")); }
+  // The last stdout line, parsed (null when it is not JSON).
+  nlohmann::json report() const {
+    std::string line, last;
+    std::istringstream lines(read_file(dir_.file("out.txt")));
+    while (std::getline(lines, line)) {
+      if (!line.empty()) last = line;
+    }
+    return nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  }
+
+ private:
+  const TempDir& dir_;
+  std::string tmp_;
+  pid_t launcher_ = -1;
+  bool waited_ = false;
+};
+
+// What a job that lost rank 2 reports: exit 0, the loss named, every epoch whole.
+void expect_survived_losing_rank2(AsyncJob& job, int code) {
+  const std::string err = job.err();
   ASSERT_EQ(code, 0) << err;
-  EXPECT_NE(err.find("rank 2 of 3 (pid " + std::to_string(victim) +
-                     ") was killed by signal 9 (Killed); the job goes on without it"),
-            std::string::npos)
-      << err;
   EXPECT_NE(err.find("lost worker rank 2 of 3"), std::string::npos) << err;
-  std::string line, last;
-  std::istringstream lines(read_file(dir.file("out.txt")));
-  while (std::getline(lines, line)) {
-    if (!line.empty()) last = line;
-  }
-  const nlohmann::json report = nlohmann::json::parse(last);
-  EXPECT_EQ(report["async"]["lost_workers"], nlohmann::json::array({2})) << report.dump();
+  const nlohmann::json report = job.report();
+  EXPECT_EQ(report["async"]["lost_workers"], nlohmann::json::array({2})) << report.dump() << err;
   const std::vector<int64_t> samples = report["async"]["epoch_samples"];
   ASSERT_EQ(samples.size(), 40u);
   for (int64_t n : samples) EXPECT_EQ(n, 400) << report.dump();
@@ -134,6 +163,60 @@ TEST(AsyncSgd, AKilledWorkerOfThreeLeavesItsShareToTheOthersAndTheJobSucceeds) {
   bool noted = false;
   for (const auto& note : report["notes"]) noted |= note.get<std::string>().find("lost worker rank 2") == 0;
   EXPECT_TRUE(noted) << report.dump();
+}
+
+TEST(AsyncSgd, AKilledWorkerOfThreeLeavesItsShareToTheOthersAndTheJobSucceeds) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 400);
+  AsyncJob job(dir, cache, "20");
+  const pid_t victim = job.rank_after_steps(2, 5);
+  ASSERT_GT(victim, 0) << job.err();
+  kill(victim, SIGKILL);
+  const int code = job.wait();
+  expect_survived_losing_rank2(job, code);
+  EXPECT_NE(job.err().find("rank 2 of 3 (pid " + std::to_string(victim) +
+                           ") was killed by signal 9 (Killed); the job goes on without it"),
+            std::string::npos)
+      << job.err();
+}
+
+TEST(AsyncSgd, AWorkerSilentForTheTimeoutIsDroppedAndEndsWhenItWakes) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 400);
+  AsyncJob job(dir, cache, "4");
+  const pid_t victim = job.rank_after_steps(2, 5);
+  ASSERT_GT(victim, 0) << job.err();
+  kill(victim, SIGSTOP);  // alive, silent: its server gives up on it after the 4 s timeout
+  ASSERT_TRUE(job.wait_for_stderr("lost worker rank 2 of 3")) << job.err();
+  kill(victim, SIGCONT);  // it wakes to a server that no longer answers it, and stops
+  const int code = job.wait();
+  expect_survived_losing_rank2(job, code);
+}
+
+TEST(AsyncSgd, AKilledServerEndsTheJobWithOneLineOnEveryRank) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  build_cache(dir, cache, 400);
+  AsyncJob job(dir, cache, "20");
+  const pid_t victim = job.rank_after_steps(0, 5);
+  ASSERT_GT(victim, 0) << job.err();
+  kill(victim, SIGKILL);
+  const int code = job.wait();
+  const std::string err = job.err();
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("rank 0 of 3 (pid " + std::to_string(victim) + ") was killed by signal 9"),
+            std::string::npos) << err;
+  for (const std::string rank : {"1", "2"}) {
+    EXPECT_TRUE(std::regex_search(
+        err, std::regex("\\[rank " + rank + "\\] recycle-train: error: lost rank 0(, [12])? of 3 .*"
+                        "the parameter server on rank 0")))
+        << err;
+  }
 }
 
 TEST(AsyncSgd, AStragglerTakesFewerChunksInsteadOfHoldingTheOthersBack) {
@@ -159,7 +242,7 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
   // Buckets of 64 KiB, so that both servers hold some; fetch every 8 steps, but never more than
   // 0 versions stale: a push by anyone makes the next exchange a fetch.
   const ToolRun r = run_tool(dir, "recycle-train",
-                             "--cache " + cache + " --epochs 2 --batch 20 --nproc 3 "
+                             "--cache " + cache + " --epochs 3 --batch 20 --nproc 3 "
                              "--sync async:2:8 --servers 2 --max-staleness 0 --bucket-mb 0.0625 "
                              "--grad-compression topk --json");
   ASSERT_EQ(r.code, 0) << describe(r);
@@ -173,8 +256,9 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
   EXPECT_LT(a["push_bytes_per_step"].get<double>() * 5,
             r.last["fp32_bytes_per_step"].get<double>() - a["fetch_bytes_per_step"].get<double>())
       << r.last.dump();
-  EXPECT_EQ(a["epoch_samples"], nlohmann::json::array({400, 400}));
-  EXPECT_GT(r.last["test_acc"].get<double>(), 0.8) << r.last.dump();
+  EXPECT_EQ(a["epoch_samples"], nlohmann::json::array({400, 400, 400}));
+  // About 30 pushes, while AdaComp's residues still fill: well above chance (0.5), not more.
+  EXPECT_GT(r.last["test_acc"].get<double>(), 0.6) << r.last.dump();
 }
 
 TEST(AsyncSgd, BadAsyncFlagsAreUsageErrors) {
