@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -34,7 +35,8 @@ struct DistRow {
   std::string kind;         // head (0.5 cache) | full (full fine-tuning)
   int world = 1;            // processes
   std::string compression;  // none | fp16 | topk ("-" alone)
-  std::string sync;         // allreduce | average:K ("-" alone)
+  std::string sync;         // allreduce | average:K | async:P:F ("-" alone)
+  bool straggler = false;   // the last rank at half speed (--throttle)
   std::vector<double> accuracy;
   std::vector<double> epoch_seconds;  // every epoch of every seed
   double bytes_per_step = 0;          // per rank, handed to collectives
@@ -49,7 +51,10 @@ struct DistRow {
     s += kind == "full" ? ", full fine-tuning" : ", head 0.5";
     return s;
   }
-  std::string key() const { return kind + "/" + compression + "/" + sync + "/" + std::to_string(world); }
+  std::string key() const {
+    return kind + "/" + compression + "/" + sync + "/" + std::to_string(world) + (straggler ? "/straggler" : "");
+  }
+  std::string sync_text() const { return straggler ? sync + ", 1 straggler" : sync; }
 };
 
 class DistBench {
@@ -78,6 +83,18 @@ class DistBench {
       rows_.push_back(engine_row("head", o_.nproc, grad_compression_name(c), "allreduce"));
     }
     rows_.push_back(engine_row("head", o_.nproc, "none", average_));
+    for (const std::string& a : o_.asyncs) rows_.push_back(engine_row("head", o_.nproc, "none", "async:" + a));
+    const bool topk = std::find(o_.compressions.begin(), o_.compressions.end(), GradCompression::topk) !=
+                      o_.compressions.end();
+    if (!o_.asyncs.empty() && topk) rows_.push_back(engine_row("head", o_.nproc, "topk", "async:" + o_.asyncs[0]));
+    if (o_.straggler) {
+      rows_.push_back(engine_row("head", o_.nproc, "none", "allreduce"));
+      rows_.back().straggler = true;
+      if (!o_.asyncs.empty()) {
+        rows_.push_back(engine_row("head", o_.nproc, "none", "async:" + o_.asyncs[0]));
+        rows_.back().straggler = true;
+      }
+    }
     rows_.push_back(engine_row("full", o_.nproc, "none", "allreduce"));
     // The peer: PyTorch's own ways (DDP's fp32 allreduce and fp16_compress_hook, and
     // PeriodicModelAverager); it has no top-k.
@@ -186,9 +203,21 @@ class DistBench {
     if (r->world > 1) {
       argv.insert(argv.end(), {"--nproc", std::to_string(r->world), "--grad-compression", r->compression,
                                "--sync", r->sync, "--timeout", std::to_string(o_.timeout_seconds)});
+      if (r->straggler) {
+        // The last rank sleeps one step's time after each step: half speed.
+        argv.insert(argv.end(), {"--throttle", std::to_string(r->world - 1) + ":" + std::to_string(straggler_ms_)});
+      }
       argv = on_link(argv);
     }
     const json j = run_child(argv, work_).result;
+    if (r->kind == "head" && r->world > 1 && r->compression == "none" && r->sync == "allreduce" && !r->straggler &&
+        straggler_ms_ == 0) {
+      // The straggler's sleep: this run's median step (every rank steps alike under allreduce).
+      const double steps_per_epoch = j.at("steps").get<double>() / std::max<double>(1, c_.epochs);
+      std::vector<double> epochs = j.at("epoch_seconds").get<std::vector<double>>();
+      straggler_ms_ = std::max(1, static_cast<int>(1000 * median(epochs) / std::max(1.0, steps_per_epoch) + 0.5));
+      note("straggler rows: the last rank sleeps " + std::to_string(straggler_ms_) + " ms a step (one step's time)");
+    }
     if (r->world > 1) {
       // A flag the tool ignored would make this table lie: check what it says it ran.
       if (j.value("world_size", 0) != r->world || j.value("grad_compression", "") != r->compression ||
@@ -277,6 +306,7 @@ class DistBench {
                            {"processes", r.world},
                            {"grad_compression", r.compression},
                            {"sync", r.sync},
+                           {"straggler", r.straggler},
                            {"accuracy", r.accuracy},
                            {"acc_mean", mean(r.accuracy)},
                            {"acc_std", stddev(r.accuracy)},
@@ -290,11 +320,11 @@ class DistBench {
                            {"epoch_over_none", over_none},
                            {"engine_over_peer", over_peer},
                            {"runs", r.raw}});
-      csv.add_row({r.who, r.kind, std::to_string(r.world), r.compression, r.sync, csv_number(mean(r.accuracy)),
+      csv.add_row({r.who, r.kind, std::to_string(r.world), r.compression, r.sync_text(), csv_number(mean(r.accuracy)),
                    csv_number(stddev(r.accuracy)), csv_number(r.epoch()), csv_number(samples_per_s(r)),
                    csv_number(r.bytes_per_step), csv_number(r.fp32_bytes_per_step), csv_number(r.compression_ratio),
                    csv_number(bytes_over_none), csv_number(over_none), csv_number(over_peer)});
-      table.add_row({r.label(), std::to_string(r.world), r.compression, r.sync, accuracy(r.accuracy),
+      table.add_row({r.label(), std::to_string(r.world), r.compression, r.sync_text(), accuracy(r.accuracy),
                      fmt(r.epoch(), 2), fmt(samples_per_s(r), 0), dp ? bytes_text(r.bytes_per_step) : "-",
                      dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-",
                      bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-", over_none > 0 ? fmt(over_none, 2) : "-",
@@ -328,6 +358,34 @@ class DistBench {
       const DistRow* topk = find("engine", "head/topk/allreduce/" + std::to_string(o_.nproc));
       return topk && peer_none ? fmt(samples_per_s(*topk) / samples_per_s(*peer_none), 2) + "x" : std::string("-");
     }() << ".\n";
+    // Asynchronous training against synchronous, by the goals.
+    const std::string n = std::to_string(o_.nproc);
+    if (!o_.asyncs.empty()) {
+      const std::string a = "async:" + o_.asyncs[0];
+      const DistRow* async = find("engine", "head/none/" + a + "/" + n);
+      if (async && none && !async->accuracy.empty() && !none->accuracy.empty()) {
+        const double points = 100 * (mean(async->accuracy) - mean(none->accuracy));
+        md << "Async (" << a << ") accuracy minus allreduce's: " << fmt(points, 2) << " points (goal: within 1).\n";
+        j["async_minus_allreduce_points"] = points;
+      }
+      const DistRow* slow_sync = find("engine", "head/none/allreduce/" + n + "/straggler");
+      const DistRow* slow_async = find("engine", "head/none/" + a + "/" + n + "/straggler");
+      if (slow_sync && slow_async && slow_async->epoch() > 0) {
+        const double speedup = slow_sync->epoch() / slow_async->epoch();
+        md << "One straggler at half speed (" << straggler_ms_ << " ms a step): allreduce's epoch / async's = "
+           << fmt(speedup, 2) << "x (goal: at least 1.5x).\n";
+        j["straggler_sync_over_async"] = speedup;
+        j["straggler_ms"] = straggler_ms_;
+      }
+      const DistRow* topk_sync = find("engine", "head/topk/allreduce/" + n);
+      const DistRow* topk_async = find("engine", "head/topk/" + a + "/" + n);
+      if (topk_sync && topk_async && topk_async->epoch() > 0) {
+        const double speedup = topk_sync->epoch() / topk_async->epoch();
+        md << "topk pushes against topk allreduce: allreduce's epoch / async's = " << fmt(speedup, 2)
+           << "x (goal on 100mbit: at least 1x).\n";
+        j["topk_sync_over_async"] = speedup;
+      }
+    }
     write_json(work_ + "/dist.json", j);
     write_text(work_ + "/dist.md", md.str());
     std::cout << md.str() << "\nwrote " << work_ << "/dist.json, dist.csv, dist.md in " << fmt(seconds, 0) << " s"
@@ -343,6 +401,7 @@ class DistBench {
   int cores_ = 1;
   int total_threads_ = 1;
   int threads_per_rank_ = 1;
+  int straggler_ms_ = 0;  // the straggler rows' --throttle, from the first allreduce run
   std::vector<DistRow> rows_;
 };
 
@@ -390,6 +449,15 @@ CLI::Option* add_dist_flags(CLI::App* app, DistBenchOptions* o) {
       ->check(CLI::Range(1, 1000))
       ->needs(nproc)
       ->capture_default_str();
+  app->add_option("--async", o->asyncs,
+                  "with --nproc: PUSH:FETCH of the --sync async rows (the first also with topk, and against "
+                  "allreduce with a straggler)")
+      ->delimiter(',')
+      ->needs(nproc)
+      ->capture_default_str();
+  app->add_flag("--no-straggler{false}", o->straggler,
+                "with --nproc: no rows with the last rank slowed to half speed")
+      ->needs(nproc);
   app->add_option("--timeout", o->timeout_seconds, "with --nproc: --timeout of every data-parallel run, seconds")
       ->check(CLI::Range(1, 3600))
       ->needs(nproc)

@@ -3,8 +3,9 @@
 // Runs, as child processes and side by side (per seed, each engine configuration then its peer
 // counterpart), on the transfer task's 0.5 cache:
 //   - recycle-train --cache C (1 process, the reference for accuracy and speed);
-//   - recycle-train --cache C --nproc N with --grad-compression none, fp16, topk and
-//     --sync average:K;
+//   - recycle-train --cache C --nproc N with --grad-compression none, fp16, topk, --sync
+//     average:K and --sync async:P:F (Downpour SGD; none, and topk for the first), and with one
+//     straggler at half speed (allreduce against async);
 //   - recycle-train --data ... --recycle 0 --nproc N (full fine-tuning, for its bytes per step);
 //   - bench/peers/ddp_peer.py --nproc N with none, fp16 and average:K (PyTorch has no top-k
 //     hook), same samples, batch per rank, threads per rank and epochs;
@@ -43,12 +44,18 @@ struct DistBenchOptions {
   std::vector<GradCompression> compressions = {GradCompression::none, GradCompression::fp16,
                                                GradCompression::topk};
   int average_every = 4;           // K of --sync average:K
+  // --sync async:P:F rows ("P:F" each), with --grad-compression none; the first also with topk
+  // when topk runs. Empty: no asynchronous rows.
+  std::vector<std::string> asyncs = {"1:1", "4:4"};
+  // Straggler rows: allreduce and the first async row again, the last rank slowed to half speed
+  // (--throttle, its sleep the median step of the allreduce run).
+  bool straggler = true;
   int timeout_seconds = 60;        // --timeout of every data-parallel run
   std::string peer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/ddp_peer.py";
 };
 
-// Registers --nproc, --link, --grad-compressions, --average-every, --timeout and
-// --ddp-peer-script on `app`; returns --nproc (the flag that picks this benchmark).
+// Registers --nproc, --link, --grad-compressions, --average-every, --async, --no-straggler,
+// --timeout and --ddp-peer-script on `app`; returns --nproc (the flag that picks this benchmark).
 CLI::Option* add_dist_flags(CLI::App* app, DistBenchOptions* o);
 
 // --quick's defaults of this benchmark for the flags not given (after apply_common_defaults).

@@ -5,6 +5,7 @@
 #   one process, batch 128                         (the reference)
 #   --nproc 2, batch 64 per rank (128 per step)    with --grad-compression in COMPRESSIONS
 #   --nproc 2, batch 64 per rank, --sync average:4
+#   --nproc 2, batch 64 per rank, --sync async:P:F for each P:F of ASYNCS ("1:1 4:4" by default)
 # and prints one line per run and a table of means (test accuracy, bytes per step, ratio).
 # Needs out/encoder.pt (scripts/demo.sh makes it) or WEIGHTS=FILE. SEEDS="0 1 2" by default.
 set -euo pipefail
@@ -39,6 +40,7 @@ run() {  # NAME ARGS...
 run "1 process" --batch 128
 for c in $compressions; do run "2 ranks, $c" --batch 64 --nproc 2 --grad-compression "$c"; done
 run "2 ranks, average:4" --batch 64 --nproc 2 --sync average:4
+for a in ${ASYNCS-1:1 4:4}; do run "2 ranks, async:$a" --batch 64 --nproc 2 --sync "async:$a"; done
 
 echo
 echo "| run | seeds | mean test accuracy | bytes/step per rank | fp32 bytes/step | ratio |"
