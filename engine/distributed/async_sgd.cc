@@ -490,6 +490,10 @@ class Worker {
     torch::Tensor values;  // the replica's parameters, once a server sends its shard
     bool fetched_all = true;  // every server sent its shard: the replica is fresh
     for (int s = layout_.servers() - 1; s >= 0; --s) {
+      if (!push && !fetch && s != 0) {  // asking rank 0 for chunks only
+        fetched_all = false;
+        continue;
+      }
       Request req;
       std::vector<uint8_t> payload;
       if (push) {

@@ -166,11 +166,20 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
   return split;
 }
 
-void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
-                      const DataParallelStats& s) {
+namespace {
+
+// What every data-parallel report says: the world, its sync and its compression.
+void fill_world(TrainReport* report, const DistContext& dist, const TrainOptions& o) {
   report->world_size = dist.world();
   report->sync = sync_name(o.dist.sync);
   report->grad_compression = grad_compression_name(o.dist.grad_compression);
+}
+
+}  // namespace
+
+void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
+                      const DataParallelStats& s) {
+  fill_world(report, dist, o);
   report->steps = s.steps;
   report->buckets = s.buckets;
   report->bytes_per_step = s.bytes_per_step();
@@ -183,9 +192,7 @@ namespace {
 
 void fill_async_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
                        const AsyncReport& a) {
-  report->world_size = dist.world();
-  report->sync = sync_name(o.dist.sync);
-  report->grad_compression = grad_compression_name(o.dist.grad_compression);
+  fill_world(report, dist, o);
   report->steps = a.steps;
   report->buckets = a.buckets;
   const double steps = a.steps ? static_cast<double>(a.steps) : 1.0;

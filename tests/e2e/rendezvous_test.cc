@@ -183,6 +183,12 @@ TEST(Rendezvous, RanksThatDisagreeOnAnOptionStopThereWithOneLine) {
       {{"--bucket-mb", "1"}, {"--bucket-mb", "0.01"}, 2,
        "ranks disagree on --bucket-mb (rank 0: 1, rank 1: 0.01)"},
       {{}, {}, 3, "ranks disagree on --world-size (rank 0: 2, rank 1: 3)"},
+      {{"--sync", "async:2:2"}, {"--sync", "async:2:1"}, 2,
+       "ranks disagree on --sync (rank 0: async:2:2, rank 1: async:2:1)"},
+      {{"--sync", "async", "--max-staleness", "3"}, {"--sync", "async"}, 2,
+       "ranks disagree on --max-staleness (rank 0: 3, rank 1: -1)"},
+      {{"--sync", "async", "--servers", "2"}, {"--sync", "async"}, 2,
+       "ranks disagree on --servers (rank 0: 2, rank 1: 1)"},
   };
   for (const Case& c : cases) {
     bool done = false;

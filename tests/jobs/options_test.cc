@@ -50,23 +50,41 @@ TEST(Options, EachClosedSetParsesItsNamesAndNamesTheChoicesOtherwise) {
   EXPECT_NE(refusal([] { optimizer_name(static_cast<Optimizer>(9)); }), "");
 }
 
-TEST(Options, SyncIsAllreduceOrAverageEveryK) {
+TEST(Options, SyncIsAllreduceAverageEveryKOrAsync) {
   using recycle::Sync;
   EXPECT_EQ(recycle::parse_sync("allreduce"), Sync{});
-  EXPECT_EQ(recycle::parse_sync("average:4"), (Sync{Sync::Kind::kAverage, 4}));
+  EXPECT_EQ(recycle::parse_sync("average:4"), (Sync{Sync::Kind::kAverage, 4, 0}));
   EXPECT_EQ(recycle::sync_name(recycle::parse_sync("average:4")), "average:4");
   EXPECT_EQ(recycle::sync_name(Sync{}), "allreduce");
-  for (const char* bad : {"average:0", "average:", "average:x", "average:1234567", "mean", ""}) {
+  // async[:PUSH[:FETCH]], each 1 when absent, always named in full.
+  EXPECT_EQ(recycle::parse_sync("async"), (Sync{Sync::Kind::kAsync, 1, 1}));
+  EXPECT_EQ(recycle::parse_sync("async:4"), (Sync{Sync::Kind::kAsync, 4, 1}));
+  EXPECT_EQ(recycle::parse_sync("async:4:2"), (Sync{Sync::Kind::kAsync, 4, 2}));
+  EXPECT_EQ(recycle::sync_name(recycle::parse_sync("async")), "async:1:1");
+  EXPECT_NE(recycle::parse_sync("async:4:2"), recycle::parse_sync("async:4:3"));
+  for (const char* bad : {"average:0", "average:", "average:x", "average:1234567", "mean", "",
+                          "async:0", "async:1:0", "async:", "async:1:", "async:1:2:3", "async:x"}) {
     EXPECT_EQ(refusal([&] { recycle::parse_sync(bad); }),
-              "--sync must be allreduce or average:K with K >= 1, not '" + std::string(bad) + "'");
+              "--sync must be allreduce, average:K or async[:PUSH[:FETCH]] with K, PUSH, FETCH >= 1, "
+              "not '" + std::string(bad) + "'");
   }
   recycle::DistOptions d;
-  d.sync = Sync{Sync::Kind::kAverage, 0};  // filled by hand, not parsed
-  EXPECT_EQ(refusal([&] { d.validate(); }),
-            "--sync must be allreduce or average:K with K >= 1, not 'average:0'");
-  d.sync = Sync{Sync::Kind::kAverage, 2};
+  d.sync = Sync{Sync::Kind::kAverage, 0, 0};  // filled by hand, not parsed
+  EXPECT_NE(refusal([&] { d.validate(); }).find("not 'average:0'"), std::string::npos);
+  d.sync = Sync{Sync::Kind::kAverage, 2, 0};
   d.grad_compression = recycle::GradCompression::kFp16;
-  EXPECT_NE(refusal([&] { d.validate(); }).find("applies to --sync allreduce only"), std::string::npos);
+  EXPECT_NE(refusal([&] { d.validate(); }).find("applies to --sync allreduce and async only"),
+            std::string::npos);
+  // Compression applies to async pushes; --servers and --max-staleness to async only.
+  d.sync = Sync{Sync::Kind::kAsync, 1, 1};
+  EXPECT_EQ(refusal([&] { d.validate(); }), "");
+  d.sync = Sync{};
+  d.servers = 2;
+  EXPECT_NE(refusal([&] { d.validate(); }).find("--servers applies to --sync async only"), std::string::npos);
+  d.servers = 1;
+  d.max_staleness = 3;
+  EXPECT_NE(refusal([&] { d.validate(); }).find("--max-staleness applies to --sync async only"),
+            std::string::npos);
 }
 
 // A library caller (no command line, so no 'given' flags) gets the checks its fields tell.
