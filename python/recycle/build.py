@@ -1,5 +1,6 @@
 """recycle.build: a cache filled by your own prefix, stored by the engine."""
 import json
+import sys
 import time
 
 import torch
@@ -177,9 +178,34 @@ def _identity(prefix, model_id):
     return "python:" + model_id, fingerprint
 
 
+class _Progress:
+    """A line on stderr redrawn at most 4 times a second: "build SPLIT: DONE/TOTAL samples"."""
+
+    def __init__(self, label, total, enabled):
+        self.label, self.total, self.enabled = label, total, enabled
+        self.done, self.last, self.start = 0, 0.0, time.perf_counter()
+
+    def advance(self, n):
+        self.done += n
+        now = time.perf_counter()
+        if self.enabled and now - self.last >= 0.25:
+            self.last = now
+            self._draw("")
+
+    def finish(self):
+        if self.enabled:
+            self._draw(f" in {time.perf_counter() - self.start:.1f} s\n")
+
+    def _draw(self, end):
+        percent = 100 * self.done // max(self.total, 1)
+        sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} samples ({percent}%){end}")
+        sys.stderr.flush()
+
+
 def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=256,
           model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
-          flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None):
+          flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None,
+          progress=None):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -205,6 +231,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     cache's identity and the head's initial weights are then the engine's, and the outputs of
     the first rows computed are checked against the engine's prefix (ValueError when they
     differ: another model). classes (or data's .classes) are required then.
+
+    progress: a line on stderr that counts the samples done (default: when stderr is a
+    terminal; not drawn under a torch.distributed group).
 
     Under an initialised torch.distributed group (world size > 1) every rank must call build
     with the same data in the same order: rank r runs the prefix on every world-th sample that
@@ -267,6 +296,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     dist = torch.distributed
     group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = _Progress(f"build {split}", n, bool(progress) and not group)
     writer = None
     try:
         if group:
@@ -281,9 +313,11 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                 if rows:
                     outputs = [t for _, t in run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)])]
                 writer.write_chunk(outputs)
+                bar.advance(len(inputs))
             if writer is None:
                 raise ValueError("data gave no batches")
             report = json.loads(writer.finish())
+            bar.finish()
     finally:
         if writer is not None:
             writer.close()  # the cache's writer lock, released now whatever happened

@@ -220,3 +220,12 @@ def test_labels_outside_the_named_classes_are_refused(tmp_path):
         recycle.build(tmp_path / "c", data, prefix(), classes=["a", "b", "c"])
     r = recycle.build(tmp_path / "d", data, prefix())
     assert recycle.inspect(tmp_path / "d")["classes"] == ["0", "1", "2", "3", "4"]
+
+
+def test_progress_counts_the_samples_on_stderr_when_asked(tmp_path, capfd):
+    data, net = make_data(n=200), prefix()
+    recycle.build(tmp_path / "c", data, net, batch_size=64, progress=True)
+    err = capfd.readouterr().err
+    assert "build train: 200/200 samples (100%) in " in err
+    recycle.build(tmp_path / "d", data, net, batch_size=64, progress=False)
+    assert capfd.readouterr().err == ""
