@@ -421,7 +421,10 @@ class Worker {
             c.epoch * (sync_steps_ / h.epochs) + (c.start + pos) / (h.batch * context_.world());
         StepOutcome out;
         try {
-          out = trainer_.train_step(batch, scheduled_lr(h, sync_step, sync_steps_), steps_);
+          // Fetching after every step replaces the replica's parameters: its own step would
+          // be thrown away.
+          out = trainer_.train_step(batch, scheduled_lr(h, sync_step, sync_steps_), steps_,
+                                    /*optimizer_step=*/fetch_every_ > 1);
         } catch (const NonFiniteLoss& e) {
           throw std::runtime_error(std::string(e.what()) + " at epoch " +
                                    std::to_string(c.epoch + 1) +

@@ -10,12 +10,13 @@
 //            server process would take a worker's core for a step of the optimizer per push;
 //            as threads, the servers sleep in recv until a push comes.
 //   workers  every rank trains on chunks of the epochs' permutations that rank 0 deals on
-//            demand: one chunk is PUSH batches (a chunk never spans epochs). After each local
-//            step the worker's own optimizer steps too (its replica keeps learning between
-//            fetches); at the end of a chunk it pushes the mean gradient of the chunk's steps to
-//            every server (by --grad-compression) and reports the chunk done; every FETCH steps,
-//            and whenever a server's version is more than --max-staleness K ahead of its copy,
-//            it fetches the parameters (a fetch replaces the replica's).
+//            demand: 8 batches rounded up to a multiple of PUSH (a chunk never spans epochs).
+//            After each local step the worker's own optimizer steps too (its replica keeps
+//            learning between fetches; not with FETCH 1, where the fetch would replace what it
+//            did). Every PUSH steps it pushes the mean gradient of those steps to every server
+//            (by --grad-compression), and with a chunk's last push reports the chunk done;
+//            every FETCH steps, and whenever a server's version is more than --max-staleness K
+//            ahead of its copy, it fetches the parameters (a fetch replaces the replica's).
 //
 // The messages, per (worker, server) pair, point-to-point with tags: a request header (int64),
 // the push's bytes when it pushes, then a reply header and the shard's parameters (float32)

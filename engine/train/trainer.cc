@@ -112,7 +112,7 @@ Trainer::TrainingLayout::~TrainingLayout() {
   set_memory_format(*trainer_.module_, c10::MemoryFormat::Contiguous);
 }
 
-StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step) {
+StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step, bool optimizer_step) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   torch::Tensor logits, loss;
   {
@@ -142,7 +142,7 @@ StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step) {
   }
   {
     RECORD_USER_SCOPE("step.optimizer");
-    optimizer_->step();
+    if (optimizer_step) optimizer_->step();
     for (const StepHook& hook : after_step_hooks_) hook(*this, step);
   }
   out.correct = logits.argmax(1).eq(batch.labels).sum().item<int64_t>();

@@ -110,10 +110,11 @@ class Trainer {
   };
 
   // One step on `batch` at learning rate `lr`, inside a TrainingLayout: zero the gradients,
-  // forward, cross-entropy, backward, the after-backward hooks, the optimizer step and the
-  // after-step hooks (each given `step`). Throws NonFiniteLoss, before backward, when the
-  // loss is not finite.
-  StepOutcome train_step(const Batch& batch, double lr, int64_t step);
+  // forward, cross-entropy, backward, the after-backward hooks, the optimizer step (unless
+  // `optimizer_step` is false: the caller replaces the parameters itself) and the after-step
+  // hooks (each given `step`). Throws NonFiniteLoss, before backward, when the loss is not
+  // finite.
+  StepOutcome train_step(const Batch& batch, double lr, int64_t step, bool optimizer_step = true);
 
   // Runs hyper.epochs epochs, the module laid out in hyper.memory_format meanwhile and in
   // contiguous NCHW again when it returns or throws. Throws std::runtime_error when the loss stops being finite,
