@@ -152,7 +152,9 @@ std::vector<uint8_t> PushEncoder::encode(const torch::Tensor& shard_grad) {
 torch::Tensor decode_push(GradCompression compression, const ParamLayout& layout, int server,
                           const uint8_t* bytes, int64_t size) {
   const int64_t n = layout.shard_size(server);
-  torch::Tensor g = torch::zeros({n}, torch::kFloat);
+  // topk adds its elements into zeros; the others fill every element.
+  torch::Tensor g = compression == GradCompression::kTopk ? torch::zeros({n}, torch::kFloat)
+                                                          : torch::empty({n}, torch::kFloat);
   switch (compression) {
     case GradCompression::kNone:
       if (size != n * static_cast<int64_t>(sizeof(float))) bad_push(std::to_string(size) + " bytes");
