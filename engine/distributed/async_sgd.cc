@@ -34,8 +34,9 @@ constexpr int kReplyTag = 0x5a03;
 constexpr int kParamsTag = 0x5a04;
 constexpr int64_t kHeader = 12;  // int64 words of a request or reply header
 
-// Batches a dealt chunk holds (rounded up to a multiple of PUSH): small enough that a slow
-// worker takes fewer of them, large enough that the source can load ahead within one.
+// Batches a dealt chunk holds at most (fewer for short epochs; rounded up to a multiple of
+// PUSH): small enough that a slow worker takes fewer of them, large enough that the source can
+// load ahead within one.
 constexpr int64_t kChunkBatches = 8;
 
 enum : int64_t { kExchange = 1, kBye = 2 };
@@ -645,8 +646,11 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
   const int64_t sync_steps_per_epoch =
       (sampler.size() + h.batch * context.world() - 1) / (h.batch * context.world());
   const int64_t sync_steps = sync_steps_per_epoch * h.epochs;
-  const int64_t chunk_batches =
-      (kChunkBatches + o.sync.every - 1) / o.sync.every * o.sync.every;
+  // Chunks of at most kChunkBatches, and at least 4 per worker and epoch, so that a slow
+  // worker's last chunks are a small part of an epoch; a multiple of PUSH.
+  const int64_t batches_per_epoch = (sampler.size() + h.batch - 1) / h.batch;
+  const int64_t wanted = std::clamp<int64_t>(batches_per_epoch / (4 * context.world()), 1, kChunkBatches);
+  const int64_t chunk_batches = (wanted + o.sync.every - 1) / o.sync.every * o.sync.every;
 
   std::unique_ptr<WorkQueue> queue;
   if (context.rank() == 0) {

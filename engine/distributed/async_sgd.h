@@ -10,7 +10,8 @@
 //            server process would take a worker's core for a step of the optimizer per push;
 //            as threads, the servers sleep in recv until a push comes.
 //   workers  every rank trains on chunks of the epochs' permutations that rank 0 deals on
-//            demand: 8 batches rounded up to a multiple of PUSH (a chunk never spans epochs).
+//            demand: 8 batches (fewer for short epochs) rounded up to a multiple of PUSH (a
+//            chunk never spans epochs).
 //            After each local step the worker's own optimizer steps too (its replica keeps
 //            learning between fetches; not with FETCH 1, where the fetch would replace what it
 //            did). Every PUSH steps it pushes the mean gradient of those steps to every server
