@@ -61,6 +61,10 @@ ParamShard::ParamShard(const torch::Tensor& initial, const TrainHyper& hyper, in
   versions_.assign(static_cast<size_t>(std::max<int64_t>(buckets, 0)), 0);
 }
 
+int64_t ParamShard::current_version() const {
+  return versions_.empty() ? pushes_ : *std::min_element(versions_.begin(), versions_.end());
+}
+
 int64_t ParamShard::apply(const torch::Tensor& grad, int64_t steps) {
   std::lock_guard<std::mutex> lock(mutex_);
   const double lr =
@@ -72,20 +76,20 @@ int64_t ParamShard::apply(const torch::Tensor& grad, int64_t steps) {
   local_steps_ += steps;
   ++pushes_;
   for (int64_t& v : versions_) ++v;
-  return versions_.empty() ? pushes_ : *std::min_element(versions_.begin(), versions_.end());
+  return current_version();
 }
 
 torch::Tensor ParamShard::snapshot(int64_t* version) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (version) {
-    *version = versions_.empty() ? pushes_ : *std::min_element(versions_.begin(), versions_.end());
+    *version = current_version();
   }
   return param_.detach().clone();
 }
 
 int64_t ParamShard::version() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return versions_.empty() ? pushes_ : *std::min_element(versions_.begin(), versions_.end());
+  return current_version();
 }
 
 std::vector<int64_t> ParamShard::bucket_versions() const {

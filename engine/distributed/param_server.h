@@ -70,6 +70,8 @@ class ParamShard {
   int64_t pushes() const;
 
  private:
+  int64_t current_version() const;  // the lowest bucket's; mutex_ held
+
   TrainHyper hyper_;
   int world_;
   int64_t sync_steps_;
