@@ -32,7 +32,9 @@ struct ReaderOptions {
   std::string split = "train";
   bool allow_partial = false;  // read a split whose build has not finished (what it holds so far)
   // RocksDB's block cache for this reader, MiB: with the index (24 bytes a sample) and the
-  // batches held, what reading costs in memory, however large the cache is.
+  // batches held, what reading costs in memory, however large the cache is. It fills as records
+  // are read: a split smaller than it costs its own size. SplitReader's default is small, for
+  // DataLoader workers that each open one; CacheLoader's is larger (below).
   int64_t block_cache_mb = 32;
 };
 
@@ -62,6 +64,10 @@ class SplitReader {
 };
 
 struct LoaderOptions {
+  // block_cache_mb 256 by default (recycle-train's --memory-budget default): a split up to that
+  // size is read from memory after the first epoch, as fast as tensors held in memory; a larger
+  // one is read from its files for what the cache does not hold.
+  LoaderOptions() { reader.block_cache_mb = 256; }
   ReaderOptions reader;
   int64_t batch_size = 128;
   bool shuffle = true;  // a permutation per epoch, seeded by (seed, epoch); else the split's order

@@ -26,9 +26,10 @@ class CachedLoader:
     shared out by rank as DistributedSampler does: every world_size-th sample from rank, padded
     to a multiple of world_size), reads the records with RocksDB's MultiGet and decodes them on
     a background thread `prefetch` batches ahead (0: on the calling thread). RocksDB's block
-    cache holds block_cache_mb of the records: memory stays bounded by it whatever the split's
-    size; a cache that holds the whole split reads faster (no file reads after the first
-    epoch). activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
+    cache holds block_cache_mb of the records (256 by default, recycle-train's --memory-budget;
+    it fills as records are read): memory stays bounded by it whatever the split's size, and a
+    split that fits is read from memory after the first epoch, as fast as tensors held in
+    memory. activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
     [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
     is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
     Use it in the process that created it (not inside DataLoader workers).
@@ -36,7 +37,7 @@ class CachedLoader:
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
                  world_size=None, drop_last=False, prefetch=2, allow_partial=False,
-                 block_cache_mb=32):
+                 block_cache_mb=256):
         for name, value in (("batch_size", batch_size), ("seed", seed), ("prefetch", prefetch)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an int, not {value!r}")
