@@ -52,7 +52,7 @@ def _split_batch_checked(batch):
     return inputs, labels
 
 
-def _build_distributed(loader, n, run_prefix, open_writer, rank, world):
+def _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar):
     """The build under an initialised torch.distributed group: every rank reads the same data
     in the same order; rank 0 keys each chunk and says which rows need the prefix; rank r
     computes rows r, r + world, ...; rank 0 gathers the outputs and writes the cache (its only
@@ -119,6 +119,7 @@ def _build_distributed(loader, n, run_prefix, open_writer, rank, world):
                         writer.write_chunk(outputs)
                 except Exception as e:
                     failure = error_of(e)
+            bar.advance(len(inputs))
         message = None
         if rank == 0:
             try:
@@ -132,6 +133,7 @@ def _build_distributed(loader, n, run_prefix, open_writer, rank, world):
                 message = error_of(e)
         report = check(send(message))[1]
         report["ranks"] = world
+        bar.finish()
         return report
     finally:
         if writer is not None:
@@ -233,7 +235,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     differ: another model). classes (or data's .classes) are required then.
 
     progress: a line on stderr that counts the samples done (default: when stderr is a
-    terminal; not drawn under a torch.distributed group).
+    terminal; under a torch.distributed group, rank 0 draws it, counting every rank's).
 
     Under an initialised torch.distributed group (world size > 1) every rank must call build
     with the same data in the same order: rank r runs the prefix on every world-th sample that
@@ -298,11 +300,11 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
     if progress is None:
         progress = sys.stderr.isatty()
-    bar = _Progress(f"build {split}", n, bool(progress) and not group)
+    bar = _Progress(f"build {split}", n, bool(progress) and rank == 0)  # rank 0 draws it
     writer = None
     try:
         if group:
-            report = _build_distributed(loader, n, run_prefix, open_writer, rank, world)
+            report = _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar)
         else:
             for batch in loader:
                 inputs, labels = _split_batch_checked(batch)

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
         calls.append(len(batch))
         return {"a": torch.tanh(batch * 2), "s": batch.sum(dim=(1, 2, 3))}
     report = recycle.build(sys.argv[1], list(zip(x, y.tolist())), prefix, model_id="dist",
-                           codec="fp32", batch_size=40)
+                           codec="fp32", batch_size=40, progress=True)
     loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=32, seed=2)
     seen = sum(len(labels) for _, labels in loader)
     print("RESULT " + json.dumps({"rank": dist.get_rank(), "report": report,
@@ -41,6 +41,8 @@ def test_two_ranks_build_one_cache_and_share_an_epoch(tmp_path):
                         str(cache)], capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stderr[-3000:]
+    # Rank 0 alone draws the progress line, and it counts every rank's samples.
+    assert r.stderr.count("build train: 333/333 samples (100%) in") == 1, r.stderr[-3000:]
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
                if "RESULT " in line]
     assert sorted(res["rank"] for res in results) == [0, 1]
