@@ -51,6 +51,9 @@ int train_main(int argc, char** argv) {
                  "with --data: online augmentation, a new random view of every sample in every "
                  "epoch (ops as recycle-build's --augment; docs/augmentation.md)");
   app.add_option("--eval-split", o.eval_split, "split to evaluate on (default: test; none)");
+  app.add_flag("--eval-every-epoch", o.eval_every_epoch,
+               "evaluate after every epoch, not only at the end (the --json report's "
+               "epoch_test_acc; the evaluations are not in epoch_seconds)");
   app.add_option("--epochs", o.hyper.epochs)->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
   app.add_option("--batch", o.hyper.batch, "samples per step")

@@ -366,7 +366,8 @@ void set_values(const std::vector<torch::Tensor>& params, const torch::Tensor& f
 class Worker {
  public:
   Worker(DistContext& context, Trainer& trainer, BatchSource& train, const Sampler& sampler,
-         const ParamLayout& layout, Server* own_server, WorkQueue* queue, int64_t sync_steps)
+         const ParamLayout& layout, Server* own_server, WorkQueue* queue, int64_t sync_steps,
+         std::function<void(int64_t)> epoch_done)
       : context_(context),
         trainer_(trainer),
         train_(train),
@@ -377,7 +378,8 @@ class Worker {
         sync_steps_(sync_steps),
         push_every_(context.options().sync.every),
         fetch_every_(context.options().sync.fetch),
-        fetched_(static_cast<size_t>(layout.servers()), 0) {
+        fetched_(static_cast<size_t>(layout.servers()), 0),
+        epoch_done_(queue ? std::move(epoch_done) : nullptr) {
     for (int s = 0; s < layout.servers(); ++s) {
       encoders_.emplace_back(context.options().grad_compression, layout, s);
     }
@@ -452,10 +454,14 @@ class Worker {
         for (const EpochTally& e : queue_->epochs()) done += e.samples;
         bar.advance(done - shown_);
         shown_ = done;
+        report_complete_epochs();
       }
     }
     bar.finish();
-    if (queue_) round(false, true, nullptr);  // rank 0 ends with the servers' parameters
+    if (queue_) {
+      round(false, true, nullptr);  // rank 0 ends with the servers' parameters
+      report_complete_epochs(/*fetched=*/true);
+    }
     bye();
   }
 
@@ -474,6 +480,20 @@ class Worker {
   }
 
  private:
+  // Rank 0: epoch_done_ for each epoch that completed since the last call, the servers'
+  // parameters fetched first (unless `fetched`: the final fetch was just made).
+  void report_complete_epochs(bool fetched = false) {
+    if (!epoch_done_) return;
+    const std::vector<EpochTally> epochs = queue_->epochs();
+    bool fresh = fetched;
+    const int64_t last = static_cast<int64_t>(epochs.size()) - 1;  // waits for the final fetch
+    while (reported_ < (fetched ? last + 1 : last) && epochs[reported_].complete) {
+      if (!fresh) round(false, true, nullptr);
+      fresh = true;
+      epoch_done_(reported_++);
+    }
+  }
+
   const std::vector<int64_t>& epoch_order(int64_t epoch) {
     auto it = orders_.find(epoch);
     if (it == orders_.end()) {
@@ -624,12 +644,15 @@ class Worker {
   int64_t steps_ = 0, samples_ = 0, pushes_ = 0, fetches_ = 0, stale_fetches_ = 0;
   int64_t push_bytes_ = 0, fetch_bytes_ = 0, fp32_push_bytes_ = 0;
   int64_t shown_ = 0;
+  std::function<void(int64_t)> epoch_done_;  // rank 0's, or none
+  int64_t reported_ = 0;                     // epochs given to epoch_done_
 };
 
 }  // namespace
 
 AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& train,
-                        const Sampler& sampler, bool progress) {
+                        const Sampler& sampler, bool progress,
+                        const std::function<void(int64_t)>& epoch_done) {
   const DistOptions& o = context.options();
   const TrainHyper& h = trainer.hyper();
   // The same start everywhere: rank 0's parameters and buffers.
@@ -662,7 +685,8 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
                                       queue.get());
     server->start();
   }
-  Worker worker(context, trainer, train, sampler, layout, server.get(), queue.get(), sync_steps);
+  Worker worker(context, trainer, train, sampler, layout, server.get(), queue.get(), sync_steps,
+                epoch_done);
   worker.run(progress);
   if (server) server->join();
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,11 @@ struct AsyncReport {
 // whole split and its one-process order (world 1; set_draws applied). Every rank calls it;
 // rank 0's module ends with the servers' parameters. Throws CommFailure when a server is
 // lost (or, on rank 0, when it cannot serve), std::runtime_error for a loss that is not finite.
+// `epoch_done`, on rank 0 (ignored elsewhere): called with epoch e when rank 0's worker sees
+// every chunk of epoch e done, after it fetched the servers' parameters into its module (in
+// epoch order, once each; the last epoch's too, after the final fetch).
 AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& train,
-                        const Sampler& sampler, bool progress);
+                        const Sampler& sampler, bool progress,
+                        const std::function<void(int64_t epoch)>& epoch_done = {});
 
 }  // namespace recycle

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -61,6 +62,7 @@ std::string TrainReport::to_json() const {
                       {"fp32_bytes_per_step", fp32_bytes_per_step},
                       {"compression_ratio", compression_ratio}};
   j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
+  if (!epoch_test_acc.empty()) j["epoch_test_acc"] = epoch_test_acc;
   if (views > 0) j["views"] = views;
   if (mode == "cache") {
     j["memory"] = {{"queue_bytes", memory.queue_bytes},
@@ -222,10 +224,19 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
 // `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
+// `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
+// epoch but the last (report->epoch_test_acc; the caller adds the last).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
               TrainReport* report, AlternatingBatches* alternating = nullptr,
-              int64_t draws = 0) {
+              int64_t draws = 0, const std::function<double()>& evaluate = {}) {
   Trainer trainer(head, o.hyper);
+  // Registered last (after DataParallel's hooks): it sees the epoch's final parameters.
+  auto evaluate_epochs = [&] {
+    if (!evaluate) return;
+    trainer.add_epoch_end_hook([&](Trainer&, int64_t epoch) {
+      if (epoch + 1 < o.hyper.epochs) report->epoch_test_acc.push_back(evaluate());
+    });
+  };
   if (alternating) {
     trainer.add_epoch_start_hook([alternating](Trainer&, int64_t epoch) { alternating->select(epoch); });
   }
@@ -244,7 +255,11 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   sampler.set_draws(draws);
   if (async) {
     try {
-      const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress);
+      const std::function<void(int64_t)> epoch_done = [&](int64_t epoch) {
+        if (epoch + 1 < o.hyper.epochs) report->epoch_test_acc.push_back(evaluate());
+      };
+      const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
+                                        evaluate ? epoch_done : nullptr);
       fill_report(report, a.epochs);
       fill_async_report(report, *dist, o, a);
     } catch (const CommFailure& e) {
@@ -253,6 +268,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     return;
   }
   if (!dist) {
+    evaluate_epochs();
     fill_report(report, trainer.fit(train, sampler, o.progress));
     report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
     return;
@@ -261,6 +277,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   // rank's own (a corrupt record, a loss that is not finite) speaks for itself.
   try {
     DataParallel dp(*dist, trainer);
+    evaluate_epochs();
     fill_report(report, trainer.fit(train, sampler, o.progress));
     dp.finish();
     fill_dist_report(report, *dist, o, dp.stats());
@@ -396,10 +413,24 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
                                 "' has " + std::to_string(views) + " views of each (use --prefetch)");
   }
   report.views = views;
+  // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
+  std::unique_ptr<CachedBatches> eval;
+  std::unique_ptr<TextFeatureBatches> text_eval;
+  if ((!dist || dist->rank() == 0) && eval_split != "none") {
+    eval = std::make_unique<CachedBatches>(*store, m, eval_split, device);
+    eval->set_load_threads(at::get_num_threads());
+    if (text) text_eval = std::make_unique<TextFeatureBatches>(*eval);
+  }
+  auto evaluate = [&] {
+    BatchSource& source = text_eval ? static_cast<BatchSource&>(*text_eval) : *eval;
+    return evaluate_module(split.head, source, o.hyper.eval_batch());
+  };
+  std::function<double()> each_epoch;
+  if (eval && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
   auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
-    if (!text) return fit_head(split.head, source, o, dist, &report, alternating, views);
+    if (!text) return fit_head(split.head, source, o, dist, &report, alternating, views, each_epoch);
     TextFeatureBatches features(source);
-    fit_head(split.head, features, o, dist, &report);
+    fit_head(split.head, features, o, dist, &report, nullptr, 0, each_epoch);
   };
   {
     // Image features decoded straight into the layout the head trains in. Its batches are
@@ -428,14 +459,11 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
   report.block_cache_used = static_cast<int64_t>(store->block_cache_usage());
   if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
-  if (eval_split != "none") {
-    CachedBatches eval(*store, m, eval_split, device);
-    eval.set_load_threads(at::get_num_threads());
-    TextFeatureBatches text_eval(eval);
-    BatchSource& source = text ? static_cast<BatchSource&>(text_eval) : eval;
-    const EvalResult r = evaluate_module(split.head, source, o.hyper.eval_batch());
+  if (eval) {
+    const EvalResult r = evaluate();
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
+    if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
   }
   if (!o.save_head.empty()) save_head(split.head, head_identity_of_cache(m), o.save_head);
   return report;
@@ -471,19 +499,29 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
           : std::make_unique<RawBatches>(data, pm.split.prefix, device,
                                          Augment::parse(o.augment), o.hyper.seed);
   report.train_samples = train->size();
-  fit_head(pm.split.head, *train, o, dist, &report, nullptr,
-           o.augment.empty() ? 0 : o.hyper.epochs);
-  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
-  if (eval_split != "none") {
+  // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
+  Dataset eval_data;
+  std::unique_ptr<BatchSource> eval;
+  if ((!dist || dist->rank() == 0) && eval_split != "none") {
     DatasetOptions eo = data_options;
     eo.split = eval_split;
     eo.limit = 0;
-    Dataset eval_data = load_dataset(eo);
+    eval_data = load_dataset(eo);
     adopt_class_names(&eval_data, data.class_names, eval_split, "split " + o.data.split);
-    const std::unique_ptr<BatchSource> eval = raw_batches(eval_data);
+    eval = raw_batches(eval_data);
+  }
+  std::function<double()> each_epoch;
+  if (eval && o.eval_every_epoch) {
+    each_epoch = [&] { return evaluate_module(pm.split.head, *eval, o.hyper.eval_batch()).accuracy; };
+  }
+  fit_head(pm.split.head, *train, o, dist, &report, nullptr,
+           o.augment.empty() ? 0 : o.hyper.epochs, each_epoch);
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
+  if (eval) {
     const EvalResult r = evaluate_module(pm.split.head, *eval, o.hyper.eval_batch());
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
+    if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
   }
   if (!o.save_model.empty()) save_block_model(pm.model, o.save_model);
   if (!o.save_head.empty()) {

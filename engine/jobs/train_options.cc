@@ -58,6 +58,7 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--levels", o.levels_dir, per_rank},
       {"--level-codec", codec_name(o.level_codec), same},
       {"--eval-split", o.eval_split, per_rank},  // rank 0 alone evaluates
+      {"--eval-every-epoch", yes_no(o.eval_every_epoch), per_rank},
       {"--epochs", std::to_string(o.hyper.epochs), same},
       {"--batch", std::to_string(o.hyper.batch), same},
       {"--lr", exact_text(o.hyper.lr), same},
@@ -201,6 +202,14 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
     if (eval_split == o.data.split) {
       throw InvalidArgument("--eval-split names the training split");
     }
+  }
+  if (o.eval_every_epoch && o.eval_split == "none") {
+    throw InvalidArgument("--eval-every-epoch needs an evaluation split (not --eval-split none)");
+  }
+  if (o.eval_every_epoch && !o.freeze.empty()) {
+    throw InvalidArgument(
+        "--eval-every-epoch does not apply to --freeze yet (progressive recycling evaluates "
+        "once, at the end)");
   }
   if (!o.freeze.empty() && o.data.spec.rfind("tsv:", 0) == 0) {
     throw InvalidArgument(

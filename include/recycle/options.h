@@ -287,6 +287,10 @@ struct TrainOptions {
 
   // data.split names the split to train on, in a cache or in the raw data (default train).
   std::string eval_split;  // "" = test when there is one; "none" = no evaluation
+  // Evaluate after every epoch too, not only at the end (report.epoch_test_acc): what time to a
+  // target accuracy is measured from. Rank 0 evaluates; its evaluations are not in the epochs'
+  // seconds.
+  bool eval_every_epoch = false;
   TrainHyper hyper;
   std::string save_head;   // the trained head's weights
   std::string save_model;  // raw-data modes: the whole model (load with --weights)

@@ -34,8 +34,10 @@ TEST(AsyncSgd, TwoWorkersTrainTheHeadAsWellAsAllreduce) {
   const std::string cache = dir.file("cache");
   build_cache(dir, cache, 600);
   const std::string common = "--cache " + cache + " --epochs 3 --batch 20 --seed 2 --nproc 2 --json ";
-  const ToolRun sync = run_tool(dir, "recycle-train", common + "--sync allreduce");
+  const ToolRun sync = run_tool(dir, "recycle-train", common + "--sync allreduce --eval-every-epoch");
   ASSERT_EQ(sync.code, 0) << describe(sync);
+  ASSERT_EQ(sync.last["epoch_test_acc"].size(), 3u) << sync.last.dump();
+  EXPECT_EQ(sync.last["epoch_test_acc"][2], sync.last["test_acc"]);
   const ToolRun async = run_tool(dir, "recycle-train", common + "--sync async");
   ASSERT_EQ(async.code, 0) << describe(async);
   const nlohmann::json& a = async.last;
@@ -249,9 +251,13 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
   const ToolRun r = run_tool(dir, "recycle-train",
                              "--cache " + cache + " --epochs 3 --batch 20 --nproc 3 "
                              "--sync async:2:8 --servers 2 --max-staleness 0 --bucket-mb 0.0625 "
-                             "--grad-compression topk --json");
+                             "--grad-compression topk --eval-every-epoch --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   const nlohmann::json& a = r.last["async"];
+  // Evaluated as each epoch completed (the servers' parameters then), the last at the end.
+  ASSERT_EQ(r.last["epoch_test_acc"].size(), 3u) << r.last.dump();
+  EXPECT_EQ(r.last["epoch_test_acc"][2], r.last["test_acc"]);
+  for (const auto& acc : r.last["epoch_test_acc"]) EXPECT_GT(acc.get<double>(), 0.3) << r.last.dump();
   EXPECT_EQ(r.last["sync"], "async:2:8");
   EXPECT_EQ(a["servers"], 2);
   EXPECT_EQ(a["max_staleness"], 0);

@@ -171,13 +171,17 @@ TEST(Tools, TransferTaskEndToEnd) {
   EXPECT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["train_samples"], 1000);
 
-  // Freezing without recycling, from raw data, trains the same head shape.
+  // Freezing without recycling, from raw data, trains the same head shape; evaluated after
+  // each epoch too, the last evaluation being the final one.
   r = run(dir, "recycle-train",
           "--data fashion-mnist --classes 5-9 --limit 1000 --weights " + enc +
-              " --recycle 0.5 --no-cache --epochs 2 --batch 64 --json");
+              " --recycle 0.5 --no-cache --epochs 2 --batch 64 --eval-every-epoch --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["mode"], "frozen");
   EXPECT_GT(r.last["test_acc"].get<double>(), 0.7);
+  ASSERT_EQ(r.last["epoch_test_acc"].size(), 2u) << r.last.dump();
+  EXPECT_GT(r.last["epoch_test_acc"][0].get<double>(), 0.5) << r.last.dump();
+  EXPECT_EQ(r.last["epoch_test_acc"][1], r.last["test_acc"]);
 }
 
 TEST(Tools, DuplicateSamplesAreComputedOnce) {
@@ -221,6 +225,8 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
        "--preload and --alternate-preload do not go together"},
       {"recycle-train", "--alternate-preload", 2, "--alternate-preload needs --cache"},
       {"recycle-train", cache + " --precision fp16", 2, "--precision"},
+      {"recycle-train", cache + " --eval-every-epoch --eval-split none", 2,
+       "--eval-every-epoch needs an evaluation split"},
       {"recycle-train", "", 2, "--cache"},
       {"recycle-inspect", cache, 1, "no cache at"},
       {"recycle-inspect", "", 2, "--cache"},
