@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/stats.h"
@@ -39,6 +40,9 @@ struct DistRow {
   bool straggler = false;   // the last rank at half speed (--throttle)
   std::vector<double> accuracy;
   std::vector<double> epoch_seconds;  // every epoch of every seed
+  // Per seed, the engine's runs: the test accuracy after each epoch (--eval-every-epoch) and
+  // the epochs' seconds (under async, each epoch's from the previous one's completion).
+  std::vector<std::vector<double>> epoch_acc, seed_epoch_seconds;
   double bytes_per_step = 0;          // per rank, handed to collectives
   double fp32_bytes_per_step = 0;
   double compression_ratio = 0;
@@ -55,7 +59,41 @@ struct DistRow {
     return kind + "/" + compression + "/" + sync + "/" + std::to_string(world) + (straggler ? "/straggler" : "");
   }
   std::string sync_text() const { return straggler ? sync + ", 1 straggler" : sync; }
+
+  // Per seed: the training seconds until the first epoch whose test accuracy reached `target`
+  // (the epochs' seconds summed; the evaluations are not in them), or -1 when none did.
+  std::vector<double> seconds_to(double target) const {
+    std::vector<double> out;
+    for (size_t s = 0; s < epoch_acc.size(); ++s) {
+      double t = 0, reached = -1;
+      for (size_t e = 0; e < epoch_acc[s].size() && e < seed_epoch_seconds[s].size(); ++e) {
+        t += seed_epoch_seconds[s][e];
+        if (epoch_acc[s][e] >= target) {
+          reached = t;
+          break;
+        }
+      }
+      out.push_back(reached);
+    }
+    return out;
+  }
 };
+
+// "12.3" (the median over the seeds that reached the target), "12.3 (2/3 seeds)" when some
+// did not, "not reached" when none did, "-" without per-epoch accuracies.
+std::string seconds_to_text(const std::vector<double>& per_seed) {
+  std::vector<double> reached;
+  for (double s : per_seed) {
+    if (s >= 0) reached.push_back(s);
+  }
+  if (per_seed.empty()) return "-";
+  if (reached.empty()) return "not reached";
+  std::string t = fmt(median(reached), 1);
+  if (reached.size() < per_seed.size()) {
+    t += " (" + std::to_string(reached.size()) + "/" + std::to_string(per_seed.size()) + " seeds)";
+  }
+  return t;
+}
 
 class DistBench {
  public:
@@ -200,6 +238,7 @@ class DistBench {
     argv.insert(argv.end(), {"--epochs", std::to_string(c_.epochs), "--batch", std::to_string(c_.batch),
                              "--seed", std::to_string(seed), "--threads", std::to_string(total_threads_),
                              "--json"});
+    if (r->kind == "head") argv.push_back("--eval-every-epoch");  // for the time to target
     if (r->world > 1) {
       argv.insert(argv.end(), {"--nproc", std::to_string(r->world), "--grad-compression", r->compression,
                                "--sync", r->sync, "--timeout", std::to_string(o_.timeout_seconds)});
@@ -234,6 +273,10 @@ class DistBench {
     }
     if (j.contains("test_acc") && j["test_acc"].is_number()) r->accuracy.push_back(j["test_acc"].get<double>());
     for (double e : j.at("epoch_seconds")) r->epoch_seconds.push_back(e);
+    if (j.contains("epoch_test_acc")) {
+      r->epoch_acc.push_back(j["epoch_test_acc"].get<std::vector<double>>());
+      r->seed_epoch_seconds.push_back(j.at("epoch_seconds").get<std::vector<double>>());
+    }
     r->raw.push_back(j);
   }
 
@@ -267,6 +310,9 @@ class DistBench {
     const DistRow* none = find("engine", head_none);
     const DistRow* full = find("engine", "full/none/allreduce/" + std::to_string(o_.nproc));
     const DistRow* peer_none = find("peer", head_none);
+    // The target accuracy of the time-to-target column: allreduce's final accuracy (mean over
+    // the seeds) less 1 point, the tolerance of the async goal.
+    const double target = none && !none->accuracy.empty() ? mean(none->accuracy) - 0.01 : -1;
 
     json j;
     j["options"] = c_.to_json();
@@ -277,19 +323,29 @@ class DistBench {
                          {"threads_per_rank", threads_per_rank_},
                          {"codec", codec_name(c_.codec)},
                          {"average_every", o_.average_every}});
+    if (target >= 0) j["target_acc"] = target;
     j["machine"] = {{"cores", cores_}};
     j["seconds"] = seconds;
     Table csv({"who", "kind", "processes", "grad_compression", "sync", "acc_mean", "acc_std", "epoch_s",
                "samples_per_s", "bytes_per_step", "fp32_bytes_per_step", "compression_ratio", "bytes_over_none",
-               "epoch_over_none", "engine_over_peer"});
+               "epoch_over_none", "engine_over_peer", "seconds_to_target"});
     Table table({"run", "processes", "gradients", "sync", "test acc (mean ± sd)", "epoch s (median)", "samples/s",
-                 "bytes/step/rank", "compression", "bytes / none", "epoch / none", "engine/peer"});
+                 "bytes/step/rank", "compression", "bytes / none", "epoch / none", "engine/peer",
+                 "s to target"});
     std::ostringstream md;
     md << "Data-parallel head training, " << o_.nproc << " ranks on " << link_name(o_.link) << ": " << c_.samples
        << " samples, " << c_.epochs << " epochs, batch " << c_.batch << " per rank, " << threads_per_rank_
        << " thread" << (threads_per_rank_ == 1 ? "" : "s") << " per rank (" << total_threads_
-       << " for the 1-process run), " << c_.seeds << " seed" << (c_.seeds == 1 ? "" : "s") << "\n\n";
+       << " for the 1-process run), " << c_.seeds << " seed" << (c_.seeds == 1 ? "" : "s");
+    if (target >= 0) {
+      md << "; s to target: training seconds until the test accuracy first reached " << fmt(target, 4)
+         << " (allreduce's less 1 point; evaluated after every epoch, median over the seeds)";
+    }
+    md << "\n\n";
     for (const DistRow& r : rows_) {
+      const std::vector<double> to_target = target >= 0 ? r.seconds_to(target) : std::vector<double>();
+      std::vector<json> to_target_json;
+      for (double s : to_target) to_target_json.push_back(s >= 0 ? json(s) : json(nullptr));
       const bool dp = r.world > 1;
       // Each side against its own fp32 allreduce run.
       const DistRow* own_none = r.who == "engine" ? none : peer_none;
@@ -319,16 +375,19 @@ class DistBench {
                            {"bytes_over_none", bytes_over_none},
                            {"epoch_over_none", over_none},
                            {"engine_over_peer", over_peer},
+                           {"epoch_test_acc", r.epoch_acc},
+                           {"seconds_to_target", to_target_json},
                            {"runs", r.raw}});
       csv.add_row({r.who, r.kind, std::to_string(r.world), r.compression, r.sync_text(), csv_number(mean(r.accuracy)),
                    csv_number(stddev(r.accuracy)), csv_number(r.epoch()), csv_number(samples_per_s(r)),
                    csv_number(r.bytes_per_step), csv_number(r.fp32_bytes_per_step), csv_number(r.compression_ratio),
-                   csv_number(bytes_over_none), csv_number(over_none), csv_number(over_peer)});
+                   csv_number(bytes_over_none), csv_number(over_none), csv_number(over_peer),
+                   seconds_to_text(to_target)});
       table.add_row({r.label(), std::to_string(r.world), r.compression, r.sync_text(), accuracy(r.accuracy),
                      fmt(r.epoch(), 2), fmt(samples_per_s(r), 0), dp ? bytes_text(r.bytes_per_step) : "-",
                      dp && r.compression_ratio > 0 ? fmt(r.compression_ratio, 1) + "x" : "-",
                      bytes_over_none > 0 ? fmt(bytes_over_none, 3) : "-", over_none > 0 ? fmt(over_none, 2) : "-",
-                     over_peer > 0 ? fmt(over_peer, 2) + "x" : "-"});
+                     over_peer > 0 ? fmt(over_peer, 2) + "x" : "-", seconds_to_text(to_target)});
     }
     write_text(work_ + "/dist.csv", csv.csv());
     md << table.markdown();
@@ -376,6 +435,22 @@ class DistBench {
            << fmt(speedup, 2) << "x (goal: at least 1.5x).\n";
         j["straggler_sync_over_async"] = speedup;
         j["straggler_ms"] = straggler_ms_;
+      }
+      // Time to the target accuracy, async against allreduce, without and with the straggler.
+      const std::pair<const DistRow*, const DistRow*> pairs[] = {{none, async}, {slow_sync, slow_async}};
+      for (const auto& [sync_row, async_row] : pairs) {
+        if (target < 0 || !sync_row || !async_row) continue;
+        const std::vector<double> s = sync_row->seconds_to(target), as = async_row->seconds_to(target);
+        md << "Time to " << fmt(target, 4) << " test accuracy" << (sync_row->straggler ? " with the straggler" : "")
+           << ": allreduce " << seconds_to_text(s) << " s, " << a << " " << seconds_to_text(as) << " s";
+        const bool all = !s.empty() && !as.empty() && *std::min_element(s.begin(), s.end()) >= 0 &&
+                         *std::min_element(as.begin(), as.end()) >= 0;
+        if (all && median(as) > 0) {
+          md << " (allreduce / async = " << fmt(median(s) / median(as), 2) << "x)";
+          j[sync_row->straggler ? "straggler_to_target_sync_over_async" : "to_target_sync_over_async"] =
+              median(s) / median(as);
+        }
+        md << ".\n";
       }
       const DistRow* topk_sync = find("engine", "head/topk/allreduce/" + n);
       const DistRow* topk_async = find("engine", "head/topk/" + a + "/" + n);
