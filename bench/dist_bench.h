@@ -10,7 +10,9 @@
 //   - bench/peers/ddp_peer.py --nproc N with none, fp16 and average:K (PyTorch has no top-k
 //     hook), same samples, batch per rank, threads per rank and epochs;
 // and prints one Markdown table (accuracy, median epoch, samples/s, bytes per step, compression
-// ratio, engine/peer throughput) plus dist.json and dist.csv in the output directory.
+// ratio, engine/peer throughput, and the time to a target accuracy: the engine's head runs
+// evaluate after every epoch, --eval-every-epoch, and the target is allreduce's final accuracy
+// less 1 point) plus dist.json and dist.csv in the output directory.
 //
 // With --link 1gbit|100mbit every data-parallel run (engine and peer) runs inside its own
 // private network namespace (unshare -n) whose loopback is shaped with tc's token bucket

@@ -224,6 +224,22 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
 // `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
+// The module's parameters and buffers, copied (a snapshot), and put back.
+std::vector<torch::Tensor> copy_state(BlockStack& module) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> state;
+  for (const torch::Tensor& t : module->parameters()) state.push_back(t.detach().clone());
+  for (const torch::Tensor& t : module->buffers()) state.push_back(t.detach().clone());
+  return state;
+}
+
+void restore_state(BlockStack& module, const std::vector<torch::Tensor>& state) {
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (torch::Tensor& t : module->parameters()) t.detach().copy_(state.at(i++));
+  for (torch::Tensor& t : module->buffers()) t.detach().copy_(state.at(i++));
+}
+
 // `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
@@ -255,11 +271,22 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   sampler.set_draws(draws);
   if (async) {
     try {
+      // The other workers train on while rank 0 would evaluate: it keeps a copy of the head as
+      // each epoch completes instead, and evaluates the copies when training is over.
+      std::vector<std::vector<torch::Tensor>> snapshots;
       const std::function<void(int64_t)> epoch_done = [&](int64_t epoch) {
-        if (epoch + 1 < o.hyper.epochs) report->epoch_test_acc.push_back(evaluate());
+        if (epoch + 1 < o.hyper.epochs) snapshots.push_back(copy_state(head));
       };
       const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
                                         evaluate ? epoch_done : nullptr);
+      if (!snapshots.empty()) {
+        const std::vector<torch::Tensor> last = copy_state(head);
+        for (const auto& s : snapshots) {
+          restore_state(head, s);
+          report->epoch_test_acc.push_back(evaluate());
+        }
+        restore_state(head, last);
+      }
       fill_report(report, a.epochs);
       fill_async_report(report, *dist, o, a);
     } catch (const CommFailure& e) {

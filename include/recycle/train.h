@@ -41,7 +41,8 @@ struct TrainReport {
   double train_samples_per_s = 0;  // train_samples / median epoch seconds
   double test_acc = -1;            // -1 without evaluation
   // With --eval-every-epoch: the test accuracy after each epoch (the last is test_acc). Under
-  // --sync async, epoch e's is of the servers' parameters when rank 0 saw epoch e complete.
+  // --sync async, epoch e's is of the servers' parameters when rank 0 saw epoch e complete
+  // (a copy kept then, evaluated when training ends: the other workers never wait for it).
   std::vector<double> epoch_test_acc;
   int64_t test_samples = 0;
   double seconds = 0;              // wall time of run_train
