@@ -398,6 +398,7 @@ class Worker {
         if (queue_) {  // rank 0 stays until every chunk is done: it takes what the lost left
           if (queue_->finished()) break;
           queue_->wait_for_work(std::chrono::milliseconds(200));
+          report_complete_epochs();  // the others may have completed one meanwhile
         } else if (exhausted_) {
           break;
         }
