@@ -74,6 +74,11 @@ int train_main(int argc, char** argv) {
                   schedule_name(o.hyper.schedule), "learning-rate schedule");
   add_seed_flag(app, &o.hyper.seed, "shuffling and new-classifier seed");
   app.add_option("--save-head", o.save_head, "write the trained head's weights here");
+  app.add_option("--script-head", o.script_head,
+                 "with --cache: train this TorchScript module (from the cached activations to "
+                 "[N, classes] logits; torch.jit.script(head).save(FILE)) as the head, instead of "
+                 "the one the cache stores: for caches of any Python prefix (recycle.build); "
+                 "--save-head then writes the trained module as TorchScript");
   app.add_option("--save-model", o.save_model, "raw data only: write the whole model here");
   app.add_option("--threads", o.threads, "threads (0 = every core)")
       ->check(CLI::Range(0, 1024))

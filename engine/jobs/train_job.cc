@@ -26,6 +26,7 @@
 #include "engine/models/memory_format.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
+#include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
 #include "engine/models/weights_io.h"
 #include "engine/precompute/prefix_identity.h"
@@ -145,7 +146,8 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
     *model = make_encoder(m.model, classes);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error("cache " + store.dir() + " was built for a model this version does "
-                             "not know: " + e.what());
+                             "not know: " + e.what() + " (for a cache of a Python prefix, give "
+                             "the head as TorchScript: --script-head FILE)");
   }
   model->class_names = m.class_names;
   // A scripted model keeps its own classifier when the class counts match; the build stored a
@@ -340,6 +342,42 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   }
 }
 
+// Refuses, with one line, a --script-head that does not take the cache's records (one tensor)
+// to [N, classes] logits: it runs on the first two samples of `split`, in eval mode.
+void check_script_head(BlockStack& head, const ActivationStore& store, const Manifest& m,
+                       const std::string& split, const torch::Device& device,
+                       const std::string& file) {
+  if (m.layout().size() != 1) {
+    throw std::invalid_argument("--script-head takes one tensor, and the records of cache " +
+                                store.dir() + " hold " + std::to_string(m.layout().size()) +
+                                " (a text cache: train its head in Python, or without --script-head)");
+  }
+  CachedBatches probe(store, m, split, device);
+  if (probe.size() == 0) return;  // nothing to train on: said later
+  const std::vector<int64_t> first = {0, std::min<int64_t>(1, probe.size() - 1)};
+  probe.plan(first, 2);
+  Batch b;
+  probe.load(first.data(), 2, &b);
+  const int64_t classes = static_cast<int64_t>(m.class_names.size());
+  torch::Tensor logits;
+  try {
+    torch::NoGradGuard no_grad;
+    head->eval();
+    logits = head->forward(b.features());
+    head->train();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--script-head " + file + " does not run on the cache's " +
+                                "activations " + shape_string(b.features().sizes().vec()) + ": " +
+                                first_line(e.what()));
+  }
+  if (logits.dim() != 2 || logits.size(0) != 2 || logits.size(1) != classes) {
+    throw std::invalid_argument("--script-head " + file + " maps the cache's activations " +
+                                shape_string(b.features().sizes().vec()) + " to " +
+                                shape_string(logits.sizes().vec()) + ", not to 2x" +
+                                std::to_string(classes) + " (the cache's classes)");
+  }
+}
+
 TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
   report.mode = "cache";
@@ -418,14 +456,26 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     store->read_manifest(&m).throw_if_error();
   }
 
-  // The head: the blocks after the split point and the classifier, initialised as the build
-  // stored them; a classifier new to these classes is drawn from the seed.
+  // The head: the --script-head file's module, or the blocks after the split point and the
+  // classifier, initialised as the build stored them (a classifier new to these classes drawn
+  // from the seed).
   BlockModel model;
-  SplitModel split = head_from_cache(*store, m, o.hyper.seed, device, &model);
+  BlockStack head{nullptr};
+  const bool script = !o.script_head.empty();
+  if (script) {
+    std::string digest;
+    head = load_script_head(o.script_head, &digest);
+    if (dist) dist->check_same("--script-head file (xxh3)", digest);
+    head->to(device);
+    check_script_head(head, *store, m, o.data.split, device, o.script_head);
+  } else {
+    head = head_from_cache(*store, m, o.hyper.seed, device, &model).head;
+  }
 
   // A text cache's records are hidden states and lengths: its batches are packed into the
-  // features a text head takes (text_batches.h).
-  const bool text = encoder_info(resolve_encoder_spec(m.model).name).input == "text";
+  // features a text head takes (text_batches.h). A script head takes the one tensor of its
+  // records as they are (check_script_head).
+  const bool text = !script && encoder_info(resolve_encoder_spec(m.model).name).input == "text";
   if (text && (o.preload || o.alternate_preload)) {
     throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
                                 " needs records of one shape; a text cache's vary in length "
@@ -450,14 +500,14 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
   auto evaluate = [&] {
     BatchSource& source = text_eval ? static_cast<BatchSource&>(*text_eval) : *eval;
-    return evaluate_module(split.head, source, o.hyper.eval_batch());
+    return evaluate_module(head, source, o.hyper.eval_batch());
   };
   std::function<double()> each_epoch;
   if (eval && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
   auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
-    if (!text) return fit_head(split.head, source, o, dist, &report, alternating, views, each_epoch);
+    if (!text) return fit_head(head, source, o, dist, &report, alternating, views, each_epoch);
     TextFeatureBatches features(source);
-    fit_head(split.head, features, o, dist, &report, nullptr, 0, each_epoch);
+    fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch);
   };
   {
     // Image features decoded straight into the layout the head trains in. Its batches are
@@ -492,7 +542,13 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     report.test_samples = r.samples;
     if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
   }
-  if (!o.save_head.empty()) save_head(split.head, head_identity_of_cache(m), o.save_head);
+  if (!o.save_head.empty()) {
+    if (script) {
+      save_script_head(head, o.save_head);
+    } else {
+      save_head(head, head_identity_of_cache(m), o.save_head);
+    }
+  }
   return report;
 }
 

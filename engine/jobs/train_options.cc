@@ -59,6 +59,7 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--level-codec", codec_name(o.level_codec), same},
       {"--eval-split", o.eval_split, per_rank},  // rank 0 alone evaluates
       {"--eval-every-epoch", yes_no(o.eval_every_epoch), per_rank},
+      {"--script-head", o.script_head, per_rank},  // its bytes are compared on their own
       {"--epochs", std::to_string(o.hyper.epochs), same},
       {"--batch", std::to_string(o.hyper.batch), same},
       {"--lr", exact_text(o.hyper.lr), same},
@@ -164,6 +165,14 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
   }
   if (!from_cache && o.data.spec.empty()) {
     throw InvalidArgument("give --cache DIR (train from a cache) or --data (train from raw data)");
+  }
+  if (!o.script_head.empty()) {
+    if (!from_cache) throw InvalidArgument("--script-head needs --cache (it trains on cached activations)");
+    if (!o.freeze.empty()) throw InvalidArgument("--script-head does not apply to --freeze");
+    if (!o.model.weights.empty()) {
+      throw InvalidArgument("--script-head does not go with --weights (the head is the script's, "
+                            "not the encoder's)");
+    }
   }
   if (from_cache && !o.save_model.empty()) {
     throw InvalidArgument(

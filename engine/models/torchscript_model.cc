@@ -4,12 +4,17 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/data/regular_file.h"
 #include "engine/models/block_model.h"
+#include "engine/util/atomic_file.h"
+#include "keyers/content_hasher.h"
 
 namespace recycle {
 
@@ -38,6 +43,7 @@ class ScriptViewImpl : public nn::Module {
     module_.train(on);
   }
   torch::Tensor forward(torch::Tensor x) { return module_.forward({std::move(x)}).toTensor(); }
+  const JitModule& module() const { return module_; }
 
  private:
   JitModule module_;
@@ -217,6 +223,52 @@ BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes) {
     model.classifier = Classifier(in_features, classes, Pooling::kFlatten);
   }
   return model;
+}
+
+BlockStack load_script_head(const std::string& file, std::string* digest) {
+  std::string bytes;
+  try {
+    require_regular_file(file);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error(file + ": cannot be read");
+    std::ostringstream all;
+    all << in.rdbuf();
+    bytes = all.str();
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("--script-head " + std::string(e.what()));
+  }
+  JitModule module;
+  try {
+    std::istringstream in(bytes);
+    module = torch::jit::load(in, torch::kCPU);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("--script-head " + file +
+                                " is not a TorchScript module (save one with "
+                                "torch.jit.script(head).save(FILE))");
+  }
+  if (!has_parameters(module)) {
+    throw std::invalid_argument("--script-head " + file + " has no parameters to train");
+  }
+  if (digest) *digest = hash128(bytes).to_hex();
+  module.train();
+  BlockStack head;
+  head->append("script", nn::AnyModule(ScriptView(module)));
+  return head;
+}
+
+void save_script_head(BlockStack& head, const std::string& path) {
+  const auto children = head->children();
+  const auto view = children.size() == 1
+                        ? std::dynamic_pointer_cast<ScriptViewImpl>(children[0])
+                        : nullptr;
+  if (!view) throw std::logic_error("save_script_head: not a head of load_script_head");
+  AtomicFile out(path);
+  try {
+    view->module().save(out.temp_path());
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot write " + path + ": " + error_summary(e.what()));
+  }
+  out.commit();
 }
 
 }  // namespace recycle

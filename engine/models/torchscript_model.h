@@ -33,11 +33,26 @@
 
 namespace recycle {
 
+class BlockStack;  // engine/models/block_model.h
+
 // Its registry entry: name "torchscript", image input, the input-shape options, takes a file.
 EncoderInfo torchscript_info();
 // Loads it for a resolved spec (see resolve_encoder_spec). Throws std::invalid_argument for a
 // file that is not a scripted module, has no child with parameters, no block before its
 // classifier, or whose forward is not its children in order.
 BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes);
+
+// A head from a TorchScript file (recycle-train --script-head): a module of any kind (scripted
+// or traced) from a batch of cached activations [N, ...] to logits [N, classes], trained as it
+// is: its parameters and buffers are the head's, under their names in the file. A BlockStack
+// of one block, "script". *digest: the XXH3-128 of the file's bytes (what the ranks of a job
+// compare). Throws std::invalid_argument for a file that is missing, not a regular file, not a
+// TorchScript module or without parameters.
+BlockStack load_script_head(const std::string& file, std::string* digest);
+
+// Writes the TorchScript module behind a head that load_script_head made, with its parameters
+// as they are now, to `path` atomically (torch.jit.load reads it). Throws std::runtime_error
+// "cannot write PATH: why", std::logic_error for a head that load_script_head did not make.
+void save_script_head(BlockStack& head, const std::string& path);
 
 }  // namespace recycle

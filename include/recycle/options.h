@@ -293,6 +293,10 @@ struct TrainOptions {
   bool eval_every_epoch = false;
   TrainHyper hyper;
   std::string save_head;   // the trained head's weights
+  // From a cache: train this TorchScript module (activations -> logits) as the head instead of
+  // the head the cache stores; for caches of any Python prefix (recycle.build). save_head then
+  // writes the trained module as a TorchScript file. engine/models/torchscript_model.h.
+  std::string script_head;
   std::string save_model;  // raw-data modes: the whole model (load with --weights)
   int threads = 0;
   bool progress = true;

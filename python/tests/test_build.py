@@ -214,6 +214,63 @@ def test_recycle_train_trains_a_python_cache_of_an_engine_model(tmp_path):
                       engine_split_at="1")
 
 
+class ConvHead(torch.nn.Module):
+    """A head that is no nn.Sequential: a conv with a skip, then a linear layer."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 6 * 6, classes)
+
+    def forward(self, x):
+        x = x + torch.relu(self.conv(x))
+        return self.fc(x.flatten(1))
+
+
+def test_recycle_train_trains_a_script_head_on_a_cache_of_any_python_prefix(tmp_path):
+    # Three classes a 2x2 pooled prefix keeps apart: which of three bands of the image is brighter.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(900, 1, 12, 12, generator=g)
+    y = torch.randint(0, 3, (900,), generator=g)
+    for b in range(3):  # the label's band is brighter
+        x[y == b, 0, 4 * b:4 * b + 4] += 1.0
+    net = prefix()
+    classes = ["top", "middle", "bottom"]
+    for split, rows in (("train", slice(0, 600)), ("test", slice(600, 900))):
+        recycle.build(tmp_path / "c", Pairs(x[rows], y[rows]), net, split=split, classes=classes,
+                      model_id="any-prefix", codec="fp32", batch_size=100)
+    # Without a head the engine can build, recycle-train says how to give one.
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--epochs", "1", check=False)
+    assert r.returncode != 0 and "--script-head FILE" in r.stderr, r.stderr
+    torch.manual_seed(0)
+    torch.jit.script(ConvHead(3)).save(str(tmp_path / "head.pt"))
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
+                 "--epochs", "6", "--batch", "32", "--lr", "0.1", "--save-head",
+                 tmp_path / "trained.pt", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["epochs"] == 6 and report["test_acc"] > 0.9, report
+    # The saved head is the trained TorchScript module: it gives the same accuracy in Python.
+    head = torch.jit.load(str(tmp_path / "trained.pt")).eval()
+    acts, labels = recycle.CachedDataset(tmp_path / "c", "test").read(range(300))
+    with torch.no_grad():
+        acc = (head(acts).argmax(1) == labels).double().mean().item()
+    assert abs(acc - report["test_acc"]) < 1e-9
+    # Data-parallel too: two ranks, asynchronous (every rank loads the same file).
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
+                 "--epochs", "6", "--batch", "16", "--lr", "0.1", "--nproc", "2", "--sync", "async",
+                 "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["world_size"] == 2 and report["test_acc"] > 0.9, report
+    # A head of the wrong number of classes, or no TorchScript file, is refused with one line.
+    torch.jit.script(ConvHead(5)).save(str(tmp_path / "five.pt"))
+    (tmp_path / "junk.pt").write_bytes(b"not a module")
+    for path, says in (("five.pt", "maps the cache's activations 2x4x6x6 to 2x5, not to 2x3"),
+                       ("junk.pt", "is not a TorchScript module")):
+        r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / path,
+                     check=False)
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
 def test_labels_outside_the_named_classes_are_refused(tmp_path):
     data = make_data(n=40)  # labels 0..4
     with pytest.raises(ValueError, match="outside the 3 classes"):
