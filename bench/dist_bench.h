@@ -9,7 +9,8 @@
 //   - recycle-train --data ... --recycle 0 --nproc N (full fine-tuning, for its bytes per step);
 //   - bench/peers/ddp_peer.py --nproc N with none, fp16 and average:K (PyTorch has no top-k
 //     hook), same samples, batch per rank, threads per rank and epochs;
-// and prints one Markdown table (accuracy, median epoch, samples/s, bytes per step, compression
+// and prints one Markdown table (accuracy, seconds per epoch (a run's over its epochs, the
+// median over the seeds: asynchronous epochs overlap, whole runs compare), samples/s, bytes per step, compression
 // ratio, engine/peer throughput, and the time to a target accuracy: the engine's head runs
 // evaluate after every epoch, --eval-every-epoch, and the target is allreduce's final accuracy
 // less 1 point) plus dist.json and dist.csv in the output directory.

@@ -222,10 +222,6 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
   }
 }
 
-// Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
-// of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
-// given, is `train` and switches source as each epoch starts.
-// `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 // The module's parameters and buffers, copied (a snapshot), and put back.
 std::vector<torch::Tensor> copy_state(BlockStack& module) {
   torch::NoGradGuard no_grad;
@@ -242,6 +238,10 @@ void restore_state(BlockStack& module, const std::vector<torch::Tensor>& state) 
   for (torch::Tensor& t : module->buffers()) t.detach().copy_(state.at(i++));
 }
 
+// Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
+// of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
+// given, is `train` and switches source as each epoch starts.
+// `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 // `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
