@@ -40,9 +40,9 @@ struct DistRow {
   bool straggler = false;   // the last rank at half speed (--throttle)
   std::vector<double> accuracy;
   std::vector<double> epoch_seconds;  // every epoch of every seed
-  // Per seed, the engine's runs: the test accuracy after each epoch (--eval-every-epoch) and
-  // the epochs' seconds (under async, each epoch's from the previous one's completion).
-  std::vector<std::vector<double>> epoch_acc, seed_epoch_seconds;
+  // Per seed, the engine's head runs: the test accuracy after each epoch (--eval-every-epoch);
+  // that run's epochs are epoch_seconds[seed * epochs, (seed + 1) * epochs).
+  std::vector<std::vector<double>> epoch_acc;
   double bytes_per_step = 0;          // per rank, handed to collectives
   double fp32_bytes_per_step = 0;
   double compression_ratio = 0;
@@ -79,8 +79,9 @@ struct DistRow {
     std::vector<double> out;
     for (size_t s = 0; s < epoch_acc.size(); ++s) {
       double t = 0, reached = -1;
-      for (size_t e = 0; e < epoch_acc[s].size() && e < seed_epoch_seconds[s].size(); ++e) {
-        t += seed_epoch_seconds[s][e];
+      const size_t first = s * static_cast<size_t>(epochs);
+      for (size_t e = 0; e < epoch_acc[s].size() && first + e < epoch_seconds.size(); ++e) {
+        t += epoch_seconds[first + e];
         if (epoch_acc[s][e] >= target) {
           reached = t;
           break;
@@ -287,10 +288,7 @@ class DistBench {
     }
     if (j.contains("test_acc") && j["test_acc"].is_number()) r->accuracy.push_back(j["test_acc"].get<double>());
     for (double e : j.at("epoch_seconds")) r->epoch_seconds.push_back(e);
-    if (j.contains("epoch_test_acc")) {
-      r->epoch_acc.push_back(j["epoch_test_acc"].get<std::vector<double>>());
-      r->seed_epoch_seconds.push_back(j.at("epoch_seconds").get<std::vector<double>>());
-    }
+    if (j.contains("epoch_test_acc")) r->epoch_acc.push_back(j["epoch_test_acc"].get<std::vector<double>>());
     r->raw.push_back(j);
   }
 
