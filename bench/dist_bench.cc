@@ -285,6 +285,11 @@ class DistBench {
       r->bytes_per_step = j.at("bytes_per_step").get<double>();
       r->fp32_bytes_per_step = j.at("fp32_bytes_per_step").get<double>();
       r->compression_ratio = j.at("compression_ratio").get<double>();
+      if (j.contains("async")) {
+        // Rank 0's own figures would count its worker's exchanges with its own shard, which
+        // cross no link: the mean over the workers of what crossed one is the row's figure.
+        r->bytes_per_step = j["async"].at("link_bytes_per_step").get<double>();
+      }
     }
     if (j.contains("test_acc") && j["test_acc"].is_number()) r->accuracy.push_back(j["test_acc"].get<double>());
     for (double e : j.at("epoch_seconds")) r->epoch_seconds.push_back(e);
@@ -404,6 +409,11 @@ class DistBench {
     write_text(work_ + "/dist.csv", csv.csv());
     md << table.markdown();
     md << "\n";
+    if (!o_.asyncs.empty()) {
+      md << "Async rows' bytes/step/rank: what a worker's pushes and fetches sent over a link, per step, "
+            "over all workers (rank 0's worker reaches its own shard without one); their compression: rank 0's "
+            "pushes and fetches against fp32.\n";
+    }
     if (full && none) {
       md << "fp32 gradient bytes per step per rank: full fine-tuning " << bytes_text(full->fp32_bytes_per_step)
          << ", head at 0.5 " << bytes_text(none->fp32_bytes_per_step) << " (the head sends "

@@ -32,7 +32,7 @@ constexpr int kRequestTag = 0x5a01;
 constexpr int kPayloadTag = 0x5a02;
 constexpr int kReplyTag = 0x5a03;
 constexpr int kParamsTag = 0x5a04;
-constexpr int64_t kHeader = 12;  // int64 words of a request or reply header
+constexpr int64_t kHeader = 16;  // int64 words of a request or reply header
 
 // Batches a dealt chunk holds at most (fewer for short epochs; rounded up to a multiple of
 // PUSH): small enough that a slow worker takes fewer of them, large enough that the source can
@@ -65,12 +65,14 @@ struct Request {
   int64_t want = 0;          // rank 0's server: chunks to deal
   double loss_sum = 0;       // of the finished chunk
   int64_t correct = 0;
+  WorkerTotals totals;       // with kBye: what the worker did
 
   torch::Tensor pack() const {
     torch::Tensor t = torch::zeros({kHeader}, torch::kLong);
     int64_t* w = t.data_ptr<int64_t>();
-    const int64_t words[] = {kind,       push_steps, payload,  fetch, stale_after,
-                             done_chunk, want,       double_bits(loss_sum), correct};
+    const int64_t words[] = {kind,          push_steps,      payload,          fetch,
+                             stale_after,   done_chunk,      want,             double_bits(loss_sum),
+                             correct,       totals.steps,    totals.samples,   totals.link_bytes};
     std::copy(std::begin(words), std::end(words), w);
     return t;
   }
@@ -86,6 +88,7 @@ struct Request {
     r.want = w[6];
     r.loss_sum = bits_double(w[7]);
     r.correct = w[8];
+    r.totals = WorkerTotals{-1, w[9], w[10], w[11]};
     return r;
   }
 };
@@ -94,7 +97,9 @@ struct Request {
 struct Reply {
   int64_t version = 0;  // the shard's version after the push
   int64_t status = kMore;
-  int64_t params = 0;   // 1: the parameters follow
+  int64_t params = 0;   // 1: the parameters follow, fp32 (2 from a server of another rank:
+                        // param_bytes bytes of FetchEncoder's)
+  int64_t param_bytes = 0;
   std::vector<Chunk> chunks;  // at most 2
 
   torch::Tensor pack() const {
@@ -110,6 +115,7 @@ struct Reply {
       w[6 + 4 * i] = chunks[i].start;
       w[7 + 4 * i] = chunks[i].count;
     }
+    w[12] = param_bytes;
     return t;
   }
   static Reply unpack(const torch::Tensor& t) {
@@ -118,6 +124,7 @@ struct Reply {
     r.version = w[0];
     r.status = w[1];
     r.params = w[2];
+    r.param_bytes = w[12];
     for (int64_t i = 0; i < std::min<int64_t>(w[3], 2); ++i) {
       r.chunks.push_back(Chunk{w[4 + 4 * i], w[5 + 4 * i], w[6 + 4 * i], w[7 + 4 * i]});
     }
@@ -147,7 +154,16 @@ class Server {
         compression_(context.options().grad_compression),
         shard_(layout.gather(flat, server), hyper, context.world(), sync_steps,
                static_cast<int64_t>(layout.buckets_of(server).size())),
-        queue_(queue) {}
+        queue_(queue) {
+    fetches_.resize(static_cast<size_t>(context.world()));
+    totals_.resize(static_cast<size_t>(context.world()));
+    for (int w = 0; w < context.world(); ++w) {
+      // fp32 fetches send the shard itself, with no copy to encode.
+      if (w == context.rank() || compression_ == GradCompression::kNone) continue;
+      fetches_[static_cast<size_t>(w)] =
+          std::make_unique<FetchEncoder>(compression_, layout, server, layout.gather(flat, server));
+    }
+  }
 
   // After a failure of this rank: every thread stops waiting and ends.
   ~Server() {
@@ -184,7 +200,9 @@ class Server {
     if (watchdog_.joinable()) watchdog_.join();
   }
 
-  // A request of `worker` (its own rank's worker calls this directly).
+  // A request of `worker` (its own rank's worker calls this directly). When the parameters go
+  // back, `params` is the shard (fp32), or under fp16 and topk for another rank's worker,
+  // FetchEncoder's bytes (kByte).
   Reply handle(int worker, const Request& req, const uint8_t* payload, torch::Tensor* params) {
     Reply r;
     if (stopping_) {
@@ -192,7 +210,7 @@ class Server {
       return r;
     }
     if (req.push_steps > 0) {
-      const torch::Tensor grad = decode_push(compression_, layout_, server_, payload, req.payload);
+      const torch::Tensor grad = decode_shard(compression_, layout_, server_, payload, req.payload);
       r.version = shard_.apply(grad, req.push_steps);
     } else {
       r.version = shard_.version();
@@ -209,6 +227,13 @@ class Server {
     if (req.fetch || (req.stale_after >= 0 && r.version > req.stale_after)) {
       *params = shard_.snapshot(&r.version);
       r.params = 1;
+      if (FetchEncoder* fetches = fetches_[static_cast<size_t>(worker)].get()) {
+        std::vector<uint8_t> bytes = fetches->encode(*params);
+        *params = torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kByte)
+                      .clone();
+        r.params = 2;
+        r.param_bytes = params->numel();
+      }
     }
     return r;
   }
@@ -217,6 +242,11 @@ class Server {
   std::vector<std::pair<int, std::string>> lost() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return lost_;
+  }
+  // What the other workers said they did, in their goodbyes (rank -1: no goodbye came).
+  std::vector<WorkerTotals> totals() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return totals_;
   }
 
  private:
@@ -228,7 +258,12 @@ class Server {
         std::vector<torch::Tensor> head{torch::empty({kHeader}, torch::kLong)};
         if (!await(worker, group->recv(head, worker, kRequestTag))) return;
         const Request req = Request::unpack(head[0]);
-        if (req.kind == kBye) break;
+        if (req.kind == kBye) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          totals_[static_cast<size_t>(worker)] = req.totals;
+          totals_[static_cast<size_t>(worker)].rank = worker;
+          break;
+        }
         if (req.kind != kExchange || req.payload < 0 || req.want < 0 || req.want > 2) {
           throw std::runtime_error("a malformed request");
         }
@@ -327,6 +362,9 @@ class Server {
   const GradCompression compression_;
   ParamShard shard_;
   WorkQueue* queue_;  // rank 0's server deals the work
+  // Per worker of another rank, under fp16 and topk: its fetches' encoder (used by its thread
+  // alone).
+  std::vector<std::unique_ptr<FetchEncoder>> fetches_;
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
   std::thread watchdog_;
@@ -337,6 +375,7 @@ class Server {
   std::vector<bool> ended_;    // per worker: its thread is done
   std::vector<bool> dropped_;  // per worker: dropped for silence
   std::vector<std::pair<int, std::string>> lost_;
+  std::vector<WorkerTotals> totals_;  // per worker, from its goodbye
 };
 
 std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params) {
@@ -365,9 +404,10 @@ void set_values(const std::vector<torch::Tensor>& params, const torch::Tensor& f
 // The worker of one rank: trains on dealt chunks, pushes and fetches.
 class Worker {
  public:
+  // `flat`: the trainable parameters every rank starts from.
   Worker(DistContext& context, Trainer& trainer, BatchSource& train, const Sampler& sampler,
-         const ParamLayout& layout, Server* own_server, WorkQueue* queue, int64_t sync_steps,
-         std::function<void(int64_t)> epoch_done)
+         const ParamLayout& layout, const torch::Tensor& flat, Server* own_server,
+         WorkQueue* queue, int64_t sync_steps, std::function<void(int64_t)> epoch_done)
       : context_(context),
         trainer_(trainer),
         train_(train),
@@ -382,6 +422,7 @@ class Worker {
         epoch_done_(queue ? std::move(epoch_done) : nullptr) {
     for (int s = 0; s < layout.servers(); ++s) {
       encoders_.emplace_back(context.options().grad_compression, layout, s);
+      copies_.push_back(layout.gather(flat, s));
     }
     accum_ = torch::zeros({layout.total()}, torch::kFloat);
   }
@@ -476,11 +517,17 @@ class Worker {
     r.push_bytes = push_bytes_;
     r.fetch_bytes = fetch_bytes_;
     r.fp32_push_bytes = fp32_push_bytes_;
+    r.fp32_fetch_bytes = fp32_fetch_bytes_;
     r.buckets = layout_.buckets();
+    r.workers.push_back(totals());
     return r;
   }
 
  private:
+  WorkerTotals totals() const {
+    return WorkerTotals{context_.rank(), steps_, samples_, link_bytes_};
+  }
+
   // Rank 0: epoch_done_ for each epoch that completed since the last call, the servers'
   // parameters fetched first (unless `fetched`: the final fetch was just made).
   void report_complete_epochs(bool fetched = false) {
@@ -527,6 +574,7 @@ class Worker {
         req.payload = static_cast<int64_t>(payload.size());
         push_bytes_ += req.payload;
         fp32_push_bytes_ += layout_.shard_size(s) * static_cast<int64_t>(sizeof(float));
+        if (s != context_.rank()) link_bytes_ += req.payload;
       }
       req.fetch = fetch ? 1 : 0;
       req.stale_after = K >= 0 ? fetched_[s] + K : -1;
@@ -539,17 +587,25 @@ class Worker {
         req.want = std::max<int64_t>(0, 2 - static_cast<int64_t>(held_.size()));
         if (exhausted_ && !queue_) req.want = 0;
       }
-      torch::Tensor shard;
+      torch::Tensor shard;  // fp32, or FetchEncoder's bytes (reply.params 2)
       const Reply reply = exchange(s, req, payload, &shard);
       if (reply.status == kStopped) {
         throw CommFailure("the parameter server on rank " + std::to_string(s) +
                           " stopped (its rank failed)");
       }
       if (reply.params) {
+        const int64_t bytes = shard.numel() * static_cast<int64_t>(shard.element_size());
+        if (reply.params == 2) {
+          apply_fetch(context_.options().grad_compression, layout_, s, shard.data_ptr<uint8_t>(),
+                      bytes, copies_[s]);
+          shard = copies_[s];
+        }
         if (!values.defined()) values = flat_values(trainer_.trainable());
         layout_.scatter(shard, s, values);
         fetched_[s] = reply.version;
-        fetch_bytes_ += shard.numel() * static_cast<int64_t>(sizeof(float));
+        fetch_bytes_ += bytes;
+        fp32_fetch_bytes_ += layout_.shard_size(s) * static_cast<int64_t>(sizeof(float));
+        if (s != context_.rank()) link_bytes_ += bytes;
         if (!fetch) ++stale_fetches_;
       } else {
         fetched_all = false;
@@ -585,8 +641,11 @@ class Worker {
       std::vector<torch::Tensor> answer{torch::empty({kHeader}, torch::kLong)};
       wait(group->recv(answer, s, kReplyTag));
       const Reply reply = Reply::unpack(answer[0]);
+      if (reply.params == 2 && reply.param_bytes < 0) throw std::runtime_error("a malformed reply");
       if (reply.params) {
-        std::vector<torch::Tensor> p{torch::empty({layout_.shard_size(s)}, torch::kFloat)};
+        std::vector<torch::Tensor> p{reply.params == 2
+                                         ? torch::empty({reply.param_bytes}, torch::kByte)
+                                         : torch::empty({layout_.shard_size(s)}, torch::kFloat)};
         wait(group->recv(p, s, kParamsTag));
         *params = p[0];
       }
@@ -617,6 +676,7 @@ class Worker {
       if (s == context_.rank()) continue;
       Request req;
       req.kind = kBye;
+      req.totals = totals();
       std::vector<torch::Tensor> head{req.pack()};
       try {
         wait(group->send(head, s, kRequestTag));
@@ -636,6 +696,7 @@ class Worker {
   const int64_t push_every_;
   const int64_t fetch_every_;
   std::vector<PushEncoder> encoders_;
+  std::vector<torch::Tensor> copies_;  // per server: its shard as this worker last fetched it
   std::vector<int64_t> fetched_;  // per server: the version of this worker's copy
   std::map<int64_t, std::vector<int64_t>> orders_;
   std::deque<Chunk> held_;
@@ -643,7 +704,8 @@ class Worker {
   torch::Tensor accum_;  // gradients since the last push, summed
   int64_t in_push_ = 0, since_fetch_ = 0;
   int64_t steps_ = 0, samples_ = 0, pushes_ = 0, fetches_ = 0, stale_fetches_ = 0;
-  int64_t push_bytes_ = 0, fetch_bytes_ = 0, fp32_push_bytes_ = 0;
+  int64_t push_bytes_ = 0, fetch_bytes_ = 0, fp32_push_bytes_ = 0, fp32_fetch_bytes_ = 0;
+  int64_t link_bytes_ = 0;  // pushed and fetched bytes to and from servers of other ranks
   int64_t shown_ = 0;
   std::function<void(int64_t)> epoch_done_;  // rank 0's, or none
   int64_t reported_ = 0;                     // epochs given to epoch_done_
@@ -686,8 +748,8 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
                                       queue.get());
     server->start();
   }
-  Worker worker(context, trainer, train, sampler, layout, server.get(), queue.get(), sync_steps,
-                epoch_done);
+  Worker worker(context, trainer, train, sampler, layout, flat, server.get(), queue.get(),
+                sync_steps, epoch_done);
   worker.run(progress);
   if (server) server->join();
 
@@ -704,6 +766,9 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
   }
   if (server && context.rank() == 0) {
     r.server_pushes = server->shard().pushes();
+    for (const WorkerTotals& t : server->totals()) {
+      if (t.rank >= 0) r.workers.push_back(t);
+    }
     for (const auto& [rank, why] : server->lost()) {
       r.lost_workers.push_back(rank);
       r.lost_reasons.push_back(why);

@@ -20,8 +20,10 @@
 //            ahead of its copy, it fetches the parameters (a fetch replaces the replica's).
 //
 // The messages, per (worker, server) pair, point-to-point with tags: a request header (int64),
-// the push's bytes when it pushes, then a reply header and the shard's parameters (float32)
-// when it fetches. A worker that dies resets its connections: the server thread serving it ends,
+// the push's bytes when it pushes, then a reply header and, when it fetches, the shard's
+// parameters: fp32, or under --grad-compression fp16|topk what the worker's copy lacks, encoded
+// the push's way (FetchEncoder in param_server.h; a server's own rank's worker reads the shard
+// itself). A worker's goodbye carries its totals to rank 0 (steps, samples, bytes over links). A worker that dies resets its connections: the server thread serving it ends,
 // and rank 0 deals the chunks it held to the others, so each epoch still trains every sample
 // once. A server that dies ends every worker's job with one line naming its rank.
 #pragma once
@@ -36,6 +38,14 @@
 
 namespace recycle {
 
+// What one worker did over the whole job.
+struct WorkerTotals {
+  int rank = -1;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  int64_t link_bytes = 0;  // pushed and fetched payload to and from servers of other ranks
+};
+
 struct AsyncReport {
   std::vector<EpochResult> epochs;  // rank 0: every worker's chunks, per epoch
   int64_t steps = 0;                // this worker's local steps
@@ -46,8 +56,12 @@ struct AsyncReport {
   int64_t push_bytes = 0;           // pushed payload, all servers
   int64_t fetch_bytes = 0;          // fetched payload, all servers
   int64_t fp32_push_bytes = 0;      // what fp32 pushes of the same gradients would have sent
+  int64_t fp32_fetch_bytes = 0;     // what fp32 fetches would have received
   int64_t server_pushes = 0;        // rank 0: pushes its shard applied (from every worker)
   int64_t buckets = 0;
+  // This worker's totals first; on rank 0 then every other worker's that said goodbye (a lost
+  // worker's are missing).
+  std::vector<WorkerTotals> workers;
   std::vector<int> lost_workers;    // rank 0: workers lost during the job, by rank
   std::vector<std::string> lost_reasons;  // the same order: what their server saw
 };

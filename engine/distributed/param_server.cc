@@ -117,7 +117,7 @@ void append(std::vector<uint8_t>* bytes, const T& value) {
 }
 
 [[noreturn]] void bad_push(const std::string& why) {
-  throw std::runtime_error("a pushed gradient does not fit this server's shard: " + why);
+  throw std::runtime_error("a pushed gradient or fetched shard does not fit the shard: " + why);
 }
 
 }  // namespace
@@ -153,8 +153,8 @@ std::vector<uint8_t> PushEncoder::encode(const torch::Tensor& shard_grad) {
   throw std::invalid_argument("unknown gradient compression");
 }
 
-torch::Tensor decode_push(GradCompression compression, const ParamLayout& layout, int server,
-                          const uint8_t* bytes, int64_t size) {
+torch::Tensor decode_shard(GradCompression compression, const ParamLayout& layout, int server,
+                           const uint8_t* bytes, int64_t size) {
   const int64_t n = layout.shard_size(server);
   // topk adds its elements into zeros; the others fill every element.
   torch::Tensor g = compression == GradCompression::kTopk ? torch::zeros({n}, torch::kFloat)
@@ -193,6 +193,41 @@ torch::Tensor decode_push(GradCompression compression, const ParamLayout& layout
     }
   }
   throw std::invalid_argument("unknown gradient compression");
+}
+
+FetchEncoder::FetchEncoder(GradCompression compression, const ParamLayout& layout, int server,
+                           const torch::Tensor& initial)
+    : compression_(compression),
+      changes_(compression, layout, server),
+      base_(initial.detach().to(torch::kFloat).clone().contiguous()) {}
+
+std::vector<uint8_t> FetchEncoder::encode(const torch::Tensor& shard) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor now = shard.detach().to(torch::kFloat).contiguous();
+  if (compression_ == GradCompression::kFp16) {
+    const torch::Tensor h = (now - base_).to(torch::kHalf).contiguous();
+    base_ += h.to(torch::kFloat);  // what apply_fetch adds to the worker's copy
+    std::vector<uint8_t> bytes(static_cast<size_t>(h.numel()) * sizeof(c10::Half));
+    std::memcpy(bytes.data(), h.data_ptr<c10::Half>(), bytes.size());
+    return bytes;
+  }
+  if (compression_ == GradCompression::kTopk) {
+    std::vector<uint8_t> bytes = changes_.encode(now - base_);
+    base_.copy_(now);
+    return bytes;
+  }
+  return changes_.encode(now);
+}
+
+void apply_fetch(GradCompression compression, const ParamLayout& layout, int server,
+                 const uint8_t* bytes, int64_t size, torch::Tensor& copy) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor decoded = decode_shard(compression, layout, server, bytes, size);
+  if (compression == GradCompression::kNone) {
+    copy.copy_(decoded);
+  } else {
+    copy += decoded;
+  }
 }
 
 }  // namespace recycle

@@ -1,7 +1,8 @@
 // The parameter server of asynchronous training (--sync async; Downpour SGD, Dean et al. 2012):
 // how a head's trainable parameters are cut into buckets and dealt to S server shards, a
 // shard's state (its parameters, the job's optimizer, a version per bucket), and how a
-// worker's pushed gradients travel (fp32, fp16, or AdaComp top-k with error feedback).
+// worker's pushed gradients and fetched parameters travel (fp32, fp16, or AdaComp top-k with
+// error feedback).
 // The transport and the worker's loop are async_sgd.h's.
 #pragma once
 
@@ -98,9 +99,35 @@ class PushEncoder {
   AdaCompCompressor adacomp_;
 };
 
-// The server's side: the shard's gradient from a push's bytes. Throws std::runtime_error for
-// bytes that do not fit the shard (a size that does not match, a bad packet).
-torch::Tensor decode_push(GradCompression compression, const ParamLayout& layout, int server,
-                          const uint8_t* bytes, int64_t size);
+// A server's side of one remote worker's fetches: the bytes that bring the worker's copy of the
+// shard up to date, by `compression`. none: the shard itself, fp32. fp16: the difference
+// between the shard and the worker's copy, in halves; the server's record of the copy advances
+// by exactly what they carry, so their rounding is sent with a later fetch. topk: AdaComp over
+// the change since the last fetch; its residue is what the worker's copy still lacks, so what
+// is not sent now goes with a later fetch. The worker applies them with apply_fetch, and both
+// sides' copies stay bit-identical. Not thread safe.
+class FetchEncoder {
+ public:
+  // `initial`: the shard as the worker holds it at the start (every rank starts from rank 0's).
+  FetchEncoder(GradCompression compression, const ParamLayout& layout, int server,
+               const torch::Tensor& initial);
+  std::vector<uint8_t> encode(const torch::Tensor& shard);
+
+ private:
+  GradCompression compression_;
+  PushEncoder changes_;  // topk: the AdaComp state over the changes
+  torch::Tensor base_;   // fp16: the worker's copy; topk: the shard at the last fetch
+};
+
+// A shard's floats from a push's or a fetch's bytes (a gradient, the shard, or a change).
+// Throws std::runtime_error for bytes that do not fit the shard (a size that does not match, a
+// bad packet).
+torch::Tensor decode_shard(GradCompression compression, const ParamLayout& layout, int server,
+                           const uint8_t* bytes, int64_t size);
+
+// A worker's side of a fetch: `copy` (its copy of the shard) becomes what the server's
+// FetchEncoder encoded in `bytes`.
+void apply_fetch(GradCompression compression, const ParamLayout& layout, int server,
+                 const uint8_t* bytes, int64_t size, torch::Tensor& copy);
 
 }  // namespace recycle

@@ -87,6 +87,13 @@ std::string TrainReport::to_json() const {
     j["comm_phases"] = phases;
   }
   if (sync.rfind("async", 0) == 0) {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const AsyncFigures::Worker& w : async.workers) {
+      workers.push_back({{"rank", w.rank},
+                         {"steps", w.steps},
+                         {"samples", w.samples},
+                         {"link_bytes", w.link_bytes}});
+    }
     j["async"] = {{"servers", async.servers},
                   {"max_staleness", async.max_staleness},
                   {"samples", async.samples},
@@ -96,6 +103,8 @@ std::string TrainReport::to_json() const {
                   {"push_bytes_per_step", async.push_bytes_per_step},
                   {"fetch_bytes_per_step", async.fetch_bytes_per_step},
                   {"server_pushes", async.server_pushes},
+                  {"link_bytes_per_step", async.link_bytes_per_step},
+                  {"workers", workers},
                   {"lost_workers", async.lost_workers},
                   {"epoch_samples", async.epoch_samples}};
   }
@@ -201,7 +210,7 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
   report->buckets = a.buckets;
   const double steps = a.steps ? static_cast<double>(a.steps) : 1.0;
   report->bytes_per_step = (a.push_bytes + a.fetch_bytes) / steps;
-  report->fp32_bytes_per_step = (a.fp32_push_bytes + a.fetch_bytes) / steps;
+  report->fp32_bytes_per_step = (a.fp32_push_bytes + a.fp32_fetch_bytes) / steps;
   report->compression_ratio =
       a.push_bytes + a.fetch_bytes ? report->fp32_bytes_per_step / report->bytes_per_step : 0.0;
   AsyncFigures& f = report->async;
@@ -214,6 +223,13 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
   f.push_bytes_per_step = a.push_bytes / steps;
   f.fetch_bytes_per_step = a.fetch_bytes / steps;
   f.server_pushes = a.server_pushes;
+  int64_t link_bytes = 0, worker_steps = 0;
+  for (const WorkerTotals& w : a.workers) {
+    f.workers.push_back({w.rank, w.steps, w.samples, w.link_bytes});
+    link_bytes += w.link_bytes;
+    worker_steps += w.steps;
+  }
+  f.link_bytes_per_step = worker_steps ? static_cast<double>(link_bytes) / worker_steps : 0.0;
   f.lost_workers = a.lost_workers;
   for (const EpochResult& e : a.epochs) f.epoch_samples.push_back(e.samples);
   for (size_t i = 0; i < a.lost_workers.size(); ++i) {

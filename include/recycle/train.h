@@ -25,6 +25,17 @@ struct AsyncFigures {
   double push_bytes_per_step = 0;
   double fetch_bytes_per_step = 0;
   int64_t server_pushes = 0;  // pushes rank 0's shard applied, from every worker
+  // Every worker that finished (a lost one is missing): its steps, samples, and the pushed and
+  // fetched bytes that crossed a link (to and from servers of other ranks; rank 0's worker
+  // reaches its own shard without one).
+  struct Worker {
+    int rank = 0;
+    int64_t steps = 0;
+    int64_t samples = 0;
+    int64_t link_bytes = 0;
+  };
+  std::vector<Worker> workers;
+  double link_bytes_per_step = 0;  // over those workers: their link bytes over their steps
   std::vector<int> lost_workers;  // ranks lost during the job
   std::vector<int64_t> epoch_samples;  // per epoch, samples trained by all workers together
 };

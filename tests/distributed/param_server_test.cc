@@ -1,9 +1,10 @@
 // The parameter server's pieces: the layout of buckets over servers, a shard's optimizer step
-// and versions, and pushes on the wire (fp32, fp16, AdaComp top-k).
+// and versions, and pushes and fetches on the wire (fp32, fp16, AdaComp top-k).
 #include "engine/distributed/param_server.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace recycle {
@@ -76,16 +77,16 @@ TEST(PushEncoder, Fp32AndFp16PushesDecodeToTheGradient) {
   std::vector<uint8_t> bytes = fp32.encode(grad);
   EXPECT_EQ(bytes.size(), static_cast<size_t>(grad.numel()) * 4);
   EXPECT_TRUE(torch::equal(
-      decode_push(GradCompression::kNone, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
+      decode_shard(GradCompression::kNone, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
       grad));
   PushEncoder fp16(GradCompression::kFp16, layout, 1);
   bytes = fp16.encode(grad);
   EXPECT_EQ(bytes.size(), static_cast<size_t>(grad.numel()) * 2);
   EXPECT_TRUE(torch::allclose(
-      decode_push(GradCompression::kFp16, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
+      decode_shard(GradCompression::kFp16, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
       grad, 1e-3, 1e-3));
   // A push of another size is refused, not read past its end.
-  EXPECT_THROW(decode_push(GradCompression::kFp16, layout, 0, bytes.data(),
+  EXPECT_THROW(decode_shard(GradCompression::kFp16, layout, 0, bytes.data(),
                            static_cast<int64_t>(bytes.size())),
                std::runtime_error);
 }
@@ -101,7 +102,7 @@ TEST(PushEncoder, TopkPushesAreSmallAndTheirErrorFeedbackDeliversTheGradientOver
   for (int i = 0; i < kSteps; ++i) {
     const std::vector<uint8_t> bytes = topk.encode(grad);
     bytes_total += static_cast<int64_t>(bytes.size());
-    delivered += decode_push(GradCompression::kTopk, layout, 0, bytes.data(),
+    delivered += decode_shard(GradCompression::kTopk, layout, 0, bytes.data(),
                              static_cast<int64_t>(bytes.size()));
   }
   // The same gradient every step fills the residues fast; still 4x fewer bytes than fp32.
@@ -111,9 +112,66 @@ TEST(PushEncoder, TopkPushesAreSmallAndTheirErrorFeedbackDeliversTheGradientOver
   EXPECT_LT(err, 0.2);
   std::vector<uint8_t> bytes = topk.encode(grad);
   bytes.resize(bytes.size() - 1);
-  EXPECT_THROW(decode_push(GradCompression::kTopk, layout, 0, bytes.data(),
+  EXPECT_THROW(decode_shard(GradCompression::kTopk, layout, 0, bytes.data(),
                            static_cast<int64_t>(bytes.size())),
                std::runtime_error);
+}
+
+// A server's parameters drifting as pushes arrive, and a worker fetching every step: its copy
+// against the parameters after each fetch.
+struct FetchTrace {
+  double worst_error = 0;   // the largest |copy - shard| / |shard - start| after a fetch
+  double final_error = 0;   // the same after 250 fetches of a shard that stopped moving
+  int64_t bytes_per_fetch = 0;
+};
+
+FetchTrace trace_fetches(GradCompression compression) {
+  const ParamLayout layout(6000, 1000, 2);
+  const int server = 1;  // buckets 1, 3, 5
+  torch::manual_seed(3);
+  const torch::Tensor start = torch::randn({layout.shard_size(server)});
+  torch::Tensor shard = start.clone();
+  torch::Tensor copy = start.clone();
+  FetchEncoder fetches(compression, layout, server, start);
+  FetchTrace t;
+  int64_t bytes_total = 0;
+  constexpr int kMoves = 30, kStill = 250;
+  for (int i = 0; i < kMoves + kStill; ++i) {
+    if (i < kMoves) shard -= 0.01 * torch::randn_like(shard);  // a push
+    const std::vector<uint8_t> bytes = fetches.encode(shard);
+    if (i < kMoves) bytes_total += static_cast<int64_t>(bytes.size());
+    apply_fetch(compression, layout, server, bytes.data(), static_cast<int64_t>(bytes.size()), copy);
+    const double error = ((copy - shard).norm() / (shard - start).norm()).item<double>();
+    if (i < kMoves) t.worst_error = std::max(t.worst_error, error);
+    t.final_error = error;
+  }
+  t.bytes_per_fetch = bytes_total / kMoves;
+  return t;
+}
+
+TEST(FetchEncoder, Fp32FetchesSendTheShardItself) {
+  const FetchTrace t = trace_fetches(GradCompression::kNone);
+  EXPECT_EQ(t.worst_error, 0.0);
+  EXPECT_EQ(t.bytes_per_fetch, 3000 * 4);
+}
+
+TEST(FetchEncoder, Fp16FetchesSendHalfTheBytesAndTheirRoundingLater) {
+  const FetchTrace t = trace_fetches(GradCompression::kFp16);
+  EXPECT_EQ(t.bytes_per_fetch, 3000 * 2);
+  // Each fetch rounds only the change since the copy, to 11 bits.
+  EXPECT_LT(t.worst_error, 1e-3);
+  EXPECT_LT(t.final_error, 1e-6);
+}
+
+TEST(FetchEncoder, TopkFetchesAreSmallAndTheCopyCatchesUpWhenTheShardStops) {
+  const FetchTrace t = trace_fetches(GradCompression::kTopk);
+  EXPECT_LT(t.bytes_per_fetch * 20, 3000 * 4);
+  // A random walk is top-k's worst case: the copy lags, within bounds, while the shard moves
+  // (AdaComp's rule sends the largest of each bin of 200 and what grew as much)...
+  EXPECT_LT(t.worst_error, 0.8);
+  // ... and gets what it lacked from the residue once it stops (at least a bin's largest a
+  // fetch, within its 8-bit code's 4.4%).
+  EXPECT_LT(t.final_error, 0.05);
 }
 
 }  // namespace

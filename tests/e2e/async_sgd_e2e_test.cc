@@ -51,6 +51,17 @@ TEST(AsyncSgd, TwoWorkersTrainTheHeadAsWellAsAllreduce) {
   EXPECT_EQ(a["async"]["fetches"].get<int64_t>(), a["steps"].get<int64_t>() + 1);  // + the last
   EXPECT_GT(a["async"]["push_bytes_per_step"].get<double>(), 0);
   EXPECT_GE(a["async"]["server_pushes"].get<int64_t>(), a["async"]["pushes"].get<int64_t>());
+  // Both workers' totals: rank 0 reaches its shard by a call, rank 1's exchanges cross the link
+  // (a fp32 push and a fp32 fetch of the head each step).
+  const nlohmann::json& workers = a["async"]["workers"];
+  ASSERT_EQ(workers.size(), 2u) << a.dump();
+  EXPECT_EQ(workers[0]["rank"], 0);
+  EXPECT_EQ(workers[0]["link_bytes"], 0);
+  EXPECT_EQ(workers[1]["rank"], 1);
+  EXPECT_EQ(workers[0]["samples"].get<int64_t>() + workers[1]["samples"].get<int64_t>(), 1800);
+  EXPECT_EQ(workers[1]["link_bytes"].get<double>(),
+            workers[1]["steps"].get<double>() * 2 * a["async"]["push_bytes_per_step"].get<double>())
+      << a.dump();
   // Shirts against trousers is easy: both end near the top, async within a few points.
   const double sync_acc = sync.last["test_acc"].get<double>();
   const double async_acc = a["test_acc"].get<double>();
@@ -268,6 +279,11 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
             r.last["fp32_bytes_per_step"].get<double>() - a["fetch_bytes_per_step"].get<double>())
       << r.last.dump();
   EXPECT_EQ(a["epoch_samples"], nlohmann::json::array({400, 400, 400}));
+  // Ranks 1 and 2 fetch from both servers, and rank 0 from server 1: top-k changes against the
+  // copy each has, far fewer bytes over the links than fp32 shards.
+  ASSERT_EQ(a["workers"].size(), 3u) << r.last.dump();
+  EXPECT_LT(a["link_bytes_per_step"].get<double>() * 5, r.last["fp32_bytes_per_step"].get<double>())
+      << r.last.dump();
   // About 30 pushes, while AdaComp's residues still fill: well above chance (0.5), not more.
   EXPECT_GT(r.last["test_acc"].get<double>(), 0.6) << r.last.dump();
 }
