@@ -740,7 +740,8 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
 
   std::unique_ptr<WorkQueue> queue;
   if (context.rank() == 0) {
-    queue = std::make_unique<WorkQueue>(sampler.size(), h.epochs, chunk_batches * h.batch);
+    queue = std::make_unique<WorkQueue>(sampler.size(), h.epochs, chunk_batches * h.batch,
+                                        context.world());
   }
   std::unique_ptr<Server> server;
   if (context.rank() < layout.servers()) {

@@ -6,16 +6,19 @@
 
 namespace recycle {
 
-WorkQueue::WorkQueue(int64_t samples_per_epoch, int64_t epochs, int64_t chunk_samples)
+WorkQueue::WorkQueue(int64_t samples_per_epoch, int64_t epochs, int64_t chunk_samples,
+                     int workers)
     : samples_per_epoch_(samples_per_epoch),
       epochs_(epochs),
       chunk_samples_(chunk_samples),
       chunks_per_epoch_(chunk_samples > 0 ? (samples_per_epoch + chunk_samples - 1) / chunk_samples
                                           : 0),
+      workers_(workers),
       start_(std::chrono::steady_clock::now()),
       last_complete_(start_) {
-  if (samples_per_epoch < 1 || epochs < 1 || chunk_samples < 1) {
-    throw std::invalid_argument("a work queue needs samples, epochs and a chunk size of 1 or more");
+  if (samples_per_epoch < 1 || epochs < 1 || chunk_samples < 1 || workers < 1) {
+    throw std::invalid_argument(
+        "a work queue needs samples, epochs, a chunk size and workers, 1 or more each");
   }
   epoch_chunks_done_.assign(static_cast<size_t>(epochs), 0);
   epochs_done_.assign(static_cast<size_t>(epochs), EpochTally{});
@@ -33,6 +36,14 @@ Chunk WorkQueue::chunk(int64_t id) const {
 std::optional<Chunk> WorkQueue::take(int worker) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (lost_.count(worker)) return std::nullopt;
+  const int64_t undealt =
+      static_cast<int64_t>(returned_.size()) + chunks_per_epoch_ * epochs_ - next_;
+  const int64_t active = workers_ - static_cast<int64_t>(lost_.size());
+  if (undealt < active) {
+    for (const auto& [id, holder] : held_) {
+      if (holder == worker) return std::nullopt;  // the last chunks go to idle workers
+    }
+  }
   int64_t id = -1;
   if (!returned_.empty()) {
     id = *returned_.begin();

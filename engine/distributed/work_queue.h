@@ -5,7 +5,9 @@
 // consecutive positions (a chunk never spans two epochs). A worker takes a chunk, trains on it,
 // and reports it done when its gradients reach the coordinator's server. Chunks are dealt on
 // demand, so a fast worker trains on more of an epoch than a slow one: nobody waits for a
-// straggler. When a worker is lost, the chunks it took and did not finish go back to the head
+// straggler. A worker may hold a second chunk (to load it ahead) only while at least one
+// undealt chunk is left per worker: at the end of the job a chunk waits for nobody's current
+// one, and a slow worker ends with at most its current chunk. When a worker is lost, the chunks it took and did not finish go back to the head
 // of the queue, so every sample of every epoch is trained by somebody (none is skipped, none
 // is counted twice). Thread safe.
 #pragma once
@@ -46,11 +48,14 @@ struct EpochTally {
 
 class WorkQueue {
  public:
-  // Throws std::invalid_argument unless samples_per_epoch, epochs and chunk_samples are >= 1.
-  WorkQueue(int64_t samples_per_epoch, int64_t epochs, int64_t chunk_samples);
+  // Throws std::invalid_argument unless samples_per_epoch, epochs, chunk_samples and workers
+  // are >= 1.
+  WorkQueue(int64_t samples_per_epoch, int64_t epochs, int64_t chunk_samples, int workers = 1);
 
   // The next chunk for `worker`: a chunk given back by a lost worker first, else the next one
-  // of the stream; nullopt when none is left to deal now (others may still be unfinished).
+  // of the stream; nullopt when none is left to deal now (others may still be unfinished), or
+  // when `worker` holds a chunk already and fewer undealt chunks are left than workers not
+  // lost.
   std::optional<Chunk> take(int worker);
   // `worker` finished chunk `id`. Throws std::invalid_argument when it does not hold it (a
   // chunk given back after its worker was lost is no longer that worker's).
@@ -76,6 +81,7 @@ class WorkQueue {
   const int64_t epochs_;
   const int64_t chunk_samples_;
   const int64_t chunks_per_epoch_;
+  const int workers_;
   const std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex mutex_;

@@ -62,6 +62,30 @@ TEST(WorkQueue, ALostWorkersUnfinishedChunksGoToTheOthersFirstAndNoneIsCountedTw
   for (const EpochTally& e : q.epochs()) EXPECT_EQ(e.samples, 12);
 }
 
+TEST(WorkQueue, NearTheEndAWorkerHoldingAChunkGetsNoSecondOne) {
+  WorkQueue q(/*samples_per_epoch=*/8, /*epochs=*/1, /*chunk_samples=*/2, /*workers=*/2);
+  const Chunk a = *q.take(0);
+  const Chunk b = *q.take(0);  // 3 undealt: a second one to load ahead
+  const Chunk c = *q.take(1);  // 1 undealt now, for 2 workers
+  EXPECT_FALSE(q.take(1).has_value()) << "worker 1 holds one; the last goes to whoever is idle";
+  EXPECT_FALSE(q.exhausted());
+  q.done(0, a.id, {});
+  q.done(0, b.id, {});
+  const Chunk d = *q.take(0);
+  EXPECT_EQ(d.id, 3);
+  q.done(1, c.id, {});
+  q.done(0, d.id, {});
+  EXPECT_TRUE(q.finished());
+  // Once worker 1 is lost, worker 0 alone may hold two again.
+  WorkQueue r(8, 1, 2, 2);
+  r.lose(1);
+  EXPECT_TRUE(r.take(0).has_value());
+  EXPECT_TRUE(r.take(0).has_value());
+  EXPECT_TRUE(r.take(0).has_value());
+  EXPECT_TRUE(r.take(0).has_value());
+  EXPECT_THROW(WorkQueue(8, 1, 2, 0), std::invalid_argument);
+}
+
 TEST(WorkQueue, ExhaustedIsNotFinishedWhileChunksAreHeld) {
   WorkQueue q(4, 1, 4);
   const Chunk only = *q.take(0);
@@ -82,7 +106,7 @@ TEST(WorkQueue, RandomLossesNeverSkipOrRepeatASample) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 50; ++trial) {
     const int64_t n = 1 + static_cast<int64_t>(rng() % 40), epochs = 1 + rng() % 3;
-    WorkQueue q(n, static_cast<int64_t>(epochs), 1 + static_cast<int64_t>(rng() % 7));
+    WorkQueue q(n, static_cast<int64_t>(epochs), 1 + static_cast<int64_t>(rng() % 7), /*workers=*/4);
     std::map<int, std::vector<Chunk>> held;
     std::set<int> alive = {0, 1, 2, 3};
     while (!q.finished()) {
