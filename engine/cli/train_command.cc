@@ -80,6 +80,10 @@ int train_main(int argc, char** argv) {
                  "the one the cache stores: for caches of any Python prefix (recycle.build); "
                  "--save-head then writes the trained module as TorchScript");
   app.add_option("--save-model", o.save_model, "raw data only: write the whole model here");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "with --cache: resume from FILE when it exists (written by the same job), and "
+                 "write it after every epoch: the head, its optimizer's state, the epochs done "
+                 "(one process, or --sync allreduce|average:K)");
   app.add_option("--threads", o.threads, "threads (0 = every core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -144,7 +148,7 @@ int train_main(int argc, char** argv) {
     for (const char* flag :
          {"--memory-budget", "--prefetch", "--level-codec", "--width", "--model", "--max-tokens",
           "--grad-compression", "--sync", "--bucket-mb", "--servers", "--max-staleness",
-          "--save-head", "--save-model"}) {
+          "--save-head", "--save-model", "--checkpoint"}) {
       if (app.count(flag)) given.insert(flag);
     }
     o.validate(given);
@@ -156,8 +160,13 @@ int train_main(int argc, char** argv) {
     if (o.dist.rank != 0) return 0;  // rank 0 alone writes: the report too
     for (const std::string& note : r.notes)
       std::cerr << "recycle-train: note: " << note << std::endl;
+    if (r.resumed_epochs > 0) {
+      std::cerr << "recycle-train: resumed from --checkpoint " << o.checkpoint << " after epoch "
+                << r.resumed_epochs << std::endl;
+    }
     for (size_t e = 0; e < r.epoch_seconds.size(); ++e) {
-      std::cout << "epoch " << e + 1 << "/" << r.epochs << ": loss " << r.epoch_loss[e] << ", "
+      std::cout << "epoch " << r.resumed_epochs + static_cast<int64_t>(e) + 1 << "/"
+                << r.resumed_epochs + r.epochs << ": loss " << r.epoch_loss[e] << ", "
                 << r.epoch_seconds[e] << " s" << std::endl;
     }
     std::cout << r.mode << " training (recycle " << r.recycle << "): " << r.train_samples

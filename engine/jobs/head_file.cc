@@ -81,10 +81,12 @@ HeadIdentity head_identity_of_model(const BlockModel& model, const SplitModel& s
   return h;
 }
 
-void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path) {
+void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path,
+               const std::function<void(torch::serialize::OutputArchive&)>& extra) {
   torch::serialize::OutputArchive archive;
   head->save(archive);
   archive.write(kHeadEntry, c10::IValue(identity_json(identity)));
+  if (extra) extra(archive);
   write_file_atomically(path, [&](const std::string& temp) {  // no partial file, even on SIGTERM
     try {
       archive.save_to(temp);

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,10 @@ HeadIdentity head_identity_of_cache(const Manifest& m);
 HeadIdentity head_identity_of_model(const BlockModel& model, const SplitModel& split);
 
 // Writes `head` and `identity` to `path` atomically (engine/util/atomic_file.h): a reader sees
-// the old file or the whole new one. Throws std::runtime_error "cannot write PATH: why".
-void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path);
+// the old file or the whole new one; `extra`, when given, adds entries of its own (a
+// checkpoint's: checkpoint.h). Throws std::runtime_error "cannot write PATH: why".
+void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path,
+               const std::function<void(torch::serialize::OutputArchive&)>& extra = {});
 
 // One line per field in which the head's identity and the cache's differ ("codec: the cache
 // has fp16, the head was trained for int8"). For a head trained from a cache every identity
@@ -53,6 +56,9 @@ class HeadFile {
   // architecture (made from identity().identity.model split at its prefix_blocks). Throws
   // std::runtime_error naming the file when an entry is missing or has another shape.
   void load_into(BlockStack& head);
+  // The file's entries (for a checkpoint's own).
+  torch::serialize::InputArchive& archive() { return archive_; }
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

@@ -19,6 +19,7 @@
 #include "engine/distributed/async_sgd.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/jobs/checkpoint.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/block_model.h"
@@ -46,6 +47,7 @@ std::string TrainReport::to_json() const {
   nlohmann::json j = {{"mode", mode},
                       {"recycle", recycle},
                       {"epochs", epochs},
+                      {"resumed_epochs", resumed_epochs},
                       {"train_samples", train_samples},
                       {"epoch_seconds", epoch_seconds},
                       {"epoch_loss", epoch_loss},
@@ -254,16 +256,46 @@ void restore_state(BlockStack& module, const std::vector<torch::Tensor>& state) 
   for (torch::Tensor& t : module->buffers()) t.detach().copy_(state.at(i++));
 }
 
+// --checkpoint: where, the job it belongs to, and the cache the head trains from.
+struct CheckpointPlan {
+  std::string path;
+  std::string job;  // checkpoint_job
+  const Manifest* cache = nullptr;
+};
+
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
 // `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 // `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
+// `checkpoint`, when given (not with async): every rank resumes from its file when there is
+// one, and rank 0 writes it after every epoch.
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
               TrainReport* report, AlternatingBatches* alternating = nullptr,
-              int64_t draws = 0, const std::function<double()>& evaluate = {}) {
+              int64_t draws = 0, const std::function<double()>& evaluate = {},
+              const CheckpointPlan* checkpoint = nullptr) {
   Trainer trainer(head, o.hyper);
+  int64_t first_epoch = 0;
+  if (checkpoint) {
+    const std::string digest = checkpoint_digest(checkpoint->path);
+    if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
+    if (digest != "none") {
+      first_epoch = load_checkpoint(checkpoint->path, checkpoint->job, *checkpoint->cache, head,
+                                    trainer.optimizer());
+    }
+    report->resumed_epochs = first_epoch;
+  }
+  // Registered last, after the evaluation's: the epoch's final parameters and optimizer state.
+  auto checkpoint_epochs = [&] {
+    if (!checkpoint || (dist && dist->rank() != 0)) return;
+    trainer.add_epoch_end_hook(
+        [checkpoint, identity = head_identity_of_cache(*checkpoint->cache)](Trainer& t,
+                                                                            int64_t epoch) {
+          save_checkpoint(checkpoint->path, t.module(), identity, t.optimizer(), checkpoint->job,
+                          epoch + 1);
+        });
+  };
   // Registered last (after DataParallel's hooks): it sees the epoch's final parameters.
   auto evaluate_epochs = [&] {
     if (!evaluate) return;
@@ -314,7 +346,8 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   }
   if (!dist) {
     evaluate_epochs();
-    fill_report(report, trainer.fit(train, sampler, o.progress));
+    checkpoint_epochs();
+    fill_report(report, trainer.fit(train, sampler, o.progress, first_epoch));
     report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
     return;
   }
@@ -323,7 +356,8 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   try {
     DataParallel dp(*dist, trainer);
     evaluate_epochs();
-    fill_report(report, trainer.fit(train, sampler, o.progress));
+    checkpoint_epochs();
+    fill_report(report, trainer.fit(train, sampler, o.progress, first_epoch));
     dp.finish();
     fill_dist_report(report, *dist, o, dp.stats());
   } catch (const CommFailure& e) {
@@ -520,10 +554,14 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   };
   std::function<double()> each_epoch;
   if (eval && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
+  const CheckpointPlan plan{o.checkpoint, checkpoint_job(o, dist ? dist->world() : 1), &m};
+  const CheckpointPlan* checkpoint = o.checkpoint.empty() ? nullptr : &plan;
   auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
-    if (!text) return fit_head(head, source, o, dist, &report, alternating, views, each_epoch);
+    if (!text) {
+      return fit_head(head, source, o, dist, &report, alternating, views, each_epoch, checkpoint);
+    }
     TextFeatureBatches features(source);
-    fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch);
+    fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch, checkpoint);
   };
   {
     // Image features decoded straight into the layout the head trains in. Its batches are

@@ -72,6 +72,7 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--precision", precision_name(o.hyper.precision), same},
       {"--save-head", o.save_head, per_rank},
       {"--save-model", o.save_model, per_rank},
+      {"--checkpoint", o.checkpoint, per_rank},  // its bytes are compared on their own
       {"--threads", std::to_string(o.threads), per_rank},
       {"--device", o.device, per_rank},
       {"--profile", o.profile, per_rank},
@@ -174,6 +175,20 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
                             "not the encoder's)");
     }
   }
+  if (!o.checkpoint.empty()) {
+    if (!from_cache) {
+      throw InvalidArgument("--checkpoint needs --cache (it resumes training a head from a cache)");
+    }
+    if (!o.script_head.empty()) {
+      throw InvalidArgument("--checkpoint does not go with --script-head yet");
+    }
+    if (!o.freeze.empty()) throw InvalidArgument("--checkpoint does not apply to --freeze");
+    if (o.dist.sync.kind == Sync::Kind::kAsync) {
+      throw InvalidArgument(
+          "--checkpoint does not apply to --sync async yet (the optimizer's state lives on the "
+          "servers): use --sync allreduce or average:K");
+    }
+  }
   if (from_cache && !o.save_model.empty()) {
     throw InvalidArgument(
         "--save-model needs raw data: a cache holds no prefix weights "
@@ -258,7 +273,8 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
   // otherwise be found once training is over; --profile checks its file when it starts).
   if (o.dist.rank == 0) {
     const std::pair<const char*, const std::string*> outputs[] = {
-        {"--save-head", &o.save_head}, {"--save-model", &o.save_model}};
+        {"--save-head", &o.save_head}, {"--save-model", &o.save_model},
+        {"--checkpoint", &o.checkpoint}};
     for (const auto& [flag, path] : outputs) {
       if (path->empty() && !gave(flag)) continue;
       const std::string problem = output_path_problem(*path);

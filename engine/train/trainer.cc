@@ -149,7 +149,8 @@ StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step, boo
   return out;
 }
 
-std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler, bool progress) {
+std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler, bool progress,
+                                      int64_t first_epoch) {
   if (sampler.size() != train.size()) {
     throw std::invalid_argument("the sampler covers " + std::to_string(sampler.size()) +
                                 " samples, the source has " + std::to_string(train.size()));
@@ -157,13 +158,14 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
   const int64_t per_epoch = sampler.samples_per_rank();
   const int64_t steps_per_epoch = (per_epoch + hyper_.batch - 1) / hyper_.batch;
   const int64_t total_steps = steps_per_epoch * hyper_.epochs;
-  int64_t step = 0;
+  first_epoch = std::max<int64_t>(first_epoch, 0);
+  int64_t step = first_epoch * steps_per_epoch;
 
   std::vector<EpochResult> results;
   const TrainingLayout layout(*this);
   Batch batch;
   std::vector<int64_t> next_order;  // planned during the last step of the epoch before
-  for (int64_t epoch = 0; epoch < hyper_.epochs; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch < hyper_.epochs; ++epoch) {
     for (const EpochHook& hook : epoch_start_hooks_) hook(*this, epoch);
     Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(hyper_.epochs),
                  per_epoch, progress);

@@ -116,10 +116,13 @@ class Trainer {
   // finite.
   StepOutcome train_step(const Batch& batch, double lr, int64_t step, bool optimizer_step = true);
 
-  // Runs hyper.epochs epochs, the module laid out in hyper.memory_format meanwhile and in
-  // contiguous NCHW again when it returns or throws. Throws std::runtime_error when the loss stops being finite,
+  // Runs epochs first_epoch .. hyper.epochs - 1 (a run resumed after first_epoch epochs: the
+  // same orders, steps and learning rates as those epochs of a whole run), the module laid out
+  // in hyper.memory_format meanwhile and in contiguous NCHW again when it returns or throws.
+  // Returns the epochs it ran. Throws std::runtime_error when the loss stops being finite,
   // naming the epoch and step.
-  std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress);
+  std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress,
+                               int64_t first_epoch = 0);
 
  private:
   BlockStack module_;

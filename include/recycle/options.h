@@ -298,6 +298,11 @@ struct TrainOptions {
   // writes the trained module as a TorchScript file. engine/models/torchscript_model.h.
   std::string script_head;
   std::string save_model;  // raw-data modes: the whole model (load with --weights)
+  // From a cache, one process or --sync allreduce|average:K: resume from this file when it
+  // exists (the same job's: its shared options, world and cache), and write it after every
+  // epoch (rank 0, atomically): the head, its optimizer's state and the epochs done
+  // (engine/jobs/checkpoint.h). "" = none.
+  std::string checkpoint;
   int threads = 0;
   bool progress = true;
   std::string device = "cpu";
