@@ -83,7 +83,7 @@ int train_main(int argc, char** argv) {
   app.add_option("--checkpoint", o.checkpoint,
                  "with --cache: resume from FILE when it exists (written by the same job), and "
                  "write it after every epoch: the head, its optimizer's state, the epochs done "
-                 "(one process, or --sync allreduce|average:K)");
+                 "(under --sync async the servers' parameters; their optimizer state starts over)");
   app.add_option("--threads", o.threads, "threads (0 = every core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -147,13 +147,13 @@ std::string dropped_key(int rank) { return "recycle/async/dropped/" + std::to_st
 class Server {
  public:
   Server(DistContext& context, const ParamLayout& layout, int server, const torch::Tensor& flat,
-         const TrainHyper& hyper, int64_t sync_steps, WorkQueue* queue)
+         const TrainHyper& hyper, int64_t sync_steps, int64_t done_sync_steps, WorkQueue* queue)
       : context_(context),
         layout_(layout),
         server_(server),
         compression_(context.options().grad_compression),
         shard_(layout.gather(flat, server), hyper, context.world(), sync_steps,
-               static_cast<int64_t>(layout.buckets_of(server).size())),
+               static_cast<int64_t>(layout.buckets_of(server).size()), done_sync_steps),
         queue_(queue) {
     fetches_.resize(static_cast<size_t>(context.world()));
     totals_.resize(static_cast<size_t>(context.world()));
@@ -404,10 +404,12 @@ void set_values(const std::vector<torch::Tensor>& params, const torch::Tensor& f
 // The worker of one rank: trains on dealt chunks, pushes and fetches.
 class Worker {
  public:
-  // `flat`: the trainable parameters every rank starts from.
+  // `flat`: the trainable parameters every rank starts from. The queue's epoch e is the job's
+  // epoch first_epoch + e.
   Worker(DistContext& context, Trainer& trainer, BatchSource& train, const Sampler& sampler,
          const ParamLayout& layout, const torch::Tensor& flat, Server* own_server,
-         WorkQueue* queue, int64_t sync_steps, std::function<void(int64_t)> epoch_done)
+         WorkQueue* queue, int64_t sync_steps, int64_t first_epoch,
+         std::function<void(int64_t)> epoch_done)
       : context_(context),
         trainer_(trainer),
         train_(train),
@@ -416,6 +418,7 @@ class Worker {
         own_(own_server),
         queue_(queue),
         sync_steps_(sync_steps),
+        first_epoch_(first_epoch),
         push_every_(context.options().sync.every),
         fetch_every_(context.options().sync.fetch),
         fetched_(static_cast<size_t>(layout.servers()), 0),
@@ -430,7 +433,7 @@ class Worker {
   void run(bool progress) {
     const TrainHyper& h = trainer_.hyper();
     Progress bar("training (async, " + std::to_string(context_.world()) + " workers)",
-                 sampler_.size() * h.epochs, progress);
+                 sampler_.size() * (h.epochs - first_epoch_), progress);
     Trainer::TrainingLayout layout(trainer_);
     round(/*push=*/false, /*fetch=*/false, nullptr);  // the first chunks
     Batch batch;
@@ -463,7 +466,8 @@ class Worker {
           train_.load(planned.data() + pos, n, &batch);
         }
         const int64_t sync_step =
-            c.epoch * (sync_steps_ / h.epochs) + (c.start + pos) / (h.batch * context_.world());
+            (first_epoch_ + c.epoch) * (sync_steps_ / h.epochs) +
+            (c.start + pos) / (h.batch * context_.world());
         StepOutcome out;
         try {
           // Fetching after every step replaces the replica's parameters: its own step would
@@ -472,7 +476,7 @@ class Worker {
                                     /*optimizer_step=*/fetch_every_ > 1);
         } catch (const NonFiniteLoss& e) {
           throw std::runtime_error(std::string(e.what()) + " at epoch " +
-                                   std::to_string(c.epoch + 1) +
+                                   std::to_string(first_epoch_ + c.epoch + 1) +
                                    ": training diverged (try a lower --lr)");
         }
         ++steps_;
@@ -538,7 +542,7 @@ class Worker {
     while (reported_ < (fetched ? last + 1 : last) && epochs[reported_].complete) {
       if (!fresh) round(false, true, nullptr);
       fresh = true;
-      epoch_done_(reported_++);
+      epoch_done_(first_epoch_ + reported_++);
     }
   }
 
@@ -546,7 +550,7 @@ class Worker {
     auto it = orders_.find(epoch);
     if (it == orders_.end()) {
       if (orders_.size() >= 3) orders_.erase(orders_.begin());
-      it = orders_.emplace(epoch, sampler_.epoch_order(epoch)).first;
+      it = orders_.emplace(epoch, sampler_.epoch_order(first_epoch_ + epoch)).first;
     }
     return it->second;
   }
@@ -693,6 +697,7 @@ class Worker {
   Server* own_;
   WorkQueue* queue_;
   const int64_t sync_steps_;
+  const int64_t first_epoch_;
   const int64_t push_every_;
   const int64_t fetch_every_;
   std::vector<PushEncoder> encoders_;
@@ -715,7 +720,7 @@ class Worker {
 
 AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& train,
                         const Sampler& sampler, bool progress,
-                        const std::function<void(int64_t)>& epoch_done) {
+                        const std::function<void(int64_t)>& epoch_done, int64_t first_epoch) {
   const DistOptions& o = context.options();
   const TrainHyper& h = trainer.hyper();
   // The same start everywhere: rank 0's parameters and buffers.
@@ -732,6 +737,11 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
   const int64_t sync_steps_per_epoch =
       (sampler.size() + h.batch * context.world() - 1) / (h.batch * context.world());
   const int64_t sync_steps = sync_steps_per_epoch * h.epochs;
+  if (first_epoch >= h.epochs) {  // a finished run's checkpoint: nothing is left to train
+    AsyncReport done;
+    done.buckets = layout.buckets();
+    return done;
+  }
   // Chunks of at most kChunkBatches, and at least 4 per worker and epoch, so that a slow
   // worker's last chunks are a small part of an epoch; a multiple of PUSH.
   const int64_t batches_per_epoch = (sampler.size() + h.batch - 1) / h.batch;
@@ -740,17 +750,17 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
 
   std::unique_ptr<WorkQueue> queue;
   if (context.rank() == 0) {
-    queue = std::make_unique<WorkQueue>(sampler.size(), h.epochs, chunk_batches * h.batch,
-                                        context.world());
+    queue = std::make_unique<WorkQueue>(sampler.size(), h.epochs - first_epoch,
+                                        chunk_batches * h.batch, context.world());
   }
   std::unique_ptr<Server> server;
   if (context.rank() < layout.servers()) {
     server = std::make_unique<Server>(context, layout, context.rank(), flat, h, sync_steps,
-                                      queue.get());
+                                      first_epoch * sync_steps_per_epoch, queue.get());
     server->start();
   }
   Worker worker(context, trainer, train, sampler, layout, flat, server.get(), queue.get(),
-                sync_steps, epoch_done);
+                sync_steps, first_epoch, epoch_done);
   worker.run(progress);
   if (server) server->join();
 

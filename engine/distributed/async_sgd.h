@@ -73,8 +73,12 @@ struct AsyncReport {
 // `epoch_done`, on rank 0 (ignored elsewhere): called with epoch e when rank 0's worker sees
 // every chunk of epoch e done, after it fetched the servers' parameters into its module (in
 // epoch order, once each; the last epoch's too, after the final fetch).
+// `first_epoch` (the same on every rank): the epochs a checkpoint had done; training goes on
+// with the next one, at its place in the learning-rate schedule (the servers' optimizer state
+// starts over). The report's epochs are those trained.
 AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& train,
                         const Sampler& sampler, bool progress,
-                        const std::function<void(int64_t epoch)>& epoch_done = {});
+                        const std::function<void(int64_t epoch)>& epoch_done = {},
+                        int64_t first_epoch = 0);
 
 }  // namespace recycle

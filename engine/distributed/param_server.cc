@@ -52,8 +52,11 @@ void ParamLayout::scatter(const torch::Tensor& shard, int server, torch::Tensor&
 }
 
 ParamShard::ParamShard(const torch::Tensor& initial, const TrainHyper& hyper, int world,
-                       int64_t sync_steps, int64_t buckets)
-    : hyper_(hyper), world_(std::max(1, world)), sync_steps_(sync_steps) {
+                       int64_t sync_steps, int64_t buckets, int64_t done_sync_steps)
+    : hyper_(hyper),
+      world_(std::max(1, world)),
+      sync_steps_(sync_steps),
+      local_steps_(std::max<int64_t>(done_sync_steps, 0) * world_) {
   torch::NoGradGuard no_grad;
   param_ = initial.detach().to(torch::kFloat).clone().contiguous();
   param_.set_requires_grad(true);

@@ -54,9 +54,10 @@ class ParamShard {
  public:
   // `initial`: the shard's starting values (copied). `world`: the workers at the start;
   // `sync_steps`: the steps of the whole run as synchronous training would count them (the
-  // learning-rate schedule's length); `buckets`: how many buckets the shard holds.
+  // learning-rate schedule's length); `buckets`: how many buckets the shard holds;
+  // `done_sync_steps`: where in the schedule it starts (a run resumed from a checkpoint).
   ParamShard(const torch::Tensor& initial, const TrainHyper& hyper, int world, int64_t sync_steps,
-             int64_t buckets);
+             int64_t buckets, int64_t done_sync_steps = 0);
 
   // Applies one push: `grad` is the mean gradient of a worker's `steps` local steps. The step
   // is taken at the schedule's learning rate for the steps applied so far (counted as

@@ -269,8 +269,9 @@ struct CheckpointPlan {
 // `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 // `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
-// `checkpoint`, when given (not with async): every rank resumes from its file when there is
-// one, and rank 0 writes it after every epoch.
+// `checkpoint`, when given: every rank resumes from its file when there is one, and rank 0
+// writes it after every epoch (under async, when it sees the epoch complete: the servers'
+// parameters, whose optimizer state starts over in a resumed run).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
               TrainReport* report, AlternatingBatches* alternating = nullptr,
               int64_t draws = 0, const std::function<double()>& evaluate = {},
@@ -323,12 +324,18 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     try {
       // The other workers train on while rank 0 would evaluate: it keeps a copy of the head as
       // each epoch completes instead, and evaluates the copies when training is over.
+      // A checkpoint is written then too: the servers' parameters, the epochs done.
       std::vector<std::vector<torch::Tensor>> snapshots;
       const std::function<void(int64_t)> epoch_done = [&](int64_t epoch) {
-        if (epoch + 1 < o.hyper.epochs) snapshots.push_back(copy_state(head));
+        if (evaluate && epoch + 1 < o.hyper.epochs) snapshots.push_back(copy_state(head));
+        if (checkpoint) {
+          save_checkpoint(checkpoint->path, head, head_identity_of_cache(*checkpoint->cache),
+                          trainer.optimizer(), checkpoint->job, epoch + 1);
+        }
       };
       const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
-                                        evaluate ? epoch_done : nullptr);
+                                        evaluate || checkpoint ? epoch_done : nullptr,
+                                        first_epoch);
       if (!snapshots.empty()) {
         const std::vector<torch::Tensor> last = copy_state(head);
         for (const auto& s : snapshots) {

@@ -183,11 +183,6 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
       throw InvalidArgument("--checkpoint does not go with --script-head yet");
     }
     if (!o.freeze.empty()) throw InvalidArgument("--checkpoint does not apply to --freeze");
-    if (o.dist.sync.kind == Sync::Kind::kAsync) {
-      throw InvalidArgument(
-          "--checkpoint does not apply to --sync async yet (the optimizer's state lives on the "
-          "servers): use --sync allreduce or average:K");
-    }
   }
   if (from_cache && !o.save_model.empty()) {
     throw InvalidArgument(

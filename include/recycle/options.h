@@ -298,10 +298,10 @@ struct TrainOptions {
   // writes the trained module as a TorchScript file. engine/models/torchscript_model.h.
   std::string script_head;
   std::string save_model;  // raw-data modes: the whole model (load with --weights)
-  // From a cache, one process or --sync allreduce|average:K: resume from this file when it
-  // exists (the same job's: its shared options, world and cache), and write it after every
-  // epoch (rank 0, atomically): the head, its optimizer's state and the epochs done
-  // (engine/jobs/checkpoint.h). "" = none.
+  // From a cache: resume from this file when it exists (the same job's: its shared options,
+  // world and cache), and write it after every epoch (rank 0, atomically): the head, its
+  // optimizer's state and the epochs done (engine/jobs/checkpoint.h; under --sync async the
+  // servers' parameters, their optimizer state starting over). "" = none.
   std::string checkpoint;
   int threads = 0;
   bool progress = true;

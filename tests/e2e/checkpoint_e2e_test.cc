@@ -119,12 +119,51 @@ TEST(Checkpoint, TwoRanksResumeAFinishedRunAndAnotherJobsCheckpointIsRefused) {
   EXPECT_EQ(read_file(head), head_bytes);
 
   // What it does not apply to is a usage error.
-  for (const std::string& args :
-       {"--cache " + cache + " --nproc 2 --sync async --checkpoint " + ck,
-        std::string("--data fashion-mnist --checkpoint ") + ck}) {
+  for (const std::string& args : {std::string("--data fashion-mnist --checkpoint ") + ck,
+                                  "--cache " + cache + " --freeze auto --levels l --checkpoint " + ck}) {
     const ToolRun r = run_tool(dir, "recycle-train", args);
     EXPECT_EQ(r.code, 2) << args << "\n" << describe(r);
     EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << describe(r);
+  }
+}
+
+TEST(Checkpoint, AnAsynchronousJobKilledMidRunGoesOnFromItsLastCompleteEpoch) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache"), ck = dir.file("async.ckpt");
+  build_cache(dir, cache);
+  const std::string job = "--cache " + cache + " --epochs 6 --batch 20 --nproc 2 --sync async --json";
+  // The launcher and its workers killed as soon as the first checkpoint is there.
+  const pid_t launcher = spawn_tool("recycle-train", words(job + " --checkpoint " + ck));
+  while (!std::filesystem::exists(ck)) {
+    int status = 0;
+    if (waitpid(launcher, &status, WNOHANG) == launcher) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const std::vector<pid_t> workers = children_of(launcher);
+  kill(launcher, SIGKILL);
+  for (pid_t w : workers) kill(w, SIGKILL);
+  wait_tool(launcher);
+  ASSERT_TRUE(std::filesystem::exists(ck));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the workers' ends
+
+  const ToolRun resumed = run_tool(dir, "recycle-train", job + " --checkpoint " + ck);
+  ASSERT_EQ(resumed.code, 0) << describe(resumed);
+  const int64_t done = resumed.last["resumed_epochs"];
+  std::cout << "async: killed after " << done << " of 6 epochs\n";
+  EXPECT_GE(done, 1);
+  const int64_t left = 6 - done;
+  EXPECT_EQ(resumed.last["epochs"], left);
+  // Every epoch left trained every sample, from the checkpoint's head: its first epoch's loss
+  // is below a fresh run's first (asynchronous runs do not repeat step for step).
+  EXPECT_EQ(resumed.last["async"]["epoch_samples"], nlohmann::json(std::vector<int64_t>(left, 600)))
+      << describe(resumed);
+  EXPECT_GT(resumed.last["test_acc"].get<double>(), 0.85) << describe(resumed);
+  if (left > 0) {
+    const ToolRun fresh = run_tool(dir, "recycle-train", job);
+    ASSERT_EQ(fresh.code, 0) << describe(fresh);
+    EXPECT_LT(resumed.last["epoch_loss"][0].get<double>(), fresh.last["epoch_loss"][0].get<double>())
+        << describe(resumed) << describe(fresh);
   }
 }
 
