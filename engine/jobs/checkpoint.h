@@ -8,7 +8,8 @@
 // orders, at the same learning rates, from the same parameters and optimizer state: alone, it
 // ends with the head a run that was never stopped ends with. (Data-parallel: every rank reads
 // the same file, compared by digest; the state of --grad-compression topk's residues starts
-// over.)
+// over. Under --sync async rank 0 writes the servers' parameters as it sees each epoch
+// complete; their optimizer state lives in shards on the servers' ranks and starts over.)
 #pragma once
 
 #include <torch/torch.h>
