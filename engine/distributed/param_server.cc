@@ -201,25 +201,24 @@ torch::Tensor decode_shard(GradCompression compression, const ParamLayout& layou
 FetchEncoder::FetchEncoder(GradCompression compression, const ParamLayout& layout, int server,
                            const torch::Tensor& initial)
     : compression_(compression),
+      layout_(layout),
+      server_(server),
       changes_(compression, layout, server),
       base_(initial.detach().to(torch::kFloat).clone().contiguous()) {}
 
 std::vector<uint8_t> FetchEncoder::encode(const torch::Tensor& shard) {
   torch::NoGradGuard no_grad;
   const torch::Tensor now = shard.detach().to(torch::kFloat).contiguous();
+  if (compression_ == GradCompression::kNone) return changes_.encode(now);
+  std::vector<uint8_t> bytes = changes_.encode(now - base_);
   if (compression_ == GradCompression::kFp16) {
-    const torch::Tensor h = (now - base_).to(torch::kHalf).contiguous();
-    base_ += h.to(torch::kFloat);  // what apply_fetch adds to the worker's copy
-    std::vector<uint8_t> bytes(static_cast<size_t>(h.numel()) * sizeof(c10::Half));
-    std::memcpy(bytes.data(), h.data_ptr<c10::Half>(), bytes.size());
-    return bytes;
+    // The copy advances by what apply_fetch adds to the worker's: the halves, decoded alike.
+    base_ += decode_shard(compression_, layout_, server_, bytes.data(),
+                          static_cast<int64_t>(bytes.size()));
+  } else {
+    base_.copy_(now);  // topk: what was not sent stays in the AdaComp residue
   }
-  if (compression_ == GradCompression::kTopk) {
-    std::vector<uint8_t> bytes = changes_.encode(now - base_);
-    base_.copy_(now);
-    return bytes;
-  }
-  return changes_.encode(now);
+  return bytes;
 }
 
 void apply_fetch(GradCompression compression, const ParamLayout& layout, int server,

@@ -116,7 +116,9 @@ class FetchEncoder {
 
  private:
   GradCompression compression_;
-  PushEncoder changes_;  // topk: the AdaComp state over the changes
+  const ParamLayout& layout_;
+  int server_;
+  PushEncoder changes_;  // the encoding (topk: the AdaComp state over the changes)
   torch::Tensor base_;   // fp16: the worker's copy; topk: the shard at the last fetch
 };
 
