@@ -287,15 +287,17 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     }
     report->resumed_epochs = first_epoch;
   }
+  // Rank 0 writes the checkpoint once `epochs_done` epochs are done.
+  const HeadIdentity identity =
+      checkpoint ? head_identity_of_cache(*checkpoint->cache) : HeadIdentity{};
+  auto write_checkpoint = [&](int64_t epochs_done) {
+    save_checkpoint(checkpoint->path, head, identity, trainer.optimizer(), checkpoint->job,
+                    epochs_done);
+  };
   // Registered last, after the evaluation's: the epoch's final parameters and optimizer state.
   auto checkpoint_epochs = [&] {
     if (!checkpoint || (dist && dist->rank() != 0)) return;
-    trainer.add_epoch_end_hook(
-        [checkpoint, identity = head_identity_of_cache(*checkpoint->cache)](Trainer& t,
-                                                                            int64_t epoch) {
-          save_checkpoint(checkpoint->path, t.module(), identity, t.optimizer(), checkpoint->job,
-                          epoch + 1);
-        });
+    trainer.add_epoch_end_hook([&](Trainer&, int64_t epoch) { write_checkpoint(epoch + 1); });
   };
   // Registered last (after DataParallel's hooks): it sees the epoch's final parameters.
   auto evaluate_epochs = [&] {
@@ -328,10 +330,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
       std::vector<std::vector<torch::Tensor>> snapshots;
       const std::function<void(int64_t)> epoch_done = [&](int64_t epoch) {
         if (evaluate && epoch + 1 < o.hyper.epochs) snapshots.push_back(copy_state(head));
-        if (checkpoint) {
-          save_checkpoint(checkpoint->path, head, head_identity_of_cache(*checkpoint->cache),
-                          trainer.optimizer(), checkpoint->job, epoch + 1);
-        }
+        if (checkpoint) write_checkpoint(epoch + 1);
       };
       const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
                                         evaluate || checkpoint ? epoch_done : nullptr,
