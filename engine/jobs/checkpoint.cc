@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/data/regular_file.h"
 #include "keyers/content_hasher.h"
 #include "recycle/options.h"
 
@@ -60,10 +60,7 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
 std::string checkpoint_digest(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return "none";
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream all;
-  all << in.rdbuf();
-  return hash128(all.str()).to_hex();
+  return hash128(read_regular_file(path)).to_hex();
 }
 
 int64_t load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <stdexcept>
 
 #include "base/strings.h"
@@ -52,24 +50,13 @@ void resolve_file(const std::string& text, EncoderSpec* spec) {
   }
   // A device or FIFO would be read without end, and the whole file is read into memory here:
   // only regular files, of at most kMaxModelFileBytes.
+  std::string bytes;
   try {
-    require_regular_file(spec->file);
+    bytes = read_regular_file(spec->file, kMaxModelFileBytes);
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument("model file " + std::string(e.what()));
   }
-  std::ifstream in(spec->file, std::ios::binary);
-  if (!in) throw std::invalid_argument("model file " + spec->file + " cannot be read");
-  std::error_code size_error;
-  const uintmax_t size = std::filesystem::file_size(spec->file, size_error);
-  if (!size_error && size > kMaxModelFileBytes) {
-    throw std::invalid_argument("model file " + spec->file + " is " +
-                                std::to_string(size >> 20) + " MiB, more than the " +
-                                std::to_string(kMaxModelFileBytes >> 20) + " MiB a model file may be");
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in.good() && !in.eof()) throw std::runtime_error("model file " + spec->file + " cannot be read");
-  const std::string digest = hash128(bytes.str()).to_hex();
+  const std::string digest = hash128(bytes).to_hex();
   const std::string path = std::filesystem::absolute(spec->file).lexically_normal().string();
   if (path.find(',') != std::string::npos || path.find('=') != std::string::npos) {
     throw std::invalid_argument("model file " + path + ": a path with ',' or '=' cannot be part of "

@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -228,12 +227,7 @@ BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes) {
 BlockStack load_script_head(const std::string& file, std::string* digest) {
   std::string bytes;
   try {
-    require_regular_file(file);
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw std::runtime_error(file + ": cannot be read");
-    std::ostringstream all;
-    all << in.rdbuf();
-    bytes = all.str();
+    bytes = read_regular_file(file);
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument("--script-head " + std::string(e.what()));
   }

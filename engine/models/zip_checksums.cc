@@ -3,8 +3,6 @@
 #include <zlib.h>
 
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 #include "engine/data/regular_file.h"
@@ -25,10 +23,7 @@ uint32_t u32(const std::string& b, size_t at) { return u16(b, at) | u16(b, at + 
 }  // namespace
 
 void verify_zip_checksums(const std::string& path) {
-  require_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string b = read_regular_file(path);
   auto broken = [&](const std::string& why) {
     return std::runtime_error(path + " is damaged: " + why);
   };
