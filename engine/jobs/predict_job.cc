@@ -22,6 +22,7 @@
 #include "cache/record.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
+#include "engine/models/transformer.h"
 #include "engine/precompute/build_model.h"
 #include "engine/util/atomic_file.h"
 #include "engine/util/parallel_loop.h"
@@ -179,13 +180,23 @@ void look_up(const ActivationStore& store, const BuildChunk& c, const std::vecto
   for (size_t i = 0; i < n; ++i) l->hit_samples += l->computed[l->slot[i]] < 0 ? 1 : 0;
 }
 
-// The head's input for the chunk: float32 [n, ...record shape], each row the decoded record of
-// a hit or the prefix's output of a miss (`missed`: [misses, ...], chunk_prefix_outputs' form).
-torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
-                          const std::string& dir) {
+// The record of distinct key k of a hit, parsed and checked against the cache's layout.
+void parse_hit(const Lookup& l, size_t k, const RecordLayout& layout, const std::string& dir,
+               std::vector<RecordTensor>* tensors) {
+  Status st = parse_record(l.records[k], tensors);
+  if (st.ok()) st = check_record_layout(*tensors, layout);
+  if (!st.ok()) {
+    throw CorruptRecordError("corrupt cache " + dir + ": record " + l.distinct[k].to_hex() + ": " +
+                             st.to_string());
+  }
+}
+
+// The head's input for an image chunk: float32 [n, ...record shape], each row the decoded
+// record of a hit or the prefix's output of a miss (`missed`: [misses, ...],
+// chunk_prefix_outputs' form).
+torch::Tensor image_head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
+                                const std::string& dir) {
   const int64_t n = static_cast<int64_t>(l.slot.size());
-  // Every sample a miss of its own: the prefix's outputs are the batch, in order.
-  if (missed.defined() && missed.size(0) == n) return missed;
   const RecordLayout layout = m.layout();
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), m.record_shapes.at(0).begin(), m.record_shapes.at(0).end());
@@ -201,15 +212,72 @@ torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Ma
       return;
     }
     std::vector<RecordTensor> tensors;
-    Status st = parse_record(l.records[k], &tensors);
-    if (st.ok()) st = check_record_layout(tensors, layout);
-    if (!st.ok()) {
-      throw CorruptRecordError("corrupt cache " + dir + ": record " + l.distinct[k].to_hex() +
-                               ": " + st.to_string());
-    }
+    parse_hit(l, static_cast<size_t>(k), layout, dir, &tensors);
     decode_tensor(tensors[0], row);
   });
   return x;
+}
+
+// The head's input for a text chunk: packed text features float32 [n, L, D + 1]
+// (engine/models/transformer.h), L the chunk's longest text; a hit's hidden states decoded from
+// its record (text_record_layout), a miss's copied from the prefix's packed outputs `missed`
+// ([misses, L', D + 1]). Padding never changes a text's output, so a text gives the same
+// prediction in any chunk.
+torch::Tensor text_head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
+                               const std::string& dir) {
+  const int64_t n = static_cast<int64_t>(l.slot.size());
+  const int64_t d = m.record_shapes.at(0).at(1);
+  const RecordLayout layout = m.layout();
+  const size_t keys = l.distinct.size();
+  std::vector<std::vector<RecordTensor>> hits(keys);  // per distinct key of a hit: its tensors
+  std::vector<int64_t> lengths(keys, 0);              // per distinct key: its text's tokens
+  torch::Tensor computed;                             // the misses' packed outputs
+  if (missed.defined()) {
+    computed = missed.contiguous();
+    const torch::Tensor valid =
+        computed.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
+    for (size_t k = 0; k < keys; ++k) {
+      if (l.computed[k] >= 0) lengths[k] = valid.data_ptr<int64_t>()[l.computed[k]];
+    }
+  }
+  parallel_loop(static_cast<int64_t>(keys), [&](int64_t k) {
+    if (l.computed[k] >= 0) return;
+    parse_hit(l, static_cast<size_t>(k), layout, dir, &hits[k]);
+    decode_exact(hits[k][1], &lengths[k]);
+    if (lengths[k] < 1 || lengths[k] != hits[k][0].shape.at(0)) {
+      throw CorruptRecordError("corrupt cache " + dir + ": record " + l.distinct[k].to_hex() +
+                               ": length " + std::to_string(lengths[k]) + " for " +
+                               std::to_string(hits[k][0].shape.at(0)) + " hidden states");
+    }
+  });
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
+  torch::Tensor hidden = torch::zeros({n, longest, d}, torch::kFloat32);
+  torch::Tensor sample_lengths = torch::empty({n}, torch::kInt64);
+  float* base = hidden.data_ptr<float>();
+  int64_t* len = sample_lengths.data_ptr<int64_t>();
+  const int64_t missed_length = computed.defined() ? computed.size(1) : 0;
+  parallel_loop(n, [&](int64_t i) {
+    const int64_t k = l.slot[i];
+    float* row = base + i * longest * d;
+    len[i] = lengths[k];
+    if (l.computed[k] < 0) {
+      decode_tensor(hits[k][0], row);  // [length, D]: the row's first positions
+      return;
+    }
+    const float* from = computed.data_ptr<float>() + l.computed[k] * missed_length * (d + 1);
+    for (int64_t j = 0; j < lengths[k]; ++j) {
+      std::memcpy(row + j * d, from + j * (d + 1), static_cast<size_t>(d) * sizeof(float));
+    }
+  });
+  return pack_text_features(hidden, mask_from_lengths(sample_lengths, longest));
+}
+
+// The head's input for the chunk, hits and misses together.
+torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
+                          const std::string& dir, bool text) {
+  // Every sample a miss of its own: the prefix's outputs are the batch, in order.
+  if (missed.defined() && missed.size(0) == static_cast<int64_t>(l.slot.size())) return missed;
+  return text ? text_head_inputs(l, missed, m, dir) : image_head_inputs(l, missed, m, dir);
 }
 
 // --write-back: the misses' records (encoded in chunk order of their keys) and the manifest's
@@ -251,10 +319,7 @@ PredictReport run_predict(const PredictOptions& o) {
   HeadFile head_file(o.head);
   SplitBuild s(build_options_for(o, m));
   s.load_inputs();
-  if (s.data().is_text) {
-    throw InvalidArgument("recycle-predict serves image caches; a text cache's records are not "
-                          "supported yet");
-  }
+  const bool text = s.data().is_text;
   check_fits(o, m, s, head_file.identity());
   PreparedModel& pm = *s.model().prepared;
   BlockStack head = pm.split.head;
@@ -311,7 +376,7 @@ PredictReport run_predict(const PredictOptions& o) {
       missed = s.chunk_prefix_outputs(s.chunk_inputs(&c));
       if (o.write_back) report.written += write_back(s, *store, &m, l, missed, &c);
     }
-    const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir).to(device);
+    const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, text).to(device);
     const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();
     const torch::Tensor pred = probs.argmax(1);
     const int64_t* p = pred.data_ptr<int64_t>();

@@ -590,50 +590,6 @@ namespace {
 
 }  // namespace
 
-// compute_chunk for text: the chunk's texts tokenized and padded to the longest, the prefix's
-// packed features [m, L, D + 1], and per sample a record of its valid positions' hidden states
-// [length, D] and its length.
-void SplitBuild::compute_text_chunk(BuildChunk* chunk) {
-  const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
-  const BlockModel& model = model_->prepared->model;
-  std::vector<std::string> texts(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i)
-    texts[i] = model_text(*keyer_, data_.texts[chunk->compute_pos[i]]);
-  const torch::Tensor tokens =
-      token_batch(texts, transformer_max_tokens(model.spec), model_->device);
-  const auto started = std::chrono::steady_clock::now();
-  const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);  // {-1, D}
-  const int64_t d = shape.at(1), length = tokens.size(1);
-  torch::Tensor hidden;  // [m, L, D], contiguous on the CPU
-  {
-    c10::InferenceMode inference;
-    const torch::Tensor out =
-        model_->prepared->split.prefix->forward(tokens).to(torch::kCPU, torch::kFloat32);
-    if (out.dim() != 3 || out.size(0) != m || out.size(1) != length || out.size(2) != d + 1) {
-      throw std::runtime_error("the prefix made outputs of shape " +
-                               shape_string(out.sizes().vec()) + ", the cache's records are " +
-                               shape_string(shape) + " per sample");
-    }
-    hidden = out.narrow(2, 0, d).contiguous();
-  }
-  report_.prefix_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const torch::Tensor lengths = tokens.ne(kPadToken).sum(1).to(torch::kCPU).contiguous();
-  const float* base = hidden.data_ptr<float>();
-  const int64_t* len = lengths.data_ptr<int64_t>();
-  const Codec codec = codec_;
-  chunk->records.resize(m);
-  parallel_loop(m, [&](int64_t r) {
-    try {
-      chunk->records[r] =
-          encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
-                         TypedArrayRef::exact(len + r, {})});
-    } catch (const CodecRangeError& e) {
-      throw_for_sample(data_, chunk->compute_pos[r], e);
-    }
-  });
-}
-
 RecordLayout text_record_layout(int64_t d_model, Codec codec) {
   return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, d_model}, codec_name(codec)},
           TensorLayout{"length", Dtype::kInt64, {}, kRawCodecName}};
@@ -642,10 +598,6 @@ RecordLayout text_record_layout(int64_t d_model, Codec codec) {
 void SplitBuild::compute_chunk(BuildChunk* chunk) {
   chunk->records.clear();
   if (chunk->compute_pos.empty()) return;
-  if (data_.is_text) {
-    compute_text_chunk(chunk);
-    return;
-  }
   encode_chunk_outputs(chunk_prefix_outputs(chunk_inputs(chunk)), chunk);
 }
 
@@ -653,6 +605,12 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
   const torch::Device& device = model_->device;
   if (cache_input_) return cache_input_->read(chunk->compute_pos.data(), m);
+  if (data_.is_text) {  // byte tokens of the texts as the keyer hashes them
+    std::vector<std::string> texts(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+      texts[i] = model_text(*keyer_, data_.texts[chunk->compute_pos[i]]);
+    return token_batch(texts, transformer_max_tokens(model_->prepared->model.spec), device);
+  }
   if (views_ > 0) {
     std::vector<int64_t> all(static_cast<size_t>(m));
     std::iota(all.begin(), all.end(), int64_t{0});
@@ -677,11 +635,20 @@ torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
   const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
   const int64_t m = inputs.size(0);
   const auto started = std::chrono::steady_clock::now();
-  torch::Tensor out = model_->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
+  torch::Tensor out;
+  std::vector<int64_t> expected = shape;  // per sample
+  if (data_.is_text) {
+    // The plain prefix in eval mode (nothing of a transformer folds): packed text features.
+    c10::InferenceMode inference;
+    out = model_->prepared->split.prefix->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
+    expected = {inputs.size(1), shape.at(1) + 1};  // [L, D + 1] of the chunk's longest L
+  } else {
+    out = model_->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
+  }
   report_.prefix_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Records are cut from this buffer by the manifest's shape: check it every time.
-  if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != shape) {
+  if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != expected) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
                              ", the cache's records are " + shape_string(shape) + " per sample");
   }
@@ -690,12 +657,31 @@ torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
 
 void SplitBuild::encode_chunk_outputs(const torch::Tensor& outputs, BuildChunk* chunk) {
   const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
-  int64_t per_sample = 1;
-  for (int64_t d : shape) per_sample *= d;
   const int64_t m = outputs.size(0);
-  const float* base = outputs.data_ptr<float>();
   const Codec codec = codec_;
   chunk->records.resize(m);
+  if (data_.is_text) {
+    // Per text its valid positions' hidden states and its length (the mask channel's sum).
+    const int64_t d = shape.at(1), length = outputs.size(1);
+    const torch::Tensor hidden = outputs.narrow(2, 0, d).contiguous();
+    const torch::Tensor lengths =
+        outputs.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
+    const float* base = hidden.data_ptr<float>();
+    const int64_t* len = lengths.data_ptr<int64_t>();
+    parallel_loop(m, [&](int64_t r) {
+      try {
+        chunk->records[r] =
+            encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
+                           TypedArrayRef::exact(len + r, {})});
+      } catch (const CodecRangeError& e) {
+        throw_for_sample(data_, chunk->compute_pos[r], e);
+      }
+    });
+    return;
+  }
+  int64_t per_sample = 1;
+  for (int64_t d : shape) per_sample *= d;
+  const float* base = outputs.data_ptr<float>();
   parallel_loop(m, [&](int64_t r) {
     try {
       chunk->records[r] = encode_record(codec, {FloatArrayRef{base + r * per_sample, shape}});

@@ -152,9 +152,10 @@ class SplitBuild {
   void find_missing(BuildChunk* chunk);
   // Runs the prefix (no grad) on chunk->compute_pos (a build from another cache: the blocks
   // after its split point on its decoded records), checks the output's shape against the
-  // manifest's record shape, and encodes one record per sample into chunk->records. Text: the
-  // texts as the keyer hashes them (its normalisation applied), byte tokens padded to the
-  // chunk's longest, and per sample the text_record_layout tensors of its valid positions.
+  // manifest's record shape, and encodes one record per sample into chunk->records: the three
+  // steps below. Text: the texts as the keyer hashes them (its normalisation applied), byte
+  // tokens padded to the chunk's longest, and per sample the text_record_layout tensors of its
+  // valid positions.
   void compute_chunk(BuildChunk* chunk);
   // The chunk's write batch: its records, its index entries and the manifest's counts. Counts
   // the records as present and updates the report's counters and the manifest's counts as if it
@@ -199,13 +200,15 @@ class SplitBuild {
   // dataset in memory, else read from a stream of the build's own. Not for a build from
   // another cache.
   void key_chunk(const BuildChunk& chunk, std::vector<Key>* keys);
-  // compute_chunk for image records, step by step (the caller includes <torch/torch.h>):
-  // chunk->compute_pos as the prefix's input (float32 [m, C, H, W] on the model's device; a
-  // build from another cache: its decoded records); the folded prefix on it (no grad: float32
-  // [m, ...record shape], contiguous, on the CPU; its time added to the report's
-  // prefix_seconds; std::runtime_error when the shape is not the manifest's record shape); and
-  // one record per row of such outputs, encoded by the codec, into chunk->records
-  // (CodecRangeError naming the sample for a value the codec cannot hold).
+  // compute_chunk step by step (the caller includes <torch/torch.h>): chunk->compute_pos as
+  // the prefix's input (float32 [m, C, H, W] on the model's device; a build from another cache:
+  // its decoded records; text: byte tokens int64 [m, L] of the texts as the keyer hashes them,
+  // L the chunk's longest); the prefix on it (no grad; float32, contiguous, on the CPU: images
+  // [m, ...record shape] from the folded prefix, text the packed features [m, L, D + 1] of
+  // engine/models/transformer.h; its time added to the report's prefix_seconds;
+  // std::runtime_error for another shape); and one record per row of such outputs, encoded by
+  // the codec, into chunk->records (text: text_record_layout's, the valid positions only;
+  // CodecRangeError naming the sample for a value the codec cannot hold).
   at::Tensor chunk_inputs(BuildChunk* chunk);
   at::Tensor chunk_prefix_outputs(const at::Tensor& inputs);
   void encode_chunk_outputs(const at::Tensor& outputs, BuildChunk* chunk);
@@ -260,7 +263,6 @@ class SplitBuild {
   std::vector<Key> record_keys(const Key& key) const;
   // plan_batches' item for a compute entry of a chunk, and back (set_compute_items).
   int64_t compute_item(const BuildChunk& chunk, size_t i) const;
-  void compute_text_chunk(BuildChunk* chunk);
 
   BuildOptions options_;
   std::chrono::steady_clock::time_point start_;  // construction: run_build's wall time

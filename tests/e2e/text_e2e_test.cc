@@ -12,6 +12,7 @@
 namespace {
 
 using recycle::testing::count_lines;
+using recycle::testing::read_file;
 using recycle::testing::describe;
 using recycle::testing::TempDir;
 using recycle::testing::ToolRun;
@@ -167,6 +168,69 @@ TEST(TextTools, HostileInputIsRefusedAndNothingStoredIsLost) {
   EXPECT_EQ(r.last["corrupt"], 0);
   EXPECT_EQ(r.last["splits"]["train"]["complete"], true);
   EXPECT_EQ(r.last["splits"]["train"]["samples"], 12);
+}
+
+// recycle-predict on a text cache: hits read the stored hidden states, misses run the prefix,
+// chunks mix both and texts of different lengths, --write-back makes the misses hits, and the
+// predictions are the full model's.
+TEST(TextTools, PredictServesATextCacheWithHitsAndMisses) {
+  TempDir dir;
+  write_file(dir.file("train.tsv"), corpus(24, 3, 0));
+  write_file(dir.file("test.tsv"), corpus(10, 1, 3));
+  write_file(dir.file("mixed.tsv"), corpus(10, 1, 3) + corpus(10, 1, 5));  // 10 new texts
+  const std::string enc = dir.file("enc.pt"), head = dir.file("head.pt");
+  ToolRun r = run(dir, "recycle-train", "--data tsv:" + dir.file("train.tsv") + " " + kModel +
+                                            " --recycle 0 --epochs 1 --eval-split none "
+                                            "--save-model " + enc);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string cache = " --cache " + dir.file("cache");
+  const std::string built = " --weights " + enc + " --recycle 0.5 --codec fp32 --threads 1";
+  for (const char* split : {"train", "test"}) {
+    r = run(dir, "recycle-build", "--data tsv:" + dir.file(std::string(split) + ".tsv") +
+                                      " --split " + split + built + cache);
+    ASSERT_EQ(r.code, 0) << describe(r);
+  }
+  r = run(dir, "recycle-train",
+          "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1 --json "
+          "--save-head " + head + cache);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const double trained = r.last["test_acc"];
+  EXPECT_GE(trained, 0.9) << describe(r);
+
+  const std::string predict = "--head " + head + " --weights " + enc + " --threads 1 --json" +
+                              cache + " --data tsv:";
+  r = run(dir, "recycle-predict", predict + dir.file("test.tsv") + " --out " + dir.file("p.jsonl"));
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["hits"], 10);
+  EXPECT_EQ(r.last["misses"], 0);
+  EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), trained);
+  EXPECT_EQ(count_lines(read_file(dir.file("p.jsonl"))), 10);
+
+  // Chunks of 4: the 10 cached texts, then 10 new ones (a chunk holds both at 8..11).
+  const std::string mixed = predict + dir.file("mixed.tsv") + " --batch 4 --out " +
+                            dir.file("m.csv");
+  r = run(dir, "recycle-predict", mixed + " --write-back --compare-full");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["hits"], 10);
+  EXPECT_EQ(r.last["misses"], 10);
+  EXPECT_EQ(r.last["written"], 10);
+  EXPECT_EQ(r.last["agree"], 20);
+  EXPECT_LT(r.last["max_prob_diff"].get<double>(), 1e-4);
+  const double accuracy = r.last["accuracy"];
+  EXPECT_GE(accuracy, 0.9) << describe(r);
+  const std::string first = read_file(dir.file("m.csv"));
+  EXPECT_EQ(count_lines(first), 21);
+
+  r = run(dir, "recycle-predict", mixed);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["hits"], 20);
+  EXPECT_EQ(r.last["misses"], 0);
+  EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), accuracy);
+
+  r = run(dir, "recycle-inspect", "--verify --json" + cache);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["corrupt"], 0);
+  EXPECT_EQ(r.last["orphans"], 10);
 }
 
 }  // namespace
