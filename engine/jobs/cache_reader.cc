@@ -1,5 +1,6 @@
 // include/recycle/reader.h: SplitReader and CacheLoader over CachedBatches (random access to a
-// cached split), PrefetchedBatches (decoded ahead on a background thread) and Sampler.
+// cached split), PrefetchedBatches (decoded ahead on a background thread) and Sampler;
+// KeyedReader over the cache's keyer (engine/jobs/tensor_keys.h) and one MultiGet a batch.
 #include "recycle/reader.h"
 
 #include <torch/torch.h>
@@ -9,16 +10,39 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
+#include "cache/record.h"
+#include "cache/record_layout.h"
 #include "engine/data/sampler.h"
+#include "engine/jobs/tensor_keys.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/prefetch.h"
+#include "keyers/keyer_registry.h"
 #include "recycle/errors.h"
 
 namespace recycle {
 
 namespace {
 
-// The store, its manifest and the split's index, checked: what both readers start from.
+// The store at `dir`, opened read-only with a block cache of `block_cache_mb` MiB, and its
+// manifest.
+void open_read_only(const std::string& dir, int64_t block_cache_mb,
+                    std::unique_ptr<ActivationStore>* store, Manifest* manifest) {
+  if (dir.empty()) throw InvalidArgument("a cache directory is required");
+  if (block_cache_mb < 1) {
+    throw InvalidArgument("block_cache_mb must be at least 1, not " + std::to_string(block_cache_mb));
+  }
+  StoreOptions so;
+  so.read_only = true;
+  so.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
+  ActivationStore::open(dir, so, store).throw_if_error();
+  const Status have = (*store)->read_manifest(manifest);
+  if (have.is_not_found() && !(*store)->other_writer().empty()) {
+    throw std::runtime_error("cache " + dir + " is still being created: " + (*store)->other_writer());
+  }
+  have.throw_if_error();
+}
+
+// The store, its manifest and the split's index, checked: what the split readers start from.
 struct OpenSplit {
   std::unique_ptr<ActivationStore> store;
   Manifest manifest;
@@ -27,22 +51,8 @@ struct OpenSplit {
   bool complete = false;
 
   explicit OpenSplit(const ReaderOptions& o) {
-    if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
-    if (o.block_cache_mb < 1) {
-      throw InvalidArgument("block_cache_mb must be at least 1, not " +
-                            std::to_string(o.block_cache_mb));
-    }
     ActivationStore::check_split_name(o.split).throw_if_error();
-    StoreOptions so;
-    so.read_only = true;
-    so.block_cache_bytes = static_cast<size_t>(o.block_cache_mb) << 20;
-    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
-    const Status have = store->read_manifest(&manifest);
-    if (have.is_not_found() && !store->other_writer().empty()) {
-      throw std::runtime_error("cache " + o.cache_dir + " is still being created: " +
-                               store->other_writer());
-    }
-    have.throw_if_error();
+    open_read_only(o.cache_dir, o.block_cache_mb, &store, &manifest);
     const auto it = manifest.splits.find(o.split);
     if (it == manifest.splits.end()) {
       std::string have_splits;
@@ -206,6 +216,115 @@ bool CacheLoader::next(std::vector<at::Tensor>* tensors, at::Tensor* labels) {
   s.next += static_cast<size_t>(n);
   hand_out(s.current, s.open.manifest, tensors, labels);
   return true;
+}
+
+struct KeyedReader::Impl {
+  std::string dir;
+  std::unique_ptr<ActivationStore> store;
+  Manifest manifest;
+  std::string manifest_json;
+  RecordLayout layout;
+  std::unique_ptr<Keyer> keyer;
+  std::mutex mu;
+};
+
+KeyedReader::KeyedReader(const std::string& cache_dir, int64_t block_cache_mb)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.dir = cache_dir;
+  open_read_only(cache_dir, block_cache_mb, &m.store, &m.manifest);
+  m.manifest_json = m.manifest.to_json_string();
+  m.layout = m.manifest.layout();
+  if (m.layout.empty()) throw std::runtime_error("cache " + cache_dir + " has no record layout");
+  for (const TensorLayout& t : m.layout) {
+    for (int64_t d : t.shape) {
+      if (d == kVariableDim) {
+        throw InvalidArgument("cache " + cache_dir + " holds records of varying shape ('" + t.name +
+                              "'): a text cache is keyed by its texts; serve it with "
+                              "recycle-predict");
+      }
+    }
+  }
+  m.keyer = make_keyer(m.manifest.keyer);
+  // A keyer that needs more than an input's bytes (an id) cannot find a record by content.
+  const uint8_t probe = 0;
+  TensorView view;
+  view.dtype = "uint8";
+  view.shape = {1};
+  view.strides = {1};
+  view.data = &probe;
+  view.element_size = 1;
+  KeyInput in;
+  in.tensor = &view;
+  try {
+    m.keyer->key(in);
+  } catch (const std::invalid_argument&) {
+    throw InvalidArgument("cache " + cache_dir + " is keyed by '" + m.keyer->spec() +
+                          "', not by content: its records cannot be looked up from inputs");
+  }
+}
+
+KeyedReader::~KeyedReader() = default;
+
+std::vector<std::string> KeyedReader::tensor_names() const { return names_of(impl_->manifest); }
+std::string KeyedReader::manifest_json() const { return impl_->manifest_json; }
+
+void KeyedReader::lookup(const at::Tensor& inputs_in, std::vector<at::Tensor>* tensors,
+                         at::Tensor* hits_out) {
+  Impl& m = *impl_;
+  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
+  const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
+  const std::vector<int64_t>& want = m.manifest.input_shape;
+  if (!want.empty() && row_shape != want) {
+    throw InvalidArgument("inputs of shape " + shape_string(row_shape) + " per sample, cache " +
+                          m.dir + " was built from " + shape_string(want));
+  }
+  const int64_t n = inputs.size(0);
+  std::vector<Key> keys;
+  key_rows(*m.keyer, inputs, 0, &keys);
+
+  std::vector<torch::Tensor> out;
+  std::vector<int64_t> row_bytes;
+  for (const TensorLayout& t : m.layout) {
+    std::vector<int64_t> shape = {n};
+    shape.insert(shape.end(), t.shape.begin(), t.shape.end());
+    out.push_back(torch::zeros(shape, torch_dtype(t.dtype)));
+    row_bytes.push_back(n > 0 ? static_cast<int64_t>(out.back().nbytes()) / n : 0);
+  }
+  torch::Tensor hits = torch::zeros({n}, torch::kBool);
+  bool* hit = hits.data_ptr<bool>();
+  std::vector<Status> statuses;
+  std::vector<RecordTensor> parsed;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.store->multi_get(
+        keys,
+        [&](size_t i, std::string_view bytes) {
+          if (!error.empty()) return;
+          Status st = parse_record(bytes, &parsed);
+          if (st.ok()) st = check_record_layout(parsed, m.layout);
+          if (!st.ok()) {
+            error = "record " + keys[i].to_hex() + ": " + st.to_string();
+            return;
+          }
+          for (size_t j = 0; j < parsed.size(); ++j) {
+            decode_into(parsed[j], static_cast<char*>(out[j].data_ptr()) +
+                                       static_cast<int64_t>(i) * row_bytes[j]);
+          }
+          hit[i] = true;
+        },
+        &statuses);
+  }
+  if (!error.empty()) throw CorruptRecordError("corrupt cache " + m.dir + ": " + error);
+  for (const Status& st : statuses) {
+    if (st.ok() || st.is_not_found()) continue;
+    if (st.is_corruption()) throw CorruptRecordError("cache " + m.dir + ": " + st.to_string());
+    throw std::runtime_error("cache " + m.dir + ": " + st.to_string());
+  }
+  tensors->assign(out.begin(), out.end());
+  *hits_out = hits;
 }
 
 }  // namespace recycle

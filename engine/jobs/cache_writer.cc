@@ -16,10 +16,12 @@
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
 #include "engine/precompute/build_stages.h"  // check_free_space
 #include "engine/precompute/prefix_identity.h"
+#include "engine/train/batch_sources.h"  // torch_dtype
 #include "engine/util/parallel_loop.h"
 #include "keyers/content_hasher.h"
 #include "keyers/keyer_registry.h"
@@ -28,37 +30,6 @@
 namespace recycle {
 
 namespace {
-
-// The dtype names rows are keyed with (part of every key: a float32 and a float64 input of
-// equal values are different inputs).
-std::string key_dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case torch::kFloat32: return "float32";
-    case torch::kFloat64: return "float64";
-    case torch::kFloat16: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kInt64: return "int64";
-    case torch::kInt32: return "int32";
-    case torch::kInt16: return "int16";
-    case torch::kInt8: return "int8";
-    case torch::kUInt8: return "uint8";
-    case torch::kBool: return "bool";
-    default: break;
-  }
-  throw InvalidArgument(std::string("inputs of dtype ") + c10::toString(t) +
-                        " cannot be keyed (use a real or integer dtype)");
-}
-
-torch::ScalarType exact_dtype(Dtype d) {
-  switch (d) {
-    case Dtype::kInt64: return torch::kInt64;
-    case Dtype::kInt32: return torch::kInt32;
-    case Dtype::kUint8: return torch::kUInt8;
-    case Dtype::kBool: return torch::kBool;
-    case Dtype::kFloat32: return torch::kFloat32;
-  }
-  throw std::logic_error("unknown dtype");
-}
 
 TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> shape, Codec codec,
                        int64_t row) {
@@ -279,31 +250,12 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const a
   }
   const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
   const torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
-  const std::string dtype = key_dtype_name(inputs.scalar_type());
   const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
   if (!s.o.input_shape.empty() && row_shape != s.o.input_shape) {
     throw InvalidArgument("inputs of shape " + shape_string(row_shape) + " per sample, the build's are " +
                           shape_string(s.o.input_shape));
   }
-  const int64_t row_bytes = n > 0 ? static_cast<int64_t>(inputs.nbytes()) / n : 0;
-  const char* base = static_cast<const char*>(inputs.data_ptr());
-  s.chunk_keys.assign(static_cast<size_t>(n), Key());
-  const std::vector<int64_t> strides = TensorView::contiguous_strides(row_shape);
-  const int64_t first = s.next;
-  parallel_loop(n, [&](int64_t i) {
-    TensorView view;
-    view.dtype = dtype;
-    view.shape = row_shape;
-    view.strides = strides;
-    view.data = base + i * row_bytes;
-    view.element_size = static_cast<size_t>(inputs.element_size());
-    const std::string id = std::to_string(first + i);
-    KeyInput in;
-    in.tensor = &view;
-    in.id = id;
-    in.has_id = true;
-    s.chunk_keys[i] = s.keyer->key(in);
-  });
+  key_rows(*s.keyer, inputs, s.next, &s.chunk_keys);
   s.chunk_inputs = inputs;
   const int64_t* lp = labels.data_ptr<int64_t>();
   s.chunk_labels.assign(lp, lp + n);
@@ -371,11 +323,11 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
           throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
                                 ", the records hold float32");
         }
-      } else if (t.scalar_type() != exact_dtype(l.dtype)) {
+      } else if (t.scalar_type() != torch_dtype(l.dtype)) {
         throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
                               ", the records hold " + dtype_name(l.dtype));
       }
-      out.push_back(t.to(torch::kCPU, exact_dtype(l.dtype)).contiguous());
+      out.push_back(t.to(torch::kCPU, torch_dtype(l.dtype)).contiguous());
     }
   }
   if (s.engine && !s.engine_checked && m > 0) {

@@ -43,8 +43,6 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   }
 }
 
-namespace {
-
 torch::ScalarType torch_dtype(Dtype dtype) {
   switch (dtype) {
     case Dtype::kFloat32: return torch::kFloat32;
@@ -56,7 +54,6 @@ torch::ScalarType torch_dtype(Dtype dtype) {
   throw std::invalid_argument("unknown dtype");
 }
 
-// Decodes one record tensor into `out` (numel() values of its dtype).
 void decode_into(const RecordTensor& t, void* out) {
   if (t.dtype == Dtype::kFloat32) {
     decode_tensor(t, static_cast<float*>(out));
@@ -64,6 +61,8 @@ void decode_into(const RecordTensor& t, void* out) {
     decode_exact(t, out);
   }
 }
+
+namespace {
 
 // [n, ...max over the samples of each dimension], zeros, with samples[i] copied to row i.
 torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::ScalarType dtype) {

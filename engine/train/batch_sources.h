@@ -12,12 +12,19 @@
 #include <vector>
 
 #include "cache/activation_store.h"
+#include "cache/record.h"
 #include "engine/data/augment.h"
 #include "engine/data/dataset.h"
 #include "engine/models/block_model.h"
 #include "engine/train/batch.h"
 
 namespace recycle {
+
+// The LibTorch dtype of a record tensor's dtype.
+torch::ScalarType torch_dtype(Dtype dtype);
+// Decodes one record tensor into `out`: numel() values of its dtype (float32 from its codec,
+// the others exactly).
+void decode_into(const RecordTensor& t, void* out);
 
 // Samples 0..size()-1 of a split, loaded a batch at a time. Not thread safe.
 class BatchSource {

@@ -1,8 +1,9 @@
 // Reading a cache split from a program (the Python package's recycle.CachedDataset and
 // recycle.CachedLoader are these): SplitReader gives the samples at any positions, in the order
 // the split was built; CacheLoader gives batches in a seeded, per-rank order (DistributedSampler
-// semantics, engine/data/sampler.h), decoded ahead on a background thread. Both open the cache
-// read-only: safe beside a running build (they see the batches written before they opened).
+// semantics, engine/data/sampler.h), decoded ahead on a background thread; KeyedReader gives the
+// records of a batch of inputs by their keys. All open the cache read-only: safe beside a
+// running build (they see the batches written before they opened).
 //
 // Tensors are LibTorch's at::Tensor, declared here only: include <torch/torch.h> (or
 // <torch/extension.h>) where they are used. What a read gives: per tensor of the cache's record
@@ -102,6 +103,33 @@ class CacheLoader {
   // are the caller's to keep: the loader decodes into a buffer again only when nothing else
   // refers to it.
   bool next(std::vector<at::Tensor>* tensors, at::Tensor* labels);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Records by content, for inference from the cache in a program (the Python package's
+// recycle.CachedPrefix is this): a batch of inputs is keyed by the cache's own keyer exactly as
+// a program's build keys them (CacheWriter::add_chunk: each row's dtype, shape and bytes), and
+// the keys are looked up with one MultiGet, whatever split stored them. The caller runs its
+// prefix on the misses. Opens the cache read-only. Thread safe: lookups are served one at a time.
+// Refused (InvalidArgument): a cache keyed by sample id (its keys say nothing of content), and a
+// cache whose records vary in shape (a text cache: recycle-predict serves it, keyed by text).
+class KeyedReader {
+ public:
+  KeyedReader(const std::string& cache_dir, int64_t block_cache_mb = 32);
+  ~KeyedReader();
+  KeyedReader(const KeyedReader&) = delete;
+  KeyedReader& operator=(const KeyedReader&) = delete;
+
+  std::vector<std::string> tensor_names() const;  // the record layout's, in order
+  std::string manifest_json() const;              // the cache's manifest, as stored
+  // inputs: [n, ...] with the batch as dimension 0 (any device; a per-sample shape other than
+  // the cache's input shape is InvalidArgument). (*tensors)[j] is the layout's tensor j
+  // [n, ...] on the CPU, the hits' rows decoded (as SplitReader::read decodes them), the
+  // misses' rows zero; *hits is bool [n]. Fresh tensors: the caller owns them.
+  void lookup(const at::Tensor& inputs, std::vector<at::Tensor>* tensors, at::Tensor* hits);
 
  private:
   struct Impl;

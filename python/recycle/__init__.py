@@ -7,6 +7,7 @@ tools) builds, stores, verifies and serves the frozen prefix's activations:
     recycle.build("cache", train_set, prefix)          # prefix: any nn.Module or callable
     ds = recycle.CachedDataset("cache")                 # ds[i] -> (activation, label)
     for x, y in recycle.CachedLoader("cache", "train", batch_size=128): ...
+    cached = recycle.CachedPrefix("cache", prefix)      # head(cached(x)): misses run prefix
 
 See docs/python.md. Errors are Python exceptions carrying the engine's one-line message:
 ValueError for bad arguments, StaleCacheError for a cache built for another prefix or
@@ -19,7 +20,7 @@ from .cache import inspect, verify
 from .dataset import CachedDataset
 from .loader import CachedLoader
 from .build import build
-from .predict import predict
+from .predict import predict, CachedPrefix
 
 __all__ = ["build", "CachedDataset", "CachedLoader", "inspect", "verify", "predict",
-           "StaleCacheError", "CorruptRecordError"]
+           "CachedPrefix", "StaleCacheError", "CorruptRecordError"]

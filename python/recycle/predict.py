@@ -1,8 +1,14 @@
-"""recycle.predict: a trained head's predictions from the cache, as recycle-predict makes them."""
+"""Inference from the cache: recycle.predict (a saved head's predictions, as recycle-predict
+makes them) and recycle.CachedPrefix (your prefix's outputs for your batches, from the cache
+where it holds them)."""
 import json
 import os
 
+import torch
+
 from . import _native
+from .build import _identity, _outputs
+from .cache import _path
 
 
 def _text(name, value):
@@ -37,3 +43,81 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
     if report.get("accuracy", -1) is not None and report.get("accuracy", -1) < 0:
         report["accuracy"] = None
     return report
+
+
+class CachedPrefix:
+    """prefix(inputs), from the cache where it holds them: for inference in your own loop,
+    with your own head (`head(cached(x))`).
+
+    `path` is a cache that recycle.build filled from `prefix` (the same module and weights, or
+    the same callable and model_id: refused with StaleCacheError otherwise, as build refuses
+    them). A call keys the batch `inputs` ([n, ...], the batch as dimension 0) exactly as build
+    keys its inputs, reads the samples the cache holds (hits) with one lookup, runs `prefix` on
+    the others alone (misses; eval mode, no_grad, on the prefix's device), and returns what
+    CachedDataset gives: a tensor [n, ...] (float32 from the codec), or a dict of named tensors
+    when the records hold several, on the device of `inputs`. Nothing is written: build again to
+    store the misses. .hits and .misses count the samples so far. A cache keyed by sample id
+    (keyer="id"), and one whose records vary in shape (a text cache of recycle-build: use
+    recycle.predict), are refused with ValueError."""
+
+    def __init__(self, path, prefix, model_id=None, block_cache_mb=32):
+        if not callable(prefix):
+            raise ValueError(f"prefix must be an nn.Module or a callable, not {type(prefix).__name__}")
+        if isinstance(block_cache_mb, bool) or not isinstance(block_cache_mb, int):
+            raise ValueError(f"block_cache_mb must be an int, not {block_cache_mb!r}")
+        self.path = _path(path)
+        self._reader = _native.KeyedReader(self.path, block_cache_mb)
+        self.names = list(self._reader.tensor_names())
+        manifest = json.loads(self._reader.manifest_json())
+        model, fingerprint = _identity(prefix, model_id)
+        stored = (manifest.get("model", ""), manifest.get("fingerprint", ""))
+        if not stored[0].startswith("python:"):
+            raise ValueError(f"cache {self.path} was built for engine model {stored[0]}, not by "
+                             "recycle.build from a Python prefix: serve it with recycle.predict")
+        if stored != (model, fingerprint):
+            what = "model" if stored[0] != model else "prefix fingerprint (weights)"
+            have, want = (stored[0], model) if what == "model" else (stored[1], fingerprint)
+            raise _native.StaleCacheError(
+                f"cache {self.path} was built for another prefix: {what}: the cache has {have}, "
+                f"this prefix is {want}")
+        self.prefix = prefix
+        self.hits = 0
+        self.misses = 0
+
+    def __call__(self, inputs):
+        if not isinstance(inputs, torch.Tensor):
+            raise ValueError(f"inputs must be a tensor, not {type(inputs).__name__}")
+        tensors, hit = self._reader.lookup(inputs)
+        miss = (~hit).nonzero().flatten()
+        if len(miss) > 0:
+            self._compute(inputs, miss, tensors)
+        self.hits += int(hit.sum())
+        self.misses += len(miss)
+        tensors = [t.to(inputs.device) for t in tensors]
+        return tensors[0] if len(tensors) == 1 else dict(zip(self.names, tensors))
+
+    def _compute(self, inputs, miss, tensors):
+        """The prefix on the misses' rows, written into their rows of `tensors`."""
+        module = self.prefix if isinstance(self.prefix, torch.nn.Module) else None
+        device = None
+        if module is not None:
+            params = list(module.parameters()) or list(module.buffers())
+            device = params[0].device if params else None
+        was_training = module.training if module is not None else False
+        if module is not None:
+            module.eval()
+        try:
+            x = inputs[miss.to(inputs.device)]
+            with torch.no_grad():
+                out = _outputs(self.prefix(x.to(device) if device is not None else x))
+        finally:
+            if module is not None:
+                module.train(was_training)
+        if [name for name, _ in out] != self.names:
+            raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
+                             f"hold {self.names}")
+        for (name, o), t in zip(out, tensors):
+            if tuple(o.shape) != (len(miss),) + tuple(t.shape[1:]):
+                raise ValueError(f"the prefix's output '{name}' has shape {tuple(o.shape[1:])} per "
+                                 f"sample, the cache's records {tuple(t.shape[1:])}")
+            t[miss] = o.detach().to("cpu", t.dtype)

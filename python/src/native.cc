@@ -1,5 +1,5 @@
 // recycle._native: the pybind11 module under the Python package `recycle` (python/recycle/).
-// It binds include/recycle/ and nothing else: SplitReader and CacheLoader (reader.h),
+// It binds include/recycle/ and nothing else: SplitReader, CacheLoader and KeyedReader (reader.h),
 // CacheWriter and tensors_fingerprint (writer.h), inspect and verify (cache.h), predict
 // (predict.h). Tensors cross
 // as torch.Tensor without copies (torch's own caster, <torch/extension.h>).
@@ -170,6 +170,27 @@ PYBIND11_MODULE(_native, m) {
         if (!more) return py::none();
         return py::make_tuple(tensors, labels);
       });
+
+  py::class_<recycle::KeyedReader>(m, "KeyedReader")
+      .def(py::init([](const std::string& dir, int64_t block_cache_mb) {
+             py::gil_scoped_release release;
+             return std::make_unique<recycle::KeyedReader>(dir, block_cache_mb);
+           }),
+           py::arg("path"), py::arg("block_cache_mb"))
+      .def("tensor_names", &recycle::KeyedReader::tensor_names)
+      .def("manifest_json", &recycle::KeyedReader::manifest_json)
+      .def(
+          "lookup",
+          [](recycle::KeyedReader& r, const at::Tensor& inputs) {
+            Tensors tensors;
+            at::Tensor hits;
+            {
+              py::gil_scoped_release release;
+              r.lookup(inputs, &tensors, &hits);
+            }
+            return py::make_tuple(tensors, hits);
+          },
+          py::arg("inputs"));
 
   py::class_<recycle::WriterTensor>(m, "WriterTensor")
       .def(py::init([](const std::string& name, const std::string& dtype,

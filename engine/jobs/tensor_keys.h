@@ -1,0 +1,24 @@
+// Keys of a batch of input tensors, one per row, as a program's build (CacheWriter,
+// include/recycle/writer.h) stores them and KeyedReader (include/recycle/reader.h) looks them
+// up: each row a TensorView of its dtype's name, shape and bytes, with its position as its id.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "keyers/key.h"
+#include "keyers/keyer.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace recycle {
+
+// Row i of `inputs` (contiguous, on the CPU, the batch as dimension 0) keyed by `keyer`, its id
+// first_id + i, into (*keys)[i]. Throws InvalidArgument for a dtype that cannot be keyed (not a
+// real, integer or bool one); what the keyer throws for an input it cannot key.
+void key_rows(const Keyer& keyer, const at::Tensor& inputs, int64_t first_id,
+              std::vector<Key>* keys);
+
+}  // namespace recycle
