@@ -15,7 +15,11 @@ option. Its first half, the stem, layer1 and layer2 (4 of its 8 residual blocks)
   3. it prints each run's test accuracy and median epoch time, and the speedups;
   4. a loader benchmark: epochs of batches from CachedLoader (its default block cache, and one
      a quarter of the split's size) against a DataLoader over the same activations already in
-     memory (a TensorDataset), taking turns epoch by epoch, medians of --bench-epochs.
+     memory (a TensorDataset), taking turns epoch by epoch, medians of --bench-epochs;
+  5. inference (rank 0): the trained head over the test images through recycle.CachedPrefix
+     (every image cached: hits; the same images flipped left-right: misses, run by the prefix)
+     against head(prefix(x)), taking turns, medians of --bench-epochs passes, and how many
+     predicted classes agree.
 
 Data-parallel, with DistributedSampler and DDP (Gloo), on 2 local processes:
 
@@ -268,12 +272,43 @@ def main():
         say(f"loader benchmark: {name} reads at {bench[name]['speed_vs_in_memory']:.2f}x the "
             "in-memory DataLoader's speed")
 
+    # 5. inference from the cache in this loop: the CachedLoader run's head over the test images,
+    # head(cached(x)) against head(prefix(x)); cached ones are hits, flipped ones misses.
+    infer = {}
+    if rank == 0:
+        head = runs["CachedLoader"].head.eval()
+        cached = recycle.CachedPrefix(a.cache, prefix)
+        images = test_set.tensors[0]
+        kinds = {"full model": (images, prefix), "CachedPrefix, all hits": (images, cached),
+                 "CachedPrefix, all misses": (images.flip(3), cached),
+                 "full model, flipped": (images.flip(3), prefix)}
+        passes = {name: [] for name in kinds}
+        classes = {}
+        with torch.no_grad():
+            for _ in range(a.bench_epochs):
+                for name, (x, run_prefix) in kinds.items():
+                    start = time.perf_counter()
+                    classes[name] = torch.cat([head(run_prefix(x[lo:lo + 256])).argmax(1)
+                                               for lo in range(0, len(x), 256)])
+                    passes[name].append(time.perf_counter() - start)
+        for name in kinds:
+            infer[name] = {"pass_s": passes[name], "median_pass_s": statistics.median(passes[name])}
+            say(f"inference: {name:26s} pass s " + " ".join(f"{t:.3f}" for t in passes[name]))
+        for name, full in (("CachedPrefix, all hits", "full model"),
+                           ("CachedPrefix, all misses", "full model, flipped")):
+            r = infer[name]
+            r["time_vs_full"] = r["median_pass_s"] / infer[full]["median_pass_s"]
+            r["same_class"] = int((classes[name] == classes[full]).sum())
+            say(f"inference: {name} takes {r['time_vs_full']:.2f}x the full model's time, "
+                f"same class for {r['same_class']} of {len(images)}")
+        infer["hits"], infer["misses"] = cached.hits, cached.misses
+
     if rank == 0 and a.json:
         with open(a.json, "w") as f:
             json.dump({"world": world, "threads": torch.get_num_threads(), "train": a.train,
                        "test": a.test, "epochs": a.epochs, "batch": a.batch, "width": a.width,
                        "codec": a.codec, "build_s": build_s, "runs": results,
-                       "loader_bench": bench}, f, indent=1)
+                       "loader_bench": bench, "inference": infer}, f, indent=1)
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -89,7 +89,9 @@ class CachedPrefix:
             raise ValueError(f"inputs must be a tensor, not {type(inputs).__name__}")
         tensors, hit = self._reader.lookup(inputs)
         miss = (~hit).nonzero().flatten()
-        if len(miss) > 0:
+        if len(miss) == len(inputs) and len(miss) > 0:
+            tensors = self._compute(inputs, None, tensors)  # every row a miss: no gather, no scatter
+        elif len(miss) > 0:
             self._compute(inputs, miss, tensors)
         self.hits += int(hit.sum())
         self.misses += len(miss)
@@ -97,7 +99,8 @@ class CachedPrefix:
         return tensors[0] if len(tensors) == 1 else dict(zip(self.names, tensors))
 
     def _compute(self, inputs, miss, tensors):
-        """The prefix on the misses' rows, written into their rows of `tensors`."""
+        """The prefix on the misses' rows, written into their rows of `tensors` (returned); with
+        miss None, on every row, its outputs returned in place of `tensors`."""
         module = self.prefix if isinstance(self.prefix, torch.nn.Module) else None
         device = None
         if module is not None:
@@ -107,7 +110,7 @@ class CachedPrefix:
         if module is not None:
             module.eval()
         try:
-            x = inputs[miss.to(inputs.device)]
+            x = inputs if miss is None else inputs.index_select(0, miss.to(inputs.device))
             with torch.no_grad():
                 out = _outputs(self.prefix(x.to(device) if device is not None else x))
         finally:
@@ -116,8 +119,13 @@ class CachedPrefix:
         if [name for name, _ in out] != self.names:
             raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
                              f"hold {self.names}")
+        rows = len(x)
         for (name, o), t in zip(out, tensors):
-            if tuple(o.shape) != (len(miss),) + tuple(t.shape[1:]):
+            if tuple(o.shape) != (rows,) + tuple(t.shape[1:]):
                 raise ValueError(f"the prefix's output '{name}' has shape {tuple(o.shape[1:])} per "
                                  f"sample, the cache's records {tuple(t.shape[1:])}")
-            t[miss] = o.detach().to("cpu", t.dtype)
+        if miss is None:
+            return [o.detach().to(dtype=t.dtype) for (_, o), t in zip(out, tensors)]
+        for (_, o), t in zip(out, tensors):
+            t.index_copy_(0, miss, o.detach().to("cpu", t.dtype))
+        return tensors

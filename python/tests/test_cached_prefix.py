@@ -45,6 +45,12 @@ def test_hits_read_the_cache_and_only_misses_run_the_prefix(tmp_path):
         want = net.net(mixed)
     assert torch.allclose(out, want, atol=1e-6)
 
+    # Every row a miss: the prefix's outputs as they are.
+    out = cached(xn)
+    assert net.seen == built + 100
+    assert (cached.hits, cached.misses) == (250, 100)
+    assert torch.allclose(out, want[1::2], atol=1e-6)
+
 
 def test_several_outputs_come_back_by_name_and_fp16_hits_are_rounded(tmp_path):
     data, net = make_data(n=100), Counting(prefix(), two=True)

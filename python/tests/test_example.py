@@ -31,3 +31,9 @@ def test_the_example_alone_and_with_ddp_on_two_processes(tmp_path):
         # where gradients are summed; 3 epochs of 3,000 samples reach about 0.7.
         assert a > 0.5 and d > 0.5, (name, a, d)
         assert abs(a - d) <= 0.1, (name, a, d)
+    # Inference through CachedPrefix: the cached test images are hits, the flipped ones misses;
+    # both predict what the full model predicts (fp16 records may flip a near tie).
+    infer = alone["inference"]
+    assert infer["hits"] == 1000 and infer["misses"] == 1000
+    assert infer["CachedPrefix, all hits"]["same_class"] >= 995
+    assert infer["CachedPrefix, all misses"]["same_class"] == 1000
