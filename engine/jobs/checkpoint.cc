@@ -60,7 +60,13 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
 std::string checkpoint_digest(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return "none";
-  return hash128(read_regular_file(path)).to_hex();
+  try {
+    return hash128(read_regular_file(path)).to_hex();
+  } catch (const std::runtime_error& e) {
+    // Every rank compares digests before any loads the file: a rank that cannot read it shows
+    // as a difference there, and the load names the reason.
+    return std::string("unreadable (") + e.what() + ")";
+  }
 }
 
 int64_t load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,

@@ -237,7 +237,13 @@ torch::Tensor text_head_inputs(const Lookup& l, const torch::Tensor& missed, con
     const torch::Tensor valid =
         computed.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
     for (size_t k = 0; k < keys; ++k) {
-      if (l.computed[k] >= 0) lengths[k] = valid.data_ptr<int64_t>()[l.computed[k]];
+      if (l.computed[k] < 0) continue;
+      lengths[k] = valid.data_ptr<int64_t>()[l.computed[k]];
+      if (lengths[k] < 1 || lengths[k] > computed.size(1)) {
+        throw std::logic_error("the text prefix's output has a mask of " +
+                               std::to_string(lengths[k]) + " valid positions of " +
+                               std::to_string(computed.size(1)));
+      }
     }
   }
   parallel_loop(static_cast<int64_t>(keys), [&](int64_t k) {

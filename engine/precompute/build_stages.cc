@@ -668,6 +668,13 @@ void SplitBuild::encode_chunk_outputs(const torch::Tensor& outputs, BuildChunk* 
         outputs.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
     const float* base = hidden.data_ptr<float>();
     const int64_t* len = lengths.data_ptr<int64_t>();
+    for (int64_t r = 0; r < m; ++r) {
+      if (len[r] < 1 || len[r] > length) {  // the mask channel is 1s then 0s (transformer.h)
+        throw std::logic_error("text prefix output " + std::to_string(r) + " has a mask of " +
+                               std::to_string(len[r]) + " valid positions of " +
+                               std::to_string(length));
+      }
+    }
     parallel_loop(m, [&](int64_t r) {
       try {
         chunk->records[r] =

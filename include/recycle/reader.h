@@ -116,6 +116,9 @@ class CacheLoader {
 // prefix on the misses. Opens the cache read-only. Thread safe: lookups are served one at a time.
 // Refused (InvalidArgument): a cache keyed by sample id (its keys say nothing of content), and a
 // cache whose records vary in shape (a text cache: recycle-predict serves it, keyed by text).
+// The inputs must be what the build keyed: recycle-build keys images as read (uint8 pixels
+// before preprocessing), so preprocessed float32 images of such a cache all miss; a program's
+// build (CacheWriter) keys the tensors it was given.
 class KeyedReader {
  public:
   KeyedReader(const std::string& cache_dir, int64_t block_cache_mb = 32);

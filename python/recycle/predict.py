@@ -51,14 +51,15 @@ class CachedPrefix:
 
     `path` is a cache that recycle.build filled from `prefix` (the same module and weights, or
     the same callable and model_id: refused with StaleCacheError otherwise, as build refuses
-    them). A call keys the batch `inputs` ([n, ...], the batch as dimension 0) exactly as build
+    them; checked when CachedPrefix is made, so do not change the prefix's weights after).
+    Caches that carry an engine model's identity (recycle-build's, or build's with engine_model
+    or engine_weights) are refused with ValueError: recycle.predict serves them. A call keys the batch `inputs` ([n, ...], the batch as dimension 0) exactly as build
     keys its inputs, reads the samples the cache holds (hits) with one lookup, runs `prefix` on
     the others alone (misses; eval mode, no_grad, on the prefix's device), and returns what
     CachedDataset gives: a tensor [n, ...] (float32 from the codec), or a dict of named tensors
     when the records hold several, on the device of `inputs`. Nothing is written: build again to
     store the misses. .hits and .misses count the samples so far. A cache keyed by sample id
-    (keyer="id"), and one whose records vary in shape (a text cache of recycle-build: use
-    recycle.predict), are refused with ValueError."""
+    (keyer="id"), and one whose records vary in shape, are refused with ValueError."""
 
     def __init__(self, path, prefix, model_id=None, block_cache_mb=32):
         if not callable(prefix):
@@ -72,8 +73,10 @@ class CachedPrefix:
         model, fingerprint = _identity(prefix, model_id)
         stored = (manifest.get("model", ""), manifest.get("fingerprint", ""))
         if not stored[0].startswith("python:"):
-            raise ValueError(f"cache {self.path} was built for engine model {stored[0]}, not by "
-                             "recycle.build from a Python prefix: serve it with recycle.predict")
+            raise ValueError(f"cache {self.path} holds the identity of engine model {stored[0]} "
+                             "(recycle-build, or recycle.build with engine_model or engine_weights), "
+                             "which a Python prefix cannot be checked against: serve it with "
+                             "recycle.predict")
         if stored != (model, fingerprint):
             what = "model" if stored[0] != model else "prefix fingerprint (weights)"
             have, want = (stored[0], model) if what == "model" else (stored[1], fingerprint)
@@ -106,7 +109,9 @@ class CachedPrefix:
         if module is not None:
             params = list(module.parameters()) or list(module.buffers())
             device = params[0].device if params else None
-        was_training = module.training if module is not None else False
+        # Each submodule's own mode, restored after (a model in train mode may hold frozen
+        # batch norms in eval mode).
+        modes = [(m, m.training) for m in module.modules()] if module is not None else []
         if module is not None:
             module.eval()
         try:
@@ -114,8 +119,8 @@ class CachedPrefix:
             with torch.no_grad():
                 out = _outputs(self.prefix(x.to(device) if device is not None else x))
         finally:
-            if module is not None:
-                module.train(was_training)
+            for m, training in modes:
+                m.training = training
         if [name for name, _ in out] != self.names:
             raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
                              f"hold {self.names}")

@@ -34,6 +34,6 @@ def test_the_example_alone_and_with_ddp_on_two_processes(tmp_path):
     # Inference through CachedPrefix: the cached test images are hits, the flipped ones misses;
     # both predict what the full model predicts (fp16 records may flip a near tie).
     infer = alone["inference"]
-    assert infer["hits"] == 1000 and infer["misses"] == 1000
+    assert infer["hits_per_pass"] == 1000 and infer["misses_per_pass"] == 1000
     assert infer["CachedPrefix, all hits"]["same_class"] >= 995
     assert infer["CachedPrefix, all misses"]["same_class"] == 1000

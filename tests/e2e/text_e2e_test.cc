@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,21 @@ TEST(TextTools, PredictServesATextCacheWithHitsAndMisses) {
   EXPECT_EQ(r.last["hits"], 20);
   EXPECT_EQ(r.last["misses"], 0);
   EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), accuracy);
+  // Row by row, the written-back misses predict what they predicted as misses.
+  auto preds = [](const std::string& csv) {  // the pred column (row,id,label,pred,...)
+    std::vector<std::string> out;
+    std::istringstream lines(csv);
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      size_t at = 0;
+      for (int field = 0; field < 3; ++field) at = line.find(',', at) + 1;
+      out.push_back(line.substr(at, line.find(',', at) - at));
+    }
+    return out;
+  };
+  EXPECT_EQ(preds(read_file(dir.file("m.csv"))), preds(first));
+  EXPECT_EQ(preds(first).size(), 20u);
 
   r = run(dir, "recycle-inspect", "--verify --json" + cache);
   ASSERT_EQ(r.code, 0) << describe(r);
