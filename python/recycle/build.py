@@ -24,6 +24,24 @@ def _outputs(out):
                      f"not {type(out).__name__}")
 
 
+def _eval_mode(prefix):
+    """Puts an nn.Module prefix in eval mode. Returns (device, restore): the device its inputs go
+    to (its first parameter's or buffer's; None for a callable or a module with neither), and a
+    function that gives every submodule back its own mode (a model in train mode may hold
+    frozen batch norms in eval mode)."""
+    if not isinstance(prefix, torch.nn.Module):
+        return None, lambda: None
+    params = list(prefix.parameters()) or list(prefix.buffers())
+    modes = [(m, m.training) for m in prefix.modules()]
+    prefix.eval()
+
+    def restore():
+        for m, training in modes:
+            m.training = training
+
+    return (params[0].device if params else None), restore
+
+
 def _dtype_name(name, t):
     if t.is_floating_point():
         return "float32"
@@ -267,13 +285,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         classes = getattr(dataset, "classes", None)
     class_names = [str(c) for c in classes] if classes is not None else []
 
-    module = prefix if isinstance(prefix, torch.nn.Module) else None
-    was_training = module.training if module is not None else False
-    device = None
-    if module is not None:
-        params = list(module.parameters()) or list(module.buffers())
-        device = params[0].device if params else None
-        module.eval()
+    device, restore_modes = _eval_mode(prefix)
     prefix_seconds = 0.0
 
     def run_prefix(x):
@@ -323,7 +335,6 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     finally:
         if writer is not None:
             writer.close()  # the cache's writer lock, released now whatever happened
-        if module is not None and was_training:
-            module.train()
+        restore_modes()
     report["prefix_seconds"] = prefix_seconds
     return report

@@ -7,7 +7,7 @@ import os
 import torch
 
 from . import _native
-from .build import _identity, _outputs
+from .build import _eval_mode, _identity, _outputs
 from .cache import _path
 
 
@@ -104,23 +104,13 @@ class CachedPrefix:
     def _compute(self, inputs, miss, tensors):
         """The prefix on the misses' rows, written into their rows of `tensors` (returned); with
         miss None, on every row, its outputs returned in place of `tensors`."""
-        module = self.prefix if isinstance(self.prefix, torch.nn.Module) else None
-        device = None
-        if module is not None:
-            params = list(module.parameters()) or list(module.buffers())
-            device = params[0].device if params else None
-        # Each submodule's own mode, restored after (a model in train mode may hold frozen
-        # batch norms in eval mode).
-        modes = [(m, m.training) for m in module.modules()] if module is not None else []
-        if module is not None:
-            module.eval()
+        device, restore_modes = _eval_mode(self.prefix)
         try:
             x = inputs if miss is None else inputs.index_select(0, miss.to(inputs.device))
             with torch.no_grad():
                 out = _outputs(self.prefix(x.to(device) if device is not None else x))
         finally:
-            for m, training in modes:
-                m.training = training
+            restore_modes()
         if [name for name, _ in out] != self.names:
             raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
                              f"hold {self.names}")

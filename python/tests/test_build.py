@@ -286,3 +286,11 @@ def test_progress_counts_the_samples_on_stderr_when_asked(tmp_path, capfd):
     assert "build train: 200/200 samples (100%) in " in err
     recycle.build(tmp_path / "d", data, net, batch_size=64, progress=False)
     assert capfd.readouterr().err == ""
+
+
+def test_build_leaves_every_submodule_in_its_own_mode(tmp_path):
+    net = prefix()
+    net.train()
+    net[1].eval()  # a frozen batch norm inside a model in train mode
+    recycle.build(tmp_path / "c", make_data(n=40), net, batch_size=16)
+    assert net.training and net[0].training and not net[1].training
