@@ -23,10 +23,11 @@ option. Its first half, the stem, layer1 and layer2 (4 of its 8 residual blocks)
 
 Data-parallel, with DistributedSampler and DDP (Gloo), on 2 local processes:
 
-    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
-        --redirects 1 --tee 1 examples/finetune_resnet18.py --epochs 2
+    torchrun --standalone --nproc_per_node 2 examples/finetune_resnet18.py --epochs 2
 
-(Debian's torch 1.13 launcher fails on Python 3.11 without --redirects 1 --tee 1.) Each rank
+(with Debian's torch 1.13, whose launcher fails on Python 3.11 without --redirects 1 --tee 1:
+/usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1
+examples/finetune_resnet18.py --epochs 2). Each rank
 computes its share of the cache and rank 0 writes it; each rank trains on its share of every
 epoch with the per-rank batch --batch / world size, so the global batch is the same as alone.
 Rank 0 evaluates and prints. --json FILE writes the figures.

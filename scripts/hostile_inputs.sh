@@ -194,6 +194,9 @@ PY
   }
   base=("$bin/recycle-train" --cache "$good" --split test --eval-split none --batch 10 --threads 1)
   dp=("${base[@]}" --epochs 1 --world-size 2 --timeout 20)
+  port=$(free_port)
+  case_ "a rank started by hand without RECYCLE_JOB_TOKEN" 2 "$good" env -u RECYCLE_JOB_TOKEN "${dp[@]}" --rank 0 --master "127.0.0.1:$port"
+  export RECYCLE_JOB_TOKEN=hostile-inputs  # every job below has one
   # rank1 PORT ARGS...: rank 1 of the job at 127.0.0.1:PORT in the background
   rank1() { local p=$1; shift; "${dp[@]}" --rank 1 --master "127.0.0.1:$p" "$@" >/dev/null 2>&1 & }
   port=$(free_port); rank1 "$port" --seed 2
@@ -224,8 +227,31 @@ PY
   case_ "--master at a host that does not resolve" 1 "$good" "${dp[@]}" --rank 1 --master no-such-host.invalid:29400
   case_ "--master with an IPv6 address without brackets" 2 "$good" "${dp[@]}" --rank 1 --master ::1:29400
   port=""
+  unset RECYCLE_JOB_TOKEN
 else
   echo "skipped: the data-parallel cases need python3"
+fi
+
+# Inputs that are not numbers: float32 npy arrays holding a NaN or an infinity (written with
+# python3's struct, no numpy needed).
+if command -v python3 >/dev/null 2>&1; then
+  for bad in nan inf; do
+    python3 - "$work/npy-$bad" "$bad" <<'PY'
+import os, struct, sys
+d, bad = sys.argv[1], float(sys.argv[2])
+os.makedirs(d, exist_ok=True)
+def npy(path, descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{s}, " for s in shape))
+    header += " " * (-(10 + len(header) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+vals = [0.5] * (4 * 28 * 28)
+vals[28 * 28 + 3] = bad
+npy(f"{d}/train_x.npy", "<f4", (4, 1, 28, 28), struct.pack(f"<{len(vals)}f", *vals))
+npy(f"{d}/train_y.npy", "|u1", (4,), bytes([0, 1, 0, 1]))
+PY
+    case_ "npy float32 inputs holding a $bad (sample 1)" 1 "$good" "$bin/recycle-build" --data "npy:$work/npy-$bad" --split train --recycle 0.5 --cache "$work/npy-$bad-cache"
+  done
 fi
 
 # Third reliability round (issue 30): TorchScript files, output paths, flags that need

@@ -54,6 +54,30 @@ inline std::string describe(const ToolRun& r) {
   return "exit " + std::to_string(r.code) + "\nstdout:\n" + r.out + "stderr:\n" + r.err;
 }
 
+// Sets an environment variable for its life (unsets it with a null value) and restores what
+// was there before. For the tools a test starts; not thread safe.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1); else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1); else unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// Ranks started by hand (--master HOST:PORT) need a job token: a test's ranks share this one.
+inline ScopedEnv test_job_token() { return ScopedEnv("RECYCLE_JOB_TOKEN", "recycle-tests"); }
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -52,7 +52,7 @@ int predict_main(int argc, char** argv) {
     const PredictReport r = run_predict(o);
     std::cout << "predicted " << r.samples << " samples: " << r.hits << " hits, " << r.misses
               << " misses";
-    if (r.written > 0) std::cout << " (" << r.written << " records written back)";
+    if (r.written_back > 0) std::cout << " (" << r.written_back << " records written back)";
     if (r.accuracy >= 0) std::cout << ", accuracy " << r.accuracy;
     std::cout << ", " << r.samples_per_s << " samples/s -> " << r.out << std::endl;
     if (o.compare_full) {

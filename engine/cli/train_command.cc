@@ -169,7 +169,14 @@ int train_main(int argc, char** argv) {
                 << r.resumed_epochs + r.epochs << ": loss " << r.epoch_loss[e] << ", "
                 << r.epoch_seconds[e] << " s" << std::endl;
     }
-    std::cout << r.mode << " training (recycle " << r.recycle << "): " << r.train_samples
+    // A script head trains on a cache of any prefix: its recycle ratio is not the engine's to say.
+    std::cout << r.mode << " training (";
+    if (o.script_head.empty()) {
+      std::cout << "recycle " << r.recycle;
+    } else {
+      std::cout << "script head";
+    }
+    std::cout << "): " << r.train_samples
               << " samples/epoch"
               << (r.views > 0 ? " (one of " + std::to_string(r.views) + " views each)" : "")
               << ", " << r.train_samples_per_s << " samples/s";

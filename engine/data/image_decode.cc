@@ -13,8 +13,21 @@ namespace recycle {
 
 namespace {
 
-// Larger images are refused before their pixels are allocated.
+// Larger images are refused before their pixels are allocated: at most this many per side, and
+// at most kMaxPixels in all (Pillow's MAX_IMAGE_PIXELS, where it warns of a decompression bomb:
+// a 2 MB PNG of zeros can declare 32768 x 32768 16-bit pixels). Memory in flight is then at
+// most 3 x kMaxPixels bytes (268 MB) per decoding thread.
 constexpr uint32_t kMaxSide = 1u << 15;
+constexpr uint64_t kMaxPixels = 89478485;
+
+void check_pixels(const std::string& path, const char* format, uint64_t w, uint64_t h) {
+  if (w * h > kMaxPixels) {
+    throw std::runtime_error(path + ": a " + format + " of " + std::to_string(w) + "x" +
+                             std::to_string(h) + " pixels (declared in its header) is more than the " +
+                             std::to_string(kMaxPixels) +
+                             " pixels an image may have (a decompression bomb, or resize it first)");
+  }
+}
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error(path + ": " + what);
@@ -40,6 +53,7 @@ DecodedImage decode_png(const std::string& bytes, const std::string& path) {
   check(spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size()), "buffer");
   spng_ihdr ihdr{};
   check(spng_get_ihdr(ctx.get(), &ihdr), "header");
+  check_pixels(path, "PNG", ihdr.width, ihdr.height);
   const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE ||
                     ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA;
   // 8-bit gray decodes as is; everything else as RGB8 (gray of other depths then keeps one
@@ -92,6 +106,7 @@ DecodedImage decode_jpeg(const std::string& bytes, const std::string& path) {
     fail(path, "JPEG of " + std::to_string(w) + "x" + std::to_string(h) +
                    " pixels (at most " + std::to_string(kMaxSide) + " per side)");
   }
+  check_pixels(path, "JPEG", static_cast<uint64_t>(w), static_cast<uint64_t>(h));
   DecodedImage img;
   img.height = h;
   img.width = w;

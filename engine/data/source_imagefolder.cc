@@ -1,7 +1,9 @@
 // imagefolder:DIR: torchvision's ImageFolder layout. The classes are DIR's sub-folders in
 // sorted order (labels 0, 1, ...); a class's samples are the .png, .jpg and .jpeg files under
 // its folder (sub-folders included, as os.walk sorted), other files are ignored and counted.
-// --split NAME reads DIR/NAME/ when that folder exists, else DIR is the split. Files are decoded
+// --split NAME reads DIR/NAME/ when that folder exists; else DIR is the split when NAME is train
+// or DIR is itself named NAME, and any other NAME is refused (it would read the training images
+// again). Files are decoded
 // (image_decode.h) and transformed (--transform, image_transform.h) when they are read, a chunk
 // at a time and in parallel: memory holds the list of files, never the split's pixels.
 #include <algorithm>
@@ -145,9 +147,30 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
   }
   fs::path root = path;
   const std::string& split = options.split;
-  if (!split.empty() && split.find('/') == std::string::npos && split != "." && split != ".." &&
-      fs::is_directory(root / split, ec)) {
+  const bool named = !split.empty() && split.find('/') == std::string::npos && split != "." &&
+                     split != "..";
+  const fs::path normal = root.lexically_normal();  // "DIR/" -> its name from the parent
+  const std::string own_name =
+      (normal.has_filename() ? normal.filename() : normal.parent_path().filename()).string();
+  if (named && fs::is_directory(root / split, ec)) {
     root /= split;
+  } else if (named && split != "train" && own_name != split) {
+    // Without DIR/SPLIT, DIR's folders are classes: another split would be the training images
+    // again (and "test accuracy" measured on them). The split's own folder, named SPLIT, says
+    // which images it holds.
+    std::vector<std::string> folders;
+    for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+      if (e.is_directory()) folders.push_back(e.path().filename().string());
+    }
+    std::sort(folders.begin(), folders.end());
+    if (folders.size() > 4) folders.resize(4), folders.push_back("...");
+    std::string listed;
+    for (const std::string& f : folders) listed += (listed.empty() ? "" : ", ") + f;
+    throw std::invalid_argument(
+        "imagefolder:" + path + " has no folder '" + split + "' (its folders " + listed +
+        " are classes, so split '" + split + "' would be the training images again): put its "
+        "images in " + (root / split).string() + "/<class>/, or give the split's own folder, "
+        "named " + split + ", as --data imagefolder:PATH/" + split);
   }
   files->root = root.string();
 

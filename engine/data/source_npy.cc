@@ -125,7 +125,8 @@ void check_size(const std::string& path, const NpyHeader& h, int64_t item) {
 
 class NpyReader : public PixelReader {
  public:
-  NpyReader(std::string path, uint64_t offset, int64_t item) : path_(std::move(path)), offset_(offset), item_(item) {
+  NpyReader(std::string path, uint64_t offset, int64_t item, bool floats)
+      : path_(std::move(path)), offset_(offset), item_(item), floats_(floats) {
     fd_ = ::open(path_.c_str(), O_RDONLY);
     if (fd_ < 0) bad(path_, std::string("cannot read: ") + std::strerror(errno));
   }
@@ -144,30 +145,46 @@ class NpyReader : public PixelReader {
         at += static_cast<uint64_t>(got);
         left -= got;
       }
+      if (floats_) check_finite(rows[i], out + i * item_);
     }
   }
 
  private:
+  // A NaN or an infinity would be keyed as it is and give the prefix's output for it (or a 0 in
+  // its place, by some kernels) a record: refused, naming the sample.
+  void check_finite(int64_t row, const uint8_t* bytes) const {
+    for (int64_t k = 0; k < item_; k += 4) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes + k, 4);  // little-endian float32 (checked with the header)
+      if (((bits >> 23) & 0xffu) == 0xffu) {
+        bad(path_, "sample " + std::to_string(row) + " holds " + ((bits & 0x7fffffu) ? "NaN" : "an infinity") +
+                       " at value " + std::to_string(k / 4) + " (non-finite inputs are refused)");
+      }
+    }
+  }
+
   std::string path_;
   uint64_t offset_;
   int64_t item_;
+  bool floats_;
   int fd_ = -1;
 };
 
 class NpyPixels : public PixelSource {
  public:
-  NpyPixels(std::string path, uint64_t offset, int64_t rows, int64_t item)
-      : path_(std::move(path)), offset_(offset), rows_(rows), item_(item) {}
+  NpyPixels(std::string path, uint64_t offset, int64_t rows, int64_t item, bool floats)
+      : path_(std::move(path)), offset_(offset), rows_(rows), item_(item), floats_(floats) {}
   std::string where() const override { return path_; }
   std::unique_ptr<PixelReader> open(const std::vector<int64_t>&, int64_t max_row) const override {
     if (max_row >= rows_) bad(path_, "its header changed since the dataset was read");
-    return std::make_unique<NpyReader>(path_, offset_, item_);
+    return std::make_unique<NpyReader>(path_, offset_, item_, floats_);
   }
 
  private:
   std::string path_;
   uint64_t offset_;
   int64_t rows_, item_;
+  bool floats_;  // float32 values (checked finite as they are read)
 };
 
 // The labels of y.npy as int64.
@@ -238,7 +255,7 @@ SourceData load(const std::string& dir, const DatasetOptions& options, bool stre
   for (int64_t c = 0; c < classes; ++c) d.class_names.push_back(std::to_string(c));
   d.ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) d.ids[i] = split + "/" + std::to_string(i);
-  out.source = std::make_shared<NpyPixels>(x, h.data_offset, n, item);
+  out.source = std::make_shared<NpyPixels>(x, h.data_offset, n, item, is_float);
   (void)stream;  // loaded whole, load_dataset reads every row through the source
   return out;
 }

@@ -16,11 +16,10 @@
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/distributed/process_group.h"
 
 namespace recycle {
 
@@ -249,12 +248,9 @@ DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue
   heartbeat_.stop = &stop_;
   heartbeat_.thread = std::thread([this] { heartbeat_loop(); });
 
-  auto gloo =
-      c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(options.timeout_seconds));
   try {
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(device_host_));
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_, gloo);
+    group_ = make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_,
+                             std::chrono::seconds(options.timeout_seconds), device_host_);
   } catch (const std::exception& e) {
     // Every rank came to the rendezvous: name the one lost since, if any (heartbeat_ stops
     // with this object's members).
@@ -279,6 +275,14 @@ void DistContext::open_store(const MasterAddress& address) {
     device_host_ = "127.0.0.1";
     return;
   }
+  if (job_token_from_environment().empty()) {
+    // A store other hosts can reach: without a token any of them could join the job.
+    throw std::invalid_argument(
+        std::string("ranks started by hand (--master HOST:PORT) need ") + kJobTokenVariable +
+        ", the same secret on every rank, so that no other host can join the job: export " +
+        kJobTokenVariable + "=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n') and give "
+        "it to each rank (--nproc N makes one for its local workers)");
+  }
   const Resolved resolved = resolve(address.host, address.port);
   // Without a launcher (ranks started by hand on several machines) rank 0 hosts the store.
   const bool server = rank_ == 0 && !options_.store_hosted_elsewhere;
@@ -286,14 +290,9 @@ void DistContext::open_store(const MasterAddress& address) {
                              " is already in use (another program or job listens there: give "
                              "--master another port)";
   if (server && port_in_use(address.port)) throw std::runtime_error(in_use);
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(address.port);
-  so.isServer = server;
-  so.numWorkers = c10::nullopt;
-  so.waitWorkers = false;
-  so.timeout = timeout;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(address.host, so);
+    store_ = make_tcp_store(address.host, address.port, server, resolved.text, resolved.family,
+                            timeout);
   } catch (const std::exception& e) {
     const std::string what = first_line(e.what());
     if (server && what.find("ddress already in use") != std::string::npos) {

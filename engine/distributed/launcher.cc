@@ -17,6 +17,7 @@
 
 #include "base/strings.h"
 #include "engine/distributed/dist_options.h"
+#include "engine/util/cores.h"
 
 namespace recycle {
 
@@ -83,7 +84,7 @@ struct Worker {
 
 int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>& args) {
   if (o.nproc < 1) throw std::invalid_argument("--nproc must be at least 1");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   const int total = o.threads > 0 ? o.threads : cores;
   const int per_worker = std::max(1, total / o.nproc);
   if (o.nproc > total) {

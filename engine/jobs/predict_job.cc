@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,51 @@
 
 namespace recycle {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where --out is written: through a symbolic link (a chain of them) to its target, as cp and a
+// shell's > do, so the link stays. Refuses, naming the flag, an output that is one of the run's
+// input files (--head, --weights, a --data file), the --data directory or inside the cache: the
+// rows would replace what the run reads. Paths are compared as files (fs::equivalent) where they
+// exist, and by their canonical form otherwise.
+std::string output_target(const PredictOptions& o) {
+  fs::path out = o.out;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(out, ec)); ++hops) {
+    const fs::path link = fs::read_symlink(out, ec);
+    if (ec) break;
+    out = link.is_absolute() ? link : out.parent_path() / link;
+  }
+  const fs::path canonical = fs::weakly_canonical(out, ec);
+  const fs::path target = ec ? out : canonical;
+  auto is = [&](const std::string& input) {
+    std::error_code e;
+    return !input.empty() && fs::exists(input, e) && fs::exists(target, e) &&
+           fs::equivalent(target, input, e);
+  };
+  const std::string why = " (the rows would replace what this run reads): give another --out";
+  if (is(o.head)) throw InvalidArgument("--out " + o.out + " is the --head file" + why);
+  if (is(o.weights)) throw InvalidArgument("--out " + o.out + " is the --weights file" + why);
+  const size_t colon = o.data.spec.find(':');
+  if (colon != std::string::npos && is(o.data.spec.substr(colon + 1))) {
+    throw InvalidArgument("--out " + o.out + " is the --data file" + why);
+  }
+  std::error_code e;
+  const fs::path cache = fs::weakly_canonical(o.cache_dir, e);
+  if (!e) {
+    const auto [c, t] = std::mismatch(cache.begin(), cache.end(), target.begin(), target.end());
+    if (c == cache.end()) {
+      throw InvalidArgument("--out " + o.out + " is inside the cache " + o.cache_dir +
+                            ": give an --out outside it");
+    }
+  }
+  return target.string();
+}
+
+}  // namespace
+
 void PredictOptions::validate() const {
   auto need = [](const std::string& value, const char* flag) {
     if (value.empty()) throw InvalidArgument(std::string(flag) + " is required");
@@ -43,6 +89,7 @@ void PredictOptions::validate() const {
   need(out, "--out FILE.jsonl|FILE.csv");
   data.validate();
   output_format(out);  // throws for another extension
+  output_target(*this);  // throws for an output that is an input or inside the cache
   if (batch < 1) throw InvalidArgument("--batch must be at least 1");
   if (top_k < 0) throw InvalidArgument("--top-k must be 0 (every class) or more");
   if (threads < 0) throw InvalidArgument("--threads must be 0 (every core) or more");
@@ -53,7 +100,7 @@ std::string PredictReport::to_json() const {
                       {"samples", samples},
                       {"hits", hits},
                       {"misses", misses},
-                      {"written", written},
+                      {"written_back", written_back},
                       {"correct", correct},
                       {"seconds", seconds},
                       {"predict_seconds", predict_seconds},
@@ -316,7 +363,7 @@ PredictReport run_predict(const PredictOptions& o) {
   report.out = o.out;
   // The output first: a directory it cannot be written in fails before any work. Rows go to a
   // temporary file that replaces o.out only when every row is written.
-  AtomicFile out_file(o.out);
+  AtomicFile out_file(output_target(o));
   std::ofstream out(out_file.temp_path(), std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
 
@@ -380,7 +427,7 @@ PredictReport run_predict(const PredictOptions& o) {
     torch::Tensor missed;
     if (!c.compute_pos.empty()) {
       missed = s.chunk_prefix_outputs(s.chunk_inputs(&c));
-      if (o.write_back) report.written += write_back(s, *store, &m, l, missed, &c);
+      if (o.write_back) report.written_back += write_back(s, *store, &m, l, missed, &c);
     }
     const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, text).to(device);
     const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();
@@ -411,7 +458,7 @@ PredictReport run_predict(const PredictOptions& o) {
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
   out.close();
   out_file.commit();
-  if (o.write_back && report.written > 0) store->flush().throw_if_error();
+  if (o.write_back && report.written_back > 0) store->flush().throw_if_error();
 
   report.samples = n;
   report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/models/memory_format.h"
+#include "engine/models/torch_compat.h"
 
 namespace recycle {
 
@@ -84,7 +85,7 @@ struct FoldedConv {
   explicit operator bool() const { return !conv.is_empty(); }
   // oneDNN's convolution takes explicit padding sizes only.
   const torch::ExpandingArray<2>* explicit_padding() const {
-    return c10::get_if<torch::ExpandingArray<2>>(&conv->options.padding());
+    return compat::get_if<torch::ExpandingArray<2>>(&conv->options.padding());
   }
   // Reorders the weights for oneDNN; needs explicit_padding().
   void use_mkldnn() {

@@ -6,6 +6,7 @@
 
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
+#include "engine/util/cores.h"
 
 namespace recycle {
 
@@ -18,7 +19,7 @@ constexpr const char* kShapeOptions[] = {"in_channels", "in_height", "in_width"}
 
 void set_thread_count(int threads) {
   if (threads < 0) throw std::invalid_argument("--threads must be 0 (all cores) or positive");
-  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = threads > 0 ? threads : usable_cores();
   torch::set_num_threads(n);
   omp_set_num_threads(n);
 }

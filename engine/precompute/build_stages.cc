@@ -84,6 +84,24 @@ void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vec
   });
 }
 
+// A streamed split's files are read twice: to key them, then to compute the ones with no
+// record. A file that changed in between would store one image's activation under the other's
+// key, forever. `read` holds what the compute pass read for `positions`; its keys must be the
+// ones the key pass made (`keys`, by position), or the build stops naming the sample.
+void require_keyed_content(const Dataset& read, const int64_t* positions, int64_t n,
+                           const std::vector<Key>& keys, const Keyer& keyer, const std::string& where) {
+  if (keys.empty()) return;  // nothing keyed on this rank to compare with
+  std::vector<Key> now(static_cast<size_t>(n));
+  key_range(read, keyer, 0, &now);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(now[i] == keys[static_cast<size_t>(positions[i])])) {
+      throw std::runtime_error(where + ": sample " + read.ids[static_cast<size_t>(i)] +
+                               " changed while the build ran (its content is not what was keyed): "
+                               "nothing of its chunk was stored; run the build again");
+    }
+  }
+}
+
 // Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
 // The samples whose file was skipped (--on-bad-file skip) go to *skipped (their keys are of
 // zeros: the caller drops them).
@@ -454,6 +472,10 @@ Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
                   static_cast<size_t>(item));
     }
   }
+  if (streamed_.streamed()) {
+    require_keyed_content(base, distinct.data(), static_cast<int64_t>(distinct.size()), keys_,
+                          *keyer_, streamed_.file);
+  }
   Dataset out = samples_like(data_);
   const int64_t item = data_.item_bytes();
   out.pixels.resize(static_cast<size_t>(m * item));
@@ -626,6 +648,7 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
                              ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
                              : chunk_samples(*chunk, chunk->compute_pos);
     if (images_) require_no_skips(*images_);
+    require_keyed_content(read, chunk->compute_pos.data(), m, keys_, *keyer_, streamed_.file);
     return image_batch(read, all.data(), m, device);
   }
   return image_batch(data_, chunk->compute_pos.data(), m, device);

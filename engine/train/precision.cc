@@ -2,6 +2,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "engine/models/torch_compat.h"
+
 #include <stdexcept>
 
 namespace recycle {
@@ -15,30 +17,19 @@ bool cpu_has_bf16_instructions() {
 }
 
 AutocastScope::AutocastScope(Precision precision, c10::DeviceType device)
-    : active_(precision == Precision::kBf16), cpu_(device == c10::DeviceType::CPU) {
+    : active_(precision == Precision::kBf16),
+      device_(device == c10::DeviceType::CPU ? c10::DeviceType::CPU : c10::DeviceType::CUDA) {
   if (!active_) return;
-  if (cpu_) {
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
-  } else {
-    was_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-  }
+  was_enabled_ = compat::autocast_enabled(device_);
+  previous_dtype_ = compat::autocast_dtype(device_);
+  compat::set_autocast_dtype(device_, at::kBFloat16);
+  compat::set_autocast_enabled(device_, true);
 }
 
 AutocastScope::~AutocastScope() {
   if (!active_) return;
-  if (cpu_) {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-  } else {
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-  }
+  compat::set_autocast_enabled(device_, was_enabled_);
+  compat::set_autocast_dtype(device_, previous_dtype_);
   // The bf16 copies of the weights were made for this forward; the next one casts the updated
   // weights again.
   if (!was_enabled_) at::autocast::clear_cache();

@@ -29,7 +29,7 @@ class AutocastScope {
 
  private:
   bool active_ = false;
-  bool cpu_ = true;
+  c10::DeviceType device_ = c10::DeviceType::CPU;  // CPU, or CUDA for any GPU device
   bool was_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::BFloat16;
 };

@@ -6,11 +6,13 @@
 #include <string>
 #include <utility>
 
+#include "engine/util/cores.h"
+
 namespace recycle {
 
 int64_t prefetch_depth(int64_t requested) {
   if (requested >= 0) return requested;
-  const int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  const int64_t cores = usable_cores();
   return cores > at::get_num_threads() ? 2 : 0;
 }
 

@@ -1,7 +1,6 @@
 #include "engine/train/trainer.h"
 
 #include <ATen/record_function.h>
-#include <c10/util/string_utils.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <stdexcept>
 
 #include "engine/models/memory_format.h"
+#include "engine/models/torch_compat.h"
 #include "engine/util/progress.h"
 
 namespace recycle {
@@ -21,11 +21,6 @@ std::vector<torch::Tensor> trainable_parameters(BlockStack& module) {
     if (p.requires_grad()) params.push_back(p);
   }
   return params;
-}
-
-// LibTorch's optimizers key their per-parameter state by the parameter's TensorImpl address.
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
 }
 
 }  // namespace
@@ -86,7 +81,7 @@ void Trainer::rebuild_optimizer() {
   if (optimizer_) {
     auto& old_state = optimizer_->state();
     for (const torch::Tensor& p : trainable_) {
-      auto it = old_state.find(state_key(p));
+      auto it = old_state.find(compat::optimizer_state_key(p));
       if (it != old_state.end()) fresh->state()[it->first] = it->second->clone();
     }
   }

@@ -13,7 +13,15 @@ See docs/python.md. Errors are Python exceptions carrying the engine's one-line 
 ValueError for bad arguments, StaleCacheError for a cache built for another prefix or
 options, CorruptRecordError for a record that fails its checks.
 """
-import torch  # noqa: F401  (torch first: the extension hands out its tensors)
+import torch  # torch first: the extension links its libraries and hands out its tensors
+
+from ._build_info import TORCH_VERSION as _BUILT_FOR
+
+if torch.__version__ != _BUILT_FOR:
+    # Another torch's libraries would fail at import with an undefined symbol, or worse later.
+    raise ImportError(f"recycle was built for torch {_BUILT_FOR}, but this environment has torch "
+                      f"{torch.__version__} ({torch.__file__}): reinstall recycle here "
+                      "(pip install --no-build-isolation ./python, docs/pytorch2.md)")
 
 from ._native import StaleCacheError, CorruptRecordError
 from .cache import inspect, verify

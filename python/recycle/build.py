@@ -1,5 +1,7 @@
 """recycle.build: a cache filled by your own prefix, stored by the engine."""
 import json
+import math
+import os
 import sys
 import time
 
@@ -63,10 +65,18 @@ def _split_batch(batch, where):
     return inputs, labels.to(torch.int64).reshape(-1)
 
 
-def _split_batch_checked(batch):
+def _split_batch_checked(batch, start):
+    """A batch's inputs and labels, checked; `start` is the position of its first sample."""
     inputs, labels = _split_batch(batch, "data")
     if inputs.shape[0] != labels.shape[0]:
         raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+    if (inputs.is_floating_point() or inputs.is_complex()) and inputs.numel() > 0:
+        # A NaN or an infinity would be keyed as it is and cached as the prefix's output for it.
+        finite = torch.isfinite(inputs.reshape(inputs.shape[0], -1)).all(dim=1)
+        if not bool(finite.all()):
+            bad = start + int((~finite).nonzero()[0, 0])
+            raise ValueError(f"data: sample {bad} holds NaN or infinity (non-finite inputs are "
+                             "refused: the prefix's output for it would be cached)")
     return inputs, labels
 
 
@@ -95,9 +105,11 @@ def _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar):
     def error_of(e):
         return ("error", type(e).__name__, str(e))
 
+    start = 0
     try:
         for batch in loader:
-            inputs, labels = _split_batch_checked(batch)
+            inputs, labels = _split_batch_checked(batch, start)
+            start += len(inputs)
             message = None
             if rank == 0:
                 if failure is not None:
@@ -198,23 +210,54 @@ def _identity(prefix, model_id):
     return "python:" + model_id, fingerprint
 
 
-class _Progress:
-    """A line on stderr redrawn at most 4 times a second: "build SPLIT: DONE/TOTAL samples"."""
+def _plain_interval():
+    """Seconds between plain progress lines: RECYCLE_PROGRESS_SECONDS (default 30; 0: none)."""
+    try:
+        s = float(os.environ.get("RECYCLE_PROGRESS_SECONDS", "30"))
+    except ValueError:
+        return 30.0
+    return max(s, 0.0) if math.isfinite(s) else 30.0
 
-    def __init__(self, label, total, enabled):
-        self.label, self.total, self.enabled = label, total, enabled
-        self.done, self.last, self.start = 0, 0.0, time.perf_counter()
+
+class _Progress:
+    """Progress on stderr. mode "bar": one line redrawn at most 4 times a second, "build SPLIT:
+    DONE/TOTAL samples (P%)", ended with the time taken; "lines" (stderr not a terminal: nohup, a
+    pipe, a scheduler's log): a plain line every RECYCLE_PROGRESS_SECONDS (default 30), with the
+    rate and ETA, and a last one when any was printed; None: nothing."""
+
+    def __init__(self, label, total, mode):
+        self.label, self.total, self.mode = label, total, mode
+        self.every = _plain_interval() if mode == "lines" else 0.0
+        self.printed = False
+        self.done, self.start = 0, time.perf_counter()
+        self.last = 0.0 if mode == "bar" else self.start
 
     def advance(self, n):
         self.done += n
         now = time.perf_counter()
-        if self.enabled and now - self.last >= 0.25:
+        if self.mode == "bar" and now - self.last >= 0.25:
             self.last = now
             self._draw("")
+        elif self.mode == "lines" and self.every > 0 and now - self.last >= self.every:
+            self.last = now
+            self._line(False)
 
     def finish(self):
-        if self.enabled:
+        if self.mode == "bar":
             self._draw(f" in {time.perf_counter() - self.start:.1f} s\n")
+        elif self.printed:
+            self._line(True)
+
+    def _line(self, final):
+        elapsed = time.perf_counter() - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        percent = 100 * self.done // max(self.total, 1)
+        tail = (f"done in {elapsed:.1f} s" if final else
+                f"ETA {(self.total - self.done) / rate:.0f} s" if rate > 0 else "ETA --")
+        sys.stderr.write(f"{self.label}: {self.done}/{self.total} samples ({percent}%), "
+                         f"{rate:.0f} samples/s, {tail}\n")
+        sys.stderr.flush()
+        self.printed = True
 
     def _draw(self, end):
         percent = 100 * self.done // max(self.total, 1)
@@ -252,8 +295,10 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     the first rows computed are checked against the engine's prefix (ValueError when they
     differ: another model). classes (or data's .classes) are required then.
 
-    progress: a line on stderr that counts the samples done (default: when stderr is a
-    terminal; under a torch.distributed group, rank 0 draws it, counting every rank's).
+    progress: a line on stderr that counts the samples done, redrawn (True; the default when
+    stderr is a terminal), or by default elsewhere (a log, a pipe) a plain line every
+    RECYCLE_PROGRESS_SECONDS (30) with the rate and ETA; False: none. Under a torch.distributed
+    group rank 0 reports, counting every rank's samples.
 
     Under an initialised torch.distributed group (world size > 1) every rank must call build
     with the same data in the same order: rank r runs the prefix on every world-th sample that
@@ -311,15 +356,17 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
     if progress is None:
-        progress = sys.stderr.isatty()
-    bar = _Progress(f"build {split}", n, bool(progress) and rank == 0)  # rank 0 draws it
+        mode = "bar" if sys.stderr.isatty() else "lines"
+    else:
+        mode = "bar" if progress else None
+    bar = _Progress(f"build {split}", n, mode if rank == 0 else None)  # rank 0 draws it
     writer = None
     try:
         if group:
             report = _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar)
         else:
             for batch in loader:
-                inputs, labels = _split_batch_checked(batch)
+                inputs, labels = _split_batch_checked(batch, bar.done)
                 if writer is None:
                     writer = open_writer(inputs, run_prefix)
                 rows = writer.add_chunk(inputs, labels)

@@ -3,12 +3,27 @@ ctest; else the build/ beside python/), and caches made by the real recycle-buil
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
+import torch
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = pathlib.Path(os.environ.get("RECYCLE_TOOLS_DIR", SOURCE / "build"))
 FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
+
+
+def torchrun(nproc):
+    """How a user starts nproc local processes: torchrun under torch 2.x (the script beside this
+    interpreter); under Debian's torch 1.13 `python -m torch.distributed.run` with
+    `--redirects 1 --tee 1`, since its defaults fail at start on Python 3.11 (lines then carry a
+    `[defaultR]:` prefix)."""
+    if int(torch.__version__.split(".")[0]) >= 2:
+        script = pathlib.Path(sys.executable).parent / "torchrun"
+        assert script.exists(), f"{script}: torch 2.x installs torchrun beside its interpreter"
+        return [str(script), "--standalone", "--nproc_per_node", str(nproc)]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+            str(nproc), "--redirects", "1", "--tee", "1"]
 
 
 def tool(name):

@@ -1,5 +1,6 @@
 """recycle.build: codecs, reruns, stale caches, bad arguments, and the tools on its caches."""
 import json
+import time
 
 import pytest
 import torch
@@ -294,3 +295,34 @@ def test_build_leaves_every_submodule_in_its_own_mode(tmp_path):
     net[1].eval()  # a frozen batch norm inside a model in train mode
     recycle.build(tmp_path / "c", make_data(n=40), net, batch_size=16)
     assert net.training and net[0].training and not net[1].training
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_inputs_are_refused_naming_the_sample(tmp_path, value):
+    data, net = make_data(n=40), prefix()
+    data.x[23, 0, 5, 7] = value
+    with pytest.raises(ValueError, match="sample 23 holds NaN or infinity"):
+        recycle.build(tmp_path / "c", data, net, batch_size=16)
+    # The samples before it were stored; fixed, the rerun computes only the rest.
+    data.x[23, 0, 5, 7] = 0.0
+    r = recycle.build(tmp_path / "c", data, net, batch_size=16)
+    assert r["samples"] == 40 and r["computed"] == 40 - 16
+
+
+def test_progress_in_a_log_is_plain_lines_with_rate_and_eta(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RECYCLE_PROGRESS_SECONDS", "0.01")
+    data, net = make_data(n=64), prefix()
+
+    def slow(x):
+        time.sleep(0.03)
+        return net(x)
+
+    recycle.build(tmp_path / "c", data, slow, model_id="slow", batch_size=16)
+    err = capsys.readouterr().err  # pytest's capture: not a terminal
+    assert "\r" not in err, err
+    assert "samples/s, ETA " in err, err
+    assert "build train: 64/64 samples (100%)," in err and "done in " in err, err
+    # The default interval (30 s): a short build prints nothing.
+    monkeypatch.delenv("RECYCLE_PROGRESS_SECONDS")
+    recycle.build(tmp_path / "d", data, net, batch_size=16)
+    assert capsys.readouterr().err == ""

@@ -1,4 +1,4 @@
-"""recycle.build and CachedLoader under torch.distributed.run with 2 processes (Gloo)."""
+"""recycle.build and CachedLoader under torchrun with 2 processes (Gloo)."""
 import json
 import os
 import subprocess
@@ -8,6 +8,7 @@ import textwrap
 import torch
 
 import recycle
+from conftest import torchrun
 
 # Each rank builds the cache (rank r computes its share, rank 0 writes), then reads its share of
 # an epoch with CachedLoader (rank and world size from torch.distributed) and reports them.
@@ -36,9 +37,8 @@ def test_two_ranks_build_one_cache_and_share_an_epoch(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(SCRIPT)
     cache = tmp_path / "cache"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        "--nproc_per_node", "2", "--redirects", "1", "--tee", "1", str(script),
-                        str(cache)], capture_output=True, text=True, timeout=600,
+    r = subprocess.run(torchrun(2) + [str(script), str(cache)], capture_output=True, text=True,
+                       timeout=600,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stderr[-3000:]
     # Rank 0 alone draws the progress line, and it counts every rank's samples.

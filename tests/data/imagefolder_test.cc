@@ -1,6 +1,7 @@
 // imagefolder:DIR (engine/data/source_imagefolder.cc), image decoding (image_decode.h) and
 // --transform (image_transform.h), on small files the tests make.
 #include <gtest/gtest.h>
+#include <zlib.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -112,9 +113,29 @@ TEST(ImageFolder, SplitFolderIsUsedWhenItExists) {
   o.split = "test";
   const Dataset t = load_dataset(o);
   EXPECT_EQ(t.class_names, std::vector<std::string>{"z"});
-  // No DIR/val: DIR itself is the split, its folders (train, test) the classes.
+  // No DIR/val (a typo, or a folder without split folders): refused, naming the folder, rather
+  // than read DIR's folders (train, test) as the classes of split val.
   o.split = "val";
-  EXPECT_EQ(load_dataset(o).class_names, (std::vector<std::string>{"test", "train"}));
+  try {
+    load_dataset(o);
+    ADD_FAILURE() << "split val of a folder without val/ was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has no folder 'val'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ImageFolder, WithoutSplitFoldersOnlyTrainOrTheSplitsOwnFolderIsRead) {
+  TempDir dir;
+  make_folder(dir, "flat", 1);      // flat/<class>/...: no split folders
+  make_folder(dir, "test", 1);      // a folder named after the split it holds
+  DatasetOptions o = folder_options(dir.file("flat"));
+  EXPECT_EQ(load_dataset(o).size(), 3u);  // train (the default): the folder itself
+  o.split = "test";
+  EXPECT_THROW(load_dataset(o), std::invalid_argument);
+  o.spec = "imagefolder:" + dir.file("test");
+  EXPECT_EQ(load_dataset(o).size(), 3u);
+  o.spec = "imagefolder:" + dir.file("test") + "/";
+  EXPECT_EQ(load_dataset(o).size(), 3u);
 }
 
 TEST(ImageFolder, StreamedReadsWhatLoadDatasetLoads) {
@@ -229,6 +250,24 @@ TEST(ImageDecode, PngFormatsConvertAsDocumented) {
   // Gray 8-bit as stored.
   img = decode_image(png_bytes(3, 1, SPNG_COLOR_TYPE_GRAYSCALE, 8, "\x01\x02\x03", 3), "g.png");
   EXPECT_EQ(img.pixels, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST(ImageDecode, AnImageDeclaringMorePixelsThanTheCapIsRefusedBeforeDecoding) {
+  // A 1x1 PNG whose header is made to declare 30000 x 30000 pixels (900 million: a decompression
+  // bomb's header), its CRC made right again.
+  std::string png = png_bytes(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, "\0\0", 2);
+  const uint32_t side = 30000;
+  for (int at : {16, 20}) {
+    for (int b = 0; b < 4; ++b) png[at + b] = static_cast<char>((side >> (24 - 8 * b)) & 0xff);
+  }
+  const uint32_t crc = crc32(0, reinterpret_cast<const Bytef*>(png.data() + 12), 17);
+  for (int b = 0; b < 4; ++b) png[29 + b] = static_cast<char>((crc >> (24 - 8 * b)) & 0xff);
+  const std::string e = error_of([&] { decode_image(png, "bomb.png"); });
+  EXPECT_NE(e.find("bomb.png: a PNG of 30000x30000 pixels (declared in its header) is more than "
+                   "the 89478485 pixels"), std::string::npos) << e;
+  // The same file with its honest header decodes.
+  std::string ok = png_bytes(1, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, "\0\0", 2);
+  EXPECT_EQ(decode_image(ok, "ok.png").pixels.size(), 1u);
 }
 
 TEST(ImageDecode, JpegGrayAndRgbDecodeAndCmykIsRefused) {

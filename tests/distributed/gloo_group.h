@@ -1,19 +1,17 @@
 // Runs a function as every rank of an in-process Gloo group: one thread per rank, each with its
-// own c10d::ProcessGroupGloo over 127.0.0.1, all sharing one HashStore. For tests of what goes
+// own Gloo process group (make_gloo_group) over 127.0.0.1, all sharing one HashStore. For tests of what goes
 // over a process group without starting processes.
 #pragma once
 
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO  // ProcessGroupGloo.hpp declares nothing without it
-#endif
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include "engine/distributed/process_group.h"
 
 namespace recycle::testing {
 
@@ -26,10 +24,7 @@ inline void run_gloo_group(int world,
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-        body(rank, group);
+        body(rank, make_gloo_group(store, rank, world, std::chrono::seconds(30), "127.0.0.1"));
       } catch (...) {
         errors[rank] = std::current_exception();
       }

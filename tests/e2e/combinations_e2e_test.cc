@@ -161,6 +161,7 @@ TEST(Combinations, RanksOtherThanZeroPrintNoReport) {
                   "--data fashion-mnist --split train --classes 0-1 --limit 200 --width 8 "
                   "--recycle 1 --cache " + dir.file("cache"));
   ASSERT_EQ(b.code, 0) << describe(b);
+  const auto token = recycle::testing::test_job_token();
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string master = "127.0.0.1:" + std::to_string(free_port());
     auto args = [&](int rank) {

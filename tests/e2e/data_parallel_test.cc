@@ -211,6 +211,7 @@ TEST(DataParallel, RanksStartedByHandRefuseCachesThatDiffer) {
   TempDir dir;
   build_cache(dir, dir.file("a"), 200);
   build_cache(dir, dir.file("b"), 240);
+  const auto token = recycle::testing::test_job_token();
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string master = "127.0.0.1:" + std::to_string(free_port());
     auto args = [&](int rank, const std::string& cache) {

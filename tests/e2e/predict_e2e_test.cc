@@ -120,7 +120,7 @@ TEST_F(Predict, MissesRunThePrefixAndWriteBackMakesThemHits) {
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["hits"], 300);
   EXPECT_EQ(r.last["misses"], 100);
-  EXPECT_EQ(r.last["written"], 100);
+  EXPECT_EQ(r.last["written_back"], 100);
   EXPECT_EQ(r.last["agree"], 400);  // a miss is the full model; a hit an fp32 record of it
   const double accuracy = r.last["accuracy"];
   // CSV: a header and one row per sample; the misses are the last 100.
@@ -163,6 +163,39 @@ TEST_F(Predict, AHeadFileThatIsNotOneIsRefused) {
                             data() + " --out " + work.file("pred.txt"));
   EXPECT_EQ(r.code, 2) << describe(r);  // an output that is neither .jsonl nor .csv
   EXPECT_NE(r.err.find(".jsonl or .csv"), std::string::npos) << r.err;
+}
+
+TEST_F(Predict, AnOutputThatIsAnInputOrInsideTheCacheIsRefusedAndALinkIsWrittenThrough) {
+  TempDir work;
+  // The head under a .csv name, given as --head and as --out (directly, and through a link).
+  const std::string head_csv = work.file("h.csv");
+  fs::copy_file(head_, head_csv);
+  const std::string head_bytes = read_file(head_csv);
+  fs::create_symlink(head_csv, work.file("to-head.csv"));
+  for (const std::string& out : {head_csv, work.file("to-head.csv")}) {
+    const ToolRun r = run(work, "recycle-predict",
+                          "--cache " + cache_ + " --head " + head_csv + " --weights " + enc_ + " " +
+                              data() + " --split test --limit 50 --out " + out);
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("is the --head file"), std::string::npos) << r.err;
+    EXPECT_EQ(read_file(head_csv), head_bytes);
+  }
+  EXPECT_TRUE(fs::is_symlink(work.file("to-head.csv")));
+  // Inside the cache.
+  const std::string inside = cache_ + "/pred.jsonl";
+  ToolRun r = run(work, "recycle-predict", predict_args(inside, "--limit 50"));
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("inside the cache"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(inside));
+  // A link to an output elsewhere (relative, as ln -s makes one): the rows go to its target,
+  // and the link stays a link.
+  write_file(work.file("real.jsonl"), "old\n");
+  fs::create_symlink("real.jsonl", work.file("out.jsonl"));
+  r = run(work, "recycle-predict", predict_args(work.file("out.jsonl"), "--limit 50"));
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(fs::is_symlink(work.file("out.jsonl")));
+  EXPECT_EQ(count_lines(read_file(work.file("real.jsonl"))), 50);
 }
 
 TEST_F(Predict, ACacheOfAnotherModelIsRefusedAsStale) {

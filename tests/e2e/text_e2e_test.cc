@@ -214,7 +214,7 @@ TEST(TextTools, PredictServesATextCacheWithHitsAndMisses) {
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["hits"], 10);
   EXPECT_EQ(r.last["misses"], 10);
-  EXPECT_EQ(r.last["written"], 10);
+  EXPECT_EQ(r.last["written_back"], 10);
   EXPECT_EQ(r.last["agree"], 20);
   EXPECT_LT(r.last["max_prob_diff"].get<double>(), 1e-4);
   const double accuracy = r.last["accuracy"];

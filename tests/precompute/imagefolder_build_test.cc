@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
 #include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/build_stages.h"
 #include "recycle/errors.h"
 #include "tests/data/image_files.h"
 #include "tests/data/npy_files.h"
@@ -82,6 +84,80 @@ TEST(ImageFolderBuild, PngExportOfAnIdxSplitBuildsItsKeysAndRecords) {
 }
 
 // npy:DIR of uint8 goes the IDX path's way: same keys, records and preprocessing.
+// Runs a build's stages with `change` between keying the samples and computing them: the race
+// of a file rewritten while recycle-build runs, made repeatable. Returns the build's error.
+std::string build_with_a_change_after_keying(const BuildOptions& o, const std::function<void()>& change) {
+  try {
+    recycle::SplitBuild b(o);
+    b.load_inputs();
+    b.key_samples();
+    change();
+    b.reconcile_manifest();
+    b.plan_split();
+    b.begin_split();
+    recycle::BuildChunk chunk;
+    while (b.next_chunk(&chunk)) {
+      b.find_missing(&chunk);
+      b.compute_chunk(&chunk);
+      b.write_chunk(&chunk);
+    }
+    b.finish_split();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ImageFolderBuild, ASampleChangedAfterItWasKeyedStopsTheBuildAndARerunStoresWhatItKeys) {
+  TempDir dir;
+  recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(15, 0));
+  const std::string png = export_png(dir);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(png)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 2u);
+  const fs::path victim = files.front(), other = files.back();
+  const std::string original = dir.file("original.png");
+  fs::copy_file(victim, original);
+  const BuildOptions o = build_options("imagefolder:" + png, dir.file("cache"));
+  const std::string error = build_with_a_change_after_keying(o, [&] {
+    fs::copy_file(other, victim, fs::copy_options::overwrite_existing);
+  });
+  EXPECT_NE(error.find("changed while the build ran"), std::string::npos) << error;
+  EXPECT_NE(error.find(victim.lexically_relative(png).generic_string()), std::string::npos) << error;
+  // Swapped back, as in the report that found it: the rerun's cache is a clean build's, record
+  // for record (no activation of the other image under the original's key).
+  fs::copy_file(original, victim, fs::copy_options::overwrite_existing);
+  recycle::run_build(o);
+  recycle::run_build(build_options("imagefolder:" + png, dir.file("clean")));
+  const auto got = read_cache(dir.file("cache")), clean = read_cache(dir.file("clean"));
+  EXPECT_EQ(got.index, clean.index);
+  EXPECT_EQ(got.records, clean.records);
+}
+
+TEST(ImageFolderBuild, AnNpyRowChangedAfterItWasKeyedStopsTheBuild) {
+  TempDir dir;
+  const int64_t n = 10;
+  std::vector<uint8_t> x(static_cast<size_t>(n * 28 * 28));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 13 + i / 784);
+  const std::vector<int64_t> y = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+  fs::create_directories(dir.path() / "npy");
+  const std::string path = dir.file("npy/train_x.npy");
+  recycle::testing::write_file(path, recycle::testing::npy_bytes("|u1", {n, 1, 28, 28}, x.data(), x.size()));
+  recycle::testing::write_file(dir.file("npy/train_y.npy"),
+                               recycle::testing::npy_bytes("<i8", {n}, y.data(), n * 8));
+  const std::string error =
+      build_with_a_change_after_keying(build_options("npy:" + dir.file("npy"), dir.file("cache")), [&] {
+        std::vector<uint8_t> changed = x;
+        std::fill(changed.begin() + 3 * 784, changed.begin() + 4 * 784, uint8_t{7});  // row 3
+        recycle::testing::write_file(path, recycle::testing::npy_bytes("|u1", {n, 1, 28, 28},
+                                                                       changed.data(), changed.size()));
+      });
+  EXPECT_NE(error.find("sample train/3 changed while the build ran"), std::string::npos) << error;
+}
+
 TEST(ImageFolderBuild, Uint8NpyOfAnIdxSplitBuildsItsCache) {
   TempDir dir;
   recycle::testing::write_pattern_images(dir.path().string(), recycle::testing::patterns(15, 3));

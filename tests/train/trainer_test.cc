@@ -15,6 +15,7 @@
 #include "cache/record_layout.h"
 #include "engine/data/sampler.h"
 #include "engine/models/preprocess.h"
+#include "engine/models/torch_compat.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/precision.h"
 #include "engine/train/trainer.h"
@@ -227,7 +228,7 @@ TEST(Trainer, Bf16RunsTheForwardInBfloat16AndKeepsParametersAndGradientsInFp32) 
     });
     const auto epochs = trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
     EXPECT_TRUE(grads_fp32) << precision;
-    EXPECT_FALSE(at::autocast::is_cpu_enabled()) << precision;
+    EXPECT_FALSE(recycle::compat::autocast_enabled(c10::DeviceType::CPU)) << precision;
     EXPECT_LT(epochs.back().loss, epochs.front().loss) << precision;
     first_loss.push_back(epochs.front().loss);
     std::vector<torch::Tensor> params;
@@ -255,22 +256,22 @@ TEST(AutocastScope, TurnsBf16AutocastOnAndRestoresThePreviousState) {
   const torch::Tensor a = torch::randn({4, 4});
   {
     recycle::AutocastScope scope(recycle::Precision::kBf16, c10::DeviceType::CPU);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(recycle::compat::autocast_enabled(c10::DeviceType::CPU));
     EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(recycle::compat::autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat32);
   {
     recycle::AutocastScope scope(recycle::Precision::kFp32, c10::DeviceType::CPU);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(recycle::compat::autocast_enabled(c10::DeviceType::CPU));
   }
-  at::autocast::set_cpu_enabled(true);
+  recycle::compat::set_autocast_enabled(c10::DeviceType::CPU, true);
   {
     recycle::AutocastScope scope(recycle::Precision::kBf16, c10::DeviceType::CPU);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(recycle::compat::autocast_enabled(c10::DeviceType::CPU));
   }
-  EXPECT_TRUE(at::autocast::is_cpu_enabled());
-  at::autocast::set_cpu_enabled(false);
+  EXPECT_TRUE(recycle::compat::autocast_enabled(c10::DeviceType::CPU));
+  recycle::compat::set_autocast_enabled(c10::DeviceType::CPU, false);
   EXPECT_EQ(recycle::parse_precision("bf16"), recycle::Precision::kBf16);
   EXPECT_THROW(recycle::parse_precision("half"), std::invalid_argument);
 }

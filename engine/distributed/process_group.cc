@@ -1,0 +1,88 @@
+#include "engine/distributed/process_group.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+
+namespace recycle {
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int world,
+                                                       std::chrono::milliseconds timeout,
+                                                       const std::string& host) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
+#if TORCH_VERSION_MAJOR >= 2
+  // As torch.distributed does: a ProcessGroup whose CPU tensors go to the Gloo backend.
+  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+  return group;
+#else
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+#endif
+}
+
+bool tcp_store_binds_address() { return TORCH_VERSION_MAJOR >= 2; }
+
+namespace {
+
+// A socket listening on bind:port (SO_REUSEADDR, as c10d sets it). Throws std::system_error.
+[[maybe_unused]] int listen_on(const std::string& bind, int family, int port) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int rc = -1;
+  if (family == AF_INET6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET6, bind.c_str(), &a.sin6_addr);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, bind.c_str(), &a.sin_addr);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+  }
+  if (rc != 0 || listen(fd, 128) != 0) {
+    const int e = errno;
+    close(fd);
+    throw std::system_error(e, std::generic_category(), "Address " + bind + " bind");
+  }
+  return fd;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port, bool server,
+                                               const std::string& bind, int family,
+                                               std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(port);
+  so.isServer = server;
+  so.numWorkers = c10::nullopt;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+#if TORCH_VERSION_MAJOR >= 2
+  // The server takes our socket, bound to the --master address only (the store is reached there
+  // and nowhere else).
+  if (server) so.masterListenFd = listen_on(bind, family, port);
+#else
+  (void)bind;
+  (void)family;
+#endif
+  return c10::make_intrusive<c10d::TCPStore>(host, so);
+}
+
+}  // namespace recycle

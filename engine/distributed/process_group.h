@@ -1,0 +1,36 @@
+// make_gloo_group and make_tcp_store: the one place that knows how the LibTorch in use makes a
+// c10d process group and a job's TCP store.
+// LibTorch 1.13 (Debian's) has ProcessGroupGloo as a ProcessGroup; 2.x (pip's wheel) has it as a
+// Backend that a ProcessGroup dispatches to by device. Everything above this file holds a
+// c10::intrusive_ptr<c10d::ProcessGroup> and calls allreduce/broadcast/send/recv on it, the same
+// under both.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace recycle {
+
+// A Gloo group of `world` ranks meeting in `store`, this process as `rank`, its pairs listening
+// on `host` (an address of this machine the other ranks reach), collectives timing out after
+// `timeout`. Blocks until every rank has made its group; throws what c10d throws.
+// Thread safe: each call makes its own group.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int world,
+                                                       std::chrono::milliseconds timeout,
+                                                       const std::string& host);
+
+// The job's TCPStore at host:port: its server when `server` (listening on the address `bind`,
+// the --master host resolved, where the LibTorch in use lets the store take a socket of ours:
+// 2.x; 1.13's listens on every interface), else a client of it. Throws what c10d throws, and
+// std::system_error (EADDRINUSE ...) when the server's socket cannot be bound.
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port, bool server,
+                                               const std::string& bind, int family,
+                                               std::chrono::milliseconds timeout);
+
+// Whether make_tcp_store's server listens on `bind` alone (2.x) or on every interface (1.13).
+bool tcp_store_binds_address();
+
+}  // namespace recycle

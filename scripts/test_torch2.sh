@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole suite again, against PyPI's LibTorch 2.11 in a virtual environment (the torch users
+# have): builds the engine, its tools, tests and the Python package against the venv's torch
+# (torch.utils.cmake_prefix_path), installs the package into the venv with pip as a user does,
+# and runs ctest (the C++ tests, the examples, and the pytest suite under the venv's python,
+# DDP under plain torchrun). When PyPI cannot be reached and no such venv exists, says so in
+# one line and exits 0. Called by scripts/test.sh after the Debian suite.
+# Usage: scripts/test_torch2.sh [BUILD]   (build directory: build-torch2/, reused when present)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-torch2}
+rc=0
+py=$(bash scripts/torch2_venv.sh | tail -n 1) || rc=$?
+if [ "$rc" -eq 3 ]; then
+  echo "test_torch2: skipped: no PyPI, so the LibTorch 2.11 build and its tests did not run"
+  exit 0
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi
+prefix=$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# (CMake's warnings about the wheel's own libgomp.so.1 are expected: the tools load that one.)
+mkdir -p "$build"
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON \
+     -DRECYCLE_BUILD_BENCH=ON -DRECYCLE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$py" \
+     -DCMAKE_PREFIX_PATH="$prefix" >"$build/configure.log" 2>&1; then
+  cat "$build/configure.log" >&2
+  exit 1
+fi
+cmake --build "$build" -j "$(nproc)"
+# The README's pip line, into the venv; it builds in $build, where everything is built already.
+RECYCLE_BUILD_DIR="$(cd "$build" && pwd)" "$py" -m pip install -q --disable-pip-version-check \
+  --no-build-isolation ./python
+(cd / && "$py" -c "import recycle, torch; print('test_torch2: import recycle ->', recycle.__file__, 'with torch', torch.__version__)")
+cd "$build"
+export OMP_WAIT_POLICY=PASSIVE
+ctest --output-on-failure -j 2 --timeout 900

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Makes (or reuses) a virtual environment with PyPI's torch 2.11.0, pybind11, pytest and numpy: a
+# user's environment, for building the engine and the Python package against pip's LibTorch.
+# Prints the environment's python on the last line of stdout. Exits 3, with one line on stderr,
+# when the environment is missing and PyPI cannot be reached (nothing else is changed then).
+# Usage: scripts/torch2_venv.sh [VENV]   (default: $RECYCLE_TORCH2_VENV, else
+#                                         ~/.cache/recycle/venv-torch2.11; about 5 GB: the wheel
+#                                         carries CUDA's libraries)
+set -euo pipefail
+torch_version=2.11.0
+venv=${1:-${RECYCLE_TORCH2_VENV:-$HOME/.cache/recycle/venv-torch2.11}}
+py="$venv/bin/python"
+ready() {
+  "$py" -c "import torch, pybind11, pytest, numpy, setuptools, wheel
+assert torch.__version__.split('+')[0] == '$torch_version', torch.__version__" >/dev/null 2>&1
+}
+if ready; then
+  echo "torch2_venv: $venv has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
+  echo "$py"
+  exit 0
+fi
+if [ ! -x "$py" ]; then
+  python3 -m venv "$venv" >&2 || { echo "torch2_venv: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+fi
+echo "torch2_venv: installing torch==$torch_version into $venv (from PyPI, about 5 GB)" >&2
+if ! "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 \
+      "torch==$torch_version" pybind11 pytest numpy setuptools wheel >&2; then
+  echo "torch2_venv: PyPI is not reachable (pip install torch==$torch_version failed)" >&2
+  exit 3
+fi
+ready || { echo "torch2_venv: $venv still lacks torch $torch_version after pip install" >&2; exit 1; }
+echo "$py"
