@@ -6,7 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <system_error>
+#include <thread>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
@@ -82,7 +88,53 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
   (void)bind;
   (void)family;
 #endif
-  return c10::make_intrusive<c10d::TCPStore>(host, so);
+  if (server) return c10::make_intrusive<c10d::TCPStore>(host, so);
+#if TORCH_VERSION_MAJOR >= 2
+  // 2.x's client logs a warning line per retry (145 lines in 20 s at an HTTP server); the tools
+  // say what went wrong in one line. c10's log keeps to errors from here on.
+  if (FLAGS_caffe2_log_level < 2) FLAGS_caffe2_log_level = 2;
+#endif
+  // A client's constructor connects, then (2.x) pings the server and waits for its answer
+  // without a timeout: at a listener that never answers it would wait for ever. It runs on a
+  // thread of its own, given `timeout`; a thread still waiting then is left behind, blocked in
+  // recv, and ends with the process.
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    c10::intrusive_ptr<c10d::Store> store;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, host, so] {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(host, so);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = error;
+    attempt->done = true;
+    attempt->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  if (!attempt->done_cv.wait_for(lock, timeout, [&] { return attempt->done; })) {
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+    throw NotAStoreError("no answer within " + std::to_string(seconds) + " s");
+  }
+  if (attempt->error) {
+    try {
+      std::rethrow_exception(attempt->error);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find("Ping failed") == std::string::npos) throw;
+      throw NotAStoreError("it answered otherwise: " + what.substr(0, what.find('\n')));
+    }
+  }
+  return attempt->store;
 }
 
 }  // namespace recycle

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -22,10 +23,18 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
                                                        std::chrono::milliseconds timeout,
                                                        const std::string& host);
 
+// What make_tcp_store's client throws when something listens at --master but is no store: it
+// never answered, or answered otherwise (what() says which).
+struct NotAStoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The job's TCPStore at host:port: its server when `server` (listening on the address `bind`,
 // the --master host resolved, where the LibTorch in use lets the store take a socket of ours:
-// 2.x; 1.13's listens on every interface), else a client of it. Throws what c10d throws, and
-// std::system_error (EADDRINUSE ...) when the server's socket cannot be bound.
+// 2.x; 1.13's listens on every interface), else a client of it, which gives up after `timeout`
+// (2.x's client would wait for ever at a listener that never answers). Throws what c10d throws,
+// std::system_error (EADDRINUSE ...) when the server's socket cannot be bound, and
+// NotAStoreError when what listens there does not answer as a store.
 c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port, bool server,
                                                const std::string& bind, int family,
                                                std::chrono::milliseconds timeout);
