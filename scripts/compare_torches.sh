@@ -16,6 +16,7 @@ old=${OLD:-build}
 new=${NEW:-build-torch2}
 threads=${THREADS:-2}
 out=${OUT:-$(mktemp -d /tmp/compare-torches.XXXXXX)}
+mkdir -p "$out"
 export OMP_WAIT_POLICY=PASSIVE
 for b in "$old" "$new"; do
   for t in recycle-build recycle-train; do

@@ -250,7 +250,7 @@ vals[28 * 28 + 3] = bad
 npy(f"{d}/train_x.npy", "<f4", (4, 1, 28, 28), struct.pack(f"<{len(vals)}f", *vals))
 npy(f"{d}/train_y.npy", "|u1", (4,), bytes([0, 1, 0, 1]))
 PY
-    case_ "npy float32 inputs holding a $bad (sample 1)" 1 "$good" "$bin/recycle-build" --data "npy:$work/npy-$bad" --split train --recycle 0.5 --cache "$work/npy-$bad-cache"
+    case_ "npy float32 inputs holding $bad (sample 1)" 1 "$good" "$bin/recycle-build" --data "npy:$work/npy-$bad" --split train --recycle 0.5 --cache "$work/npy-$bad-cache"
   done
 fi
 

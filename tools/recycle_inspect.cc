@@ -2,6 +2,7 @@
 #include "engine/util/omp_wait.h"
 
 int main(int argc, char** argv) {
-  recycle::exec_with_passive_omp_wait("/proc/self/exe", argv);  // sleep, not spin, on shared cores
+  // OpenMP threads that sleep, not spin, while another process wants a core.
+  recycle::exec_with_passive_omp_wait("/proc/self/exe", argv, recycle::others_running() > 0);
   return recycle::inspect_main(argc, argv);
 }

@@ -1,5 +1,6 @@
-// Tests for engine/util/omp_wait.h: a process without a wait policy of its own is replaced by
-// the same command with OMP_WAIT_POLICY=PASSIVE; a user's own setting is left alone.
+// Tests for engine/util/omp_wait.h: a process without a wait policy of its own, on busy cores, is
+// replaced by the same command with OMP_WAIT_POLICY=PASSIVE; on idle cores, or with a user's own
+// setting, nothing changes.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -31,7 +32,8 @@ bool write_returned(const std::string& out) {
 // In a child: sets the environment (name=value, or unset for a null value), calls the function
 // with a shell command that writes its OMP_WAIT_POLICY to `out`; when the function returns, the
 // child writes "returned" there itself. Returns what `out` holds.
-std::string run_child(const std::string& out, const char* policy, const char* spincount) {
+std::string run_child(const std::string& out, const char* policy, const char* spincount,
+                      bool busy = true) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (policy) setenv("OMP_WAIT_POLICY", policy, 1); else unsetenv("OMP_WAIT_POLICY");
@@ -39,7 +41,7 @@ std::string run_child(const std::string& out, const char* policy, const char* sp
     const std::string script = "echo \"exec $OMP_WAIT_POLICY\" > '" + out + "'";
     char* argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"),
                     const_cast<char*>(script.c_str()), nullptr};
-    recycle::exec_with_passive_omp_wait("/bin/sh", argv);
+    recycle::exec_with_passive_omp_wait("/bin/sh", argv, busy);
     _exit(write_returned(out) ? 0 : 1);
   }
   int status = 0;
@@ -51,6 +53,17 @@ std::string run_child(const std::string& out, const char* policy, const char* sp
 TEST(OmpWait, WithoutAPolicyTheProgramRunsAgainWithPassive) {
   TempDir tmp;
   EXPECT_EQ(run_child(tmp.file("out"), nullptr, nullptr), "exec PASSIVE\n");
+}
+
+TEST(OmpWait, OnIdleCoresNothingChanges) {
+  TempDir tmp;
+  EXPECT_EQ(run_child(tmp.file("out"), nullptr, nullptr, /*busy=*/false), "returned unset\n");
+}
+
+TEST(OmpWait, OthersRunningIsACountOfOtherTasks) {
+  const int others = recycle::others_running();
+  EXPECT_GE(others, 0);
+  EXPECT_LT(others, 100000);
 }
 
 TEST(OmpWait, AUsersOwnSettingIsLeftAlone) {
@@ -67,7 +80,7 @@ TEST(OmpWait, AFailedExecGoesOnAsBefore) {
     unsetenv("OMP_WAIT_POLICY");
     unsetenv("GOMP_SPINCOUNT");
     char* argv[] = {const_cast<char*>("none"), nullptr};
-    recycle::exec_with_passive_omp_wait("/nonexistent/program", argv);
+    recycle::exec_with_passive_omp_wait("/nonexistent/program", argv, true);
     _exit(write_returned(out) ? 0 : 1);
   }
   int status = 0;
