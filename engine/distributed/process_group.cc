@@ -37,8 +37,6 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
 #endif
 }
 
-bool tcp_store_binds_address() { return TORCH_VERSION_MAJOR >= 2; }
-
 namespace {
 
 // A socket listening on bind:port (SO_REUSEADDR, as c10d sets it). Throws std::system_error.
@@ -96,8 +94,8 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
 #endif
   // A client's constructor connects, then (2.x) pings the server and waits for its answer
   // without a timeout: at a listener that never answers it would wait for ever. It runs on a
-  // thread of its own, given `timeout`; a thread still waiting then is left behind, blocked in
-  // recv, and ends with the process.
+  // thread of its own, given `timeout` and a second; a thread still waiting then is left
+  // behind, blocked in recv, and ends with the process.
   struct Attempt {
     std::mutex mutex;
     std::condition_variable done_cv;
@@ -121,7 +119,10 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
     attempt->done_cv.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(attempt->mutex);
-  if (!attempt->done_cv.wait_for(lock, timeout, [&] { return attempt->done; })) {
+  // A second more than the client's own connect timeout, so that where nothing listens its own
+  // error (cannot connect) comes first.
+  if (!attempt->done_cv.wait_for(lock, timeout + std::chrono::seconds(1),
+                                 [&] { return attempt->done; })) {
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
     throw NotAStoreError("no answer within " + std::to_string(seconds) + " s");
   }

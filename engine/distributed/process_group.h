@@ -39,7 +39,4 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
                                                const std::string& bind, int family,
                                                std::chrono::milliseconds timeout);
 
-// Whether make_tcp_store's server listens on `bind` alone (2.x) or on every interface (1.13).
-bool tcp_store_binds_address();
-
 }  // namespace recycle

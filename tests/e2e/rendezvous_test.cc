@@ -320,7 +320,9 @@ TEST(Rendezvous, AMasterThatIsNoStoreFailsInOneLine) {
                                " is not a recycle job's store"),
               std::string::npos)
         << what << "\n" << runs[0].err;
-    EXPECT_LT(seconds, 20 + 5) << what;  // within the timeout
+    // Within the timeout: LibTorch 1.13's client connects and the rendezvous gives up after 10 s;
+    // 2.x's waits in its constructor, which make_tcp_store stops after the timeout and a second.
+    EXPECT_LT(seconds, 20 + 8) << what;
   }
 }
 
