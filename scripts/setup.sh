@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, and nothing when they are all present.
 # (python3-torch, python3-pybind11, pybind11-dev and python3-pytest: the Python package recycle,
-# python/, which scripts/test.sh and scripts/demo.sh build and install.)
+# python/, which scripts/test.sh and scripts/demo.sh build and install; python3-venv and
+# python3-dev: the venv with pip's torch that scripts/test_torch2.sh makes and builds against.)
 # Idempotent; needs root (or sudo) only when something is missing.
 # Usage: setup.sh [bench|text|torchscript]  ("bench" adds what recycle-bench needs: gnuplot, PyTorch and torchvision for the
 #                               peers, iproute2 (ip, tc) for --link, and npm for the text task;
@@ -20,6 +21,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist jq bc iproute2
   python3-torch python3-pybind11 pybind11-dev python3-pytest
+  python3-venv python3-dev
 )
 if [ "${1:-}" = bench ]; then
   packages+=(gnuplot-nox python3-torch python3-torchvision iproute2)
