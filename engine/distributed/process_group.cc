@@ -88,9 +88,10 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
 #endif
   if (server) return c10::make_intrusive<c10d::TCPStore>(host, so);
 #if TORCH_VERSION_MAJOR >= 2
-  // 2.x's client logs a warning line per retry (145 lines in 20 s at an HTTP server); the tools
-  // say what went wrong in one line. c10's log keeps to errors from here on.
-  if (FLAGS_caffe2_log_level < 2) FLAGS_caffe2_log_level = 2;
+  // 2.x's client logs a warning line per retry (145 lines in 20 s at an HTTP server) and an
+  // error with a stack when it gives up; the tools say what went wrong in one line of their own.
+  // c10's log keeps to fatal messages from here on.
+  if (FLAGS_caffe2_log_level < 3) FLAGS_caffe2_log_level = 3;
 #endif
   // A client's constructor connects, then (2.x) pings the server and waits for its answer
   // without a timeout: at a listener that never answers it would wait for ever. It runs on a
