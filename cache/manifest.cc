@@ -15,6 +15,7 @@ std::string Manifest::to_json_string(int indent) const {
   identity().to_json(&j);
   j["class_names"] = class_names;
   j["classifier"] = classifier;
+  if (!weights_file.empty()) j["weights_file"] = weights_file;
   j["records"] = records;
   j["record_bytes"] = record_bytes;
   j["splits"] = splits_to_json();
@@ -44,6 +45,7 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
     if (!identity_st.ok()) return identity_st;
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.classifier = j.at("classifier").get<std::string>();
+    m.weights_file = j.value("weights_file", std::string());
     m.records = json_int(j, "records");
     m.record_bytes = json_int(j, "record_bytes");
     for (const auto& [name, s] : j.at("splits").items()) {

@@ -43,6 +43,10 @@ struct Manifest : CacheIdentity {
   // Contents.
   std::vector<std::string> class_names;             // class_names[label]
   std::string classifier;   // "pretrained" (kept from the weights) or "new" (initialised per run)
+  // The absolute path of the weights file the last build read (recycle-build --weights; "" for
+  // none): not identity (the fingerprint is), a default for recycle-predict --weights that the
+  // fingerprint still checks.
+  std::string weights_file;
   std::map<std::string, SplitInfo> splits;
   int64_t records = 0;      // distinct records stored
   int64_t record_bytes = 0; // bytes of encoded records written (before RocksDB compression)

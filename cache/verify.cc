@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "base/strings.h"
 #include "cache/activation_store.h"
 #include "cache/record.h"
 
@@ -22,6 +23,7 @@ std::string InspectReport::to_json() const {
                       {"record_shapes", layout_shapes(manifest.layout())},
                       {"record_layout", manifest.record_layout_to_json()},
                       {"classes", manifest.class_names},
+                      {"weights_file", manifest.weights_file},
                       {"records", manifest.records},
                       {"orphans", orphans},
                       {"record_bytes", manifest.record_bytes},
@@ -45,13 +47,13 @@ std::string InspectReport::to_json() const {
 namespace {
 
 // ": 0=neg 1=pos" (id=name, the label map) for up to 20 classes whose names are not just their
-// ids; "" otherwise.
+// ids; "" otherwise. A name's control characters are escaped (one line per field).
 std::string class_list(const std::vector<std::string>& names) {
   bool plain = true;
   for (size_t i = 0; i < names.size(); ++i) plain = plain && names[i] == std::to_string(i);
   if (plain || names.size() > 20) return "";
   std::string out = ":";
-  for (size_t i = 0; i < names.size(); ++i) out += " " + std::to_string(i) + "=" + names[i];
+  for (size_t i = 0; i < names.size(); ++i) out += " " + std::to_string(i) + "=" + printable(names[i]);
   return out;
 }
 
@@ -72,8 +74,8 @@ std::string InspectReport::to_text() const {
       << "orphans    " << orphans << " records no index entry points to"
       << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
   for (const auto& [name, s] : manifest.splits) {
-    out << "split      " << name << ": " << s.samples << " samples, " << s.unique << " unique, "
-        << (s.complete ? "complete" : "INCOMPLETE") << " (" << s.data << ")";
+    out << "split      " << printable(name) << ": " << s.samples << " samples, " << s.unique
+        << " unique, " << (s.complete ? "complete" : "INCOMPLETE") << " (" << printable(s.data) << ")";
     if (s.views > 0) out << ", " << s.views << " views of " << s.augment;
     out << "\n";
   }
@@ -81,7 +83,7 @@ std::string InspectReport::to_text() const {
     out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
         << damaged_files << " damaged files, "
         << problems.size() << " problems\n";
-    for (const auto& p : problems) out << "  " << p << "\n";
+    for (const auto& p : problems) out << "  " << printable(p) << "\n";
   }
   return out.str();
 }

@@ -235,16 +235,21 @@ fi
 # Inputs that are not numbers: float32 npy arrays holding a NaN or an infinity (written with
 # python3's struct, no numpy needed).
 if command -v python3 >/dev/null 2>&1; then
-  for bad in nan inf; do
-    python3 - "$work/npy-$bad" "$bad" <<'PY'
-import os, struct, sys
-d, bad = sys.argv[1], float(sys.argv[2])
-os.makedirs(d, exist_ok=True)
+  # npy(path, descr, shape, data): a .npy file (format 1.0) of `shape` holding `data`'s bytes.
+  cat >"$work/npyfile.py" <<'PY'
+import struct
 def npy(path, descr, shape, data):
     header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{s}, " for s in shape))
     header += " " * (-(10 + len(header) + 1) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+PY
+  for bad in nan inf; do
+    PYTHONPATH="$work" python3 - "$work/npy-$bad" "$bad" <<'PY'
+import os, struct, sys
+from npyfile import npy
+d, bad = sys.argv[1], float(sys.argv[2])
+os.makedirs(d, exist_ok=True)
 vals = [0.5] * (4 * 28 * 28)
 vals[28 * 28 + 3] = bad
 npy(f"{d}/train_x.npy", "<f4", (4, 1, 28, 28), struct.pack(f"<{len(vals)}f", *vals))
@@ -278,6 +283,59 @@ elif ! "$bin/recycle-inspect" --cache "$work/text/cache" --json | tail -n 1 | jq
   echo "FAIL: the TSV header line became a class, or the classes are not the train split's" >&2; failures=$((failures + 1))
 fi
 case_ "a test split with a class the train split lacks" 1 "$work/text/cache" "$bin/recycle-build" --data "tsv:$work/text" --split other "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache"
+
+# Fourth reliability round (issue 44): image bombs, split folders, predict's outputs and flags,
+# npy shapes that overflow, augmentations larger than the image, text files in other encodings
+# or with a repeated header. PNGs are written with python3's zlib (no imaging library needed).
+if command -v python3 >/dev/null 2>&1; then
+  python3 - "$work/folder" <<'PY'
+import os, struct, sys, zlib
+root = sys.argv[1]
+def png(path, width, height, depth, rows):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, 0, 0, 0, 0)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+for c in ("ankle", "boot"):
+    os.makedirs(f"{root}/good/{c}", exist_ok=True)
+    for i in range(3):
+        png(f"{root}/good/{c}/{i}.png", 8, 8, 8, b"".join(b"\x00" + bytes([(i * 40 + c.__len__() * 9) % 256] * 8) for _ in range(8)))
+os.makedirs(f"{root}/bomb/a", exist_ok=True)
+os.makedirs(f"{root}/bomb/b", exist_ok=True)
+png(f"{root}/bomb/a/small.png", 8, 8, 8, b"".join(b"\x00" + bytes(8) for _ in range(8)))
+# 32768 x 32768 16-bit gray declared, its rows of zeros compressed: about 2 MB on disk.
+png(f"{root}/bomb/b/bomb.png", 32768, 32768, 16, bytes(8 * (1 + 2 * 32768)))
+PY
+  case_ "a PNG declaring 32768x32768 16-bit pixels (a decompression bomb)" 1 "$good" "$bin/recycle-build" --data "imagefolder:$work/folder/bomb" --recycle 0.5 --cache "$work/bomb-cache"
+  case_ "imagefolder --split test on a folder without split folders" 2 "$good" "$bin/recycle-build" --data "imagefolder:$work/folder/good" --split test --recycle 0.5 --cache "$work/folder-cache"
+  case_ "imagefolder --split valdation (a typo) on a folder without split folders" 2 "$good" "$bin/recycle-build" --data "imagefolder:$work/folder/good" --split valdation --recycle 0.5 --cache "$work/folder-cache"
+  PYTHONPATH="$work" python3 - "$work/npy-huge" <<'PY'
+import os, sys
+from npyfile import npy
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+npy(f"{d}/train_x.npy", "|u1", (2 ** 32, 1, 2 ** 32, 16), b"")
+npy(f"{d}/train_y.npy", "|u1", (2,), bytes([0, 1]))
+PY
+  case_ "npy shape whose byte count overflows 64 bits (2^32 x 1 x 2^32 x 16)" 1 "$good" "$bin/recycle-build" --data "npy:$work/npy-huge" --recycle 0.5 --cache "$work/npy-huge-cache"
+fi
+case_ "--augment crop=20 on 28x28 images (views mostly padding)" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment crop=20 --views 2 --cache "$work/crop-cache"
+printf '{"text": "caf\xe9 au lait", "label": 1}\n' >"$work/latin1.jsonl"
+case_ "JSONL in Latin-1 (invalid UTF-8)" 1 "" "$bin/recycle-build" --data "jsonl:$work/latin1.jsonl" --recycle 0.5 --cache "$work/jsonl-cache"
+printf 'label,text,text\n1,a,b\n' >"$work/twice.csv"
+case_ "CSV header naming a column twice" 1 "" "$bin/recycle-build" --data "csv:$work/twice.csv" --recycle 0.5 --cache "$work/csv-cache"
+printf 'label,text\n1,a\nlabel,text\n0,b\n' >"$work/joined.csv"
+case_ "CSV files joined with cat (the header row again inside)" 1 "" "$bin/recycle-build" --data "csv:$work/joined.csv" --recycle 0.5 --cache "$work/csv-cache"
+if "$bin/recycle-train" --cache "$good" --split test --eval-split none --epochs 1 --save-head "$work/head.pt" >/dev/null 2>&1; then
+  cp "$work/head.pt" "$work/head.csv"
+  case_ "recycle-predict --head h.csv --out h.csv (its own head)" 2 "$good" "$bin/recycle-predict" --cache "$good" --head "$work/head.csv" --data fashion-mnist --limit 10 --out "$work/head.csv"
+  if ! cmp -s "$work/head.pt" "$work/head.csv"; then echo "FAIL: predict replaced its own head file" >&2; failures=$((failures + 1)); fi
+  case_ "recycle-predict --top-k -1" 2 "$good" "$bin/recycle-predict" --cache "$good" --head "$work/head.pt" --data fashion-mnist --limit 10 --out "$work/p.csv" --top-k -1
+  case_ "recycle-predict without --weights on a cache that records none" 2 "$good" "$bin/recycle-predict" --cache "$good" --head "$work/head.pt" --data fashion-mnist --limit 10 --out "$work/p.csv"
+else
+  echo "FAIL: could not train a head for the predict cases" >&2; failures=$((failures + 1))
+fi
 
 # A read-only cache directory and a full disk (small tmpfs filesystems).
 if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then

@@ -98,13 +98,32 @@ void add_data_flags(CLI::App& app, DatasetOptions* data) {
       ->capture_default_str();
   app.add_option("--classes", data->classes, "keep these classes, relabelled 0..k-1 (e.g. 5-9)");
   app.add_option("--limit", data->limit, "keep the first N samples (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kZeroOrMore)
       ->capture_default_str();
 }
 
 const CLI::Validator kNotEmpty(
     [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
     "NOT EMPTY");
+
+namespace {
+
+CLI::Validator whole_number_from(long long lo, const char* name) {
+  return CLI::Validator(
+      [lo](std::string& value) {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || v < lo) {
+          return "must be a whole number, " + std::to_string(lo) + " or more, got " + value;
+        }
+        return std::string();
+      },
+      name);
+}
+
+}  // namespace
+
+const CLI::Validator kZeroOrMore = whole_number_from(0, "INT >= 0");
+const CLI::Validator kOneOrMore = whole_number_from(1, "INT >= 1");
 
 CLI::Validator positive_up_to(double max) {
   return CLI::Validator(

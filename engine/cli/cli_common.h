@@ -23,9 +23,12 @@ namespace recycle {
 // disk, a closed stdout) turns the body's exit code into 1, with one line.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
-// Validators: a non-empty string; a finite number in (0, max].
+// Validators: a non-empty string; a finite number in (0, max]; a whole number >= 0 or >= 1 (the
+// message says so, where CLI11's NonNegativeNumber names its upper bound, a 309-digit double).
 extern const CLI::Validator kNotEmpty;
 CLI::Validator positive_up_to(double max);
+extern const CLI::Validator kZeroOrMore;
+extern const CLI::Validator kOneOrMore;
 
 // --cache DIR (refuses an empty path as bad usage).
 CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help);

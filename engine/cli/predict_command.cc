@@ -20,10 +20,9 @@ int predict_main(int argc, char** argv) {
       ->check(kNotEmpty)
       ->required();
   app.add_option("--weights", o.weights,
-                 "the weights the cache was built from (recycle-build --weights); other "
-                 "weights are refused as stale")
-      ->check(kNotEmpty)
-      ->required();
+                 "the weights the cache was built from (recycle-build --weights; default: the "
+                 "file the cache records); other weights are refused as stale")
+      ->check(kNotEmpty);
   add_data_flags(app, &o.data);
   app.add_option("--out", o.out,
                  "FILE.jsonl or FILE.csv: one row per sample (row, id, label, pred, class, hit, "
@@ -31,7 +30,7 @@ int predict_main(int argc, char** argv) {
       ->check(kNotEmpty)
       ->required();
   app.add_option("--top-k", o.top_k, "write the K most probable classes (0 = every class)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kZeroOrMore)
       ->capture_default_str();
   app.add_flag("--write-back", o.write_back,
                "store the activations of misses in the cache, so the next call hits (needs "
@@ -40,10 +39,10 @@ int predict_main(int argc, char** argv) {
                "also run the full model (no cache) over the same samples and report its time "
                "and the agreement (benchmarks)");
   app.add_option("--batch", o.batch, "samples per chunk (keyed, looked up and predicted together)")
-      ->check(CLI::PositiveNumber)
+      ->check(kOneOrMore)
       ->capture_default_str();
   app.add_option("--threads", o.threads, "threads (0 = every core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kZeroOrMore)
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");

@@ -262,6 +262,19 @@ void Augment::apply(uint8_t* pixels, int64_t c, int64_t h, int64_t w, uint64_t s
   }
 }
 
+void Augment::check_image(int64_t h, int64_t w) const {
+  for (const Step& s : steps_) {
+    if (s.op != Op::kCrop) continue;
+    const int64_t pad = static_cast<int64_t>(s.value);
+    if (2 * pad > std::min(h, w)) {
+      throw std::invalid_argument(
+          "--augment crop=" + std::to_string(pad) + " is too large for images of " +
+          std::to_string(h) + "x" + std::to_string(w) + ": a view would be mostly padding (give "
+          "crop=P with P at most " + std::to_string(std::min(h, w) / 2) + ", half the smaller side)");
+    }
+  }
+}
+
 int64_t epoch_view(uint64_t seed, int64_t position, int64_t epoch, int64_t views) {
   if (views <= 1) return 0;
   Draws d(seed ^ (static_cast<uint64_t>(position) * 0xD6E8FEB86659FD93ULL));

@@ -4,7 +4,7 @@
 //
 //   hflip            mirror left-right with probability 1/2 (RandomHorizontalFlip)
 //   crop=P           pad P pixels of 0 on every side, then cut a random H x W window
-//                    (RandomCrop(size, padding=P)); 1 <= P <= 64
+//                    (RandomCrop(size, padding=P)); 1 <= P <= 64 and 2P <= min(H, W)
 //   resized-crop=S   a random window of S..1 of the area and aspect ratio 3/4..4/3, resized back
 //                    to H x W, bilinear with antialias (RandomResizedCrop(size, scale=(S, 1)));
 //                    0 < S < 1
@@ -46,6 +46,11 @@ class Augment {
   // Applies the ops to one image (uint8 [c, h, w], row-major) in place, its random draws made
   // from `seed`. The same seed and image give the same bytes.
   void apply(uint8_t* pixels, int64_t c, int64_t h, int64_t w, uint64_t seed) const;
+
+  // Throws std::invalid_argument (one line) when an op does not fit images of h x w: crop=P
+  // must keep at least half of the rows and columns (2P <= min(h, w)); a larger P makes views
+  // that are mostly or wholly padding.
+  void check_image(int64_t h, int64_t w) const;
 
  private:
   std::vector<Step> steps_;

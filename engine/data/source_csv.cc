@@ -9,6 +9,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "base/strings.h"
 #include "engine/data/data_source.h"
 #include "engine/data/text_labels.h"
 
@@ -114,6 +115,17 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
   parse_csv(file, bytes, &records, &lines);
   if (records.empty()) throw std::runtime_error(file + ": is empty (expected a header row)");
   const std::vector<std::string>& header = records[0];
+  // A name twice would read one of its columns silently (which one, another tool decides
+  // otherwise: pandas renames the second).
+  for (size_t c = 0; c < header.size(); ++c) {
+    for (size_t d = c + 1; d < header.size(); ++d) {
+      if (header[c] == header[d]) {
+        throw std::runtime_error(file + ":1: the header names column '" + printable(header[c]) +
+                                 "' twice (columns " + std::to_string(c + 1) + " and " +
+                                 std::to_string(d + 1) + "): give each column its own name");
+      }
+    }
+  }
   const size_t text = column(file, header, options.text_field, "--text-field");
   const size_t label = column(file, header, options.label_field, "--label-field");
   std::vector<RawTextSample> samples;
@@ -122,6 +134,10 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
       throw std::runtime_error(file + ":" + std::to_string(lines[r]) + ": " +
                                std::to_string(records[r].size()) + " fields, the header has " +
                                std::to_string(header.size()));
+    }
+    if (records[r] == header) {  // files joined with cat: the second header would be a sample
+      throw std::runtime_error(file + ":" + std::to_string(lines[r]) +
+                               ": repeats the header row (files joined? keep one header)");
     }
     samples.push_back({std::move(records[r][text]), std::move(records[r][label]), lines[r]});
   }

@@ -11,6 +11,7 @@
 
 #include "engine/data/data_source.h"
 #include "engine/data/text_labels.h"
+#include "engine/data/tsv_reader.h"  // first_invalid_utf8
 
 namespace recycle {
 
@@ -29,6 +30,11 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string at = file + ":" + std::to_string(number) + ": ";
+    // JSON is UTF-8 (RFC 8259): another encoding is named as such, without echoing its bytes.
+    if (const size_t bad = first_invalid_utf8(line); bad != std::string_view::npos) {
+      throw std::runtime_error(at + "not valid UTF-8 (at byte " + std::to_string(bad + 1) +
+                               "; JSON Lines files are UTF-8: convert it, e.g. iconv -t UTF-8)");
+    }
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

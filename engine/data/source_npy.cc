@@ -116,7 +116,14 @@ int64_t element_size(const std::string& descr) {
 // Checks that the file holds exactly the data its header says.
 void check_size(const std::string& path, const NpyHeader& h, int64_t item) {
   uint64_t want = static_cast<uint64_t>(item);
-  for (int64_t d : h.shape) want *= static_cast<uint64_t>(d);
+  for (int64_t d : h.shape) {
+    // Checked: a shape whose byte count passes 2^63 would wrap and could seem to fit the file.
+    if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want) || want > (uint64_t{1} << 62)) {
+      std::string dims;
+      for (int64_t e : h.shape) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
+      bad(path, "npy shape " + dims + " is larger than any file (its byte count overflows)");
+    }
+  }
   if (h.file_size != h.data_offset + want) {
     bad(path, "has " + std::to_string(h.file_size - std::min(h.file_size, h.data_offset)) +
                   " bytes of data, header says " + std::to_string(want));
@@ -242,8 +249,8 @@ SourceData load(const std::string& dir, const DatasetOptions& options, bool stre
   d.float_pixels = is_float;
   d.item_shape = h.shape.size() == 4 ? std::vector<int64_t>{h.shape[1], h.shape[2], h.shape[3]}
                                      : std::vector<int64_t>{1, h.shape[1], h.shape[2]};
+  check_size(x, h, is_float ? 4 : 1);  // first: it names the file when the shape overflows
   const int64_t item = d.item_bytes();
-  check_size(x, h, is_float ? 4 : 1);
   d.labels = read_labels(y);
   const int64_t n = h.shape[0];
   if (static_cast<int64_t>(d.labels.size()) != n) {

@@ -19,9 +19,10 @@ namespace {
 // millions of empty class names.
 constexpr int64_t kMaxIntegerClassId = 99999;
 constexpr size_t kReadChunkBytes = size_t{1} << 16;
-constexpr size_t kNoError = static_cast<size_t>(-1);
+constexpr size_t kNoError = std::string_view::npos;
 
-// Returns the offset of the first byte of the first invalid sequence in `s`, or kNoError.
+}  // namespace
+
 // Follows the well-formed byte sequences of the Unicode Standard, table 3-7.
 size_t first_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -69,6 +70,8 @@ size_t first_invalid_utf8(std::string_view s) {
   }
   return kNoError;
 }
+
+namespace {
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }

@@ -45,5 +45,7 @@ TsvData read_tsv_file(const std::string& path, const TsvOptions& options = {});
 // True when `s` is valid UTF-8: no overlong encodings, no surrogates (U+D800..U+DFFF), nothing
 // above U+10FFFF, no stray continuation bytes and no truncated sequences.
 bool is_valid_utf8(std::string_view s);
+// The offset of the first byte of the first invalid sequence in `s`, or std::string_view::npos.
+size_t first_invalid_utf8(std::string_view s);
 
 }  // namespace recycle

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -87,6 +88,10 @@ struct CacheWriter::Impl {
     if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
     if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
     if (o.model.empty()) throw InvalidArgument("the model that computes the records must be named");
+    if (!std::isfinite(o.flush_seconds) || o.flush_seconds < 0) {
+      throw InvalidArgument("flush_seconds must be a number of seconds, 0 or more, not " +
+                            std::to_string(o.flush_seconds));
+    }
     ActivationStore::check_split_name(o.split).throw_if_error();
     if (!parse_codec(o.codec, &codec)) {
       throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
@@ -196,6 +201,10 @@ struct CacheWriter::Impl {
         .throw_if_error();
     report.cache_dir = o.cache_dir;
     report.split = o.split;
+    // A new cache gets its manifest (the split marked incomplete) at once, as recycle-build's
+    // does before its first chunk: a build that fails before its first write leaves a cache
+    // that inspect reads and a rerun resumes, not database files without a manifest.
+    if (new_cache) begin();
   }
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.

@@ -84,7 +84,6 @@ void PredictOptions::validate() const {
   };
   need(cache_dir, "--cache DIR");
   need(head, "--head FILE");
-  need(weights, "--weights FILE (the weights the cache was built from)");
   need(data.spec, "--data SPEC");
   need(out, "--out FILE.jsonl|FILE.csv");
   data.validate();
@@ -142,6 +141,37 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
   }
   have.throw_if_error();
   return store;
+}
+
+// What the cache knows and the options left out: --weights, the file its manifest records (it
+// must still be there; its fingerprint is checked later as a given file's); --classes, the
+// list its splits were built with (" classes=5-9" in their data descriptions).
+PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& m) {
+  PredictOptions o = given;
+  if (o.weights.empty()) {
+    if (m.weights_file.empty()) {
+      throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
+                            " does not record the weights file it was built from (built from a "
+                            "--model without --weights, or by an older recycle-build)");
+    }
+    std::error_code ec;
+    if (!fs::is_regular_file(m.weights_file, ec)) {
+      throw InvalidArgument("cache " + o.cache_dir + " was built from --weights " + m.weights_file +
+                            ", which is no longer there: give --weights FILE");
+    }
+    o.weights = m.weights_file;
+  }
+  if (o.data.classes.empty()) {
+    for (const auto& [name, split] : m.splits) {
+      const size_t at = split.data.find(" classes=");
+      if (at == std::string::npos) continue;
+      const size_t from = at + 9;
+      o.data.classes = split.data.substr(from, split.data.find(' ', from) - from);
+      break;
+    }
+  }
+  output_target(o);  // the defaults too may not be the output
+  return o;
 }
 
 // The build options that load this cache's model and keyer over the samples to predict.
@@ -356,19 +386,19 @@ int64_t write_back(SplitBuild& s, ActivationStore& store, Manifest* m, const Loo
 
 }  // namespace
 
-PredictReport run_predict(const PredictOptions& o) {
+PredictReport run_predict(const PredictOptions& given) {
   const auto start = Clock::now();
-  o.validate();
+  given.validate();
   PredictReport report;
-  report.out = o.out;
-  // The output first: a directory it cannot be written in fails before any work. Rows go to a
+  report.out = given.out;
+  Manifest m;
+  std::unique_ptr<ActivationStore> store = open_cache(given, &m);
+  const PredictOptions o = with_cache_defaults(given, m);
+  // The output before any work: a directory it cannot be written in fails first. Rows go to a
   // temporary file that replaces o.out only when every row is written.
   AtomicFile out_file(output_target(o));
   std::ofstream out(out_file.temp_path(), std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
-
-  Manifest m;
-  std::unique_ptr<ActivationStore> store = open_cache(o, &m);
   HeadFile head_file(o.head);
   SplitBuild s(build_options_for(o, m));
   s.load_inputs();

@@ -636,6 +636,9 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
                                             transformer_max_tokens(pm.model.spec), device);
   };
   // Online augmentation: every epoch a new random view of every sample (draws = epochs).
+  if (!o.augment.empty() && !data.is_text && data.item_shape.size() == 3) {
+    Augment::parse(o.augment).check_image(data.item_shape[1], data.item_shape[2]);
+  }
   const std::unique_ptr<BatchSource> train =
       o.augment.empty() || data.is_text
           ? raw_batches(data)

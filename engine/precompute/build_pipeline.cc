@@ -14,6 +14,7 @@ std::string BuildReport::to_json() const {
                       {"computed", computed},
                       {"skipped", skipped},
                       {"index_written", index_written},
+                      {"files_left_out", files_left_out},
                       {"bytes", bytes},
                       {"records", records},
                       {"seconds", seconds},
@@ -21,7 +22,22 @@ std::string BuildReport::to_json() const {
                       {"samples_per_s", samples_per_s},
                       {"ranks", ranks}};
   if (views > 0) j["views"] = views;
+  if (prefix_share >= 0) {
+    j["prefix_share"] = prefix_share;
+    j["expected_speedup_vs_full"] = expected_speedup_vs_full();
+    j["expected_speedup_vs_online"] = expected_speedup_vs_online();
+  }
   return j.dump();
+}
+
+double BuildReport::expected_speedup_vs_full() const {
+  return prefix_share < 0 || prefix_share >= 1 ? -1 : 1.0 / (1.0 - prefix_share);
+}
+
+double BuildReport::expected_speedup_vs_online() const {
+  if (prefix_share < 0 || prefix_share >= 1) return -1;
+  const double rest = 1.0 - prefix_share;
+  return (prefix_share + 3 * rest) / (3 * rest);
 }
 
 // The stages and what each one does: see build_stages.h.

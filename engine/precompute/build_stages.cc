@@ -76,6 +76,14 @@ void require_no_skips(const ImageStream& stream) {
   }
 }
 
+// The absolute path of a --weights file, for the manifest ("" for none).
+std::string weights_path(const std::string& weights) {
+  if (weights.empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(weights, ec);
+  return ec ? weights : p.lexically_normal().string();
+}
+
 // Keys of data's samples [0, n) into keys[offset..), in parallel.
 void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vector<Key>* keys) {
   parallel_loop(static_cast<int64_t>(data.size()), [&](int64_t i) {
@@ -98,6 +106,21 @@ void require_keyed_content(const Dataset& read, const int64_t* positions, int64_
       throw std::runtime_error(where + ": sample " + read.ids[static_cast<size_t>(i)] +
                                " changed while the build ran (its content is not what was keyed): "
                                "nothing of its chunk was stored; run the build again");
+    }
+  }
+}
+
+// A class whose every file was left out (--on-bad-file skip) is still a class of the split (the
+// head keeps its output), but nothing trains it: said on stderr, naming it.
+void warn_emptied_classes(const Dataset& data, const std::vector<int64_t>& before,
+                          const std::string& where) {
+  std::vector<int64_t> after(before.size(), 0);
+  for (int64_t l : data.labels) ++after[static_cast<size_t>(l)];
+  for (size_t c = 0; c < before.size(); ++c) {
+    if (before[c] > 0 && after[c] == 0) {
+      std::cerr << "warning: " << where << ": class '" << printable(data.class_names[c])
+                << "' lost all its " << before[c]
+                << " file(s) (left out: not decodable); it has no sample in this split" << std::endl;
     }
   }
 }
@@ -260,6 +283,7 @@ void SplitBuild::load_inputs() {
                                   " holds float32 inputs, which are taken as they are");
     }
     augment_ = Augment::parse(o.augment);
+    augment_.check_image(data_.item_shape[1], data_.item_shape[2]);
     views_ = o.views;
   }
 
@@ -272,9 +296,11 @@ void SplitBuild::load_inputs() {
   if (data_.is_text) {
     // The plain prefix (eval mode) makes text records: nothing of a transformer folds.
     manifest_ = requested_text_manifest(pm, keyer_->spec(), codec_, data_);
+    manifest_.weights_file = weights_path(o.model.weights);
     return;
   }
   manifest_ = requested_manifest(pm, keyer_->spec(), codec_, data_, model_->device);
+  manifest_.weights_file = weights_path(o.model.weights);
   model_->fast.emplace(pm.model, pm.split.prefix_blocks);
 }
 
@@ -338,6 +364,7 @@ void SplitBuild::reconcile_manifest() {
                              " (use --rebuild to start over)");
   }
   if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
+  if (!wanted.weights_file.empty()) stored.weights_file = wanted.weights_file;  // same fingerprint
   const auto split = stored.splits.find(options_.data.split);
   if (split != stored.splits.end() &&
       (split->second.views != views_ || split->second.augment != augment_.spec())) {
@@ -364,9 +391,13 @@ void SplitBuild::key_samples() {
     keys_ = compute_keys(data_, streamed_, *keyer_, &skipped);
     if (!skipped.empty()) {  // files that could not be decoded, left out with their samples
       report_skipped(streamed_.file, skipped);
+      report_.files_left_out = static_cast<int64_t>(skipped.size());
       std::vector<int64_t> drop;
       for (const auto& k : skipped) drop.push_back(k.first);
+      std::vector<int64_t> before(data_.class_names.size(), 0);
+      for (int64_t l : data_.labels) ++before[static_cast<size_t>(l)];
       drop_samples(drop, &data_, &streamed_);
+      warn_emptied_classes(data_, before, streamed_.file);
       size_t kept = 0, d = 0;
       for (size_t i = 0; i < keys_.size(); ++i) {
         if (d < drop.size() && drop[d] == static_cast<int64_t>(i)) {
@@ -620,7 +651,34 @@ RecordLayout text_record_layout(int64_t d_model, Codec codec) {
 void SplitBuild::compute_chunk(BuildChunk* chunk) {
   chunk->records.clear();
   if (chunk->compute_pos.empty()) return;
-  encode_chunk_outputs(chunk_prefix_outputs(chunk_inputs(chunk)), chunk);
+  const torch::Tensor outputs = chunk_prefix_outputs(chunk_inputs(chunk));
+  if (share_chunks_ < 2 && model_->prepared) measure_prefix_share(outputs);
+  encode_chunk_outputs(outputs, chunk);
+}
+
+void SplitBuild::measure_prefix_share(const torch::Tensor& outputs) {
+  ++share_chunks_;
+  const int64_t m = outputs.size(0), k = std::min<int64_t>(m, 64);
+  BlockStack& head = model_->prepared->split.head;
+  const bool training = head->is_training();
+  head->eval();  // no batch-norm statistics move: the cache's head blob is this module
+  double head_seconds = -1;
+  try {
+    c10::InferenceMode inference;
+    const torch::Tensor in = outputs.narrow(0, 0, k).to(model_->device);
+    const auto started = std::chrono::steady_clock::now();
+    const torch::Tensor logits = head->forward(in);
+    (void)logits.sum().item<float>();  // the work done, on any device
+    head_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  } catch (const c10::Error&) {
+    // A head that does not take the records as they are stored (none of this engine's): no
+    // estimate, the build goes on.
+  }
+  head->train(training);
+  if (head_seconds < 0 || chunk_prefix_seconds_ <= 0) return;
+  const double prefix_per_sample = chunk_prefix_seconds_ / static_cast<double>(m);
+  const double head_per_sample = head_seconds / static_cast<double>(k);
+  report_.prefix_share = prefix_per_sample / (prefix_per_sample + head_per_sample);
 }
 
 torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
@@ -668,8 +726,9 @@ torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
   } else {
     out = model_->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
   }
-  report_.prefix_seconds +=
+  chunk_prefix_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report_.prefix_seconds += chunk_prefix_seconds_;
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != expected) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +

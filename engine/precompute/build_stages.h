@@ -303,6 +303,13 @@ class SplitBuild {
   size_t next_ = 0;
   std::unique_ptr<Progress> progress_;
   int64_t writes_ = 0;
+  double chunk_prefix_seconds_ = 0;  // chunk_prefix_outputs' time for its last chunk
+  int share_chunks_ = 0;             // chunks measure_prefix_share measured
+
+  // The head (the rest of the model) timed on up to 64 of a chunk's prefix outputs, against
+  // the prefix's time for the chunk: report_.prefix_share. Done for the first two chunks
+  // computed (the second's figure stays: the first pays one-time costs).
+  void measure_prefix_share(const at::Tensor& outputs);
 
   BuildReport report_;  // counters filled along the way, the rest by report()
 };

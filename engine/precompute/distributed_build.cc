@@ -223,6 +223,7 @@ BuildReport report_from_json(const std::string& text) {
   r.computed = j.value("computed", int64_t{0});
   r.skipped = j.value("skipped", int64_t{0});
   r.index_written = j.value("index_written", int64_t{0});
+  r.files_left_out = j.value("files_left_out", int64_t{0});
   r.bytes = j.value("bytes", int64_t{0});
   r.records = j.value("records", int64_t{0});
   r.seconds = j.value("seconds", 0.0);
@@ -230,6 +231,7 @@ BuildReport report_from_json(const std::string& text) {
   r.samples_per_s = j.value("samples_per_s", 0.0);
   r.ranks = j.value("ranks", 1);
   r.views = j.value("views", int64_t{0});
+  r.prefix_share = j.value("prefix_share", -1.0);
   return r;
 }
 

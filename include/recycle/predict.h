@@ -15,8 +15,12 @@ namespace recycle {
 struct PredictOptions {
   std::string cache_dir;  // the cache the head was trained from (or one of the same identity)
   std::string head;       // a file written by recycle-train --save-head
-  std::string weights;    // the weights the cache was built from (recycle-build --weights)
-  DatasetOptions data;    // the samples; split defaults to "test" here
+  // The weights the cache was built from (recycle-build --weights); "" takes the file the
+  // cache's manifest records (its fingerprint checked as for a given one).
+  std::string weights;
+  // The samples; split defaults to "test" here, and classes (when "") to the --classes the
+  // cache's splits were built with.
+  DatasetOptions data;
   std::string out;        // FILE.jsonl or FILE.csv (by its extension); written atomically
   int64_t top_k = 0;      // per row, the k most probable classes; 0: every class's probability
   bool write_back = false;  // store the records of misses (needs the cache's writer lock)
@@ -29,8 +33,8 @@ struct PredictOptions {
   std::string device = "cpu";
 
   PredictOptions() { data.split = "test"; }
-  // --cache, --head, --weights, --data and --out given; --out ends in .jsonl or .csv; batch and
-  // top_k in range. Throws std::invalid_argument with one line naming the flag.
+  // --cache, --head, --data and --out given; --out ends in .jsonl or .csv; batch and top_k in
+  // range. Throws std::invalid_argument with one line naming the flag.
   void validate() const;
 };
 

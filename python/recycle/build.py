@@ -13,17 +13,28 @@ from .cache import _path
 _EXACT = {torch.int64: "int64", torch.int32: "int32", torch.uint8: "uint8", torch.bool: "bool"}
 
 
-def _outputs(out):
-    """The prefix's output as [(name, tensor)]: a tensor is "activation", a tuple/list's tensors
-    "activation", "tensor1", ... (recycle-build's names), a dict's its keys in order."""
+def _outputs(out, rows):
+    """The prefix's output for a batch of `rows` inputs as [(name, tensor)]: a tensor is
+    "activation", a tuple/list's tensors "activation", "tensor1", ... (recycle-build's names), a
+    dict's its keys in order. Each must be dense with one row per input."""
     if isinstance(out, torch.Tensor):
-        return [("activation", out)]
-    if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
-        return [("activation" if i == 0 else f"tensor{i}", t) for i, t in enumerate(out)]
-    if isinstance(out, dict) and out and all(isinstance(t, torch.Tensor) for t in out.values()):
-        return [(str(k), t) for k, t in out.items()]
-    raise ValueError("the prefix must return a tensor, or a non-empty tuple/list/dict of tensors, "
-                     f"not {type(out).__name__}")
+        named = [("activation", out)]
+    elif isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
+        named = [("activation" if i == 0 else f"tensor{i}", t) for i, t in enumerate(out)]
+    elif isinstance(out, dict) and out and all(isinstance(t, torch.Tensor) for t in out.values()):
+        named = [(str(k), t) for k, t in out.items()]
+    else:
+        raise ValueError("the prefix must return a tensor, or a non-empty tuple/list/dict of "
+                         f"tensors, not {type(out).__name__}")
+    for name, t in named:
+        if t.layout != torch.strided:
+            raise ValueError(f"the prefix's output '{name}' is a {t.layout} tensor: records hold "
+                             "dense tensors (return t.to_dense())")
+        if t.dim() == 0 or t.shape[0] != rows:
+            got = "a 0-d tensor" if t.dim() == 0 else f"{t.shape[0]} rows"
+            raise ValueError(f"the prefix's output '{name}' is {got} for a batch of {rows} "
+                             "inputs: it must have the batch as dimension 0, one row per input")
+    return named
 
 
 def _eval_mode(prefix):
@@ -56,6 +67,9 @@ def _dtype_name(name, t):
 def _split_batch(batch, where):
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
         raise ValueError(f"{where} must give (input, label) pairs, not {type(batch).__name__}")
+    if len(batch) > 2:  # an index or a weight would be dropped without a word
+        raise ValueError(f"{where} gives {len(batch)} items per sample; build stores (input, label) "
+                         "pairs: wrap the dataset so that it gives (input, label) only")
     inputs, labels = batch[0], batch[1]
     if not isinstance(inputs, torch.Tensor):
         raise ValueError(f"{where}: inputs must be tensors, not {type(inputs).__name__}")
@@ -185,7 +199,9 @@ def _loader(data, batch_size, num_workers):
         raise ValueError("data must be a map-style Dataset of (input, label) or a DataLoader, "
                          f"not {type(data).__name__}")
     n = len(data)
-    loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    # No batch larger than the data (a DataLoader allocates a list of batch_size items first).
+    loader = DataLoader(data, batch_size=max(1, min(batch_size, n)), shuffle=False,
+                        num_workers=num_workers)
     return loader, n, f"python:{type(data).__name__}:{n}"
 
 
@@ -208,6 +224,51 @@ def _identity(prefix, model_id):
                (state.values() if state is not None else [])]
     fingerprint = _native.tensors_fingerprint(names, tensors) if state is not None else "none"
     return "python:" + model_id, fingerprint
+
+
+def _rows(out, k):
+    """The first k rows of a prefix's output (a tensor, a tuple/list or a dict of tensors)."""
+    if isinstance(out, torch.Tensor):
+        return out[:k]
+    if isinstance(out, dict):
+        return {name: t[:k] for name, t in out.items()}
+    return type(out)(t[:k] for t in out)
+
+
+class _ShareTimer:
+    """The prefix's share of the forward time: the head timed on up to 64 outputs of the first two
+    batches the prefix computed (the second's figure kept: the first pays one-time costs)."""
+
+    def __init__(self, head):
+        self.head, self.batches, self.share = head, 0, None
+
+    def measure(self, raw, rows, prefix_seconds):
+        if self.head is None or self.batches >= 2 or rows < 2:  # rows 1: the layout probe
+            return
+        self.batches += 1
+        k = min(rows, 64)
+        sample = _rows(raw, k)
+        _, restore = _eval_mode(self.head)
+        try:
+            with torch.no_grad():
+                start = time.perf_counter()
+                result = self.head(sample)
+                if isinstance(result, torch.Tensor) and result.is_cuda:
+                    torch.cuda.synchronize(result.device)
+                head_seconds = time.perf_counter() - start
+        finally:
+            restore()
+        per_prefix, per_head = prefix_seconds / rows, head_seconds / k
+        if per_prefix + per_head > 0:
+            self.share = per_prefix / (per_prefix + per_head)
+
+    def report(self):
+        if self.share is None:
+            return {}
+        s = self.share
+        rest = max(1.0 - s, 1e-9)
+        return {"prefix_share": s, "expected_speedup_vs_full": 1.0 / rest,
+                "expected_speedup_vs_online": (s + 3 * rest) / (3 * rest)}
 
 
 def _plain_interval():
@@ -265,10 +326,10 @@ class _Progress:
         sys.stderr.flush()
 
 
-def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=256,
+def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=64,
           model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
           flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None,
-          progress=None):
+          progress=None, head=None):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -294,6 +355,13 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     cache's identity and the head's initial weights are then the engine's, and the outputs of
     the first rows computed are checked against the engine's prefix (ValueError when they
     differ: another model). classes (or data's .classes) are required then.
+
+    head: the rest of the model (a callable taking the prefix's output, as your training step
+    gives it). When given, it is timed (eval mode, no_grad) on up to 64 outputs of the first
+    batches computed, and the report adds prefix_share (the prefix's share of the whole
+    forward time) and the epoch speedups that implies, expected_speedup_vs_full (1 / (1 - s))
+    and expected_speedup_vs_online ((s + 3(1 - s)) / 3(1 - s)): a backward costs about two
+    forwards, reading the cache is not counted.
 
     progress: a line on stderr that counts the samples done, redrawn (True; the default when
     stderr is a terminal), or by default elsewhere (a log, a pipe) a plain line every
@@ -330,15 +398,21 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         classes = getattr(dataset, "classes", None)
     class_names = [str(c) for c in classes] if classes is not None else []
 
+    if head is not None and not callable(head):
+        raise ValueError(f"head must be an nn.Module or a callable, not {type(head).__name__}")
     device, restore_modes = _eval_mode(prefix)
     prefix_seconds = 0.0
+    share = _ShareTimer(head)
 
     def run_prefix(x):
         nonlocal prefix_seconds
         start = time.perf_counter()
         with torch.no_grad():
-            out = _outputs(prefix(x.to(device) if device is not None else x))
-        prefix_seconds += time.perf_counter() - start
+            raw = prefix(x.to(device) if device is not None else x)
+            out = _outputs(raw, len(x))
+        seconds = time.perf_counter() - start
+        prefix_seconds += seconds
+        share.measure(raw, len(x), seconds)
         return out
 
     def open_writer(inputs, run):
@@ -384,4 +458,5 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
             writer.close()  # the cache's writer lock, released now whatever happened
         restore_modes()
     report["prefix_seconds"] = prefix_seconds
+    report.update(share.report())
     return report

@@ -21,8 +21,18 @@ def verify(path, raise_on_error=True):
     """Reads and checks every record (header, checksum, layout) and every file's checksums, as
     recycle-inspect --verify does. Returns the report (a dict with "checked", "corrupt",
     "problems"); raises CorruptRecordError naming the first problem when there is one, unless
-    raise_on_error is False."""
-    report = json.loads(_native.inspect(_path(path), True))
+    raise_on_error is False: then a cache that cannot be opened at all gives a report with "ok"
+    False and the reason as its one problem."""
+    path = _path(path)
+    if not raise_on_error:
+        try:
+            report = json.loads(_native.inspect(path, True))
+        except (RuntimeError, ValueError, OSError) as e:  # not a cache, missing, unreadable
+            return {"cache": path, "checked": 0, "corrupt": 0, "damaged_files": 0,
+                    "problems": [str(e)], "ok": False}
+        report["ok"] = not report.get("problems")
+        return report
+    report = json.loads(_native.inspect(path, True))
     report["ok"] = not report.get("problems")
     if raise_on_error and not report["ok"]:
         problems = report["problems"]

@@ -88,6 +88,16 @@ class CachedDataset(torch.utils.data.Dataset):
         tensors, labels = self._open().read(torch.tensor([index], dtype=torch.int64))
         return _activation(tensors, self.tensor_names, 0), int(labels[0])
 
+    def __getitems__(self, indices):
+        """The samples of one DataLoader batch, read at once (one MultiGet and one decode for the
+        batch instead of one per sample): torch 2.x's DataLoader calls it when it batches, then
+        collates the list as it would collate ds[i] for each i."""
+        activations, labels = self.read(indices)
+        labels = labels.tolist()
+        if isinstance(activations, dict):
+            return [({k: v[i] for k, v in activations.items()}, labels[i]) for i in range(len(labels))]
+        return [(activations[i], labels[i]) for i in range(len(labels))]
+
     def read(self, indices):
         """Samples `indices` at once (one batched read): (activation [n, ...], labels [n])."""
         idx = torch.as_tensor(indices, dtype=torch.int64).reshape(-1)

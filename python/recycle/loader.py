@@ -1,5 +1,6 @@
 """recycle.CachedLoader: batches of a cache split, read and decoded by the engine in C++."""
 import json
+import os
 
 import torch
 
@@ -54,6 +55,7 @@ class CachedLoader:
         self.tensor_names = self._native.tensor_names()
         self.manifest = json.loads(self._native.manifest_json())
         self._epoch = 0
+        self._pid = os.getpid()
 
     def set_epoch(self, epoch):
         """The epoch the next iteration draws its order for (as DistributedSampler.set_epoch)."""
@@ -71,6 +73,12 @@ class CachedLoader:
         return self._native.size()
 
     def __iter__(self):
+        if os.getpid() != self._pid:
+            # Its reading thread and RocksDB handle stayed in the parent: a fork()ed copy would
+            # wait for ever for batches nobody reads.
+            raise RuntimeError("a CachedLoader cannot be used in a fork()ed child process (a "
+                               "DataLoader worker, multiprocessing's fork): create it in the process "
+                               "that iterates it, or give DataLoader workers a CachedDataset")
         epoch = self._epoch
         self._epoch += 1
         self._native.start_epoch(epoch)

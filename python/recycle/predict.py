@@ -21,10 +21,11 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
             top_k=0, write_back=False, batch_size=256, threads=0):
     """Predicts every sample of `data` (a dataset spec as the tools take it: "fashion-mnist",
     "imagefolder:DIR", "npy:DIR", ...; `split`, `classes`, `limit` and `transform` as their
-    flags) with `head` (a file of recycle-train --save-head) over the cache at `path`: a sample
-    whose key the cache holds skips the frozen prefix, any other runs the prefix of `weights`
-    (the weights the cache was built from), then the head. Writes one row per sample to `out`
-    (.jsonl or .csv) and returns recycle-predict --json's object as a dict: samples, hits,
+    flags; classes "" takes the list the cache was built with) with `head` (a file of
+    recycle-train --save-head) over the cache at `path`: a sample whose key the cache holds
+    skips the frozen prefix, any other runs the prefix of `weights` (the weights the cache was
+    built from; None: the file the cache records), then the head. Writes one row per sample to
+    `out` (.jsonl or .csv) and returns recycle-predict --json's object as a dict: samples, hits,
     misses, accuracy (None without labels), seconds, ... `write_back` stores the misses' records
     so the next call hits. Raises ValueError for bad arguments, StaleCacheError for weights or a
     head of another cache, RuntimeError for the rest, each with the engine's one-line message."""
@@ -37,7 +38,7 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"threads must be a non-negative int, not {threads!r}")
     report = json.loads(_native.predict(
-        _text("path", path), _text("head", head), _text("weights", weights), _text("data", data),
+        _text("path", path), _text("head", head), "" if weights is None else _text("weights", weights), _text("data", data),
         _text("split", split), _text("classes", classes), limit, _text("transform", transform),
         _text("out", out), top_k, bool(write_back), batch_size, threads))
     if report.get("accuracy", -1) is not None and report.get("accuracy", -1) < 0:
@@ -108,7 +109,7 @@ class CachedPrefix:
         try:
             x = inputs if miss is None else inputs.index_select(0, miss.to(inputs.device))
             with torch.no_grad():
-                out = _outputs(self.prefix(x.to(device) if device is not None else x))
+                out = _outputs(self.prefix(x.to(device) if device is not None else x), len(x))
         finally:
             restore_modes()
         if [name for name, _ in out] != self.names:

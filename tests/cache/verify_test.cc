@@ -164,3 +164,18 @@ TEST(Verify, AFlippedByteInARecordsFileIsCountedAsCorrupt) {
 }
 
 }  // namespace
+
+// A class name (a folder, a CSV label) holding a newline or another control character prints
+// escaped: the text report keeps one line per field.
+TEST(Verify, ControlCharactersInNamesPrintEscaped) {
+  recycle::InspectReport r;
+  r.cache_dir = "c";
+  r.manifest.class_names = {"cat\ndog", "b\x01z"};
+  recycle::SplitInfo info;
+  info.data = "imagefolder:x\ry";
+  r.manifest.splits["train"] = info;
+  const std::string text = r.to_text();
+  EXPECT_NE(text.find("0=cat\\ndog 1=b\\x01z\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("(imagefolder:x\\ry)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cat\ndog"), std::string::npos) << text;
+}

@@ -106,6 +106,23 @@ TEST(Augment, CropShiftsTheImageByAtMostItsPaddingAndFillsWithZeros) {
   EXPECT_EQ(shifts.size(), 25u);  // every shift of the 5 x 5 window is drawn
 }
 
+// crop=P pads P pixels each side: above half the smaller side a view is mostly padding (and at
+// P >= the side, wholly), so the image's size bounds P.
+TEST(Augment, CropLargerThanHalfTheImageIsRefused) {
+  const Augment a = Augment::parse("hflip,crop=14");
+  EXPECT_NO_THROW(a.check_image(28, 28));
+  EXPECT_NO_THROW(a.check_image(28, 40));
+  try {
+    a.check_image(27, 40);
+    FAIL() << "crop=14 on 27x40 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("crop=14 is too large for images of 27x40"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("at most 13"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(Augment::parse("hflip,rotate=10").check_image(2, 2));  // no crop: no bound
+}
+
 TEST(Augment, JitterKeepsAConstantImageConstantAndRotateKeepsTheCentre) {
   std::vector<uint8_t> flat(3 * 8 * 8, 100);
   Augment::parse("jitter=0.5").apply(flat.data(), 3, 8, 8, 7);

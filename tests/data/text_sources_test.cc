@@ -60,6 +60,11 @@ TEST(Jsonl, BadLinesAreNamedByFileAndLine) {
   expect_error("{\"text\": \"a\", \"label\": 1.5}\n", "neither a non-negative integer");
   expect_error("{\"text\": \"\", \"label\": 1}\n", f + ":1: empty text");
   expect_error("\n\n", f + ": has no samples");
+  // Latin-1 bytes: named as an encoding problem, the bytes not echoed.
+  write_file(f, "{\"text\": \"caf\xe9\", \"label\": 1}\n");
+  const std::string e = error_of([&] { load("jsonl:" + f); });
+  EXPECT_NE(e.find(f + ":1: not valid UTF-8 (at byte 14;"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\xe9'), std::string::npos) << e;
 }
 
 TEST(Csv, QuotedFieldsEmbeddedNewlinesAndHeaderColumns) {
@@ -97,6 +102,8 @@ TEST(Csv, MalformedFilesAreNamedByFileAndLine) {
   expect_error("label,text\n1,\n", f + ":2: empty text");
   expect_error("", f + ": is empty");
   expect_error("label,text\n", f + ": has no samples");
+  expect_error("label,text,text\n1,a,b\n", f + ":1: the header names column 'text' twice (columns 2 and 3)");
+  expect_error("label,text\n1,a\nlabel,text\n0,b\n", f + ":3: repeats the header row");
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ class Predict : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << describe(r);
     for (const char* split : {"train --limit 600", "test --limit 300"}) {
       r = run(*dir_, "recycle-build", data() + " --weights " + enc_ + " --recycle 0.5 --codec fp32 " +
-                                          "--cache " + cache_ + " --split " + split);
+                                          "--cache " + cache_ + " --json --split " + split);
       ASSERT_EQ(r.code, 0) << describe(r);
+      if (build_out_.empty()) build_out_ = r.out, build_json_ = new json(r.last);
     }
     r = run(*dir_, "recycle-train", "--cache " + cache_ + " --epochs 2 --eval-split test --save-head " +
                                         head_ + " --json");
@@ -55,6 +56,8 @@ class Predict : public ::testing::Test {
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
+    delete build_json_;
+    build_json_ = nullptr;
   }
   void SetUp() override {
     if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -71,9 +74,12 @@ class Predict : public ::testing::Test {
   static TempDir* dir_;
   static std::string enc_, cache_, head_;
   static double train_acc_;
+  static std::string build_out_;  // the train split's build: its stdout
+  static json* build_json_;       // and its --json object
 };
 TempDir* Predict::dir_ = nullptr;
-std::string Predict::enc_, Predict::cache_, Predict::head_;
+std::string Predict::enc_, Predict::cache_, Predict::head_, Predict::build_out_;
+json* Predict::build_json_ = nullptr;
 double Predict::train_acc_ = -1;
 
 TEST_F(Predict, TestSplitFromTheCacheHasTheAccuracyTrainingPrinted) {
@@ -301,6 +307,50 @@ TEST_F(Predict, WriteBackOnAReadOnlyCacheIsRefusedAndReadingStillWorks) {
   EXPECT_EQ(r.last["misses"], 50);
 }
 
+// The cache records the weights file it was built from and its splits the --classes they were
+// built with: predict needs neither flag, and gives the accuracy training printed.
+TEST_F(Predict, TheCacheSuppliesTheWeightsAndTheClasses) {
+  TempDir work;
+  const std::string out = work.file("pred.csv");
+  ToolRun r = run(work, "recycle-predict", "--cache " + cache_ + " --head " + head_ +
+                                               " --data fashion-mnist --split test --limit 300 --out " +
+                                               out + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["hits"], 300);
+  EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), train_acc_);
+  r = run(work, "recycle-inspect", "--cache " + cache_ + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["weights_file"], std::filesystem::path(enc_).lexically_normal().string());
+
+  // A cache built without --weights records none: the flag is asked for, in one line.
+  const std::string bare = work.file("bare-cache");
+  r = run(work, "recycle-build", "--data fashion-mnist --split test --limit 50 --width 4 --recycle 0.5 "
+                                 "--cache " + bare);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  r = run(work, "recycle-predict", "--cache " + bare + " --head " + head_ +
+                                       " --data fashion-mnist --limit 50 --out " + out);
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--weights FILE is required: cache " + bare + " does not record"),
+            std::string::npos) << r.err;
+}
+
+// The build measured the prefix's share of the forward on its first chunks and printed what
+// the cache should buy; the speedups follow from the share.
+TEST_F(Predict, TheBuildReportsThePrefixShareAndTheSpeedupItImplies) {
+  ASSERT_NE(build_json_, nullptr);
+  const json& j = *build_json_;
+  ASSERT_TRUE(j.contains("prefix_share")) << j.dump();
+  const double s = j["prefix_share"].get<double>();
+  EXPECT_GT(s, 0.0);
+  EXPECT_LT(s, 1.0);
+  EXPECT_NEAR(j["expected_speedup_vs_full"].get<double>(), 1 / (1 - s), 1e-9);
+  EXPECT_NEAR(j["expected_speedup_vs_online"].get<double>(), (s + 3 * (1 - s)) / (3 * (1 - s)), 1e-9);
+  EXPECT_NE(build_out_.find("% of the model's forward time (measured); expected epoch speedup"),
+            std::string::npos) << build_out_;
+  EXPECT_EQ(j["files_left_out"], 0);
+}
+
 TEST(PredictTool, HelpPrintsUsageAndMissingFlagsAreBadUsage) {
   TempDir dir;
   ToolRun r = run(dir, "recycle-predict", "--help");
@@ -315,6 +365,11 @@ TEST(PredictTool, HelpPrintsUsageAndMissingFlagsAreBadUsage) {
   r = run(dir, "recycle-predict", "--cache c --head h.pt --weights w.pt --out p.csv");
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("--data"), std::string::npos) << r.err;
+  // A negative count names its bound in words (CLI11's own check printed a 309-digit one).
+  r = run(dir, "recycle-predict", "--cache c --head h.pt --data fashion-mnist --out p.csv --top-k -1");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("must be a whole number, 0 or more, got -1"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 200u) << r.err;
 }
 
 }  // namespace

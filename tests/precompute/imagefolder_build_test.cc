@@ -254,6 +254,11 @@ TEST(ImageFolderBuild, SkippedFilesAreLeftOutOfTheIndex) {
   const recycle::BuildReport r = recycle::run_build(o);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("skipped 1 file(s)"), std::string::npos) << err;
+  // Class c3 held that one file only: it stays a class of the split, said to have no sample.
+  EXPECT_NE(err.find("warning: " + png + ": class 'c3' lost all its 1 file(s)"), std::string::npos)
+      << err;
+  EXPECT_EQ(r.files_left_out, 1);
+  EXPECT_NE(r.to_json().find("\"files_left_out\":1"), std::string::npos) << r.to_json();
   EXPECT_EQ(r.samples, 9);
   const auto c = read_cache(dir.file("cache"));
   EXPECT_EQ(c.index.size(), 9u);
