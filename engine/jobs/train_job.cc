@@ -23,6 +23,7 @@
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/block_model.h"
+#include "engine/models/device.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/memory_format.h"
 #include "engine/models/model_setup.h"
@@ -682,7 +683,7 @@ TrainReport run_train(const TrainOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   o.validate();
   set_thread_count(o.threads);
-  const torch::Device device(o.device);
+  const torch::Device device = usable_device(o.device);
   const bool from_cache = !o.cache_dir.empty();
   const bool bf16 = o.hyper.precision == Precision::kBf16;
   // A data-parallel job: join it (every rank waits here for the others, and they stop here when

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/models/device.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/precompute/build_stages.h"
@@ -17,7 +18,7 @@
 namespace recycle {
 
 struct BuildModel {
-  explicit BuildModel(const std::string& device_name) : device(device_name) {}
+  explicit BuildModel(const std::string& device_name) : device(usable_device(device_name)) {}
   torch::Device device;
   std::optional<PreparedModel> prepared;
   std::optional<InferencePrefix> fast;  // the prepared prefix, folded: what records come from

@@ -20,6 +20,25 @@ def _dist_default(rank, world_size):
     return int(rank), int(world_size)
 
 
+def _device(device):
+    """`device` as a torch.device this process can use (None stays None), or ValueError."""
+    if device is None:
+        return None
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r}: expected cpu, cuda or cuda:N ({e})") from None
+    if d.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r}: expected cpu, cuda or cuda:N")
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: no GPU is usable by this torch "
+                             f"({torch.__version__}: torch.cuda.is_available() is False)")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s)")
+    return d
+
+
 class CachedLoader:
     """An iterable of (activations, labels) batches of one cache split.
 
@@ -33,17 +52,20 @@ class CachedLoader:
     memory. activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
     [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
     is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
-    Use it in the process that created it (not inside DataLoader workers).
+    Use it in the process that created it (not inside DataLoader workers). device (default: the
+    CPU) is where the batches go: "cuda" copies each batch to the GPU as it is yielded (refused
+    with ValueError where no GPU is usable).
     """
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
                  world_size=None, drop_last=False, prefetch=2, allow_partial=False,
-                 block_cache_mb=256):
+                 block_cache_mb=256, device=None):
         for name, value in (("batch_size", batch_size), ("seed", seed), ("prefetch", prefetch)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an int, not {value!r}")
         if seed < 0:
             raise ValueError(f"seed must be 0 or more, not {seed}")
+        self.device = _device(device)
         rank, world_size = _dist_default(rank, world_size)
         self.path = _path(path)
         self.split = split
@@ -88,4 +110,7 @@ class CachedLoader:
             if batch is None:
                 return
             tensors, labels = batch
+            if self.device is not None and self.device.type != "cpu":
+                tensors = [t.to(self.device, non_blocking=True) for t in tensors]
+                labels = labels.to(self.device, non_blocking=True)
             yield _activation(tensors, names), labels

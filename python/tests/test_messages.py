@@ -106,3 +106,16 @@ def test_a_head_given_to_build_measures_the_prefix_share(tmp_path):
     assert "prefix_share" not in recycle.build(tmp_path / "d", data, net, batch_size=100)
     with pytest.raises(ValueError, match="head must be"):
         recycle.build(tmp_path / "e", data, net, head="not callable")
+
+
+def test_a_loader_device_this_process_cannot_use_is_refused(cli_fp32):
+    x, y = next(iter(recycle.CachedLoader(cli_fp32, batch_size=8, shuffle=False, device="cpu")))
+    assert x.device.type == "cpu" and y.device.type == "cpu"
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        recycle.CachedLoader(cli_fp32, device="tpu")
+    if torch.cuda.is_available():
+        x, y = next(iter(recycle.CachedLoader(cli_fp32, batch_size=8, device="cuda")))
+        assert x.is_cuda and y.is_cuda
+    else:
+        with pytest.raises(ValueError, match="no GPU is usable by this torch"):
+            recycle.CachedLoader(cli_fp32, device="cuda")

