@@ -138,8 +138,8 @@ def f1_of(pred, y, positive):
 
 
 class Run:
-    """One way of training: `step_inputs(batch)` gives the model's inputs for a batch of the
-    epoch's loader; `params` split into the pretrained layers (lr) and the new classifier."""
+    """One way of training: `batches(epoch)` gives the epoch's (x, y) batches and `forward(x)`
+    their logits; AdamW with the pretrained layers at lr and the new classifier (fc) at head_lr."""
 
     def __init__(self, name, model, batches, forward, lr, head_lr):
         self.name, self.model, self.batches, self.forward = name, model, batches, forward
