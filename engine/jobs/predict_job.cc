@@ -170,8 +170,7 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
       break;
     }
   }
-  output_target(o);  // the defaults too may not be the output
-  return o;
+  return o;  // run_predict checks its output against these defaults too (output_target)
 }
 
 // The build options that load this cache's model and keyer over the samples to predict.

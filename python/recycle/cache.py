@@ -24,15 +24,13 @@ def verify(path, raise_on_error=True):
     raise_on_error is False: then a cache that cannot be opened at all gives a report with "ok"
     False and the reason as its one problem."""
     path = _path(path)
-    if not raise_on_error:
-        try:
-            report = json.loads(_native.inspect(path, True))
-        except (RuntimeError, ValueError, OSError) as e:  # not a cache, missing, unreadable
-            return {"cache": path, "checked": 0, "corrupt": 0, "damaged_files": 0,
-                    "problems": [str(e)], "ok": False}
-        report["ok"] = not report.get("problems")
-        return report
-    report = json.loads(_native.inspect(path, True))
+    try:
+        report = json.loads(_native.inspect(path, True))
+    except (RuntimeError, ValueError, OSError) as e:  # not a cache, missing, unreadable
+        if raise_on_error:
+            raise
+        return {"cache": path, "checked": 0, "corrupt": 0, "damaged_files": 0,
+                "problems": [str(e)], "ok": False}
     report["ok"] = not report.get("problems")
     if raise_on_error and not report["ok"]:
         problems = report["problems"]
