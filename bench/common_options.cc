@@ -8,7 +8,17 @@ namespace recycle::bench {
 
 namespace fs = std::filesystem;
 
-const char* task_name(Task t) { return t == Task::text ? "text" : "image"; }
+const char* task_name(Task t) {
+  switch (t) {
+    case Task::image:
+      return "image";
+    case Task::text:
+      return "text";
+    case Task::minilm:
+      return "minilm";
+  }
+  return "?";
+}
 
 const char* codec_name(Codec c) {
   switch (c) {
@@ -41,18 +51,21 @@ bool given(const CLI::App& app, const std::string& flag) {
 }
 
 void add_common_flags(CLI::App* app, CommonOptions* o) {
-  add_enum_option<Task>(app, "--task", &o->task, {{"image", Task::image}, {"text", Task::text}},
-                        "image (Fashion-MNIST) or text (SpamAssassin mails from --text-dir; only "
-                        "the ratio table: no --peer, --nproc or --targets)");
+  add_enum_option<Task>(app, "--task", &o->task,
+                        {{"image", Task::image}, {"text", Task::text}, {"minilm", Task::minilm}},
+                        "image (Fashion-MNIST), text (SpamAssassin mails from --text-dir; only "
+                        "the ratio table: no --peer, --nproc or --targets) or minilm (those mails "
+                        "with the pretrained all-MiniLM-L6-v2 under --python: docs/minilm.md)");
   app->add_option("--text-dir", o->text_dir,
-                  "with --task text: the folder scripts/fetch_spam_corpus.sh wrote (pretrain/ and "
+                  "with --task text or minilm: the folder scripts/fetch_spam_corpus.sh wrote (pretrain/ and "
                   "finetune/)")
       ->capture_default_str();
   app->add_flag("--quick", o->quick,
                 "fewer samples and epochs, one seed (image: under 10 "
                 "minutes; 2,000 samples, 2 epochs, or 3 with --nproc; text: "
                 "1,000 samples, 4 epochs, the encoder still pretrained 3 "
-                "epochs; README has the time)");
+                "epochs; minilm: k = 3, 160 mails of 64 tokens, one engine round; README has "
+                "the time)");
   app->add_option("--weights", o->weights, "pretrained encoder (default: pretrain one in --out)")
       ->check(CLI::ExistingFile);
   // Every flag is checked here, so that bad usage exits 2 with this tool's own message

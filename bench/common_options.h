@@ -15,8 +15,9 @@
 namespace recycle::bench {
 
 // The transfer task: Fashion-MNIST with ResNet-18 (pretrained on classes 0-4, fine-tuned on
-// 5-9), or the SpamAssassin mails with the transformer encoder (docs/text-task.md).
-enum class Task { image, text };
+// 5-9), the SpamAssassin mails with the transformer encoder (docs/text-task.md), or those mails
+// with a real pretrained encoder, all-MiniLM-L6-v2 (bench/minilm_bench.h, docs/minilm.md).
+enum class Task { image, text, minilm };
 // The record codecs of recycle-build --codec.
 enum class Codec { fp32, fp16, bf16, int8 };
 

@@ -13,7 +13,10 @@
 //   --augment SPEC caches of augmented views on a small-data task against no augmentation and
 //                  online augmentation (bench/augment_bench.h);
 //   --decode       the image folder reader and a build over a folder against torchvision's
-//                  ImageFolder + DataLoader (bench/decode_bench.h).
+//                  ImageFolder + DataLoader (bench/decode_bench.h);
+//   --task minilm  a real pretrained encoder, all-MiniLM-L6-v2, recycled at k of its 6 layers
+//                  against full fine-tuning, the online prefix and a Python loop
+//                  (bench/minilm_bench.h).
 // Each benchmark registers its own flags; the flags they share are bench/common_options.h.
 // Bad usage exits 2 with one line, a failed run exits 1 with one line.
 #include <CLI/CLI.hpp>
@@ -30,6 +33,7 @@
 #include "bench/progressive_bench.h"
 #include "bench/ratio_bench.h"
 #include "bench/target_bench.h"
+#include "bench/minilm_bench.h"
 #include "bench/transfer_task.h"
 
 namespace fs = std::filesystem;
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   PredictBenchOptions predict;
   DecodeBenchOptions decode;
   AugmentBenchOptions augment;
+  MinilmBenchOptions minilm;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
   add_predict_flags(&app, &predict);
   add_decode_flags(&app, &decode);
   add_augment_flags(&app, &augment);
+  add_minilm_flags(&app, &minilm);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -81,6 +87,12 @@ int main(int argc, char** argv) {
   if (const std::string e = check_ratios(ratio.ratios, common.task); !e.empty())
     return usage_error(e);
   const bool data_parallel = dist.nproc > 0;
+  if (common.task == Task::minilm &&
+      (ratio.peer || data_parallel || targets.selected || progressive.selected ||
+       predict.selected || decode.selected || augment.selected)) {
+    return usage_error("--task minilm is its own bench (no --peer, --nproc, --targets, "
+                       "--progressive, --predict, --decode or --augment)");
+  }
   if (common.text()) {
     if (ratio.peer || data_parallel || targets.selected) {
       return usage_error("--task text runs the ratio table only (no --peer, --nproc or --targets)");
@@ -131,7 +143,11 @@ int main(int argc, char** argv) {
     common.tools_dir = fs::canonical("/proc/self/exe").parent_path().string();
   try {
     fs::create_directories(common.out);
-    if (data_parallel) {
+    if (common.task == Task::minilm) {
+      minilm.common = common;
+      apply_minilm_defaults(app, &minilm);
+      run_minilm_bench(minilm);
+    } else if (data_parallel) {
       dist.common = common;
       apply_dist_defaults(app, &dist);
       run_dist_bench(dist);

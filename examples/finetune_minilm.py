@@ -18,7 +18,13 @@ layers cached by recycle, against full fine-tuning and the same prefix run onlin
      each run in turn, from the same pretrained weights and the same classifier start;
   3. it prints test accuracy, the spam class's F1, median epoch seconds and the speedups, the
      build's time and the cache's bytes per mail, and checks recycle.CachedPrefix: the trained
-     head over the cached test mails equals head(prefix(x)).
+     head over the cached test mails equals head(prefix(x));
+  4. with the engine's tools (--tools DIR, else RECYCLE_TOOLS_DIR, else recycle-train on the
+     PATH), the head as TorchScript (traced in eval mode: no dropout) trains in the engine,
+     `recycle-train --cache C --script-head HEAD.pt` (a record's two tensors are its forward's
+     two arguments), beside the same file trained in this Python loop from CachedLoader (same
+     batch, threads, epochs, AdamW at --engine-lr), --engine-rounds times in turn; then once
+     data-parallel (--nproc 2).
 
 --k 6 caches the whole encoder (the classifier alone on pooled cached outputs). --json FILE
 writes the figures. Mails are cut to --tokens WordPiece tokens (the paper's setting: 128).
@@ -28,8 +34,11 @@ import copy
 import json
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import time
+import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from site-packages only
 
@@ -159,6 +168,83 @@ class Run:
         self.times.append(time.perf_counter() - start)
 
 
+def later_epochs(times):
+    """The median epoch after the first (which warms TorchScript's executor), or the only one."""
+    return statistics.median(times[1:] if len(times) > 1 else times)
+
+
+def train_in_loop(a, head_file, seed):
+    """The TorchScript head trained in a Python loop from CachedLoader, as the engine trains it:
+    AdamW at --engine-lr (weight decay 0.01, no schedule). (epoch seconds, test accuracy)."""
+    head = torch.jit.load(head_file)
+    head.train()
+    opt = torch.optim.AdamW(head.parameters(), lr=a.engine_lr, weight_decay=0.01)
+    loader = recycle.CachedLoader(a.cache, "train", batch_size=a.batch, shuffle=True, seed=seed)
+    times = []
+    for _ in range(a.epochs):
+        start = time.perf_counter()
+        for o, y in loader:
+            loss = F.cross_entropy(head(o["hidden"], o["mask"]), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        times.append(time.perf_counter() - start)
+    head.eval()
+    with torch.no_grad():
+        test = recycle.CachedLoader(a.cache, "test", batch_size=64, shuffle=False)
+        right = seen = 0
+        for o, y in test:
+            right += int((head(o["hidden"], o["mask"]).argmax(1) == y).sum())
+            seen += len(y)
+    return times, right / seen
+
+
+def train_in_engine(a, tool, head_file, seed, *extra):
+    """recycle-train --script-head on the cache: its --json report."""
+    cmd = [tool, "--cache", a.cache, "--script-head", head_file, "--epochs", str(a.epochs),
+           "--batch", str(a.batch), "--optimizer", "adamw", "--schedule", "constant",
+           "--lr", str(a.engine_lr), "--weight-decay", "0.01", "--seed", str(seed), "--json", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"finetune_minilm: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def engine_beside_loop(a, head0):
+    """Step 4: the head as TorchScript, trained by recycle-train and by a Python loop, in turn."""
+    tools = a.tools or os.path.dirname(shutil.which("recycle-train") or "")
+    tool = os.path.join(tools, "recycle-train") if tools else ""
+    if not os.path.exists(tool):
+        print("engine: skipped (no recycle-train: pass --tools DIR)")
+        return None
+    head_file = a.cache.rstrip("/") + "-head.pt"  # beside the cache, not inside it
+    o, _ = next(iter(recycle.CachedLoader(a.cache, "train", batch_size=2, shuffle=False)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on transformers' Python checks
+        traced = torch.jit.trace(copy.deepcopy(head0).eval(), (o["hidden"], o["mask"]))
+    traced.save(head_file)
+    threads = str(torch.get_num_threads())
+    loop_s, engine_s, loop_acc, engine_acc = [], [], [], []
+    for r in range(a.engine_rounds):
+        times, acc = train_in_loop(a, head_file, a.seed + r)
+        loop_s.append(later_epochs(times))
+        loop_acc.append(acc)
+        report = train_in_engine(a, tool, head_file, a.seed + r, "--threads", threads)
+        engine_s.append(later_epochs(report["epoch_seconds"]))
+        engine_acc.append(report["test_acc"])
+        print(f"engine round {r}: epoch {engine_s[-1]:.2f} s in recycle-train, {loop_s[-1]:.2f} s in "
+              f"the Python loop ({loop_s[-1] / engine_s[-1]:.2f}x); test acc {engine_acc[-1]:.4f} and {acc:.4f}")
+    ratios = [l / e for l, e in zip(loop_s, engine_s)]
+    dp = train_in_engine(a, tool, head_file, a.seed, "--nproc", "2")
+    print(f"engine: median {statistics.median(ratios):.2f}x the Python loop's epoch speed "
+          f"({min(ratios):.2f}-{max(ratios):.2f}); --nproc 2: epoch {later_epochs(dp['epoch_seconds']):.2f} s, "
+          f"test acc {dp['test_acc']:.4f}")
+    return {"lr": a.engine_lr, "loop_epoch_s": loop_s, "engine_epoch_s": engine_s, "ratios": ratios,
+            "loop_test_acc": loop_acc, "engine_test_acc": engine_acc,
+            "nproc2": {"epoch_s": dp["epoch_seconds"], "test_acc": dp["test_acc"],
+                       "world_size": dp.get("world_size")}}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default="data/spam-assassin/finetune",
@@ -176,6 +262,12 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--cache", default="/tmp/recycle-minilm-cache")
     p.add_argument("--skip-full", action="store_true", help="no full fine-tuning run")
+    p.add_argument("--tools", default=os.environ.get("RECYCLE_TOOLS_DIR"),
+                   help="folder of the engine's tools (recycle-train); default: the PATH's")
+    p.add_argument("--engine-rounds", type=int, default=3,
+                   help="rounds of the engine beside the Python loop (0: no engine runs)")
+    p.add_argument("--engine-lr", type=float, default=2e-4,
+                   help="AdamW's one learning rate in the engine and its Python twin")
     p.add_argument("--json", help="write the figures to this file")
     a = p.parse_args()
     if not 0 <= a.k <= 6:
@@ -269,11 +361,13 @@ def main():
         diff = float((cached_head(o["hidden"], o["mask"]) - cached_head(direct["hidden"], direct["mask"])).abs().max())
     print(f"CachedPrefix: {cached.hits} hits, {cached.misses} misses; logits within {diff:.2g} of "
           f"head(prefix(x)) ({a.codec} records)")
+    engine = engine_beside_loop(a, head0) if a.engine_rounds > 0 else None
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"k": a.k, "train": len(train_y), "test": len(test_y), "tokens": a.tokens,
                        "epochs": a.epochs, "seed": a.seed, "codec": a.codec, "build_s": build_s,
-                       "bytes_per_mail": bytes_per_mail, "runs": results, "cached_prefix_max_diff": diff}, f)
+                       "bytes_per_mail": bytes_per_mail, "runs": results, "cached_prefix_max_diff": diff,
+                       "engine": engine}, f)
 
 
 if __name__ == "__main__":

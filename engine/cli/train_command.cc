@@ -76,7 +76,9 @@ int train_main(int argc, char** argv) {
   app.add_option("--save-head", o.save_head, "write the trained head's weights here");
   app.add_option("--script-head", o.script_head,
                  "with --cache: train this TorchScript module (from the cached activations to "
-                 "[N, classes] logits; torch.jit.script(head).save(FILE)) as the head, instead of "
+                 "[N, classes] logits; torch.jit.script(head).save(FILE); a record of several "
+                 "tensors gives its forward as many arguments, in the record's order) as the "
+                 "head, instead of "
                  "the one the cache stores: for caches of any Python prefix (recycle.build); "
                  "--save-head then writes the trained module as TorchScript");
   app.add_option("--save-model", o.save_model, "raw data only: write the whole model here");

@@ -399,16 +399,20 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   }
 }
 
-// Refuses, with one line, a --script-head that does not take the cache's records (one tensor)
-// to [N, classes] logits: it runs on the first two samples of `split`, in eval mode.
+// The shapes of a batch's inputs: "2x4x6x6" for one, "hidden 2x24x384, mask 2x24" for several.
+std::string inputs_string(const Batch& b) {
+  if (b.inputs.size() == 1) return shape_string(b.features().sizes().vec());
+  std::vector<std::string> parts;
+  for (const auto& [name, t] : b.inputs) parts.push_back(name + " " + shape_string(t.sizes().vec()));
+  return "(" + join(parts, ", ") + ")";
+}
+
+// Refuses, with one line, a --script-head that does not take the cache's records (one tensor,
+// or a record's several as its forward's arguments in the layout's order) to [N, classes]
+// logits: it runs on the first two samples of `split`, in eval mode.
 void check_script_head(BlockStack& head, const ActivationStore& store, const Manifest& m,
                        const std::string& split, const torch::Device& device,
                        const std::string& file) {
-  if (m.layout().size() != 1) {
-    throw std::invalid_argument("--script-head takes one tensor, and the records of cache " +
-                                store.dir() + " hold " + std::to_string(m.layout().size()) +
-                                " (a text cache: train its head in Python, or without --script-head)");
-  }
   CachedBatches probe(store, m, split, device);
   if (probe.size() == 0) return;  // nothing to train on: said later
   const std::vector<int64_t> first = {0, std::min<int64_t>(1, probe.size() - 1)};
@@ -420,18 +424,16 @@ void check_script_head(BlockStack& head, const ActivationStore& store, const Man
   try {
     torch::NoGradGuard no_grad;
     head->eval();
-    logits = head->forward(b.features());
+    logits = head->forward_all(b.tensors());
     head->train();
   } catch (const std::exception& e) {
     throw std::invalid_argument("--script-head " + file + " does not run on the cache's " +
-                                "activations " + shape_string(b.features().sizes().vec()) + ": " +
-                                first_line(e.what()));
+                                "activations " + inputs_string(b) + ": " + first_line(e.what()));
   }
   if (logits.dim() != 2 || logits.size(0) != 2 || logits.size(1) != classes) {
     throw std::invalid_argument("--script-head " + file + " maps the cache's activations " +
-                                shape_string(b.features().sizes().vec()) + " to " +
-                                shape_string(logits.sizes().vec()) + ", not to 2x" +
-                                std::to_string(classes) + " (the cache's classes)");
+                                inputs_string(b) + " to " + shape_string(logits.sizes().vec()) +
+                                ", not to 2x" + std::to_string(classes) + " (the cache's classes)");
   }
 }
 
@@ -530,7 +532,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   }
 
   // A text cache's records are hidden states and lengths: its batches are packed into the
-  // features a text head takes (text_batches.h). A script head takes the one tensor of its
+  // features a text head takes (text_batches.h). A script head takes the tensors of its
   // records as they are (check_script_head).
   const bool text = !script && encoder_info(resolve_encoder_spec(m.model).name).input == "text";
   if (text && (o.preload || o.alternate_preload)) {

@@ -22,6 +22,14 @@ torch::Tensor BlockStackImpl::forward(torch::Tensor x) {
   return x;
 }
 
+torch::Tensor BlockStackImpl::forward_all(const std::vector<torch::Tensor>& inputs) {
+  if (inputs.size() != 1) {
+    throw std::invalid_argument("a stack of blocks takes one input tensor, not " +
+                                std::to_string(inputs.size()));
+  }
+  return forward(inputs[0]);
+}
+
 ClassifierImpl::ClassifierImpl(int64_t in_features, int64_t classes, Pooling pooling)
     : in_features_(in_features),
       classes_(classes),

@@ -18,6 +18,11 @@ class BlockStackImpl : public torch::nn::Module {
  public:
   void append(const std::string& name, torch::nn::AnyModule block);
   torch::Tensor forward(torch::Tensor x);
+  // The stack on a batch of several inputs (a record's tensors, in its layout's order). Blocks
+  // take one tensor: forward(inputs[0]) when there is one, std::invalid_argument naming the
+  // count when there are more. A TorchScript head (load_script_head) takes them all as its
+  // forward's arguments.
+  virtual torch::Tensor forward_all(const std::vector<torch::Tensor>& inputs);
   size_t size() const { return blocks_.size(); }
   const std::vector<std::string>& names() const { return names_; }
 

@@ -42,12 +42,29 @@ class ScriptViewImpl : public nn::Module {
     module_.train(on);
   }
   torch::Tensor forward(torch::Tensor x) { return module_.forward({std::move(x)}).toTensor(); }
+  torch::Tensor forward_all(const std::vector<torch::Tensor>& inputs) {
+    return module_.forward(std::vector<c10::IValue>(inputs.begin(), inputs.end())).toTensor();
+  }
   const JitModule& module() const { return module_; }
 
  private:
   JitModule module_;
 };
 TORCH_MODULE(ScriptView);
+
+// A head of one TorchScript module: a batch's inputs are its forward's arguments, in order.
+class ScriptHeadImpl : public BlockStackImpl {
+ public:
+  explicit ScriptHeadImpl(const JitModule& module) : view_(ScriptView(module)) {
+    append("script", nn::AnyModule(view_));
+  }
+  torch::Tensor forward_all(const std::vector<torch::Tensor>& inputs) override {
+    return view_->forward_all(inputs);
+  }
+
+ private:
+  ScriptView view_;
+};
 
 // Consecutive children of the scripted Sequential, run in order.
 class ScriptBlockImpl : public nn::Module {
@@ -245,9 +262,7 @@ BlockStack load_script_head(const std::string& file, std::string* digest) {
   }
   if (digest) *digest = hash128(bytes).to_hex();
   module.train();
-  BlockStack head;
-  head->append("script", nn::AnyModule(ScriptView(module)));
-  return head;
+  return BlockStack(std::shared_ptr<BlockStackImpl>(std::make_shared<ScriptHeadImpl>(module)));
 }
 
 void save_script_head(BlockStack& head, const std::string& path) {

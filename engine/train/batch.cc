@@ -30,6 +30,13 @@ const torch::Tensor& Batch::features() const {
   return inputs.front().second;
 }
 
+std::vector<torch::Tensor> Batch::tensors() const {
+  std::vector<torch::Tensor> all;
+  all.reserve(inputs.size());
+  for (const auto& [name, t] : inputs) all.push_back(t);
+  return all;
+}
+
 void Batch::clear() {
   inputs.clear();
   labels = torch::Tensor();

@@ -23,6 +23,8 @@ struct Batch {
   const torch::Tensor& at(const std::string& name) const;
   // The first input: what a head of blocks takes as its forward's argument.
   const torch::Tensor& features() const;
+  // Every input, in order: what a head of several inputs takes (BlockStackImpl::forward_all).
+  std::vector<torch::Tensor> tensors() const;
   void clear();
 };
 

@@ -115,10 +115,13 @@ StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step, boo
     // Gradients to none rather than to zero (what Python's zero_grad(set_to_none=True)
     // does): backward then hands its result over instead of adding it to zeros.
     for (torch::Tensor& p : trainable_) p.mutable_grad().reset();
-    const torch::Tensor features = in_memory_format(batch.features(), memory_format_);
     {
-      AutocastScope autocast(precision_, features.device().type());
-      logits = module_->forward(features);
+      AutocastScope autocast(precision_, batch.features().device().type());
+      // One input in the module's memory format; several (a record of several tensors) as
+      // they are, to a module that takes them all.
+      logits = batch.inputs.size() == 1
+                   ? module_->forward(in_memory_format(batch.features(), memory_format_))
+                   : module_->forward_all(batch.tensors());
     }
     // bf16 logits from an autocast forward: the loss and its gradient in fp32.
     logits = logits.to(torch::kFloat);
@@ -232,7 +235,7 @@ EvalResult evaluate_module(BlockStack& module, BatchSource& eval, int64_t batch)
   for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(batch)) {
     const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(order.size() - pos));
     eval.load(order.data() + pos, n, &b);
-    torch::Tensor logits = module->forward(b.features());
+    torch::Tensor logits = module->forward_all(b.tensors());
     loss_sum += torch::nn::functional::cross_entropy(logits, b.labels).item<double>() * n;
     correct += logits.argmax(1).eq(b.labels).sum().item<int64_t>();
     r.samples += n;

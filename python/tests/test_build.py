@@ -228,6 +228,24 @@ class ConvHead(torch.nn.Module):
         return self.fc(x.flatten(1))
 
 
+def train_script_head_and_check_in_python(tmp_path, module, apply):
+    """Scripts `module` to head.pt, trains it with recycle-train on the cache tmp_path/c (300 test
+    samples) and checks that the saved module, run by apply(head, activations) in Python, gives
+    the accuracy the engine reported."""
+    torch.manual_seed(0)
+    torch.jit.script(module).save(str(tmp_path / "head.pt"))
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
+                 "--epochs", "6", "--batch", "32", "--lr", "0.1", "--save-head",
+                 tmp_path / "trained.pt", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["epochs"] == 6 and report["test_acc"] > 0.9, report
+    head = torch.jit.load(str(tmp_path / "trained.pt")).eval()
+    acts, labels = recycle.CachedDataset(tmp_path / "c", "test").read(range(300))
+    with torch.no_grad():
+        acc = (apply(head, acts).argmax(1) == labels).double().mean().item()
+    assert abs(acc - report["test_acc"]) < 1e-9
+
+
 def test_recycle_train_trains_a_script_head_on_a_cache_of_any_python_prefix(tmp_path):
     # Three classes a 2x2 pooled prefix keeps apart: which of three bands of the image is brighter.
     g = torch.Generator().manual_seed(3)
@@ -243,19 +261,8 @@ def test_recycle_train_trains_a_script_head_on_a_cache_of_any_python_prefix(tmp_
     # Without a head the engine can build, recycle-train says how to give one.
     r = run_tool("recycle-train", "--cache", tmp_path / "c", "--epochs", "1", check=False)
     assert r.returncode != 0 and "--script-head FILE" in r.stderr, r.stderr
-    torch.manual_seed(0)
-    torch.jit.script(ConvHead(3)).save(str(tmp_path / "head.pt"))
-    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
-                 "--epochs", "6", "--batch", "32", "--lr", "0.1", "--save-head",
-                 tmp_path / "trained.pt", "--json")
-    report = json.loads(r.stdout.splitlines()[-1])
-    assert report["epochs"] == 6 and report["test_acc"] > 0.9, report
     # The saved head is the trained TorchScript module: it gives the same accuracy in Python.
-    head = torch.jit.load(str(tmp_path / "trained.pt")).eval()
-    acts, labels = recycle.CachedDataset(tmp_path / "c", "test").read(range(300))
-    with torch.no_grad():
-        acc = (head(acts).argmax(1) == labels).double().mean().item()
-    assert abs(acc - report["test_acc"]) < 1e-9
+    train_script_head_and_check_in_python(tmp_path, ConvHead(3), lambda head, acts: head(acts))
     # Data-parallel too: two ranks, asynchronous (every rank loads the same file).
     r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
                  "--epochs", "6", "--batch", "16", "--lr", "0.1", "--nproc", "2", "--sync", "async",
@@ -270,6 +277,61 @@ def test_recycle_train_trains_a_script_head_on_a_cache_of_any_python_prefix(tmp_
         r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / path,
                      check=False)
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+class TwoPartPrefix(torch.nn.Module):
+    """A prefix whose records hold two tensors: pooled features and an int64 mask of rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = prefix()
+
+    def forward(self, x):
+        feat = self.net(x)
+        # Rows 0-2 of the 6 are masked in half the samples (by the sign of a pixel).
+        keep = (x[:, 0, 0, 0] > 0).long()[:, None].expand(-1, 6).clone()
+        keep[:, 3:] = 1
+        return {"feat": feat, "mask": keep}
+
+
+class MaskedHead(torch.nn.Module):
+    """A head of two arguments, as a record's tensors arrive: features, then their mask."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.fc = torch.nn.Linear(4 * 6 * 6, classes)
+
+    def forward(self, feat, mask):
+        return self.fc((feat * mask[:, None, :, None].to(feat.dtype)).flatten(1))
+
+
+def test_recycle_train_passes_a_record_of_several_tensors_to_a_script_head(tmp_path):
+    # Three classes told by which band of columns is brighter in rows 6-11 (never masked).
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(900, 1, 12, 12, generator=g)
+    y = torch.randint(0, 3, (900,), generator=g)
+    for b in range(3):
+        x[y == b, 0, 6:12, 4 * b:4 * b + 4] += 1.0
+    net = TwoPartPrefix()
+    for split, rows in (("train", slice(0, 600)), ("test", slice(600, 900))):
+        recycle.build(tmp_path / "c", Pairs(x[rows], y[rows]), net, split=split,
+                      classes=["a", "b", "c"], model_id="two-part", codec="fp32", batch_size=100)
+    names = [t["name"] for t in recycle.inspect(tmp_path / "c")["record_layout"]]
+    assert names == ["feat", "mask"]
+    # The trained module, given the records' tensors in their order, agrees in Python.
+    train_script_head_and_check_in_python(tmp_path, MaskedHead(3),
+                                          lambda head, acts: head(acts["feat"], acts["mask"]))
+    # Data-parallel, two ranks averaging gradients.
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
+                 "--epochs", "6", "--batch", "16", "--lr", "0.1", "--nproc", "2", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["world_size"] == 2 and report["test_acc"] > 0.9, report
+    # A head of one argument is refused with one line naming the record's tensors.
+    torch.jit.script(ConvHead(3)).save(str(tmp_path / "one.pt"))
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "one.pt",
+                 check=False)
+    says = "does not run on the cache's activations (feat 2x4x6x6, mask 2x6): "
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
 
 
 def test_labels_outside_the_named_classes_are_refused(tmp_path):

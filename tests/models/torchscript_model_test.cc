@@ -9,6 +9,7 @@
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
 #include "engine/models/split_model.h"
+#include "engine/models/torchscript_model.h"
 #include "engine/models/weights_io.h"
 #include "tests/models/scripted_net.h"
 #include "tests/test_util.h"
@@ -213,6 +214,36 @@ TEST(TorchScriptModel, FilesThatAreNotAScriptedSequentialAreRefused) {
   // A batch of another shape than the model takes is named.
   EXPECT_THROW(recycle::make_encoder("torchscript:" + dir.file("net.ts") + ",in_channels=3",
                                      3), std::invalid_argument);
+}
+
+TEST(TorchScriptModel, AScriptHeadTakesARecordsTensorsAsItsArgumentsInOrder) {
+  TempDir dir;
+  torch::manual_seed(3);
+  torch::jit::Module m = recycle::testing::scripted_module("MaskedHead");
+  m.register_parameter("weight", torch::randn({2, 4}), false);
+  m.define("def forward(self, x, mask):\n"
+           "    return torch.matmul(x * mask.unsqueeze(1).to(x.dtype), self.weight.t())\n");
+  m.save(dir.file("head.pt"));
+  std::string digest;
+  recycle::BlockStack head = recycle::load_script_head(dir.file("head.pt"), &digest);
+  const torch::Tensor x = torch::randn({5, 4});
+  const torch::Tensor mask = torch::tensor({1, 0, 1, 1, 0}, torch::kInt64);
+  const torch::Tensor want = torch::matmul(x * mask.unsqueeze(1).to(torch::kFloat), m.attr("weight").toTensor().t());
+  EXPECT_TRUE(torch::equal(head->forward_all({x, mask}), want));
+  // Its gradients reach the module's own parameter.
+  head->forward_all({x, mask}).sum().backward();
+  ASSERT_EQ(head->parameters().size(), 1u);
+  EXPECT_TRUE(head->parameters()[0].grad().defined());
+  // A stack of blocks takes one input: more is refused, naming the count.
+  recycle::BlockStack blocks;
+  blocks->append("fc", torch::nn::AnyModule(torch::nn::Linear(4, 2)));
+  EXPECT_EQ(blocks->forward_all({x}).sizes(), (std::vector<int64_t>{5, 2}));
+  try {
+    blocks->forward_all({x, mask});
+    ADD_FAILURE() << "two inputs were taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "a stack of blocks takes one input tensor, not 2");
+  }
 }
 
 }  // namespace
