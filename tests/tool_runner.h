@@ -1,5 +1,6 @@
 // Running the built tools from tests: to completion with captured output, or in the
-// background to be killed. Tool names are resolved in RECYCLE_TOOLS_DIR (the build directory).
+// background to be killed. Tool names are resolved in RECYCLE_TOOLS_DIR (the build directory,
+// or the environment's).
 #pragma once
 
 #include <signal.h>
@@ -27,8 +28,11 @@ struct ToolRun {
   nlohmann::json last;  // the last non-empty stdout line, parsed (discarded when not JSON)
 };
 
+// RECYCLE_TOOLS_DIR in the environment, where set (a test binary carried to another machine
+// with its tools: scripts/device_check.sh), else the build directory it was compiled for.
 inline std::string tool_path(const std::string& tool) {
-  return std::string(RECYCLE_TOOLS_DIR) + "/" + tool;
+  const char* moved = std::getenv("RECYCLE_TOOLS_DIR");
+  return std::string(moved && *moved ? moved : RECYCLE_TOOLS_DIR) + "/" + tool;
 }
 
 // Runs a built tool with `args` (shell words) to completion; stdout and stderr go to files

@@ -155,6 +155,13 @@ struct CacheLoader::Impl {
     // recycle-train does with --prefetch 0), an epoch took 2.7 to 4.8 times as long inside
     // Debian's Python torch process as on one thread (docs/python.md, "Measured").
     cached.set_load_threads(1);
+    if (o.pin_memory) {
+      try {
+        cached.set_pinned(true);
+      } catch (const std::invalid_argument& e) {
+        throw InvalidArgument(std::string("pin_memory: ") + e.what());
+      }
+    }
     if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
   }
 

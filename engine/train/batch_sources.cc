@@ -1,6 +1,7 @@
 #include "engine/train/batch_sources.h"
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cstring>
@@ -107,13 +108,23 @@ bool CachedBatches::channels_last(size_t j) const {
          layout_[j].dtype == Dtype::kFloat32 && layout_[j].shape.size() == 3;
 }
 
+void CachedBatches::set_pinned(bool pinned) {
+  if (pinned && !torch::cuda::is_available()) {
+    throw std::invalid_argument("pinned host memory needs a GPU, and this process has none (a "
+                                "LibTorch without CUDA, or no GPU visible)");
+  }
+  pinned_ = pinned;
+}
+
 void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   // Fixed layouts decode straight into the batch's tensors (those `out` holds when nothing
-  // else refers to them); variable ones per sample.
+  // else refers to them, on the CPU in pageable memory: a pinned block is the allocator's to
+  // reuse); variable ones per sample.
   std::vector<torch::Tensor> fixed;
   std::vector<std::vector<torch::Tensor>> per_sample(layout_.size());
   std::vector<int64_t> row_bytes(layout_.size(), 0);
-  const bool on_cpu = device_.is_cpu();
+  const bool pinned = pinned_ || device_.is_cuda();
+  const bool on_cpu = device_.is_cpu() && !pinned;
   for (size_t j = 0; j < layout_.size(); ++j) {
     if (variable_) {
       per_sample[j].resize(static_cast<size_t>(n));
@@ -122,12 +133,13 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
     const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
-    fixed.push_back(reuse_or_empty(had, shape, torch::dtype(torch_dtype(layout_[j].dtype)),
+    fixed.push_back(reuse_or_empty(had, shape,
+                                   torch::dtype(torch_dtype(layout_[j].dtype)).pinned_memory(pinned),
                                    channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
-  torch::Tensor y =
-      reuse_or_empty(on_cpu ? &out->labels : nullptr, {n}, torch::dtype(torch::kInt64));
+  torch::Tensor y = reuse_or_empty(on_cpu ? &out->labels : nullptr, {n},
+                                   torch::dtype(torch::kInt64).pinned_memory(pinned));
   out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
   keys_.resize(static_cast<size_t>(n));
@@ -209,9 +221,9 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   }
   for (size_t j = 0; j < layout_.size(); ++j) {
     torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
-    out->set(layout_[j].name, t.to(device_));
+    out->set(layout_[j].name, device_.is_cpu() ? t : t.to(device_, /*non_blocking=*/t.is_pinned()));
   }
-  out->labels = y.to(device_);
+  out->labels = device_.is_cpu() ? y : y.to(device_, /*non_blocking=*/y.is_pinned());
 }
 
 RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device)

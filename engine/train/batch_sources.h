@@ -66,6 +66,12 @@ class CachedBatches final : public BatchSource {
   // part, no team (what a background loader such as PrefetchedBatches wants, so as not to start
   // a second OpenMP team beside the training thread's).
   void set_load_threads(int64_t threads) { load_threads_ = std::max<int64_t>(1, threads); }
+  // Decodes into page-locked host memory (LibTorch's caching host allocator), a new block for
+  // every batch (the allocator hands a block out again only after the copies that read it have
+  // finished), so that a copy to a GPU is asynchronous: what a loader for a GPU wants. On by
+  // itself for a CUDA device, whose batches are then copied with non_blocking. Throws
+  // std::invalid_argument where no GPU is usable (a LibTorch without CUDA, or no GPU).
+  void set_pinned(bool pinned);
 
  private:
   // Scratch of one part of a batch, reused from batch to batch: no allocation per sample on a
@@ -86,6 +92,7 @@ class CachedBatches final : public BatchSource {
   torch::Device device_;
   c10::MemoryFormat format_;
   int64_t load_threads_ = 1;
+  bool pinned_ = false;
   std::vector<Key> keys_;  // of the batch being loaded
   std::vector<Part> parts_;
 };

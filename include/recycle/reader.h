@@ -79,6 +79,10 @@ struct LoaderOptions {
   // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
   // read on the calling thread when it is asked for.
   int64_t prefetch = 2;
+  // Batches in page-locked host memory, a new block each (LibTorch's caching host allocator),
+  // so that the caller's copy to a GPU (.to("cuda", non_blocking=True)) runs asynchronously.
+  // Needs a GPU: InvalidArgument without one.
+  bool pin_memory = false;
 };
 
 // Batches of one split in the order of a Sampler. A split built with K augmented views

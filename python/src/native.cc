@@ -133,7 +133,8 @@ PYBIND11_MODULE(_native, m) {
   py::class_<recycle::CacheLoader>(m, "CacheLoader")
       .def(py::init([](const std::string& dir, const std::string& split, bool allow_partial,
                        int64_t block_cache_mb, int64_t batch_size, bool shuffle, uint64_t seed,
-                       int rank, int world_size, bool drop_last, int64_t prefetch) {
+                       int rank, int world_size, bool drop_last, int64_t prefetch,
+                       bool pin_memory) {
              recycle::LoaderOptions o;
              o.reader.cache_dir = dir;
              o.reader.split = split;
@@ -146,12 +147,14 @@ PYBIND11_MODULE(_native, m) {
              o.world_size = world_size;
              o.drop_last = drop_last;
              o.prefetch = prefetch;
+             o.pin_memory = pin_memory;
              py::gil_scoped_release release;
              return std::make_unique<recycle::CacheLoader>(o);
            }),
            py::arg("path"), py::arg("split"), py::arg("allow_partial"), py::arg("block_cache_mb"),
            py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
-           py::arg("world_size"), py::arg("drop_last"), py::arg("prefetch"))
+           py::arg("world_size"), py::arg("drop_last"), py::arg("prefetch"),
+           py::arg("pin_memory") = false)
       .def("__len__", &recycle::CacheLoader::batches)
       .def("size", &recycle::CacheLoader::size)
       .def("samples_per_rank", &recycle::CacheLoader::samples_per_rank)
