@@ -124,7 +124,7 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   std::vector<std::vector<torch::Tensor>> per_sample(layout_.size());
   std::vector<int64_t> row_bytes(layout_.size(), 0);
   const bool pinned = pinned_ || device_.is_cuda();
-  const bool on_cpu = device_.is_cpu() && !pinned;
+  const bool reuse = device_.is_cpu() && !pinned;  // decode into what `out` holds
   for (size_t j = 0; j < layout_.size(); ++j) {
     if (variable_) {
       per_sample[j].resize(static_cast<size_t>(n));
@@ -132,13 +132,13 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     }
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
-    const torch::Tensor* had = on_cpu ? find_input(*out, layout_[j].name) : nullptr;
+    const torch::Tensor* had = reuse ? find_input(*out, layout_[j].name) : nullptr;
     fixed.push_back(reuse_or_empty(had, shape,
                                    torch::dtype(torch_dtype(layout_[j].dtype)).pinned_memory(pinned),
                                    channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
-  torch::Tensor y = reuse_or_empty(on_cpu ? &out->labels : nullptr, {n},
+  torch::Tensor y = reuse_or_empty(reuse ? &out->labels : nullptr, {n},
                                    torch::dtype(torch::kInt64).pinned_memory(pinned));
   out->clear();  // drops the references `fixed` and `y` took over
   int64_t* yp = y.data_ptr<int64_t>();
