@@ -146,12 +146,21 @@ def test_memory_stays_flat_over_a_cache_larger_than_the_budget(tmp_path):
         return readings
 
     ds = recycle.CachedDataset(tmp_path / "big", block_cache_mb=4)
-    batches = [lambda lo=lo: ds.read(range(lo, lo + 100)) for lo in range(0, n, 100)]
-    dataset_rss = measure(batches)
     loader = recycle.CachedLoader(tmp_path / "big", "train", batch_size=100, block_cache_mb=4)
-    it = iter(loader)
-    loader_rss = measure([lambda: next(it) for _ in range(len(loader))])
-    # After the first tenth, a whole pass of 64 MB may not add more than 12 MB.
-    for name, r in (("dataset", dataset_rss), ("loader", loader_rss)):
-        growth = max(r) - r[len(r) // 10]
-        assert growth < 12, f"{name}: RSS grew {growth:.1f} MB over a pass ({r[::8]})"
+
+    def dataset_pass():
+        return [lambda lo=lo: ds.read(range(lo, lo + 100)) for lo in range(0, n, 100)]
+
+    def loader_pass():
+        it = iter(loader)
+        return [lambda: next(it) for _ in range(len(loader))]
+
+    # Two passes each. The first may warm up (the prefetch thread's malloc arena, LibTorch's
+    # pools: about 20 MB here) but stays well below the 64 MB it reads; the second, warm, pass
+    # holds flat. Holding the records would grow by 64 MB a pass.
+    for name, one_pass in (("dataset", dataset_pass), ("loader", loader_pass)):
+        first, second = measure(one_pass()), measure(one_pass())
+        warm_up = max(first) - first[0]
+        assert warm_up < 40, f"{name}: RSS grew {warm_up:.1f} MB over the first pass ({first[::8]})"
+        growth = max(second) - second[0]
+        assert growth < 12, f"{name}: RSS grew {growth:.1f} MB over a warm pass ({second[::8]})"
