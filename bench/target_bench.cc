@@ -121,7 +121,7 @@ class TargetBench {
     if (split == "train") argv.insert(argv.end(), {"--rebuild", "--limit", std::to_string(limit)});
     ChildRun r = run_child(argv, out_);
     // The kernel writes a build's files back in the half minute after it: now, not while the
-    // next run is timed (the first run after a build was 10-20% slower in round 7's runs).
+    // next run is timed (without this sync, the first run after a build was 10-20% slower).
     ::sync();
     return r;
   }
@@ -384,12 +384,12 @@ class TargetBench {
     md << "\n";
     const double head_after_full = paired_ratio(peer_head_after_full_, engine_head_);
     md << "\nHead epoch at 0.5 from the cache / the peer's head epoch in the process that did its "
-          "full fine-tuning first (the measure before round 7): "
+          "full fine-tuning first (an older measure, kept for comparison): "
        << fmt(head_after_full, 2) << "x\n";
     j["head_over_peer_head_after_full"] = head_after_full;
     const double reads_by_runs = paired_ratio(engine_preloaded_, engine_head_);
     md << "\nHead epoch from the cache / from the preloaded split, measured by whole runs (the "
-          "measure before round 8: the cache's and the preloaded runs' median epochs, per round): "
+          "older measure, kept for comparison: the cache's and the preloaded runs' median epochs, per round): "
        << fmt(reads_by_runs, 2) << "x\n";
     j["reads_by_runs"] = reads_by_runs;
     const double bf16_points =
@@ -466,7 +466,7 @@ class TargetBench {
   Rounds alternating_cache_, alternating_preloaded_;
   std::vector<double> prefix_share_;
   // The peer's head epochs in a --head-only process; and in the process that did full
-  // fine-tuning first (the measure before round 7).
+  // fine-tuning first (an older measure, kept for comparison).
   Rounds peer_full_, peer_head_, peer_head_after_full_, peer_prefix_;
   // The head in bf16 mixed precision: the engine's from the cache, the peer's head-only.
   Rounds engine_bf16_, peer_bf16_;

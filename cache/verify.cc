@@ -8,6 +8,7 @@
 
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "cache/record.h"
 
 namespace recycle {
@@ -108,15 +109,10 @@ std::unordered_set<Key, KeyHash> referenced_keys(const ActivationStore& store, c
 }  // namespace
 
 InspectReport inspect_cache(const std::string& dir, bool verify) {
-  StoreOptions so;
-  so.read_only = true;
-  std::unique_ptr<ActivationStore> store;
-  Status st = ActivationStore::open(dir, so, &store);
-  st.throw_if_error();
   InspectReport report;
   report.cache_dir = dir;
-  st = store->read_manifest(&report.manifest);
-  st.throw_if_error();
+  std::unique_ptr<ActivationStore> store = open_cache_for_read(dir, &report.manifest);
+  Status st;
   report.disk_bytes = store->disk_bytes();
   const Manifest& m = report.manifest;
   std::vector<std::string> index_problems;

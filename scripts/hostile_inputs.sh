@@ -91,7 +91,7 @@ case_ "another split point than the cache's" 1 "$good" "$bin/recycle-build" --da
 case_ "another keyer than the cache's" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --keyer id --cache "$good"
 case_ "other weights than the cache's (another seed)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --seed 1 --cache "$good"
 
-# Second reliability round: identity, deletion, links, lost output, silent surprises, messages.
+# Identity, deletion, links, lost output, silent surprises, messages.
 "$bin/recycle-train" --data fashion-mnist --split test --limit 100 --width 4 --recycle 0 --epochs 1 \
   --eval-split none --save-model "$work/enc.pt" >/dev/null 2>&1 \
   || { echo "hostile_inputs: could not train the small encoder" >&2; exit 1; }
@@ -259,7 +259,7 @@ PY
   done
 fi
 
-# Third reliability round (issue 30): TorchScript files, output paths, flags that need
+# TorchScript files, output paths, flags that need
 # data-parallel training, progressive freezing on text, test splits with fewer classes, TSV
 # header lines.
 case_ "--model torchscript:FILE,xxh3=<a stale digest>" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --model "torchscript:$work/enc.pt,xxh3=00000000000000000000000000000000" --recycle 0.5 --cache "$work/ts-cache"
@@ -284,7 +284,7 @@ elif ! "$bin/recycle-inspect" --cache "$work/text/cache" --json | tail -n 1 | jq
 fi
 case_ "a test split with a class the train split lacks" 1 "$work/text/cache" "$bin/recycle-build" --data "tsv:$work/text" --split other "${text_model[@]}" --recycle 0.5 --cache "$work/text/cache"
 
-# Fourth reliability round (issue 44): image bombs, split folders, predict's outputs and flags, devices,
+# Image bombs, split folders, predict's outputs and flags, devices,
 # npy shapes that overflow, augmentations larger than the image, text files in other encodings
 # or with a repeated header. PNGs are written with python3's zlib (no imaging library needed).
 if command -v python3 >/dev/null 2>&1; then

@@ -24,6 +24,12 @@ const DataSourceEntry* find_data_source(const std::string& spec, std::string* pa
   return nullptr;
 }
 
+bool is_text_spec(const std::string& spec) {
+  std::string path;
+  const DataSourceEntry* e = find_data_source(spec, &path);
+  return e && e->text;
+}
+
 std::string data_source_usages() {
   const std::vector<DataSourceEntry>& all = data_sources();
   std::string out;

@@ -28,6 +28,7 @@ struct DataSourceEntry {
   std::string name;   // the spec's part before ':' (or the whole spec when `bare` allows it)
   std::string usage;  // as --help and errors list it, e.g. "tsv:FILE or tsv:DIR"
   bool bare = false;  // the name alone is a spec (fashion-mnist: the default folder)
+  bool text = false;  // its samples are texts (tsv, jsonl, csv), not images
   // Loads the split `options.split` of the data at `path` (the spec after "name:", "" for a
   // bare spec). stream: the caller wants the pixels streamed (images may then set `source`
   // and leave data.pixels empty); !stream: images must hold their pixels or set `source`
@@ -40,6 +41,8 @@ struct DataSourceEntry {
 const std::vector<DataSourceEntry>& data_sources();
 // The entry whose spec this is, with *path set to the part after "name:"; null for none.
 const DataSourceEntry* find_data_source(const std::string& spec, std::string* path);
+// True when `spec` names a source of texts (tsv:, jsonl:, csv:), before anything is read.
+bool is_text_spec(const std::string& spec);
 // "fashion-mnist[:DIR], tsv:FILE or tsv:DIR, imagefolder:DIR": the usages, for messages.
 std::string data_source_usages();
 

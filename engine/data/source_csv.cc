@@ -152,6 +152,7 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
 DataSourceEntry csv_source() {
   DataSourceEntry e;
   e.name = "csv";
+  e.text = true;
   e.usage = "csv:PATH";
   e.load = load;
   return e;

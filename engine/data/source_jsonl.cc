@@ -78,6 +78,7 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
 DataSourceEntry jsonl_source() {
   DataSourceEntry e;
   e.name = "jsonl";
+  e.text = true;
   e.usage = "jsonl:PATH";
   e.load = load;
   return e;

@@ -42,6 +42,7 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
 DataSourceEntry tsv_source() {
   DataSourceEntry e;
   e.name = "tsv";
+  e.text = true;
   e.usage = "tsv:FILE, tsv:DIR";
   e.load = load;
   return e;

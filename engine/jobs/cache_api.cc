@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "recycle/cache.h"
 
 namespace recycle {
@@ -9,12 +10,8 @@ namespace recycle {
 InspectReport verify_cache(const std::string& dir) { return inspect_cache(dir, /*verify=*/true); }
 
 Manifest read_cache_manifest(const std::string& dir) {
-  StoreOptions so;
-  so.read_only = true;
-  std::unique_ptr<ActivationStore> store;
-  ActivationStore::open(dir, so, &store).throw_if_error();
   Manifest m;
-  store->read_manifest(&m).throw_if_error();
+  open_cache_for_read(dir, &m);
   return m;
 }
 

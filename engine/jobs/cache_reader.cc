@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/data/sampler.h"
@@ -31,15 +32,7 @@ void open_read_only(const std::string& dir, int64_t block_cache_mb,
   if (block_cache_mb < 1) {
     throw InvalidArgument("block_cache_mb must be at least 1, not " + std::to_string(block_cache_mb));
   }
-  StoreOptions so;
-  so.read_only = true;
-  so.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
-  ActivationStore::open(dir, so, store).throw_if_error();
-  const Status have = (*store)->read_manifest(manifest);
-  if (have.is_not_found() && !(*store)->other_writer().empty()) {
-    throw std::runtime_error("cache " + dir + " is still being created: " + (*store)->other_writer());
-  }
-  have.throw_if_error();
+  *store = open_cache_for_read(dir, manifest, static_cast<size_t>(block_cache_mb) << 20);
 }
 
 // The store, its manifest and the split's index, checked: what the split readers start from.
@@ -53,24 +46,9 @@ struct OpenSplit {
   explicit OpenSplit(const ReaderOptions& o) {
     ActivationStore::check_split_name(o.split).throw_if_error();
     open_read_only(o.cache_dir, o.block_cache_mb, &store, &manifest);
-    const auto it = manifest.splits.find(o.split);
-    if (it == manifest.splits.end()) {
-      std::string have_splits;
-      for (const auto& [name, info] : manifest.splits) {
-        have_splits += (have_splits.empty() ? "" : ", ") + name;
-      }
-      throw std::runtime_error("cache " + o.cache_dir + " has no split '" + o.split +
-                               "' (it has: " + (have_splits.empty() ? "none" : have_splits) + ")");
-    }
-    complete = it->second.complete;
-    if (!complete && !o.allow_partial) {
-      const std::string writer = store->other_writer();
-      throw std::runtime_error("split '" + o.split + "' of cache " + o.cache_dir +
-                               " is incomplete " +
-                               (writer.empty() ? "(its build did not finish)" : "(" + writer + ")") +
-                               ": finish the build, or pass allow_partial");
-    }
-    store->read_split_index(o.split, it->second, &index).throw_if_error();
+    const SplitInfo& info = require_split(*store, manifest, o.split, o.allow_partial, "allow_partial");
+    complete = info.complete;
+    store->read_split_index(o.split, info, &index).throw_if_error();
     manifest_json = manifest.to_json_string();
   }
 };

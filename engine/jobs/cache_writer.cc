@@ -1,7 +1,8 @@
 // include/recycle/writer.h: a cache split filled chunk by chunk by a program's own prefix. The
-// writes are recycle-build's (engine/precompute/build_stages.cc): the split marked incomplete in
-// its first write, each chunk's records, index entries and the manifest's counts in one batch
-// without the write-ahead log, the split marked complete and the memtables flushed at the end.
+// writes are recycle-build's, a SplitWriter's (cache/split_writer.h): the split marked
+// incomplete in its first write, each chunk's records, index entries and the manifest's counts
+// in one batch without the write-ahead log, the split marked complete and the memtables flushed
+// at the end.
 // What differs: the samples arrive in order, a chunk at a time, so the plan is made chunk by
 // chunk against the stored index instead of for the whole split first.
 #include "recycle/writer.h"
@@ -17,10 +18,10 @@
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "cache/split_writer.h"
 #include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
-#include "engine/precompute/build_stages.h"  // check_free_space
 #include "engine/precompute/prefix_identity.h"
 #include "engine/train/batch_sources.h"  // torch_dtype
 #include "engine/util/parallel_loop.h"
@@ -50,12 +51,12 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
 struct CacheWriter::Impl {
   WriterOptions o;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point flushed = start;  // the last flush (or the start)
   Codec codec = Codec::kFp16;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
   Manifest manifest;  // the stored one (or the requested one for a new cache), with this run's counts
   std::unique_ptr<ActivationStore> store;
+  std::unique_ptr<SplitWriter> writer;  // the split's writes, on store and manifest
 
   std::vector<IndexEntry> existing;             // the split's index as stored
   std::unordered_set<Key, KeyHash> present;     // keys known to have a record
@@ -64,8 +65,6 @@ struct CacheWriter::Impl {
   bool stored_complete = false;  // the stored split was complete, same data and size
   bool classes_changed = false;
   bool matched_so_far = true;    // every position so far matched the stored index
-  bool begun = false;            // the split's first write is done
-  int64_t writes = 0;
 
   // The chunk between add_chunk and write_chunk.
   bool pending = false;
@@ -187,6 +186,8 @@ struct CacheWriter::Impl {
       if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
       manifest = stored;
     }
+    writer = std::make_unique<SplitWriter>(store.get(), &manifest, o.split);
+    writer->set_flush_seconds(o.flush_seconds);
     store->read_index(o.split, &existing).throw_if_error();
     const auto it = manifest.splits.find(o.split);
     stored_complete = it != manifest.splits.end() && it->second.complete &&
@@ -209,19 +210,14 @@ struct CacheWriter::Impl {
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
   void begin() {
-    SplitInfo& info = manifest.splits[o.split];
+    SplitInfo info;
     info.data = o.data;
     info.samples = o.samples;
     info.unique = static_cast<int64_t>(seen.size());
-    info.complete = false;
     ActivationStore::Batch first(*store);
-    first.put_manifest(manifest);
     // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
     if (new_cache && engine) first.put_blob("head", module_to_bytes(*engine->split.head));
-    if (static_cast<int64_t>(existing.size()) > o.samples) first.truncate_index(o.split, o.samples);
-    store->write(&first).throw_if_error();
-    ++writes;
-    begun = true;
+    writer->begin(info, static_cast<int64_t>(existing.size()), &first);
   }
 
   void grow_classes(int64_t label) {
@@ -366,7 +362,7 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
   }
   s.chunk_inputs = torch::Tensor();
   if (s.todo.empty()) return;  // every entry of the chunk is stored already
-  if (!s.begun) s.begin();
+  if (!s.writer->begun()) s.begin();
   std::vector<std::string> records(static_cast<size_t>(m));
   parallel_loop(m, [&](int64_t r) {
     std::vector<TypedArrayRef> arrays;
@@ -381,32 +377,22 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
                             e.largest());
     }
   });
-  ActivationStore::Batch batch(*s.store);
+  StagedWrite w = s.writer->stage();
   for (int64_t r = 0; r < m; ++r) {
     const Key& k = s.chunk_keys[s.compute[r]];
-    batch.put_record(k, records[r]);
+    w.put_record(k, records[r]);
     s.present.insert(k);
   }
   records.clear();
-  s.report.computed += m;
-  s.report.bytes += static_cast<int64_t>(batch.record_bytes());
-  s.manifest.records += m;
-  s.manifest.record_bytes += static_cast<int64_t>(batch.record_bytes());
   for (int64_t i : s.todo) {
-    batch.put_index(s.o.split, s.chunk_begin + i, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
+    w.put_index(s.chunk_begin + i, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
   }
-  s.report.index_written += static_cast<int64_t>(s.todo.size());
   s.manifest.splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-  batch.put_manifest(s.manifest);  // counts stay consistent with the data after a crash
-  check_free_space(s.o.cache_dir, batch.record_bytes());
-  s.store->write_unlogged(&batch).throw_if_error();
-  ++s.writes;
-  const auto now = std::chrono::steady_clock::now();
-  if (s.o.flush_seconds >= 0 &&
-      std::chrono::duration<double>(now - s.flushed).count() >= s.o.flush_seconds) {
-    s.store->flush().throw_if_error();  // what was written so far survives a kill
-    s.flushed = now;
-  }
+  s.writer->seal(&w);
+  s.report.computed += w.records;
+  s.report.bytes += static_cast<int64_t>(w.record_bytes());
+  s.report.index_written += w.entries;
+  s.writer->write(&w);  // flushed every flush_seconds: what was written so far survives a kill
 }
 
 BuildReport CacheWriter::finish() {
@@ -416,16 +402,10 @@ BuildReport CacheWriter::finish() {
     throw InvalidArgument("the split was opened for " + std::to_string(s.o.samples) + " samples, " +
                           std::to_string(s.next) + " came");
   }
-  if (!unchanged_so_far() || s.writes > 0) {
-    if (!s.begun) s.begin();
-    SplitInfo& info = s.manifest.splits[s.o.split];
-    info.unique = static_cast<int64_t>(s.seen.size());
-    info.complete = true;
-    ActivationStore::Batch last(*s.store);
-    last.put_manifest(s.manifest);
-    s.store->write_unlogged(&last).throw_if_error();
-    ++s.writes;
-    s.store->flush().throw_if_error();  // the chunks and the completed manifest, durable together
+  if (!unchanged_so_far() || s.writer->writes() > 0) {
+    if (!s.writer->begun()) s.begin();
+    s.manifest.splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
+    s.writer->finish();
   }
   BuildReport r = s.report;
   r.samples = s.o.samples;

@@ -1,7 +1,7 @@
 // run_predict: the job behind recycle-predict. The samples go through the build's stages a
 // chunk at a time (engine/precompute/build_stages.h: the dataset streamed, read ahead by a
 // ChunkReader, keyed by the cache's keyer), are looked up in the cache (one MultiGet of the
-// chunk's distinct keys), the misses run the folded prefix (build_model.h), and the head runs
+// chunk's distinct keys), the misses run the folded prefix (prefix_runner.h), and the head runs
 // on the stored activations and the computed ones together. Memory: one chunk's images,
 // records, activations and rows, plus what a build holds per sample (label, id).
 #include <unistd.h>
@@ -21,10 +21,11 @@
 #include "base/strings.h"
 #include "cache/activation_store.h"
 #include "cache/record.h"
+#include "cache/split_writer.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/transformer.h"
-#include "engine/precompute/build_model.h"
+#include "engine/precompute/prefix_runner.h"
 #include "engine/util/atomic_file.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
@@ -363,24 +364,18 @@ torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Ma
 }
 
 // --write-back: the misses' records (encoded in chunk order of their keys) and the manifest's
-// counts in one write.
-int64_t write_back(SplitBuild& s, ActivationStore& store, Manifest* m, const Lookup& l,
-                   const torch::Tensor& missed, BuildChunk* c) {
+// counts in one write (records only: no split's index changes).
+int64_t write_back(SplitBuild& s, SplitWriter& writer, const Lookup& l, const torch::Tensor& missed,
+                   BuildChunk* c) {
   s.encode_chunk_outputs(missed, c);
-  ActivationStore::Batch batch(store);
-  int64_t written = 0;
+  StagedWrite w = writer.stage();
   for (size_t k = 0; k < l.distinct.size(); ++k) {
-    if (l.computed[k] < 0) continue;
-    batch.put_record(l.distinct[k], c->records[l.computed[k]]);
-    ++written;
+    if (l.computed[k] >= 0) w.put_record(l.distinct[k], c->records[l.computed[k]]);
   }
-  m->records += written;
-  m->record_bytes += static_cast<int64_t>(batch.record_bytes());
-  batch.put_manifest(*m);
-  check_free_space(store.dir(), batch.record_bytes());
-  store.write(&batch).throw_if_error();
+  writer.seal(&w);
+  writer.write(&w);
   c->records.clear();
-  return written;
+  return w.records;
 }
 
 }  // namespace
@@ -403,11 +398,11 @@ PredictReport run_predict(const PredictOptions& given) {
   s.load_inputs();
   const bool text = s.data().is_text;
   check_fits(o, m, s, head_file.identity());
-  PreparedModel& pm = *s.model().prepared;
+  PreparedModel& pm = s.prefix().model();
   BlockStack head = pm.split.head;
   head_file.load_into(head);
   head->eval();
-  const torch::Device device = s.model().device;
+  const torch::Device device = s.prefix().device();
 
   const int64_t n = static_cast<int64_t>(s.data().size());
   s.plan_every_sample();
@@ -417,6 +412,9 @@ PredictReport run_predict(const PredictOptions& given) {
   BuildChunk c;
   std::vector<Key> keys;
   Lookup l;
+  // --write-back's writes: records and the manifest's counts, flushed at the end.
+  std::unique_ptr<SplitWriter> back;
+  if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, s.options().data.split);
   torch::NoGradGuard no_grad;
   int64_t chunks = 0;
   double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
@@ -456,7 +454,7 @@ PredictReport run_predict(const PredictOptions& given) {
     torch::Tensor missed;
     if (!c.compute_pos.empty()) {
       missed = s.chunk_prefix_outputs(s.chunk_inputs(&c));
-      if (o.write_back) report.written_back += write_back(s, *store, &m, l, missed, &c);
+      if (back) report.written_back += write_back(s, *back, l, missed, &c);
     }
     const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, text).to(device);
     const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();

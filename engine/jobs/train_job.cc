@@ -16,6 +16,7 @@
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "engine/distributed/async_sgd.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
@@ -372,12 +373,15 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   }
 }
 
-// What every rank of a job must agree on about the cache it trains from.
+// What every rank of a job must agree on about the cache it trains from: the whole identity
+// (its digest: model, weights, split point, keyer, codec, preprocessing, input shape, record
+// layout), named for a reader by its model and split point, and the split's size (not its data
+// string: the ranks of several machines may have built their copies from other paths).
 std::string cache_identity(const Manifest& m, const std::string& split) {
   const auto it = m.splits.find(split);
-  return "model " + m.model + ", fingerprint " + m.fingerprint + ", split at " + m.split_at +
-         ", keyer " + m.keyer + ", codec " + m.codec + ", " +
-         std::to_string(it == m.splits.end() ? 0 : it->second.samples) + " samples of '" + split + "'";
+  return "identity " + m.identity().digest() + " (model " + m.model + " split at " + m.split_at +
+         "), " + std::to_string(it == m.splits.end() ? 0 : it->second.samples) + " samples of '" +
+         split + "'";
 }
 
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
@@ -440,43 +444,13 @@ void check_script_head(BlockStack& head, const ActivationStore& store, const Man
 TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
   TrainReport report;
   report.mode = "cache";
-  StoreOptions so;
-  so.read_only = true;
-  std::unique_ptr<ActivationStore> store;
-  ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
   Manifest m;
-  const Status have = store->read_manifest(&m);
-  if (have.is_not_found() && !store->other_writer().empty()) {
-    throw std::runtime_error("cache " + o.cache_dir + " is still being created: " +
-                             store->other_writer());
-  }
-  have.throw_if_error();
+  std::unique_ptr<ActivationStore> store = open_cache_for_read(o.cache_dir, &m);
   check_cache_identity(o, m);
   report.recycle = m.recycle_ratio();
 
   auto split_info = [&](const std::string& split) -> const SplitInfo& {
-    auto it = m.splits.find(split);
-    if (it == m.splits.end()) {
-      const std::string writer = store->other_writer();
-      if (!writer.empty()) {
-        throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split + "' yet: " +
-                                 writer);
-      }
-      std::vector<std::string> have;
-      for (const auto& [name, info] : m.splits) have.push_back(name);
-      throw std::runtime_error("cache " + o.cache_dir + " has no split '" + split +
-                               "' (it has: " + join(have, ", ") + ")");
-    }
-    if (!it->second.complete && !o.allow_partial) {
-      const std::string writer = store->other_writer();
-      if (!writer.empty()) {
-        throw std::runtime_error("split '" + split + "' is incomplete: " + writer);
-      }
-      throw std::runtime_error("split '" + split + "' of cache " + o.cache_dir +
-                               " is incomplete (its build did not finish): rerun recycle-build, "
-                               "or pass --allow-partial");
-    }
-    return it->second;
+    return require_split(*store, m, split, o.allow_partial, "--allow-partial");
   };
   split_info(o.data.split);
   if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
@@ -509,10 +483,9 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     needs.index_bytes = indexed * kIndexBytesPerSample +
                         static_cast<int64_t>(store->table_readers_bytes());
     report.memory = plan_memory(o.memory_budget_mb << 20, needs);
-    so.block_cache_bytes = static_cast<size_t>(report.memory.block_cache_bytes);
     store.reset();
-    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
-    store->read_manifest(&m).throw_if_error();
+    store = open_cache_for_read(o.cache_dir, &m,
+                                static_cast<size_t>(report.memory.block_cache_bytes));
   }
 
   // The head: the --script-head file's module, or the blocks after the split point and the
@@ -691,7 +664,9 @@ TrainReport run_train(const TrainOptions& o) {
   // A data-parallel job: join it (every rank waits here for the others, and they stop here when
   // their options that must agree differ).
   std::unique_ptr<DistContext> dist;
-  if (o.dist.distributed()) dist = std::make_unique<DistContext>(o.dist, o.flag_values());
+  if (o.dist.distributed()) {
+    dist = std::make_unique<DistContext>(o.dist, o.flag_values(), /*gpu=*/device.is_cuda());
+  }
   TrainReport report = !o.freeze.empty() ? train_progressive(o, device, dist.get())
                        : from_cache       ? train_from_cache(o, device, dist.get())
                                           : train_from_data(o, device, dist.get());

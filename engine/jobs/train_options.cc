@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/data/augment.h"
+#include "engine/data/data_source.h"
 #include "engine/jobs/train_job.h"
 #include "engine/util/atomic_file.h"
 #include "recycle/errors.h"
@@ -230,10 +231,10 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
         "--eval-every-epoch does not apply to --freeze yet (progressive recycling evaluates "
         "once, at the end)");
   }
-  if (!o.freeze.empty() && o.data.spec.rfind("tsv:", 0) == 0) {
+  if (!o.freeze.empty() && is_text_spec(o.data.spec)) {
     throw InvalidArgument(
-        "--freeze does not apply to text data (tsv:): progressive freezing trains image "
-        "models only (docs/progressive.md)");
+        "--freeze does not apply to text data (" + o.data.spec.substr(0, o.data.spec.find(':')) +
+        ":): progressive freezing trains image models only (docs/progressive.md)");
   }
   if (o.dist.sync.kind == Sync::Kind::kAsync) {
     // An asynchronous job has no moment at which every rank is at the same epoch.

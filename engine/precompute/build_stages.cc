@@ -1,6 +1,6 @@
 #include "engine/precompute/build_stages.h"
 
-#include "engine/precompute/build_model.h"
+#include "engine/precompute/prefix_runner.h"
 
 #include <algorithm>
 #include <cstring>
@@ -205,39 +205,7 @@ void check_model_texts(const Dataset& data, const Keyer& keyer, const std::strin
   }
 }
 
-// Stops the build cleanly while the cache's filesystem still has room: RocksDB needs headroom
-// to flush its memtables (up to ~96 MB here), and Debian's RocksDB aborts on an assertion
-// rather than returning an error when a write fails for lack of space.
-constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
-
 }  // namespace
-
-void check_free_space(const std::string& dir, uint64_t batch_bytes) {
-  std::error_code ec;
-  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
-  if (ec) return;  // cannot tell; RocksDB will report real errors
-  const uint64_t need = kFreeSpaceReserve + 2 * batch_bytes;
-  if (space.available < need) {
-    throw std::runtime_error(
-        "not enough free space for cache " + dir + ": " + std::to_string(space.available >> 20) +
-        " MB free, the build stops "
-        "below " +
-        std::to_string(need >> 20) + " MB (what it wrote so far is kept; rerun to resume)");
-  }
-}
-
-void SplitBuild::write(ActivationStore::Batch* batch) {
-  store_->write(batch).throw_if_error();
-  ++writes_;
-}
-
-// A chunk's records and index entries (or the split's last manifest), without the write-ahead
-// log: a crash loses the writes since the last flush, which a rerun computes again (plan_split
-// resumes from the index that survived; records and index flush together).
-void SplitBuild::write_unlogged(ActivationStore::Batch* batch) {
-  store_->write_unlogged(batch).throw_if_error();
-  ++writes_;
-}
 
 Dataset SplitBuild::chunk_samples(const BuildChunk& chunk,
                                   const std::vector<int64_t>& positions) const {
@@ -267,7 +235,7 @@ void SplitBuild::load_inputs() {
   codec_ = o.codec;
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
-  model_ = std::make_unique<BuildModel>(o.device);
+  prefix_ = std::make_unique<PrefixRunner>(o.device);
 
   data_ = load_dataset(with_encoder_input(o.data, o.model), &streamed_);
   const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(data_.is_text) : o.keyer;
@@ -287,21 +255,18 @@ void SplitBuild::load_inputs() {
     views_ = o.views;
   }
 
-  model_->prepared.emplace(prepare_model(o.model, data_, o.recycle, o.split_at, model_->device));
-  PreparedModel& pm = *model_->prepared;
+  // Images run the folded prefix; the plain one (eval mode) makes text records: nothing of a
+  // transformer folds.
+  prefix_->use_model(prepare_model(o.model, data_, o.recycle, o.split_at, prefix_->device()),
+                     /*fold=*/!data_.is_text);
+  PreparedModel& pm = prefix_->model();
   if (pm.split.prefix_blocks == 0) {
     throw std::invalid_argument(
         "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
   }
-  if (data_.is_text) {
-    // The plain prefix (eval mode) makes text records: nothing of a transformer folds.
-    manifest_ = requested_text_manifest(pm, keyer_->spec(), codec_, data_);
-    manifest_.weights_file = weights_path(o.model.weights);
-    return;
-  }
-  manifest_ = requested_manifest(pm, keyer_->spec(), codec_, data_, model_->device);
+  manifest_ = data_.is_text ? requested_text_manifest(pm, keyer_->spec(), codec_, data_)
+                            : requested_manifest(pm, keyer_->spec(), codec_, data_, prefix_->device());
   manifest_.weights_file = weights_path(o.model.weights);
-  model_->fast.emplace(pm.model, pm.split.prefix_blocks);
 }
 
 void SplitBuild::load_cache_input(CacheBuildInputs in) {
@@ -313,9 +278,8 @@ void SplitBuild::load_cache_input(CacheBuildInputs in) {
     throw std::runtime_error("the cache's codec '" + in.manifest.codec +
                              "' is not one this version knows (" + join(codec_names(), ", ") + ")");
   }
-  model_ = std::make_unique<BuildModel>(o.device);
-  model_->fast.emplace(*in.blocks, in.blocks->num_blocks());
-  model_->head_blob = std::move(in.head);
+  prefix_ = std::make_unique<PrefixRunner>(o.device);
+  prefix_->use_blocks(*in.blocks, std::move(in.head));
   data_ = Dataset();
   data_.description = std::move(in.data);
   data_.class_names = in.manifest.class_names;
@@ -333,12 +297,12 @@ void SplitBuild::reconcile_manifest() {
   so.compression = compression_name(options_.compression);
   ActivationStore::open(dir, so, &store_).throw_if_error();
   opening_ = std::make_unique<ActivationStore::Batch>(*store_);
+  writer_ = std::make_unique<SplitWriter>(store_.get(), &manifest_, options_.data.split);
 
   Manifest stored;
   const Status have = store_->read_manifest(&stored);
   if (have.is_not_found()) {
-    opening_->put_blob("head", model_->prepared ? module_to_bytes(*model_->prepared->split.head)
-                                                : model_->head_blob);
+    opening_->put_blob("head", prefix_->head_bytes());
     return;
   }
   have.throw_if_error();
@@ -568,18 +532,13 @@ void SplitBuild::plan_split() {
 
 void SplitBuild::begin_split() {
   const std::string& split = options_.data.split;
-  const int64_t n = report_.samples;
-  SplitInfo& info = manifest_.splits[split];
+  SplitInfo info;
   info.data = data_.description;
-  info.samples = n;
+  info.samples = report_.samples;
   info.unique = report_.unique;
-  info.complete = false;
   info.augment = augment_.spec();
   info.views = views_;
-  ActivationStore::Batch& first = *opening_;
-  first.put_manifest(manifest_);
-  if (static_cast<int64_t>(existing_.size()) > n) first.truncate_index(split, n);
-  write(&first);
+  writer_->begin(info, static_cast<int64_t>(existing_.size()), opening_.get());
   opening_ = std::make_unique<ActivationStore::Batch>(*store_);  // written once
   const std::string label =
       cache_input_ ? "derive " + split + " at " + manifest_.split_at : "build " + split;
@@ -652,44 +611,27 @@ void SplitBuild::compute_chunk(BuildChunk* chunk) {
   chunk->records.clear();
   if (chunk->compute_pos.empty()) return;
   const torch::Tensor outputs = chunk_prefix_outputs(chunk_inputs(chunk));
-  if (share_chunks_ < 2 && model_->prepared) measure_prefix_share(outputs);
+  if (share_chunks_ < 2 && prefix_->has_model()) measure_prefix_share(outputs);
   encode_chunk_outputs(outputs, chunk);
 }
 
 void SplitBuild::measure_prefix_share(const torch::Tensor& outputs) {
   ++share_chunks_;
-  const int64_t m = outputs.size(0), k = std::min<int64_t>(m, 64);
-  BlockStack& head = model_->prepared->split.head;
-  const bool training = head->is_training();
-  head->eval();  // no batch-norm statistics move: the cache's head blob is this module
-  double head_seconds = -1;
-  try {
-    c10::InferenceMode inference;
-    const torch::Tensor in = outputs.narrow(0, 0, k).to(model_->device);
-    const auto started = std::chrono::steady_clock::now();
-    const torch::Tensor logits = head->forward(in);
-    (void)logits.sum().item<float>();  // the work done, on any device
-    head_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  } catch (const c10::Error&) {
-    // A head that does not take the records as they are stored (none of this engine's): no
-    // estimate, the build goes on.
-  }
-  head->train(training);
-  if (head_seconds < 0 || chunk_prefix_seconds_ <= 0) return;
-  const double prefix_per_sample = chunk_prefix_seconds_ / static_cast<double>(m);
-  const double head_per_sample = head_seconds / static_cast<double>(k);
+  const double head_per_sample = prefix_->head_seconds_per_sample(outputs);
+  if (head_per_sample < 0 || prefix_->last_seconds() <= 0) return;
+  const double prefix_per_sample = prefix_->last_seconds() / static_cast<double>(outputs.size(0));
   report_.prefix_share = prefix_per_sample / (prefix_per_sample + head_per_sample);
 }
 
 torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
   const int64_t m = static_cast<int64_t>(chunk->compute_pos.size());
-  const torch::Device& device = model_->device;
+  const torch::Device& device = prefix_->device();
   if (cache_input_) return cache_input_->read(chunk->compute_pos.data(), m);
   if (data_.is_text) {  // byte tokens of the texts as the keyer hashes them
     std::vector<std::string> texts(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i)
       texts[i] = model_text(*keyer_, data_.texts[chunk->compute_pos[i]]);
-    return token_batch(texts, transformer_max_tokens(model_->prepared->model.spec), device);
+    return token_batch(texts, transformer_max_tokens(prefix_->model().model.spec), device);
   }
   if (views_ > 0) {
     std::vector<int64_t> all(static_cast<size_t>(m));
@@ -715,20 +657,11 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
 torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
   const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
   const int64_t m = inputs.size(0);
-  const auto started = std::chrono::steady_clock::now();
-  torch::Tensor out;
-  std::vector<int64_t> expected = shape;  // per sample
-  if (data_.is_text) {
-    // The plain prefix in eval mode (nothing of a transformer folds): packed text features.
-    c10::InferenceMode inference;
-    out = model_->prepared->split.prefix->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
-    expected = {inputs.size(1), shape.at(1) + 1};  // [L, D + 1] of the chunk's longest L
-  } else {
-    out = model_->fast->forward(inputs).to(torch::kCPU, torch::kFloat32).contiguous();
-  }
-  chunk_prefix_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  report_.prefix_seconds += chunk_prefix_seconds_;
+  const torch::Tensor out = prefix_->run(inputs);
+  report_.prefix_seconds += prefix_->last_seconds();
+  // Per sample: the record shape; text: the packed features [L, D + 1] of the chunk's longest L.
+  const std::vector<int64_t> expected =
+      data_.is_text ? std::vector<int64_t>{inputs.size(1), shape.at(1) + 1} : shape;
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != expected) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
@@ -781,36 +714,26 @@ void SplitBuild::encode_chunk_outputs(const torch::Tensor& outputs, BuildChunk* 
 }
 
 StagedWrite SplitBuild::stage_write(BuildChunk* chunk) {
-  const std::string& split = options_.data.split;
-  StagedWrite w;
-  w.batch = std::make_unique<ActivationStore::Batch>(*store_);
-  ActivationStore::Batch& batch = *w.batch;
-  if (!chunk->records.empty()) {
-    const int64_t m = static_cast<int64_t>(chunk->records.size());
-    for (int64_t r = 0; r < m; ++r) {
-      batch.put_record(chunk->compute_keys[r], chunk->records[r]);
-      present_.insert(chunk->compute_keys[r]);
-    }
-    chunk->records.clear();  // the batch holds its own copy
-    report_.computed += m;
-    report_.bytes += static_cast<int64_t>(batch.record_bytes());
-    manifest_.records += m;
-    manifest_.record_bytes += static_cast<int64_t>(batch.record_bytes());
+  StagedWrite w = writer_->stage();
+  for (size_t r = 0; r < chunk->records.size(); ++r) {
+    w.put_record(chunk->compute_keys[r], chunk->records[r]);
+    present_.insert(chunk->compute_keys[r]);
   }
+  chunk->records.clear();  // the batch holds its own copy
   for (size_t t = chunk->begin; t < chunk->end; ++t) {
     const int64_t pos = todo_[t];
-    batch.put_index(split, pos, IndexEntry{keys_[pos], data_.labels[pos]});
+    w.put_index(pos, IndexEntry{keys_[pos], data_.labels[pos]});
   }
-  w.samples = static_cast<int64_t>(chunk->end - chunk->begin);
-  report_.index_written += w.samples;
-  batch.put_manifest(manifest_);  // counts stay consistent with the data after a crash
+  writer_->seal(&w);
+  report_.computed += w.records;
+  report_.bytes += static_cast<int64_t>(w.record_bytes());
+  report_.index_written += w.entries;
   return w;
 }
 
 void SplitBuild::write_staged(StagedWrite* w) {
-  check_free_space(options_.cache_dir, w->batch->record_bytes());
-  write_unlogged(w->batch.get());
-  if (progress_) progress_->advance(w->samples);
+  writer_->write(w);
+  if (progress_) progress_->advance(w->entries);
 }
 
 void SplitBuild::write_chunk(BuildChunk* chunk) {
@@ -872,11 +795,7 @@ void ChunkReader::read(BuildChunk* chunk) {
 
 void SplitBuild::finish_split() {
   if (progress_) progress_->finish();
-  manifest_.splits[options_.data.split].complete = true;
-  ActivationStore::Batch last(*store_);
-  last.put_manifest(manifest_);
-  write_unlogged(&last);
-  store_->flush().throw_if_error();  // the chunks and the completed manifest, durable together
+  writer_->finish();
 }
 
 BuildReport SplitBuild::report() const {

@@ -29,6 +29,8 @@
 //   return report();
 //
 // write_chunk(&c) is stage_write then write_staged on the calling thread: the same writes.
+// The writes themselves (begin_split, stage_write's batch, write_staged, finish_split) are a
+// SplitWriter's (cache/split_writer.h), as every writer's of a cache are.
 // A distributed build (distributed_build.cc) runs the same stages, with plan_batches,
 // compute_chunk on the batches it is given and ingest_and_index in place of the chunk loop.
 // Batches reach the store in chunk order, so what a crash leaves is what the serial loop
@@ -51,9 +53,8 @@
 // bad input fails before the cache is touched. A build given its split in memory
 // (use_samples_in_memory) reads the pixels there.
 //
-// No LibTorch here: the prepared model is behind BuildModel, defined in build_stages.cc; the
-// records come from its InferencePrefix (engine/models/inference_prefix.h: batch norms folded,
-// within kInferencePrefixTolerance of the plain prefix, whose weights make the identity).
+// No LibTorch here: the prefix runs in a PrefixRunner (engine/precompute/prefix_runner.h: the
+// device, the prepared model, the folded prefix the records come from).
 // Not thread safe: one thread runs the stages of a SplitBuild, except write_staged, which a
 // ChunkWriter runs on its thread while that one thread runs find_missing and compute_chunk of
 // the next chunk (write_staged touches only the store, the write count and the progress bar), and
@@ -71,6 +72,7 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/manifest.h"
+#include "cache/split_writer.h"
 #include "engine/data/augment.h"
 #include "engine/data/dataset.h"
 #include "engine/data/image_stream.h"
@@ -84,7 +86,7 @@ class Tensor;  // torch::Tensor; the members that take one are defined where Lib
 namespace recycle {
 
 class Progress;
-struct BuildModel;        // the device and the prepared, split model (LibTorch)
+class PrefixRunner;       // the prefix on its device (LibTorch; prefix_runner.h)
 class CacheInput;         // another cache's split as the samples (engine/precompute/cache_input.h)
 struct CacheBuildInputs;  // what load_cache_input takes (cache_input.h)
 
@@ -101,12 +103,6 @@ struct BuildChunk {
   // order, item_bytes() each. compute_chunk takes its samples' images from here when set,
   // else from the dataset in memory or a stream of its own.
   std::vector<uint8_t> pixels;
-};
-
-// A chunk's write batch, made by stage_write and written by write_staged.
-struct StagedWrite {
-  std::unique_ptr<ActivationStore::Batch> batch;
-  int64_t samples = 0;  // index entries in it (the progress bar's step)
 };
 
 // The build of one split into one cache: the owner of its state. Each stage throws
@@ -161,7 +157,7 @@ class SplitBuild {
   // the records as present and updates the report's counters and the manifest's counts as if it
   // were written. Moves the records out of the chunk.
   StagedWrite stage_write(BuildChunk* chunk);
-  // Writes a staged batch after the free-space check; advances the progress bar.
+  // Writes a staged batch (SplitWriter::write); advances the progress bar.
   void write_staged(StagedWrite* w);
   // stage_write then write_staged.
   void write_chunk(BuildChunk* chunk);
@@ -212,9 +208,9 @@ class SplitBuild {
   at::Tensor chunk_inputs(BuildChunk* chunk);
   at::Tensor chunk_prefix_outputs(const at::Tensor& inputs);
   void encode_chunk_outputs(const at::Tensor& outputs, BuildChunk* chunk);
-  // The device and the prepared, split model (engine/precompute/build_model.h), after
-  // load_inputs.
-  BuildModel& model() { return *model_; }
+  // The prefix on its device, with the prepared, split model (engine/precompute/
+  // prefix_runner.h), after load_inputs.
+  PrefixRunner& prefix() { return *prefix_; }
 
   // ---- what the build knows so far (read only) -----------------------------------------------
   const BuildOptions& options() const { return options_; }
@@ -239,7 +235,8 @@ class SplitBuild {
   // plan_split: the store held a record when the run began. When it did not, find_missing
   // knows every key from what this run wrote and asks RocksDB nothing.
   bool had_records() const { return had_records_; }
-  int64_t writes() const { return writes_; }  // store writes by this build (0 when unchanged)
+  // Store writes by this build (0 when unchanged).
+  int64_t writes() const { return writer_ ? writer_->writes() : 0; }
   const BuildReport& counters() const { return report_; }  // the report's counters so far
 
   // The split's samples with their pixels in memory (the same samples load_inputs loaded,
@@ -251,8 +248,6 @@ class SplitBuild {
   friend class ChunkReader;
   friend class SplitBuildTestAccess;  // tests that corrupt the state on purpose
 
-  void write(ActivationStore::Batch* batch);
-  void write_unlogged(ActivationStore::Batch* batch);
   // The samples `positions` (ascending; each in [chunk.begin, chunk.end) of todo) of a chunk
   // whose pixels a ChunkReader read, as read_samples gives them.
   Dataset chunk_samples(const BuildChunk& chunk, const std::vector<int64_t>& positions) const;
@@ -274,7 +269,7 @@ class SplitBuild {
   Dataset data_;             // without pixels when streamed_.streamed()
   StreamedImages streamed_;  // where data_'s pixels are
   std::unique_ptr<Keyer> keyer_;
-  std::unique_ptr<BuildModel> model_;
+  std::unique_ptr<PrefixRunner> prefix_;
   Manifest manifest_;
   // load_cache_input instead: the samples are another cache's records. data_ then holds the
   // labels and description only.
@@ -285,6 +280,7 @@ class SplitBuild {
   // Writes that go with the first write of this run: the head's initial weights for a new
   // cache. Declared after store_, which it refers to.
   std::unique_ptr<ActivationStore::Batch> opening_;
+  std::unique_ptr<SplitWriter> writer_;  // the split's writes, on store_ and manifest_
 
   // key_samples (called by plan_split when not called before)
   std::vector<Key> keys_;
@@ -302,8 +298,6 @@ class SplitBuild {
   // the chunk loop
   size_t next_ = 0;
   std::unique_ptr<Progress> progress_;
-  int64_t writes_ = 0;
-  double chunk_prefix_seconds_ = 0;  // chunk_prefix_outputs' time for its last chunk
   int share_chunks_ = 0;             // chunks measure_prefix_share measured
 
   // The head (the rest of the model) timed on up to 64 of a chunk's prefix outputs, against
@@ -358,9 +352,5 @@ class ChunkReader {
   size_t ahead_begin_ = 0;  // todo position of the chunk being read ahead
   std::future<std::vector<uint8_t>> ahead_;
 };
-
-// Throws std::runtime_error (what was written is kept; rerun to resume) when the file system
-// of `dir` has less free space than a reserve for RocksDB's flushes plus twice batch_bytes.
-void check_free_space(const std::string& dir, uint64_t batch_bytes);
 
 }  // namespace recycle

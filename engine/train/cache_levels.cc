@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "engine/models/encoder_spec.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
@@ -106,12 +107,7 @@ class LevelSplitInput final : public CacheInput {
 }  // namespace
 
 std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Manifest* manifest) {
-  StoreOptions so;
-  so.read_only = true;
-  std::unique_ptr<ActivationStore> store;
-  ActivationStore::open(dir, so, &store).throw_if_error();
-  store->read_manifest(manifest).throw_if_error();
-  return store;
+  return open_cache_for_read(dir, manifest);
 }
 
 std::string level_dir(const std::string& levels_dir, const CacheIdentity& id) {

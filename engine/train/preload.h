@@ -1,6 +1,6 @@
 // PreloadedBatches: a whole split decoded once into memory, then served from there: for caches
 // small enough to hold (recycle-train --preload), and as the yardstick that loading from the
-// cache is measured against (issue 10: a head epoch from the cache >= 0.97x one from memory).
+// cache is measured against (the goal: a head epoch from the cache >= 0.97x one from memory).
 // AlternatingBatches: two sources of the same samples taking turns epoch by epoch, so that
 // the two are timed within one run (recycle-train --alternate-preload).
 #pragma once

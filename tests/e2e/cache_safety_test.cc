@@ -1,6 +1,6 @@
-// Regression tests for the second reliability round: torn reads refused, shapes in the
-// identity, nothing outside a cache deleted, symbolic links, lost output, silent surprises,
-// messages and exit codes, orphan records. Each test names the defect it guards.
+// Regression tests of the cache's safety: torn reads refused, shapes in the identity, nothing
+// outside a cache deleted, symbolic links, lost output, silent surprises, messages and exit
+// codes, orphan records. Each test says what it guards.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <sys/stat.h>
@@ -48,7 +48,7 @@ void expect_one_line_error(const ToolRun& r, int code, const std::string& says) 
   EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
 }
 
-// Defect 1: a complete split whose index count differs from its manifest is refused by
+// A complete split whose index count differs from its manifest is refused by
 // training and reported by --verify, never trained on in part.
 TEST(CacheSafety, CompleteSplitWithMissingIndexEntriesIsRefused) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -79,7 +79,7 @@ void write_images(const std::string& dir, int n, int size) {
   recycle::testing::write_idx(dir + "/t10k-labels-idx1-ubyte.gz", {n}, labels);
 }
 
-// Defect 2: the input shape is part of the identity; caches made before it was stored are
+// The input shape is part of the identity; caches made before it was stored are
 // checked by their record layout (the record shapes). Nothing is written either way.
 TEST(CacheSafety, AnotherInputShapeIsRefused) {
   TempDir dir;
@@ -122,7 +122,7 @@ std::vector<std::string> listing(const std::string& dir) {
   return names;
 }
 
-// Defect 3: --rebuild deletes only what identifies itself as a cache.
+// --rebuild deletes only what identifies itself as a cache.
 TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -167,7 +167,7 @@ TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
   EXPECT_EQ(r.last["computed"], r.last["unique"]);
 }
 
-// Defect 4: a sibling named like a staging directory belongs to the user and stays.
+// A sibling named like a staging directory belongs to the user and stays.
 TEST(CacheSafety, CreatingACacheLeavesSiblingsAlone) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -184,7 +184,7 @@ TEST(CacheSafety, CreatingACacheLeavesSiblingsAlone) {
   expect_verifies(dir, cache);
 }
 
-// Defect 5: links are followed; a dangling one is refused and left as it is.
+// Links are followed; a dangling one is refused and left as it is.
 TEST(CacheSafety, SymbolicLinksAreFollowedAndDanglingOnesRefused) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -208,7 +208,7 @@ TEST(CacheSafety, SymbolicLinksAreFollowedAndDanglingOnesRefused) {
   expect_verifies(dir, target);
 }
 
-// Defect 6: output that was lost is a failure.
+// Output that was lost is a failure.
 TEST(CacheSafety, LostOutputExitsNonZero) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -223,7 +223,7 @@ TEST(CacheSafety, LostOutputExitsNonZero) {
   }
 }
 
-// Defect 7: flags that would be ignored are refused; what is chosen is said.
+// Flags that would be ignored are refused; what is chosen is said.
 TEST(CacheSafety, SilentSurprisesAreRefusedOrSaid) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -282,7 +282,7 @@ class NanBatches : public recycle::BatchSource {
   }
 };
 
-// Defect 7: a loss that is not finite stops training with the epoch and step.
+// A loss that is not finite stops training with the epoch and step.
 TEST(CacheSafety, NonFiniteLossStopsTraining) {
   recycle::BlockStack head;
   head->append("fc", torch::nn::AnyModule(torch::nn::Linear(4, 2)));
@@ -297,7 +297,7 @@ TEST(CacheSafety, NonFiniteLossStopsTraining) {
   }
 }
 
-// Defect 8: messages and exit codes.
+// Messages and exit codes.
 TEST(CacheSafety, MessagesAndExitCodes) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -334,7 +334,7 @@ TEST(CacheSafety, MessagesAndExitCodes) {
   expect_one_line_error(run(dir, "recycle-bench", "--threads -1"), 2, "--threads");
 }
 
-// Defect 8: recycle-train's mismatch message names what it offers, not recycle-build's flag.
+// recycle-train's mismatch message names what it offers, not recycle-build's flag.
 TEST(CacheSafety, TrainMismatchSuggestsWhatWorks) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -347,7 +347,7 @@ TEST(CacheSafety, TrainMismatchSuggestsWhatWorks) {
   expect_one_line_error(r, 1, "recycle-build --rebuild");
 }
 
-// Defect 9: records no index entry points to are counted and compacted away.
+// Records no index entry points to are counted and compacted away.
 TEST(CacheSafety, OrphanRecordsAreCountedAndCompacted) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;

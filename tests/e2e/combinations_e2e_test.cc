@@ -1,4 +1,4 @@
-// Features that broke in combination (issue 30), with the real tools: a test split holding
+// Features that broke in combination, with the real tools: a test split holding
 // fewer classes than the training split, the memory budget of a small evaluation split, output
 // paths checked before training, data-parallel flags without data-parallel training, and the
 // report printed by rank 0 alone.

@@ -1,7 +1,7 @@
 // End-to-end tests of recycle-predict with the real tools on small slices of Fashion-MNIST: a
 // head trained with --eval-split test predicts the test split from the cache with the accuracy
-// recycle-train printed; misses run the prefix and --write-back stores them; and the bad
-// inputs of issue 33 (a head file that is not one, a cache of another model, an output in a
+// recycle-train printed; misses run the prefix and --write-back stores them; and bad inputs
+// (a head file that is not one, a cache of another model, an output in a
 // read-only directory, --write-back on a read-only cache) end with one line and lose nothing.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -140,8 +140,8 @@ TEST(Options, BuildOptionsValidate) {
             "--width applies only without --weights (the weights file sets the width)");
 }
 
-// Issue 30: progressive freezing on text, the data-parallel flags without data-parallel
-// training and output files that cannot be written are refused before any work.
+// Progressive freezing on text (any text source), the data-parallel flags without
+// data-parallel training and output files that cannot be written are refused before any work.
 TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
   recycle::TrainOptions o;
   o.data.spec = "tsv:mail.tsv";
@@ -149,8 +149,14 @@ TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
   EXPECT_EQ(refusal([&] { o.validate(); }), "");
   o.freeze = "auto";
   o.levels_dir = "levels";
-  EXPECT_NE(refusal([&] { o.validate(); }).find("--freeze does not apply to text data"),
+  EXPECT_NE(refusal([&] { o.validate(); }).find("--freeze does not apply to text data (tsv:)"),
             std::string::npos);
+  for (const char* text : {"jsonl:mail.jsonl", "csv:mail.csv"}) {
+    o.data.spec = text;
+    EXPECT_NE(refusal([&] { o.validate(); }).find("--freeze does not apply to text data"),
+              std::string::npos) << text;
+  }
+  o.data.spec = "tsv:mail.tsv";
   o.freeze = o.levels_dir = "";
 
   for (const char* flag : {"--grad-compression", "--sync", "--bucket-mb"}) {

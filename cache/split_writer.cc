@@ -1,0 +1,108 @@
+// cache/split_writer.h: the writes of a split, and the free-space check before each.
+#include "cache/split_writer.h"
+
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+namespace recycle {
+
+namespace {
+
+// Stops a write cleanly while the cache's filesystem still has room: RocksDB needs headroom
+// to flush its memtables (up to ~96 MB here), and Debian's RocksDB aborts on an assertion
+// rather than returning an error when a write fails for lack of space.
+constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
+
+void require_open(const StagedWrite& w, const char* what) {
+  if (!w.batch) throw std::logic_error(std::string("StagedWrite::") + what + ": no batch");
+  if (w.sealed) throw std::logic_error(std::string("StagedWrite::") + what + ": sealed already");
+}
+
+}  // namespace
+
+void check_free_space(const std::string& dir, uint64_t batch_bytes) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return;  // cannot tell; RocksDB will report real errors
+  const uint64_t need = kFreeSpaceReserve + 2 * batch_bytes;
+  if (space.available < need) {
+    throw std::runtime_error("not enough free space for cache " + dir + ": " +
+                             std::to_string(space.available >> 20) +
+                             " MB free, the build stops below " + std::to_string(need >> 20) +
+                             " MB (what it wrote so far is kept; rerun to resume)");
+  }
+}
+
+void StagedWrite::put_record(const Key& key, std::string_view record) {
+  require_open(*this, "put_record");
+  batch->put_record(key, record);
+  ++records;
+}
+
+void StagedWrite::put_index(int64_t position, const IndexEntry& entry) {
+  require_open(*this, "put_index");
+  batch->put_index(split, position, entry);
+  ++entries;
+}
+
+SplitWriter::SplitWriter(ActivationStore* store, Manifest* manifest, std::string split)
+    : store_(store), manifest_(manifest), split_(std::move(split)) {
+  if (!store_ || !manifest_) throw std::logic_error("SplitWriter: a store and a manifest are needed");
+  if (store_->read_only()) throw std::logic_error("SplitWriter: the store is open read-only");
+}
+
+void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries,
+                        ActivationStore::Batch* opening) {
+  if (begun_) throw std::logic_error("SplitWriter::begin: the split is begun already");
+  SplitInfo& entry = manifest_->splits[split_];
+  entry = info;
+  entry.complete = false;
+  ActivationStore::Batch own(*store_);
+  ActivationStore::Batch& first = opening ? *opening : own;
+  first.put_manifest(*manifest_);
+  if (stored_entries > info.samples) first.truncate_index(split_, info.samples);
+  store_->write(&first).throw_if_error();
+  ++writes_;
+  begun_ = true;
+}
+
+StagedWrite SplitWriter::stage() const {
+  StagedWrite w;
+  w.batch = std::make_unique<ActivationStore::Batch>(*store_);
+  w.split = split_;
+  return w;
+}
+
+void SplitWriter::seal(StagedWrite* w) {
+  require_open(*w, "seal");
+  manifest_->records += w->records;
+  manifest_->record_bytes += static_cast<int64_t>(w->record_bytes());
+  w->batch->put_manifest(*manifest_);  // counts stay consistent with the data after a crash
+  w->sealed = true;
+}
+
+void SplitWriter::write(StagedWrite* w) {
+  if (!w->sealed) throw std::logic_error("SplitWriter::write: the staged write is not sealed");
+  check_free_space(store_->dir(), w->record_bytes());
+  store_->write_unlogged(w->batch.get()).throw_if_error();
+  ++writes_;
+  if (flush_seconds_ < 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - flushed_).count() >= flush_seconds_) {
+    store_->flush().throw_if_error();  // what was written so far survives a kill
+    flushed_ = now;
+  }
+}
+
+void SplitWriter::finish() {
+  manifest_->splits[split_].complete = true;
+  ActivationStore::Batch last(*store_);
+  last.put_manifest(*manifest_);
+  store_->write_unlogged(&last).throw_if_error();
+  ++writes_;
+  store_->flush().throw_if_error();  // the chunks and the completed manifest, durable together
+}
+
+}  // namespace recycle

@@ -1,0 +1,106 @@
+// SplitWriter: the one way records, a split's index and the manifest reach a cache. Every writer
+// calls it: recycle-build's chunk loop and its distributed build's rank 0
+// (engine/precompute/build_stages.cc), the library's CacheWriter (engine/jobs/cache_writer.cc,
+// and through it recycle.build in Python) and recycle-predict's --write-back. What decides which
+// samples need a record (the plan) stays with them; how a write is made, and what a crash may
+// leave, is here:
+//
+//   begin(info, stored)    the split's first write, logged: its manifest entry (data, counts,
+//                          augmentation) marked incomplete, the stored index cut to the split's
+//                          length, and the opening writes (a new cache's head) in the same batch
+//   w = stage(); w.put_record(...); w.put_index(...); seal(&w)
+//                          a chunk's records and index entries in one batch, sealed with the
+//                          manifest's counts (records, record bytes) as they are after it: the
+//                          counts stay consistent with the data after a crash
+//   write(&w)              the sealed batch after the free-space check, without the write-ahead
+//                          log: a crash loses the chunks since the last flush, and a rerun
+//                          computes them again from the index that survived (the column families
+//                          flush together). With flush_seconds set, write flushes once that long
+//                          has passed since the last flush.
+//   finish()               the split marked complete (unlogged) and the memtables flushed: the
+//                          chunks and the completed manifest durable together
+//
+// A record is put in the same batch as, or a batch before, any index entry that points to it
+// (ActivationStore's invariant): callers put a chunk's records and its entries in one staged
+// write. The manifest is the caller's (the stored one, or the requested one for a new cache):
+// the writer changes its counts and its split's entry, nothing else.
+//
+// Thread safety: stage, seal, begin and finish run on one thread; write may run on another (a
+// build's writer thread) while that thread stages the next chunk: write touches only the store,
+// the write count and the flush clock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cache/activation_store.h"
+#include "cache/manifest.h"
+
+namespace recycle {
+
+// One chunk's writes: records, index entries, then (seal) the manifest with its counts.
+struct StagedWrite {
+  std::unique_ptr<ActivationStore::Batch> batch;
+  std::string split;     // the split whose index entries it holds
+  int64_t records = 0;   // records put
+  int64_t entries = 0;   // index entries put (a build's progress step)
+  bool sealed = false;   // SplitWriter::seal: the manifest is in it; nothing more may be put
+
+  void put_record(const Key& key, std::string_view record);
+  void put_index(int64_t position, const IndexEntry& entry);
+  uint64_t record_bytes() const { return batch ? batch->record_bytes() : 0; }
+};
+
+class SplitWriter {
+ public:
+  // `store` (open for writing) and `manifest` must outlive the writer.
+  SplitWriter(ActivationStore* store, Manifest* manifest, std::string split);
+  SplitWriter(const SplitWriter&) = delete;
+  SplitWriter& operator=(const SplitWriter&) = delete;
+
+  // Flush the memtables after a write once this many seconds passed since the last flush (or
+  // since the writer was made); negative (the default): flush at finish only.
+  void set_flush_seconds(double seconds) { flush_seconds_ = seconds; }
+
+  // The split's first write, logged: the manifest's entry for the split set from `info` (data,
+  // samples, unique, augment, views) and marked incomplete; the stored index cut to
+  // info.samples when it holds more (`stored_entries`); `opening`'s writes (may be null) with
+  // them. Once only.
+  void begin(const SplitInfo& info, int64_t stored_entries, ActivationStore::Batch* opening);
+  bool begun() const { return begun_; }
+
+  // A new batch for a chunk of the split.
+  StagedWrite stage() const;
+  // Adds the chunk's records and bytes to the manifest's counts and puts the manifest into the
+  // batch. Once per staged write; nothing may be put after it.
+  void seal(StagedWrite* w);
+  // Writes a sealed batch without the write-ahead log, after the free-space check (throws
+  // std::runtime_error below the reserve: what was written is kept). Flushes per
+  // set_flush_seconds.
+  void write(StagedWrite* w);
+  // Marks the split complete (unlogged) and flushes the memtables.
+  void finish();
+
+  // Writes made so far (begin, chunks, finish).
+  int64_t writes() const { return writes_.load(); }
+  const std::string& split() const { return split_; }
+
+ private:
+  ActivationStore* store_;
+  Manifest* manifest_;
+  std::string split_;
+  bool begun_ = false;
+  std::atomic<int64_t> writes_{0};
+  double flush_seconds_ = -1;
+  std::chrono::steady_clock::time_point flushed_ = std::chrono::steady_clock::now();
+};
+
+// Throws std::runtime_error (what was written is kept; rerun to resume) when the file system
+// of `dir` has less free space than a reserve for RocksDB's flushes plus twice batch_bytes.
+void check_free_space(const std::string& dir, uint64_t batch_bytes);
+
+}  // namespace recycle
