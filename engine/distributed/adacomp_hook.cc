@@ -152,6 +152,14 @@ class AdaCompHook final : public CommHook {
   std::string name() const override { return "topk"; }
 
   void reduce(int64_t bucket, torch::Tensor& grad) override {
+    if (grad.is_cuda()) {
+      // AdaComp selects and packs on the CPU, and its packets go over Gloo: a GPU's bucket goes
+      // down, is reduced, and comes back.
+      torch::Tensor host = grad.to(torch::kCPU).contiguous();
+      reduce(bucket, host);
+      grad.copy_(host);
+      return;
+    }
     TORCH_CHECK(grad.scalar_type() == torch::kFloat && grad.is_contiguous() && grad.is_cpu(),
                 "topk: a bucket must be contiguous float32 on the CPU");
     const int64_t n = grad.numel();

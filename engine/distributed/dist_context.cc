@@ -233,11 +233,19 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree)
+DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree,
+                         bool gpu)
     : options_(options), rank_(options.rank), world_(options.world_size) {
   if (world_ < 2)
     throw std::invalid_argument("--world-size must be at least 2 for a process group");
   options.validate();
+  if (gpu) {
+    if (options.sync.kind == Sync::Kind::kAsync) {
+      throw std::invalid_argument("--sync async runs its parameter servers on the CPU: train on "
+                                  "the CPU, or use allreduce or average:K on a GPU");
+    }
+    require_nccl();  // before the rendezvous: every rank stops at once
+  }
   // A write to a peer that died must fail with EPIPE, which Gloo turns into an error of that
   // pair, not kill this process: an asynchronous job goes on without a lost worker.
   signal(SIGPIPE, SIG_IGN);
@@ -251,6 +259,10 @@ DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue
   try {
     group_ = make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank_, world_,
                              std::chrono::seconds(options.timeout_seconds), device_host_);
+    if (gpu) {
+      use_nccl_for_cuda(group_, c10::make_intrusive<c10d::PrefixStore>("nccl", store_), rank_,
+                        world_, std::chrono::seconds(options.timeout_seconds));
+    }
   } catch (const std::exception& e) {
     // Every rank came to the rendezvous: name the one lost since, if any (heartbeat_ stops
     // with this object's members).

@@ -40,8 +40,11 @@ class DistContext {
   // not. Throws std::invalid_argument for a bad rank, world size or master address,
   // std::runtime_error with one line otherwise (a port in use, a host that does not resolve, a
   // --master that is no job's store, ranks that never came within the timeout, ...). Leaves no
-  // thread behind when it throws.
-  explicit DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree = {});
+  // thread behind when it throws. `gpu`: the job trains on a GPU, so the group sends CUDA
+  // tensors' collectives to NCCL (use_nccl_for_cuda, process_group.h; its refusal, where NCCL
+  // cannot be, is an std::invalid_argument before the rendezvous).
+  explicit DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree = {},
+                       bool gpu = false);
   ~DistContext();
 
   int rank() const { return rank_; }

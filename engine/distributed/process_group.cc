@@ -15,7 +15,11 @@
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 #include <torch/version.h>
+#if defined(RECYCLE_WITH_NCCL) && TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 namespace recycle {
 
@@ -34,6 +38,36 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
   return group;
 #else
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+#endif
+}
+
+void require_nccl() {
+#if defined(RECYCLE_WITH_NCCL) && TORCH_VERSION_MAJOR >= 2
+  if (!torch::cuda::is_available()) {
+    throw std::invalid_argument("NCCL needs a GPU, and this process has none");
+  }
+#else
+  throw std::invalid_argument(
+      "data-parallel training on a GPU needs NCCL, which this build lacks (it needs LibTorch 2.x "
+      "with CUDA, as pip's torch has, and nccl.h when it is compiled)");
+#endif
+}
+
+void use_nccl_for_cuda(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                       const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+                       std::chrono::milliseconds timeout) {
+  require_nccl();
+#if defined(RECYCLE_WITH_NCCL) && TORCH_VERSION_MAJOR >= 2
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
+  group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, backend);
+#else
+  (void)group;
+  (void)store;
+  (void)rank;
+  (void)world;
+  (void)timeout;
 #endif
 }
 

@@ -23,6 +23,17 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
                                                        std::chrono::milliseconds timeout,
                                                        const std::string& host);
 
+// Makes `group` (make_gloo_group's) send the collectives of CUDA tensors to NCCL, as
+// torch.distributed's "cpu:gloo,cuda:nccl" does: gradients and parameters on a GPU go GPU to GPU,
+// the CPU tensors of the job's checks stay on Gloo. The NCCL communicator is made at the first
+// collective, its ranks meeting in `store`. Throws std::invalid_argument in one line where it
+// cannot be: a LibTorch without CUDA or NCCL (Debian's 1.13), a build without nccl.h, or no GPU.
+// Throws use_nccl_for_cuda's refusal where it cannot be; returns where it can.
+void require_nccl();
+void use_nccl_for_cuda(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                       const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+                       std::chrono::milliseconds timeout);
+
 // What make_tcp_store's client throws when something listens at --master but is no store: it
 // never answered, or answered otherwise (what() says which).
 struct NotAStoreError : std::runtime_error {

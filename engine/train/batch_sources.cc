@@ -11,6 +11,7 @@
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
+#include "engine/train/compact_batch.h"
 #include "keyers/view_key.h"
 #include "recycle/errors.h"
 
@@ -34,7 +35,14 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   if (layout_.empty()) throw std::runtime_error("cache " + store.dir() + " has no record layout");
   for (const TensorLayout& t : layout_) {
     for (int64_t d : t.shape) variable_ = variable_ || d == kVariableDim;
+    Codec codec = Codec::kFp32;
+    if (t.dtype == Dtype::kFloat32 && !parse_codec(t.codec, &codec)) {
+      throw std::runtime_error("cache " + store.dir() + ": tensor '" + t.name +
+                               "' has an unknown codec '" + t.codec + "'");
+    }
+    codecs_.push_back(codec);
   }
+  device_decode_ = device.is_cuda();
   for (const IndexEntry& e : entries_) {
     if (e.label < 0 || e.label >= static_cast<int64_t>(manifest.class_names.size())) {
       throw std::runtime_error("cache split " + split + " has label " + std::to_string(e.label) +
@@ -108,6 +116,11 @@ bool CachedBatches::channels_last(size_t j) const {
          layout_[j].dtype == Dtype::kFloat32 && layout_[j].shape.size() == 3;
 }
 
+bool CachedBatches::compact(size_t j) const {
+  return device_decode_ && !variable_ && layout_[j].dtype == Dtype::kFloat32 &&
+         is_compact_codec(codecs_[j]);
+}
+
 void CachedBatches::set_pinned(bool pinned) {
   if (pinned && !torch::cuda::is_available()) {
     throw std::invalid_argument("pinned host memory needs a GPU, and this process has none (a "
@@ -121,6 +134,7 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   // else refers to them, on the CPU in pageable memory: a pinned block is the allocator's to
   // reuse); variable ones per sample.
   std::vector<torch::Tensor> fixed;
+  std::vector<CompactTensor> compacts(layout_.size());  // compact(j): the codes, else unused
   std::vector<std::vector<torch::Tensor>> per_sample(layout_.size());
   std::vector<int64_t> row_bytes(layout_.size(), 0);
   const bool pinned = pinned_ || device_.is_cuda();
@@ -128,6 +142,11 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   for (size_t j = 0; j < layout_.size(); ++j) {
     if (variable_) {
       per_sample[j].resize(static_cast<size_t>(n));
+      continue;
+    }
+    if (compact(j)) {
+      compacts[j] = make_compact(codecs_[j], layout_[j].shape, n, pinned);
+      fixed.emplace_back();
       continue;
     }
     std::vector<int64_t> shape = {n};
@@ -177,6 +196,10 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
               per_sample[j][i] = std::move(t);
               continue;
             }
+            if (compact(j)) {
+              copy_payload(rt, i, &compacts[j]);
+              continue;
+            }
             char* row = static_cast<char*>(fixed[j].data_ptr()) + i * row_bytes[j];
             if (channels_last(j)) {
               const std::vector<int64_t>& chw = layout_[j].shape;
@@ -220,6 +243,11 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     }
   }
   for (size_t j = 0; j < layout_.size(); ++j) {
+    if (compact(j)) {
+      out->set(layout_[j].name, expand_compact(compacts[j], device_,
+                                               channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
+      continue;
+    }
     torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
     out->set(layout_[j].name, device_.is_cpu() ? t : t.to(device_, /*non_blocking=*/t.is_pinned()));
   }

@@ -72,6 +72,13 @@ class CachedBatches final : public BatchSource {
   // itself for a CUDA device, whose batches are then copied with non_blocking. Throws
   // std::invalid_argument where no GPU is usable (a LibTorch without CUDA, or no GPU).
   void set_pinned(bool pinned);
+  // Keeps the float32 tensors of a compact codec (fp16, bf16, int8) in their records' codes on
+  // the host, copied out of the records without decoding, and widens them on the batch's
+  // device (engine/train/compact_batch.h): half or a quarter of the bytes cross the bus. On by
+  // itself for a CUDA device; on the CPU device it gives the host decode's values (what its
+  // tests check). Fixed layouts only: a variable one (text) decodes on the host.
+  void set_device_decode(bool on) { device_decode_ = on; }
+  bool device_decode() const { return device_decode_; }
 
  private:
   // Scratch of one part of a batch, reused from batch to batch: no allocation per sample on a
@@ -83,6 +90,7 @@ class CachedBatches final : public BatchSource {
     std::string error;  // the first record of the part that could not be decoded
   };
   bool channels_last(size_t j) const;  // layout_[j] is decoded into NHWC batches
+  bool compact(size_t j) const;        // layout_[j] is widened on the device (set_device_decode)
 
   const ActivationStore& store_;
   std::vector<IndexEntry> entries_;
@@ -93,6 +101,8 @@ class CachedBatches final : public BatchSource {
   c10::MemoryFormat format_;
   int64_t load_threads_ = 1;
   bool pinned_ = false;
+  bool device_decode_ = false;
+  std::vector<Codec> codecs_;  // per layout tensor: its codec (float32 tensors)
   std::vector<Key> keys_;  // of the batch being loaded
   std::vector<Part> parts_;
 };
