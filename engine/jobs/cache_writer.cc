@@ -46,7 +46,67 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
   throw std::logic_error("unknown dtype");
 }
 
+// What the options name, parsed: the codec, the keyer and the record layout. Throws
+// InvalidArgument (one line, naming the option) for options that cannot make a cache; reads no
+// file. WriterOptions::validate and the writer both start here.
+struct ParsedOptions {
+  Codec codec = Codec::kFp16;
+  std::unique_ptr<Keyer> keyer;
+  RecordLayout layout;
+};
+
+ParsedOptions parse_options(const WriterOptions& o) {
+  if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
+  if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
+  if (o.model.empty()) throw InvalidArgument("the model that computes the records must be named");
+  if (!std::isfinite(o.flush_seconds) || o.flush_seconds < 0) {
+    throw InvalidArgument("flush_seconds must be a number of seconds, 0 or more, not " +
+                          std::to_string(o.flush_seconds));
+  }
+  ActivationStore::check_split_name(o.split).throw_if_error();
+  ParsedOptions p;
+  if (!parse_codec(o.codec, &p.codec)) {
+    throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
+  }
+  try {
+    p.keyer = make_keyer(o.keyer);
+  } catch (const std::invalid_argument& e) {
+    throw InvalidArgument(e.what());
+  }
+  if (o.layout.empty()) throw InvalidArgument("a record needs at least one tensor");
+  for (const WriterTensor& t : o.layout) {
+    TensorLayout l;
+    l.name = t.name;
+    if (!parse_dtype(t.dtype, &l.dtype)) {
+      throw InvalidArgument("tensor '" + t.name + "' has dtype '" + t.dtype +
+                            "'; records hold float32, int64, int32, uint8 or bool");
+    }
+    l.shape = t.shape;
+    for (int64_t d : t.shape) {
+      if (d < 1) {
+        throw InvalidArgument("tensor '" + t.name + "' has shape " + shape_string(t.shape) +
+                              " per sample: every dimension must be at least 1");
+      }
+    }
+    l.codec = l.dtype == Dtype::kFloat32 ? codec_name(p.codec) : kRawCodecName;
+    p.layout.push_back(std::move(l));
+  }
+  const Status layout_ok = check_layout(p.layout);
+  if (!layout_ok.ok()) throw InvalidArgument(layout_ok.message());
+  if (!o.engine_model.empty() || !o.engine_weights.empty()) {
+    if (o.class_names.empty()) {
+      throw InvalidArgument("an engine model needs the class names (its classifier's outputs)");
+    }
+    if (o.engine_split_at.empty()) {
+      throw InvalidArgument("an engine model needs the name of the prefix's last block");
+    }
+  }
+  return p;
+}
+
 }  // namespace
+
+void WriterOptions::validate() const { (void)parse_options(*this); }
 
 struct CacheWriter::Impl {
   WriterOptions o;
@@ -84,42 +144,10 @@ struct CacheWriter::Impl {
   torch::Tensor chunk_inputs;  // add_chunk's inputs, for the check against the engine's prefix
 
   explicit Impl(const WriterOptions& options) : o(options) {
-    if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
-    if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
-    if (o.model.empty()) throw InvalidArgument("the model that computes the records must be named");
-    if (!std::isfinite(o.flush_seconds) || o.flush_seconds < 0) {
-      throw InvalidArgument("flush_seconds must be a number of seconds, 0 or more, not " +
-                            std::to_string(o.flush_seconds));
-    }
-    ActivationStore::check_split_name(o.split).throw_if_error();
-    if (!parse_codec(o.codec, &codec)) {
-      throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
-    }
-    try {
-      keyer = make_keyer(o.keyer);
-    } catch (const std::invalid_argument& e) {
-      throw InvalidArgument(e.what());
-    }
-    if (o.layout.empty()) throw InvalidArgument("a record needs at least one tensor");
-    for (const WriterTensor& t : o.layout) {
-      TensorLayout l;
-      l.name = t.name;
-      if (!parse_dtype(t.dtype, &l.dtype)) {
-        throw InvalidArgument("tensor '" + t.name + "' has dtype '" + t.dtype +
-                              "'; records hold float32, int64, int32, uint8 or bool");
-      }
-      l.shape = t.shape;
-      for (int64_t d : t.shape) {
-        if (d < 1) {
-          throw InvalidArgument("tensor '" + t.name + "' has shape " + shape_string(t.shape) +
-                                " per sample: every dimension must be at least 1");
-        }
-      }
-      l.codec = l.dtype == Dtype::kFloat32 ? codec_name(codec) : kRawCodecName;
-      layout.push_back(std::move(l));
-    }
-    const Status layout_ok = check_layout(layout);
-    if (!layout_ok.ok()) throw InvalidArgument(layout_ok.message());
+    ParsedOptions parsed = parse_options(o);
+    codec = parsed.codec;
+    keyer = std::move(parsed.keyer);
+    layout = std::move(parsed.layout);
 
     Manifest wanted;
     wanted.model = o.model;
@@ -134,12 +162,6 @@ struct CacheWriter::Impl {
     wanted.class_names = o.class_names;
     wanted.classifier = "none";  // a program's prefix: the head is the program's
     if (!o.engine_model.empty() || !o.engine_weights.empty()) {
-      if (o.class_names.empty()) {
-        throw InvalidArgument("an engine model needs the class names (its classifier's outputs)");
-      }
-      if (o.engine_split_at.empty()) {
-        throw InvalidArgument("an engine model needs the name of the prefix's last block");
-      }
       Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
       d.item_shape = o.input_shape;
       d.class_names = o.class_names;

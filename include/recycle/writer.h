@@ -62,8 +62,7 @@ struct WriterOptions {
   // Chunks are written without RocksDB's write-ahead log, as recycle-build's are: a kill loses
   // those not yet flushed to table files. A flush follows the chunk that ends each period of
   // this many seconds, so a kill loses at most about that much of the prefix's work (0: a
-  // flush after every chunk; negative: only when memtables fill and at the end, as
-  // recycle-build does).
+  // flush after every chunk).
   double flush_seconds = 10;
   // Optional: the records are the prefix of a model the engine knows, split after the block
   // named engine_split_at: an encoder spec (engine_model, e.g. "torchscript:FILE" for a scripted
@@ -78,6 +77,13 @@ struct WriterOptions {
   std::string engine_model;
   std::string engine_weights;
   std::string engine_split_at;
+
+  // Checks what needs no file: a cache directory, at least one sample, a model named,
+  // flush_seconds a number >= 0, the split's name, the codec, the keyer spec, the layout (known
+  // dtypes, dimensions >= 1, distinct names), and an engine model's class names and split
+  // point. Throws InvalidArgument with one line naming the option. CacheWriter starts with
+  // the same checks.
+  void validate() const;
 };
 
 class CacheWriter {

@@ -1,12 +1,14 @@
 // The options' closed sets (one name table each) and the validate() of the option structs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
 #include "engine/jobs/train_job.h"
 #include "engine/precompute/build_pipeline.h"
 #include "recycle/options.h"
+#include "recycle/writer.h"
 
 namespace {
 
@@ -186,6 +188,39 @@ TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
   EXPECT_EQ(refusal([&] { o.validate({"--save-head"}); }), "--save-head: the path is empty");
   o.save_model = "/";
   EXPECT_EQ(refusal([&] { o.validate(); }), "--save-model /: it is a directory");
+}
+
+// WriterOptions::validate refuses what CacheWriter would, naming the option, and touches no
+// file (the cache directory is not made).
+TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
+  recycle::WriterOptions o;
+  o.cache_dir = ::testing::TempDir() + "/writer-options-never-made";
+  o.samples = 3;
+  o.model = "python:Prefix";
+  o.layout = {{"features", "float32", {4}}};
+  EXPECT_EQ(refusal([&] { o.validate(); }), "");
+  EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
+  auto refused = [&](recycle::WriterOptions bad) { return refusal([&] { bad.validate(); }); };
+  recycle::WriterOptions bad = o;
+  bad.codec = "fp8";
+  EXPECT_EQ(refused(bad), "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
+  bad = o;
+  bad.flush_seconds = -1;
+  EXPECT_NE(refused(bad).find("flush_seconds must be a number of seconds, 0 or more"),
+            std::string::npos);
+  bad = o;
+  bad.layout = {{"features", "float64", {4}}};
+  EXPECT_NE(refused(bad).find("tensor 'features' has dtype 'float64'"), std::string::npos);
+  bad = o;
+  bad.layout = {{"features", "float32", {4, 0}}};
+  EXPECT_NE(refused(bad).find("every dimension must be at least 1"), std::string::npos);
+  bad = o;
+  bad.samples = 0;
+  EXPECT_EQ(refused(bad), "a split needs at least one sample");
+  bad = o;
+  bad.engine_model = "resnet18:width=4";
+  EXPECT_EQ(refused(bad), "an engine model needs the class names (its classifier's outputs)");
+  EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
 }
 
 }  // namespace
