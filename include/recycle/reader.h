@@ -83,6 +83,11 @@ struct LoaderOptions {
   // so that the caller's copy to a GPU (.to("cuda", non_blocking=True)) runs asynchronously.
   // Needs a GPU: InvalidArgument without one.
   bool pin_memory = false;
+  // Where the batches are handed out: "cpu", "cuda" or "cuda:N". On a GPU the loader does the
+  // copy: batches pinned on the host, copied with non_blocking on the loading thread, and the
+  // float tensors of a compact codec (fp16, bf16, int8) sent as stored and widened on the GPU
+  // (engine/train/compact_batch.h). InvalidArgument for a device this process cannot use.
+  std::string device = "cpu";
 };
 
 // Batches of one split in the order of a Sampler. A split built with K augmented views

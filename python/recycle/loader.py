@@ -53,9 +53,9 @@ class CachedLoader:
     [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
     is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
     Use it in the process that created it (not inside DataLoader workers). device (default: the
-    CPU) is where the batches go: "cuda" has the background thread decode into page-locked
-    memory and copies each batch to the GPU with non_blocking=True as it is yielded, so the copy
-    overlaps the host's work (refused with ValueError where no GPU is usable).
+    CPU) is where the batches go: "cuda" has the background thread make them on the GPU, a
+    batch or two ahead (pinned on the host, copied with non_blocking, fp16/bf16/int8 records
+    sent as stored and widened there); refused with ValueError where no GPU is usable.
     """
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
@@ -71,11 +71,14 @@ class CachedLoader:
         self.path = _path(path)
         self.split = split
         self.batch_size = batch_size
-        # For a GPU, batches in page-locked memory: their copies to it run asynchronously.
+        # For a GPU the engine's loader makes the batches there: pinned on the host, copied
+        # asynchronously on its loading thread, compact records (fp16, bf16, int8) sent as
+        # stored and widened on the GPU.
         cuda = self.device is not None and self.device.type == "cuda"
         self._native = _native.CacheLoader(self.path, split, bool(allow_partial), int(block_cache_mb),
                                            batch_size, bool(shuffle), seed, rank, world_size,
-                                           bool(drop_last), prefetch, pin_memory=cuda)
+                                           bool(drop_last), prefetch,
+                                           device=str(self.device) if cuda else "cpu")
         self.rank, self.world_size = rank, world_size
         self.tensor_names = self._native.tensor_names()
         self.manifest = json.loads(self._native.manifest_json())

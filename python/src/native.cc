@@ -134,7 +134,7 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](const std::string& dir, const std::string& split, bool allow_partial,
                        int64_t block_cache_mb, int64_t batch_size, bool shuffle, uint64_t seed,
                        int rank, int world_size, bool drop_last, int64_t prefetch,
-                       bool pin_memory) {
+                       bool pin_memory, const std::string& device) {
              recycle::LoaderOptions o;
              o.reader.cache_dir = dir;
              o.reader.split = split;
@@ -148,13 +148,14 @@ PYBIND11_MODULE(_native, m) {
              o.drop_last = drop_last;
              o.prefetch = prefetch;
              o.pin_memory = pin_memory;
+             o.device = device;
              py::gil_scoped_release release;
              return std::make_unique<recycle::CacheLoader>(o);
            }),
            py::arg("path"), py::arg("split"), py::arg("allow_partial"), py::arg("block_cache_mb"),
            py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
            py::arg("world_size"), py::arg("drop_last"), py::arg("prefetch"),
-           py::arg("pin_memory") = false)
+           py::arg("pin_memory") = false, py::arg("device") = "cpu")
       .def("__len__", &recycle::CacheLoader::batches)
       .def("size", &recycle::CacheLoader::size)
       .def("samples_per_rank", &recycle::CacheLoader::samples_per_rank)
