@@ -203,9 +203,14 @@ def main():
     p.add_argument("--tasks", nargs="+", default=["image", "text"], choices=["image", "text"])
     p.add_argument("--out", help="write gpu_bench.md and gpu_bench.json here")
     p.add_argument("--work", help="scratch folder (default: a temporary one, removed after)")
+    p.add_argument("--images", type=int, help="training images (default 2048; --quick 32)")
+    p.add_argument("--texts", type=int, help="training mails (default 4096; --quick 64)")
+    p.add_argument("--epochs", type=int, help="epochs of each training run (default 3; --quick 2)")
     a = p.parse_args()
-    a.images, a.texts, a.image_size = (32, 64, 64) if a.quick else (2048, 4096, 224)
-    a.epochs, a.batch, a.build_batch = (2, 16, 32) if a.quick else (3, 128, 256)
+    images, texts, a.image_size = (32, 64, 64) if a.quick else (2048, 4096, 224)
+    epochs, a.batch, a.build_batch = (2, 16, 32) if a.quick else (3, 128, 256)
+    # The models keep their full size with fewer samples: a CPU's rows in minutes, not hours.
+    a.images, a.texts, a.epochs = a.images or images, a.texts or texts, a.epochs or epochs
     a.transformer = ("transformer:d_model=64,layers=4,heads=4,ff=128,max_tokens=64" if a.quick else
                      "transformer:d_model=768,layers=12,heads=12,ff=3072,max_tokens=128")
     work = a.work or tempfile.mkdtemp(prefix="gpu-bench-")

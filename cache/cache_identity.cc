@@ -34,6 +34,7 @@ void CacheIdentity::to_json(json* j) const {
   o["keyer"] = keyer;
   o["codec"] = codec;
   o["preprocess"] = preprocess;
+  if (!prefix_precision.empty()) o["prefix_precision"] = prefix_precision;
   if (!input_shape.empty()) o["input_shape"] = input_shape;
   o["record_layout"] = record_layout_to_json();
   o["record_shapes"] = layout_shapes(layout());
@@ -113,6 +114,10 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
     id.keyer = j.at("keyer").get<std::string>();
     id.codec = j.at("codec").get<std::string>();
     id.preprocess = j.at("preprocess").get<std::string>();
+    if (j.contains("prefix_precision")) {
+      id.prefix_precision = j.at("prefix_precision").get<std::string>();
+      if (id.prefix_precision.empty()) return Status::corruption("manifest: an empty prefix precision");
+    }
     if (j.contains("input_shape") && !read_shape(j.at("input_shape"), false, &id.input_shape)) {
       return Status::corruption("manifest: the input shape is not positive integers");
     }
@@ -169,6 +174,8 @@ std::vector<std::string> CacheIdentity::identity_differences(const CacheIdentity
   check("keyer", keyer, requested.keyer);
   check("codec", codec, requested.codec);
   check("preprocessing", preprocess, requested.preprocess);
+  check("prefix precision", prefix_precision.empty() ? "fp32" : prefix_precision,
+        requested.prefix_precision.empty() ? "fp32" : requested.prefix_precision);
   if (!input_shape.empty() && !requested.input_shape.empty()) {
     check("input shape", shape_string(input_shape), shape_string(requested.input_shape));
   }
@@ -186,6 +193,7 @@ std::string CacheIdentity::digest() const {
   for (const std::string* field : {&model, &fingerprint, &split_at, &keyer, &codec, &preprocess}) {
     hasher.update_field(*field);
   }
+  if (!prefix_precision.empty()) hasher.update_field("prefix_precision=" + prefix_precision);
   hasher.update_u64(static_cast<uint64_t>(prefix_blocks));
   hasher.update_u64(static_cast<uint64_t>(total_blocks));
   auto update_shape = [&](const std::vector<int64_t>& shape) {

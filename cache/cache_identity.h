@@ -30,6 +30,9 @@ struct CacheIdentity {
   std::string keyer;       // keyer spec
   std::string codec;       // codec name (what the build's --codec asked for its float tensors)
   std::string preprocess;  // input preprocessing spec
+  // The arithmetic the prefix ran in when not fp32: "bf16" or "fp16" (autocast). Empty: fp32,
+  // as in every cache made before it was stored.
+  std::string prefix_precision;
   // Shape of one input sample (e.g. {1, 28, 28}). Empty in caches made before it was stored;
   // such a cache is checked by its record shapes instead.
   std::vector<int64_t> input_shape;
@@ -59,13 +62,15 @@ struct CacheIdentity {
   std::vector<std::string> identity_differences(const CacheIdentity& requested) const;
 
   // 32 hex digits of XXH3-128 over every identity field, the input shape and layout() (as
-  // identity_differences compares it) included. Equal identities give equal digests.
+  // identity_differences compares it) included; prefix_precision only when set, so an fp32
+  // identity keeps the digest it had before the field existed. Equal identities give equal
+  // digests.
   std::string digest() const;
 
   // Writes the identity's fields into the JSON object *j: "format_version", "model",
   // "fingerprint", "split_at", "prefix_blocks", "total_blocks", "keyer", "codec",
-  // "preprocess", "input_shape" (when known), "record_layout" and "record_shapes" (both from
-  // layout()).
+  // "preprocess", "prefix_precision" and "input_shape" (when set), "record_layout" and
+  // "record_shapes" (both from layout()).
   void to_json(nlohmann::json* j) const;
   // Reads those fields from the JSON object j. A manifest without "record_layout" gets the
   // layout from record_shapes and codec. Mismatch for another format version, Corruption for

@@ -68,6 +68,9 @@ std::string InspectReport::to_text() const {
       << manifest.total_blocks << " blocks recycled)\n"
       << "keyer      " << manifest.keyer << "\n"
       << "codec      " << manifest.codec << "\n"
+      << (manifest.prefix_precision.empty()
+              ? ""
+              : "precision  " + manifest.prefix_precision + " (the prefix ran under autocast)\n")
       << "classes    " << manifest.class_names.size() << class_list(manifest.class_names) << "\n"
       << "preprocess " << manifest.preprocess << "\n"
       << "records    " << manifest.records << " (" << manifest.record_bytes

@@ -37,7 +37,7 @@ missing=$(for b in .device/bin/*; do ldd "$b"; done | grep "not found" | sort -u
 if [ -n "$missing" ]; then echo "device_check: libraries not found: $missing" >&2; exit 1; fi
 
 step "GPU tests"
-.device/bin/recycle_tests --gtest_filter='Gpu*:Device.*:PinnedBatches.*:CompactBatch.*:Nccl.*' >"$out/gpu_tests.log" 2>&1
+.device/bin/recycle_tests --gtest_filter='Gpu*:Device.*:DeviceStreams.*:PinnedBatches.*:CompactBatch.*:Nccl.*' >"$out/gpu_tests.log" 2>&1
 tests_rc=$?
 grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|error" "$out/gpu_tests.log" | head -40
 

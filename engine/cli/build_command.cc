@@ -69,7 +69,12 @@ int build_main(int argc, char** argv) {
       ->capture_default_str();
   add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
-  app.add_option("--device", o.device, "LibTorch device")->capture_default_str();
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N: where the prefix runs")
+      ->capture_default_str();
+  add_enum_option(app, "--precision", &o.precision, precision_names(), parse_precision,
+                  precision_name(o.precision),
+                  "arithmetic of the prefix's forward: fp32, or bf16 / fp16 under LibTorch's "
+                  "autocast (part of the cache's identity; the records are stored by --codec)");
   add_dist_flags(app, &dist);
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {

@@ -93,7 +93,8 @@ int train_main(int argc, char** argv) {
   add_enum_option(app, "--memory-format", &o.hyper.memory_format, memory_format_names(),
                   parse_memory_format, memory_format_name(o.hyper.memory_format),
                   "layout of the trained module's convolution weights and inputs while it trains");
-  add_enum_option(app, "--precision", &o.hyper.precision, precision_names(), parse_precision,
+  add_enum_option(app, "--precision", &o.hyper.precision,
+                  {precision_name(Precision::kFp32), precision_name(Precision::kBf16)}, parse_precision,
                   precision_name(o.hyper.precision),
                   "arithmetic of the training forward: fp32, or bf16 mixed precision (LibTorch's "
                   "autocast: convolutions and linear layers in bfloat16; weights, gradients, "

@@ -157,7 +157,7 @@ struct CacheLoader::Impl {
         throw InvalidArgument(std::string("pin_memory: ") + e.what());
       }
     }
-    if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch);
+    if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch, cached.device());
   }
 
   static int64_t check(const LoaderOptions& o, int64_t size) {

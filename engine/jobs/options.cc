@@ -55,7 +55,8 @@ const Table<Schedule>& schedules() {
   return t;
 }
 const Table<Precision>& precisions() {
-  static const Table<Precision> t = {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}};
+  static const Table<Precision> t = {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"},
+                                     {Precision::kFp16, "fp16"}};
   return t;
 }
 const Table<MemoryFormat>& memory_formats() {
@@ -193,6 +194,10 @@ void TrainHyper::validate() const {
   schedule_name(schedule);
   memory_format_name(memory_format);
   precision_name(precision);
+  if (precision == Precision::kFp16) {
+    throw InvalidArgument("--precision fp16 applies to a build's prefix; training runs fp32 or bf16 "
+                          "(fp16 training would need a gradient scaler)");
+  }
 }
 
 void ModelOptions::validate() const {
@@ -209,6 +214,7 @@ void BuildOptions::validate() const {
   if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
   codec_name(codec);  // throws for a value outside the enum
   compression_name(compression);
+  precision_name(precision);
   if (views < 0 || views > kMaxViews) {
     throw InvalidArgument("--views must be in 0-" + std::to_string(kMaxViews));
   }

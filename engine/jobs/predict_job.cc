@@ -190,6 +190,8 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
   b.threads = o.threads;
   b.progress = false;
   b.device = o.device;
+  // The misses' prefix runs in the arithmetic the cache's records were made in.
+  if (!m.prefix_precision.empty()) b.precision = parse_precision(m.prefix_precision);
   return b;
 }
 

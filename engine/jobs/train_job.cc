@@ -36,7 +36,7 @@
 #include "engine/train/batch_sources.h"
 #include "engine/train/epoch_profiler.h"
 #include "engine/train/memory_budget.h"
-#include "engine/train/precision.h"
+#include "engine/models/precision.h"
 #include "engine/train/prefetch.h"
 #include "engine/train/preload.h"
 #include "engine/train/text_batches.h"

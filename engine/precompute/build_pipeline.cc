@@ -53,13 +53,21 @@ BuildReport SplitBuild::run() {
   plan_split();
   if (!unchanged_) {
     begin_split();
-    BuildChunk chunk;
+    BuildChunk chunk, next;
     ChunkReader reader(*this);
     ChunkWriter writer(*this);
-    while (next_chunk(&chunk)) {
-      find_missing(&chunk);
-      reader.read(&chunk);
-      compute_chunk(&chunk);
+    auto prepare = [&](BuildChunk* c) {
+      if (!next_chunk(c)) return false;
+      find_missing(c);
+      reader.read(c);
+      start_chunk(c);
+      return true;
+    };
+    // Each chunk's prefix starts before the chunk before it is encoded: on a GPU the device
+    // computes it while the outputs before it come back, are encoded and are written.
+    for (bool more = prepare(&chunk); more; chunk = std::move(next)) {
+      more = prepare(&next);
+      finish_chunk(&chunk);
       writer.submit(stage_write(&chunk));
     }
     writer.finish();

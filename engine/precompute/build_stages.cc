@@ -235,7 +235,7 @@ void SplitBuild::load_inputs() {
   codec_ = o.codec;
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   set_thread_count(o.threads);
-  prefix_ = std::make_unique<PrefixRunner>(o.device);
+  prefix_ = std::make_unique<PrefixRunner>(o.device, o.precision);
 
   data_ = load_dataset(with_encoder_input(o.data, o.model), &streamed_);
   const std::string keyer_spec = o.keyer.empty() ? default_keyer_spec(data_.is_text) : o.keyer;
@@ -267,6 +267,7 @@ void SplitBuild::load_inputs() {
   manifest_ = data_.is_text ? requested_text_manifest(pm, keyer_->spec(), codec_, data_)
                             : requested_manifest(pm, keyer_->spec(), codec_, data_, prefix_->device());
   manifest_.weights_file = weights_path(o.model.weights);
+  if (o.precision != Precision::kFp32) manifest_.prefix_precision = precision_name(o.precision);
 }
 
 void SplitBuild::load_cache_input(CacheBuildInputs in) {
@@ -278,7 +279,10 @@ void SplitBuild::load_cache_input(CacheBuildInputs in) {
     throw std::runtime_error("the cache's codec '" + in.manifest.codec +
                              "' is not one this version knows (" + join(codec_names(), ", ") + ")");
   }
-  prefix_ = std::make_unique<PrefixRunner>(o.device);
+  // The blocks after the other cache's split point run in the arithmetic its prefix ran in.
+  prefix_ = std::make_unique<PrefixRunner>(
+      o.device, in.manifest.prefix_precision.empty() ? Precision::kFp32
+                                                     : parse_precision(in.manifest.prefix_precision));
   prefix_->use_blocks(*in.blocks, std::move(in.head));
   data_ = Dataset();
   data_.description = std::move(in.data);
@@ -608,9 +612,27 @@ RecordLayout text_record_layout(int64_t d_model, Codec codec) {
 }
 
 void SplitBuild::compute_chunk(BuildChunk* chunk) {
+  start_chunk(chunk);
+  finish_chunk(chunk);
+}
+
+void SplitBuild::start_chunk(BuildChunk* chunk) {
   chunk->records.clear();
+  chunk->started = false;
   if (chunk->compute_pos.empty()) return;
-  const torch::Tensor outputs = chunk_prefix_outputs(chunk_inputs(chunk));
+  const torch::Tensor inputs = chunk_inputs(chunk);
+  chunk->input_length = inputs.dim() > 1 ? inputs.size(1) : 0;
+  prefix_->start(inputs);
+  chunk->started = true;
+  for (const Key& k : chunk->compute_keys) present_.insert(k);
+}
+
+void SplitBuild::finish_chunk(BuildChunk* chunk) {
+  if (!chunk->started) return;
+  chunk->started = false;
+  const torch::Tensor outputs =
+      checked_outputs(prefix_->finish(), static_cast<int64_t>(chunk->compute_pos.size()),
+                      chunk->input_length);
   if (share_chunks_ < 2 && prefix_->has_model()) measure_prefix_share(outputs);
   encode_chunk_outputs(outputs, chunk);
 }
@@ -655,13 +677,16 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
 }
 
 torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
+  return checked_outputs(prefix_->run(inputs), inputs.size(0), inputs.dim() > 1 ? inputs.size(1) : 0);
+}
+
+const torch::Tensor& SplitBuild::checked_outputs(const torch::Tensor& out, int64_t m,
+                                                 int64_t length) {
   const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
-  const int64_t m = inputs.size(0);
-  const torch::Tensor out = prefix_->run(inputs);
   report_.prefix_seconds += prefix_->last_seconds();
   // Per sample: the record shape; text: the packed features [L, D + 1] of the chunk's longest L.
   const std::vector<int64_t> expected =
-      data_.is_text ? std::vector<int64_t>{inputs.size(1), shape.at(1) + 1} : shape;
+      data_.is_text ? std::vector<int64_t>{length, shape.at(1) + 1} : shape;
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != expected) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +

@@ -98,6 +98,10 @@ struct BuildChunk {
   // find_missing, a split with views: the view of each compute key (whose key is then the
   // view's, keyers/view_key.h, and compute_pos may repeat a position once per view)
   std::vector<int64_t> compute_views;
+  // start_chunk: the prefix runs on it (finish_chunk takes its outputs), and a text chunk's
+  // token length (its longest text's).
+  bool started = false;
+  int64_t input_length = 0;
   std::vector<std::string> records;  // compute_chunk: encoded records, one per compute key
   // ChunkReader::read, streamed image splits only: the pixels of todo[begin, end), in that
   // order, item_bytes() each. compute_chunk takes its samples' images from here when set,
@@ -151,8 +155,16 @@ class SplitBuild {
   // manifest's record shape, and encodes one record per sample into chunk->records: the three
   // steps below. Text: the texts as the keyer hashes them (its normalisation applied), byte
   // tokens padded to the chunk's longest, and per sample the text_record_layout tensors of its
-  // valid positions.
+  // valid positions. start_chunk then finish_chunk.
   void compute_chunk(BuildChunk* chunk);
+  // compute_chunk in two halves, so that run() starts the next chunk's prefix before this one's
+  // outputs are encoded (on a GPU the device computes it meanwhile: PrefixRunner::start):
+  // start_chunk clears the records, makes the inputs and starts the prefix on them (nothing
+  // for a chunk with nothing to compute), and counts the chunk's keys as present (the chunks
+  // after it compute none of them again); finish_chunk takes the outputs, checks their shape
+  // and encodes the records. Chunks finish in the order they started.
+  void start_chunk(BuildChunk* chunk);
+  void finish_chunk(BuildChunk* chunk);
   // The chunk's write batch: its records, its index entries and the manifest's counts. Counts
   // the records as present and updates the report's counters and the manifest's counts as if it
   // were written. Moves the records out of the chunk.
@@ -207,6 +219,9 @@ class SplitBuild {
   // CodecRangeError naming the sample for a value the codec cannot hold).
   at::Tensor chunk_inputs(BuildChunk* chunk);
   at::Tensor chunk_prefix_outputs(const at::Tensor& inputs);
+  // The prefix's outputs of m inputs (text: of `length` tokens) checked as chunk_prefix_outputs
+  // checks them, the prefix's time added to the report.
+  const at::Tensor& checked_outputs(const at::Tensor& out, int64_t m, int64_t length);
   void encode_chunk_outputs(const at::Tensor& outputs, BuildChunk* chunk);
   // The prefix on its device, with the prepared, split model (engine/precompute/
   // prefix_runner.h), after load_inputs.

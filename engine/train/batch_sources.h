@@ -79,6 +79,7 @@ class CachedBatches final : public BatchSource {
   // tests check). Fixed layouts only: a variable one (text) decodes on the host.
   void set_device_decode(bool on) { device_decode_ = on; }
   bool device_decode() const { return device_decode_; }
+  const torch::Device& device() const { return device_; }
 
  private:
   // Scratch of one part of a batch, reused from batch to batch: no allocation per sample on a

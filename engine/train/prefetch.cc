@@ -17,14 +17,17 @@ int64_t prefetch_depth(int64_t requested) {
 }
 
 std::unique_ptr<PrefetchedBatches> load_ahead(CachedBatches& cached, int64_t requested) {
-  const int64_t depth = prefetch_depth(requested);
-  if (depth > 0) return std::make_unique<PrefetchedBatches>(cached, depth);
+  // A GPU's step leaves the CPU's cores to the loader: load ahead unless told not to.
+  const int64_t depth = requested == kAutoPrefetch && !cached.device().is_cpu()
+                            ? 2
+                            : prefetch_depth(requested);
+  if (depth > 0) return std::make_unique<PrefetchedBatches>(cached, depth, cached.device());
   cached.set_load_threads(at::get_num_threads());
   return nullptr;
 }
 
-PrefetchedBatches::PrefetchedBatches(BatchSource& inner, int64_t depth)
-    : inner_(inner), depth_(depth) {
+PrefetchedBatches::PrefetchedBatches(BatchSource& inner, int64_t depth, c10::Device device)
+    : inner_(inner), depth_(depth), device_(device) {
   if (depth < 1) {
     throw std::invalid_argument("prefetch depth must be at least 1, not " + std::to_string(depth));
   }
@@ -46,6 +49,8 @@ int64_t PrefetchedBatches::batches() const {
 }
 
 void PrefetchedBatches::run() {
+  // This thread's copies to a GPU go on a stream of their own (a CPU: nothing changes).
+  const StreamScope on_side(side_stream(device_));
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] {
@@ -68,6 +73,10 @@ void PrefetchedBatches::run() {
     lock.unlock();
     try {
       inner_.load(indices, n, &slot.batch);
+      if (!device_.is_cpu()) {
+        slot.copied.emplace(device_);
+        slot.copied->record(current_stream(device_));
+      }
     } catch (...) {
       slot.error = std::current_exception();
     }
@@ -135,6 +144,14 @@ void PrefetchedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
     std::rethrow_exception(slot.error);
   }
   std::swap(*out, slot.batch);
+  if (slot.copied) {
+    // The caller's kernels wait for the copies; the memory, made on the loading thread's
+    // stream, is not handed out again before the caller's work on it is done.
+    const c10::Stream stream = current_stream(device_);
+    slot.copied->block(stream);
+    for (const auto& input : out->inputs) keep_until_done(input.second, stream);
+    keep_until_done(out->labels, stream);
+  }
   // The caller's previous tensors are loaded into again once nothing else refers to them.
   if (static_cast<int64_t>(free_.size()) <= depth_) free_.push_back(std::move(slot.batch));
   ++prefetched_;

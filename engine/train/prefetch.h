@@ -16,6 +16,12 @@
 // ahead stops there until the next plan. Destroying the source (after an exception anywhere,
 // too) stops the thread and waits for the batch it is loading, never longer.
 //
+// On a GPU (`device` CUDA) the thread's copies to the device go on a side stream of its own
+// (engine/models/device_streams.h), so that they run beside the step's kernels; each batch
+// carries an event recorded after its copies, and load() makes the caller's current stream
+// wait for it (the caller's thread never waits) and tells the caching allocator the caller's
+// stream uses the batch's memory.
+//
 // Memory: at most depth + 2 batches (the queue, the one being loaded, the caller's) are held.
 // Not thread safe (one training thread); the inner source is only ever used by one thread at a
 // time.
@@ -27,9 +33,11 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "engine/models/device_streams.h"
 #include "engine/train/batch.h"
 #include "engine/train/batch_sources.h"
 
@@ -37,8 +45,9 @@ namespace recycle {
 
 class PrefetchedBatches final : public BatchSource {
  public:
-  // depth: batches loaded ahead, >= 1 (throws std::invalid_argument otherwise).
-  PrefetchedBatches(BatchSource& inner, int64_t depth);
+  // depth: batches loaded ahead, >= 1 (throws std::invalid_argument otherwise); `device`: the
+  // inner source's.
+  PrefetchedBatches(BatchSource& inner, int64_t depth, c10::Device device = c10::Device(c10::kCPU));
   ~PrefetchedBatches() override;
   PrefetchedBatches(const PrefetchedBatches&) = delete;
   PrefetchedBatches& operator=(const PrefetchedBatches&) = delete;
@@ -54,6 +63,7 @@ class PrefetchedBatches final : public BatchSource {
   struct Slot {
     Batch batch;
     std::exception_ptr error;
+    std::optional<DeviceEvent> copied;  // a GPU's: recorded after the batch's copies
   };
   void run();  // the background thread
   // With mu_ held: drops the plan and what was loaded ahead, and waits until the thread is idle.
@@ -62,6 +72,7 @@ class PrefetchedBatches final : public BatchSource {
 
   BatchSource& inner_;
   const int64_t depth_;
+  const c10::Device device_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int64_t> order_;
@@ -88,9 +99,9 @@ constexpr int64_t kAutoPrefetch = -1;
 // on the training thread, across the team, was faster (docs/performance.md, "Reads").
 int64_t prefetch_depth(int64_t requested);
 
-// How `cached` is read for training: for a depth (prefetch_depth) > 0, a PrefetchedBatches over
-// it, returned; for 0, nullptr, and `cached` loads each batch across ATen's team
-// (CachedBatches::set_load_threads).
+// How `cached` is read for training: for a depth > 0 (prefetch_depth's; kAutoPrefetch on a
+// GPU: 2), a PrefetchedBatches over it, returned; for 0, nullptr, and `cached` loads each batch
+// across ATen's team (CachedBatches::set_load_threads).
 std::unique_ptr<PrefetchedBatches> load_ahead(CachedBatches& cached, int64_t requested);
 
 }  // namespace recycle

@@ -14,7 +14,7 @@
 #include "engine/data/sampler.h"
 #include "engine/models/block_model.h"
 #include "engine/train/batch_sources.h"
-#include "engine/train/precision.h"
+#include "engine/models/precision.h"
 #include "engine/train/train_hyper.h"
 
 namespace recycle {

@@ -30,9 +30,10 @@ Schedule parse_schedule(std::string_view name);
 std::string schedule_name(Schedule schedule);
 std::vector<std::string> schedule_names();
 
-// Arithmetic of the training forward: fp32, or bf16 mixed precision under LibTorch's autocast
-// (engine/train/precision.h).
-enum class Precision { kFp32, kBf16 };
+// Arithmetic of a forward: fp32, or bf16 or fp16 under LibTorch's autocast
+// (engine/models/precision.h). A training forward takes fp32 or bf16 (fp16 training would need a
+// gradient scaler); a build's prefix takes any of the three.
+enum class Precision { kFp32, kBf16, kFp16 };
 Precision parse_precision(std::string_view name);
 std::string precision_name(Precision precision);
 std::vector<std::string> precision_names();
@@ -160,7 +161,7 @@ struct TrainHyper {
   // channels_last | contiguous (engine/models/memory_format.h).
   MemoryFormat memory_format = MemoryFormat::kChannelsLast;
   // Arithmetic of the training forward: fp32 | bf16 (mixed precision under LibTorch's
-  // autocast; parameters, gradients and optimizer in fp32; engine/train/precision.h).
+  // autocast; parameters, gradients and optimizer in fp32; engine/models/precision.h).
   Precision precision = Precision::kFp32;
 
   // Samples per batch when evaluating (no gradients to hold: at least 256).
@@ -235,6 +236,10 @@ struct BuildOptions {
   bool rebuild = false;  // delete the cache in cache_dir first
   bool progress = true;  // progress bar on stderr (when it is a terminal)
   std::string device = "cpu";
+  // Arithmetic of the prefix's forward: fp32, or bf16 / fp16 under LibTorch's autocast (the
+  // records are still stored by `codec`). Part of the cache's identity (prefix_precision): a
+  // cache holds the outputs of one arithmetic.
+  Precision precision = Precision::kFp32;
   // Distributed builds: record bytes a rank gathers in memory before it sorts them and writes
   // them out as one record file for rank 0 to ingest (so memory stays bounded).
   int64_t stage_file_bytes = int64_t{64} << 20;

@@ -496,3 +496,41 @@ TEST(CacheIdentity, DigestFollowsTheIdentityAndOnlyIt) {
     EXPECT_FALSE(others[i].identity_differences(m).empty()) << i;
   }
 }
+
+namespace {
+
+// A prefix run under autocast makes another cache: the precision is identity, written and
+// digested only when it is not fp32, so every cache made before the field existed keeps its
+// JSON and its digest (a cache level's directory name).
+TEST(CacheIdentity, PrefixPrecisionIsIdentityAndFp32IsWrittenAsBefore) {
+  const recycle::Manifest fp32 = full_manifest();
+  const nlohmann::json plain = nlohmann::json::parse(fp32.to_json_string());
+  EXPECT_FALSE(plain.contains("prefix_precision"));
+
+  recycle::Manifest bf16 = fp32;
+  bf16.prefix_precision = "bf16";
+  const nlohmann::json marked = nlohmann::json::parse(bf16.to_json_string());
+  EXPECT_EQ(marked.at("prefix_precision"), "bf16");
+  recycle::Manifest back;
+  ASSERT_OK(recycle::Manifest::from_json_string(bf16.to_json_string(), &back));
+  EXPECT_EQ(back.prefix_precision, "bf16");
+  EXPECT_EQ(back.identity().digest(), bf16.identity().digest());
+  EXPECT_NE(bf16.identity().digest(), fp32.identity().digest());
+  EXPECT_EQ(bf16.identity().identity_differences(fp32),
+            (std::vector<std::string>{
+                "prefix precision: the cache has bf16, this run asks for fp32"}));
+
+  // The digest of an fp32 identity hashes no precision: one made with the field empty is the
+  // one a manifest without the field reads back as.
+  nlohmann::json without = marked;
+  without.erase("prefix_precision");
+  ASSERT_OK(recycle::Manifest::from_json_string(without.dump(), &back));
+  EXPECT_TRUE(back.prefix_precision.empty());
+  EXPECT_EQ(back.identity().digest(), fp32.identity().digest());
+
+  nlohmann::json empty = marked;
+  empty["prefix_precision"] = "";
+  EXPECT_TRUE(recycle::Manifest::from_json_string(empty.dump(), &back).is_corruption());
+}
+
+}  // namespace

@@ -33,7 +33,7 @@ TEST(Options, EachClosedSetParsesItsNamesAndNamesTheChoicesOtherwise) {
   using namespace recycle;
   EXPECT_EQ(optimizer_names(), (std::vector<std::string>{"sgd", "adamw"}));
   EXPECT_EQ(schedule_names(), (std::vector<std::string>{"cosine", "step", "constant"}));
-  EXPECT_EQ(precision_names(), (std::vector<std::string>{"fp32", "bf16"}));
+  EXPECT_EQ(precision_names(), (std::vector<std::string>{"fp32", "bf16", "fp16"}));
   EXPECT_EQ(memory_format_names(), (std::vector<std::string>{"channels_last", "contiguous"}));
   EXPECT_EQ(grad_compression_names(), (std::vector<std::string>{"none", "fp16", "topk"}));
   EXPECT_EQ(compression_names(), (std::vector<std::string>{"none", "lz4", "zstd"}));
@@ -140,6 +140,21 @@ TEST(Options, BuildOptionsValidate) {
   b.model.weights = "w.pt";
   EXPECT_EQ(refusal([&] { b.validate(); }),
             "--width applies only without --weights (the weights file sets the width)");
+}
+
+// fp16 is a build's prefix's arithmetic, not a training step's: refused there in one line.
+TEST(Options, Fp16PrecisionIsForTheBuildsPrefixOnly) {
+  recycle::BuildOptions b;
+  b.cache_dir = "cache";
+  b.precision = recycle::Precision::kFp16;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "");
+  recycle::TrainHyper h;
+  h.precision = recycle::Precision::kFp16;
+  EXPECT_EQ(refusal([&] { h.validate(); }),
+            "--precision fp16 applies to a build's prefix; training runs fp32 or bf16 (fp16 "
+            "training would need a gradient scaler)");
+  h.precision = recycle::Precision::kBf16;
+  EXPECT_EQ(refusal([&] { h.validate(); }), "");
 }
 
 // Progressive freezing on text (any text source), the data-parallel flags without

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -15,6 +16,8 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/prefix_runner.h"
+#include "recycle/errors.h"
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
@@ -331,8 +334,9 @@ TEST(BuildStages, Int8BuildIsWithinHalfAScaleOfFp32) {
 
 namespace {
 
-// run_build writes each chunk on a ChunkWriter's thread while the next chunk computes; the
-// cache it leaves must be the serial loop's, byte for byte, duplicates across chunks included.
+// run_build starts each chunk's prefix before the chunk before it is encoded, and writes each
+// chunk on a ChunkWriter's thread while the next one computes; the cache it leaves must be the
+// serial loop's, byte for byte, duplicates across chunks computed once.
 TEST(BuildStages, OverlappedWritesLeaveTheCacheTheSerialLoopLeaves) {
   TempDir dir;
   std::vector<int> p;
@@ -475,6 +479,98 @@ TEST(BuildStages, ARerunOnACacheWithRecordsLooksThemUp) {
   start(s);
   EXPECT_TRUE(s.had_records());
   EXPECT_TRUE(s.unchanged());
+}
+
+}  // namespace
+
+namespace {
+
+// The values of a cache's records, decoded, by key.
+std::map<std::string, std::vector<float>> decoded_records(const CacheContents& c) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [key, bytes] : c.records) {
+    std::vector<recycle::RecordTensor> t;
+    EXPECT_TRUE(recycle::parse_record(bytes, &t).ok()) << key;
+    if (t.size() != 1) continue;
+    std::vector<float> v(static_cast<size_t>(t[0].numel()));
+    recycle::decode_tensor(t[0], v.data());
+    out[key] = std::move(v);
+  }
+  return out;
+}
+
+// --precision bf16: the prefix runs under autocast; its records are another cache's (the
+// precision is identity) and hold the fp32 prefix's values within bfloat16's rounding, not
+// the same values.
+TEST(BuildStages, Bf16PrefixMakesACacheOfItsOwnWithinBf16OfFp32) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  BuildOptions o = options_for(dir, dir.file("fp32"));
+  o.codec = recycle::Codec::kFp32;
+  build_all(o);
+  o.cache_dir = dir.file("bf16");
+  o.precision = recycle::Precision::kBf16;
+  build_all(o);
+  const CacheContents a = read_cache(dir.file("fp32")), b = read_cache(dir.file("bf16"));
+  EXPECT_TRUE(a.manifest.prefix_precision.empty());
+  EXPECT_EQ(b.manifest.prefix_precision, "bf16");
+  EXPECT_EQ(a.index, b.index);
+  const auto va = decoded_records(a), vb = decoded_records(b);
+  ASSERT_EQ(va.size(), 12u);
+  ASSERT_EQ(vb.size(), va.size());
+  double largest = 0, worst = 0;
+  for (const auto& [key, x] : va) {
+    const std::vector<float>& y = vb.at(key);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      largest = std::max(largest, std::fabs(static_cast<double>(x[i])));
+      worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
+    }
+  }
+  EXPECT_GT(worst, 0.0) << "the bf16 prefix made the fp32 prefix's values exactly";
+  EXPECT_LT(worst, 0.05 * largest + 1e-3);
+
+  // The fp32 run asks the bf16 cache for another identity: refused, nothing written.
+  o.precision = recycle::Precision::kFp32;
+  try {
+    build_all(o);
+    ADD_FAILURE() << "an fp32 build into a bf16 cache was not refused";
+  } catch (const recycle::StaleCacheError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefix precision: the cache has bf16, this run asks for fp32"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(read_cache(dir.file("bf16")).records, b.records);
+}
+
+// PrefixRunner: runs started one after another finish in that order, each with the outputs a
+// run of its own gives; finish without a start and run with one in flight are refused.
+TEST(BuildStages, PrefixRunsFinishInTheOrderTheyStarted) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(12, 0));
+  SplitBuild s(options_for(dir, dir.file("cache"), 4));
+  start(s);
+  s.begin_split();
+  std::vector<torch::Tensor> inputs;
+  BuildChunk chunk;
+  while (s.next_chunk(&chunk)) {
+    s.find_missing(&chunk);
+    inputs.push_back(s.chunk_inputs(&chunk));
+  }
+  ASSERT_EQ(inputs.size(), 3u);
+  recycle::PrefixRunner& p = s.prefix();
+  std::vector<torch::Tensor> alone;
+  for (const torch::Tensor& in : inputs) alone.push_back(p.run(in));
+  for (const torch::Tensor& in : inputs) p.start(in);
+  EXPECT_EQ(p.in_flight(), 3u);
+  EXPECT_THROW(p.run(inputs[0]), std::logic_error);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const torch::Tensor out = p.finish();
+    EXPECT_TRUE(torch::equal(out, alone[i])) << i;
+    EXPECT_GT(p.last_seconds(), 0.0);
+  }
+  EXPECT_EQ(p.in_flight(), 0u);
+  EXPECT_THROW(p.finish(), std::logic_error);
 }
 
 }  // namespace

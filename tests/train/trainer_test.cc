@@ -17,7 +17,7 @@
 #include "engine/models/preprocess.h"
 #include "engine/models/torch_compat.h"
 #include "engine/train/batch_sources.h"
-#include "engine/train/precision.h"
+#include "engine/models/precision.h"
 #include "engine/train/trainer.h"
 #include "tests/test_util.h"
 #include "tests/train/small_cache.h"
