@@ -32,6 +32,15 @@ struct SplitInfo {
   std::vector<Key> record_keys(const Key& key) const;
 };
 
+// Manifest::classifier's words.
+inline constexpr char kClassifierPretrained[] = "pretrained";
+inline constexpr char kClassifierNew[] = "new";
+inline constexpr char kClassifierNone[] = "none";
+// The word for a model whose classifier is new (initialised per run) or not.
+inline const char* classifier_word(bool is_new) {
+  return is_new ? kClassifierNew : kClassifierPretrained;
+}
+
 // A cache's identity (the CacheIdentity base: every field of it must match for a cache to be
 // reused; compared, serialised and digested in cache/cache_identity.cc) plus its contents. The
 // identity's fields are read as the manifest's own (m.model, m.codec, ...); identity() is the
@@ -42,7 +51,9 @@ struct Manifest : CacheIdentity {
 
   // Contents.
   std::vector<std::string> class_names;             // class_names[label]
-  std::string classifier;   // "pretrained" (kept from the weights) or "new" (initialised per run)
+  // kClassifierPretrained (kept from the weights), kClassifierNew (initialised per run) or
+  // kClassifierNone (a program's prefix, whose head is the program's).
+  std::string classifier;
   // The absolute path of the weights file the last build read (recycle-build --weights; "" for
   // none): not identity (the fingerprint is), a default for recycle-predict --weights that the
   // fingerprint still checks.

@@ -168,12 +168,13 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
         return std::string();
       },
       "SPEC");
+  const std::string image_encoder = default_encoder_for(EncoderInput::kImage);
+  const std::string text_encoder = default_encoder_for(EncoderInput::kText);
   app.add_option("--model", model->encoder,
                  "encoder: NAME[:OPTION=N,...] (known: " + join(encoder_names(), ", ") +
-                     "; default: " + default_encoder_for("image") + " for images, " +
-                     default_encoder_for("text") + " for text; e.g. " +
-                     resolve_encoder_spec(default_encoder_for("image")).to_string() + ", " +
-                     resolve_encoder_spec(default_encoder_for("text")).to_string() +
+                     "; default: " + image_encoder + " for images, " + text_encoder +
+                     " for text; e.g. " + resolve_encoder_spec(image_encoder).to_string() + ", " +
+                     resolve_encoder_spec(text_encoder).to_string() +
                      "), or torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md)")
       ->check(encoder_spec);
   app.add_option("--width", model->width,

@@ -110,22 +110,6 @@ void SplitReader::read(const int64_t* positions, int64_t n, std::vector<at::Tens
   hand_out(batch, impl_->open.manifest, tensors, labels);
 }
 
-namespace {
-
-// LoaderOptions::device as a device this process can use (engine/models/device.h), its
-// refusal naming the option as a library caller knows it ("device cuda: ...", not the tools'
-// "--device cuda: ...").
-torch::Device loader_device(const std::string& name) {
-  try {
-    return usable_device(name);
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what(), flag = "--";
-    throw InvalidArgument(what.rfind(flag, 0) == 0 ? what.substr(flag.size()) : what);
-  }
-}
-
-}  // namespace
-
 struct CacheLoader::Impl {
   LoaderOptions o;
   OpenSplit open;
@@ -140,7 +124,8 @@ struct CacheLoader::Impl {
   explicit Impl(const LoaderOptions& options)
       : o(options),
         open(options.reader),
-        cached(*open.store, open.manifest, options.reader.split, loader_device(options.device)),
+        cached(*open.store, open.manifest, options.reader.split,
+               usable_device(options.device, "device")),
         sampler(check(options, static_cast<int64_t>(open.index.size())), options.shuffle,
                 options.seed, options.rank, options.world_size) {
     // A split of K augmented views: each epoch reads one view of every sample, as recycle-train

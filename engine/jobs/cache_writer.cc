@@ -160,7 +160,7 @@ struct CacheWriter::Impl {
     wanted.record_layout = layout;
     wanted.record_shapes = layout_shapes(layout);
     wanted.class_names = o.class_names;
-    wanted.classifier = "none";  // a program's prefix: the head is the program's
+    wanted.classifier = kClassifierNone;  // a program's prefix: the head is the program's
     if (!o.engine_model.empty() || !o.engine_weights.empty()) {
       Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
       d.item_shape = o.input_shape;
@@ -179,7 +179,7 @@ struct CacheWriter::Impl {
         throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
       }
       set_prefix_identity(engine->model, engine->split, &wanted);
-      wanted.classifier = engine->classifier_is_new ? "new" : "pretrained";
+      wanted.classifier = classifier_word(engine->classifier_is_new);
     }
 
     if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();

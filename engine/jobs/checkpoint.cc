@@ -59,7 +59,7 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
 
 std::string checkpoint_digest(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return "none";
+  if (!std::filesystem::exists(path, ec)) return kNoCheckpoint;
   try {
     return hash128(read_regular_file(path)).to_hex();
   } catch (const std::runtime_error& e) {

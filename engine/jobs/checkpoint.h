@@ -34,8 +34,9 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
                      const torch::optim::Optimizer& optimizer, const std::string& job,
                      int64_t epochs_done);
 
-// The xxh3 of the file's bytes, "none" when there is no file at `path`, or "unreadable (why)":
-// what the ranks of a data-parallel job compare before they resume.
+// The xxh3 of the file's bytes, kNoCheckpoint when there is no file at `path`, or
+// "unreadable (why)": what the ranks of a data-parallel job compare before they resume.
+inline constexpr char kNoCheckpoint[] = "none";
 std::string checkpoint_digest(const std::string& path);
 
 // Reads the checkpoint at `path` into `head` and `optimizer` and returns its epochs done.

@@ -47,7 +47,7 @@ StartLevel open_start_level(const TrainOptions& o, const torch::Device& device) 
   StartLevel s;
   s.store = open_level_read_only(o.cache_dir, &s.manifest);
   const Manifest& m = s.manifest;
-  if (encoder_info(EncoderSpec::parse(m.model).name).input == "text") {
+  if (encoder_info(EncoderSpec::parse(m.model).name).input == EncoderInput::kText) {
     throw std::invalid_argument("--freeze does not apply to text: cache " + o.cache_dir +
                                 " holds a text model's activations (docs/progressive.md)");
   }
@@ -121,7 +121,9 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
     level.emplace(open_start_level(o, device));
     model = &level->model;
     frozen = level->manifest.prefix_blocks;
-    if (eval_split.empty()) eval_split = level->manifest.splits.count("test") ? "test" : "none";
+    if (eval_split.empty()) {
+      eval_split = level->manifest.splits.count("test") ? "test" : kNoEvalSplit;
+    }
     auto cached = std::make_unique<CachedBatches>(*level->store, level->manifest, o.data.split,
                                                   device);
     start_prefetched = load_ahead(*cached, o.prefetch);
@@ -135,7 +137,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
     if (eval_split.empty()) eval_split = "test";  // not data.split: validate() refused it
     start_source = std::make_unique<RawBatches>(*data, pm->split.prefix, device);
   }
-  if (eval_split != "none" && from_cache) {
+  if (eval_split != kNoEvalSplit && from_cache) {
     const auto it = level->manifest.splits.find(eval_split);
     if (it == level->manifest.splits.end() || !it->second.complete) {
       throw std::runtime_error("cache " + o.cache_dir + " has no complete split '" + eval_split +
@@ -198,7 +200,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   report.recycle = static_cast<double>(freezer.frozen()) / model->num_blocks();
 
   BlockStack head = trainer.module();
-  if (eval_split != "none") {
+  if (eval_split != kNoEvalSplit) {
     const int64_t batch = o.hyper.eval_batch();
     EvalResult r;
     if (freezer.frozen() == 0) {

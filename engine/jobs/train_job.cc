@@ -165,7 +165,9 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
   model->class_names = m.class_names;
   // A scripted model keeps its own classifier when the class counts match; the build stored a
   // new linear one when its classes differed from the weights' (as prepare_model made it).
-  if (m.classifier == "new" && model->classifier->is_own()) model->reset_classifier(classes);
+  if (m.classifier == kClassifierNew && model->classifier->is_own()) {
+    model->reset_classifier(classes);
+  }
   SplitModel split = split_block_model(*model, m.prefix_blocks);
   std::string head_bytes;
   store.get_blob("head", &head_bytes).throw_if_error();
@@ -175,7 +177,7 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
     throw std::runtime_error("cache " + store.dir() + ": the stored head does not load: " +
                              e.what_without_backtrace());
   }
-  if (m.classifier == "new") {
+  if (m.classifier == kClassifierNew) {
     torch::manual_seed(seed);
     model->classifier->reset_parameters();
   }
@@ -283,7 +285,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   if (checkpoint) {
     const std::string digest = checkpoint_digest(checkpoint->path);
     if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
-    if (digest != "none") {
+    if (digest != kNoCheckpoint) {
       first_epoch = load_checkpoint(checkpoint->path, checkpoint->job, *checkpoint->cache, head,
                                     trainer.optimizer());
     }
@@ -456,14 +458,14 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
   std::string eval_split = o.eval_split;
   if (eval_split.empty()) {
-    eval_split = m.splits.count("test") ? "test" : "none";
-    if (eval_split == "none") {
+    eval_split = m.splits.count("test") ? "test" : kNoEvalSplit;
+    if (eval_split == kNoEvalSplit) {
       report.notes.push_back("cache " + o.cache_dir + " has no split 'test', so nothing is "
                              "evaluated (build one with recycle-build --split test, or pass "
                              "--eval-split none)");
     }
   }
-  if (eval_split != "none") split_info(eval_split);
+  if (eval_split != kNoEvalSplit) split_info(eval_split);
 
   // The block cache is what the budget leaves after the batches, the preloaded split and the
   // index, which the manifest and the open store size: the store is opened again with it.
@@ -475,11 +477,11 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     needs.preload_samples =
         o.preload || o.alternate_preload ? m.splits.at(o.data.split).samples : 0;
     // The evaluation's batches hold at most the split's samples.
-    needs.eval_batch = eval_split != "none" ? std::min(o.hyper.eval_batch(),
+    needs.eval_batch = eval_split != kNoEvalSplit ? std::min(o.hyper.eval_batch(),
                                                        m.splits.at(eval_split).samples)
                                             : 0;
     int64_t indexed = m.splits.at(o.data.split).samples;
-    if (eval_split != "none") indexed += m.splits.at(eval_split).samples;
+    if (eval_split != kNoEvalSplit) indexed += m.splits.at(eval_split).samples;
     needs.index_bytes = indexed * kIndexBytesPerSample +
                         static_cast<int64_t>(store->table_readers_bytes());
     report.memory = plan_memory(o.memory_budget_mb << 20, needs);
@@ -507,7 +509,8 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   // A text cache's records are hidden states and lengths: its batches are packed into the
   // features a text head takes (text_batches.h). A script head takes the tensors of its
   // records as they are (check_script_head).
-  const bool text = !script && encoder_info(resolve_encoder_spec(m.model).name).input == "text";
+  const bool text =
+      !script && encoder_info(resolve_encoder_spec(m.model).name).input == EncoderInput::kText;
   if (text && (o.preload || o.alternate_preload)) {
     throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
                                 " needs records of one shape; a text cache's vary in length "
@@ -525,7 +528,7 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
   std::unique_ptr<CachedBatches> eval;
   std::unique_ptr<TextFeatureBatches> text_eval;
-  if ((!dist || dist->rank() == 0) && eval_split != "none") {
+  if ((!dist || dist->rank() == 0) && eval_split != kNoEvalSplit) {
     eval = std::make_unique<CachedBatches>(*store, m, eval_split, device);
     eval->set_load_threads(at::get_num_threads());
     if (text) text_eval = std::make_unique<TextFeatureBatches>(*eval);
@@ -612,19 +615,20 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
                                             transformer_max_tokens(pm.model.spec), device);
   };
   // Online augmentation: every epoch a new random view of every sample (draws = epochs).
-  if (!o.augment.empty() && !data.is_text && data.item_shape.size() == 3) {
-    Augment::parse(o.augment).check_image(data.item_shape[1], data.item_shape[2]);
+  std::unique_ptr<BatchSource> train;
+  if (o.augment.empty() || data.is_text) {
+    train = raw_batches(data);
+  } else {
+    Augment augment = Augment::parse(o.augment);
+    if (data.item_shape.size() == 3) augment.check_image(data.item_shape[1], data.item_shape[2]);
+    train = std::make_unique<RawBatches>(data, pm.split.prefix, device, std::move(augment),
+                                         o.hyper.seed);
   }
-  const std::unique_ptr<BatchSource> train =
-      o.augment.empty() || data.is_text
-          ? raw_batches(data)
-          : std::make_unique<RawBatches>(data, pm.split.prefix, device,
-                                         Augment::parse(o.augment), o.hyper.seed);
   report.train_samples = train->size();
   // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
   Dataset eval_data;
   std::unique_ptr<BatchSource> eval;
-  if ((!dist || dist->rank() == 0) && eval_split != "none") {
+  if ((!dist || dist->rank() == 0) && eval_split != kNoEvalSplit) {
     DatasetOptions eo = data_options;
     eo.split = eval_split;
     eo.limit = 0;

@@ -223,7 +223,7 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
       throw InvalidArgument("--eval-split names the training split");
     }
   }
-  if (o.eval_every_epoch && o.eval_split == "none") {
+  if (o.eval_every_epoch && o.eval_split == kNoEvalSplit) {
     throw InvalidArgument("--eval-every-epoch needs an evaluation split (not --eval-split none)");
   }
   if (o.eval_every_epoch && !o.freeze.empty()) {

@@ -81,11 +81,15 @@ std::vector<std::string> encoder_names() {
 
 std::string default_encoder_name() { return registry().front().info.name; }
 
-std::string default_encoder_for(const std::string& input) {
+std::string input_name(EncoderInput input) {
+  return input == EncoderInput::kText ? "text" : "image";
+}
+
+std::string default_encoder_for(EncoderInput input) {
   for (const Entry& e : registry()) {
     if (e.info.input == input) return e.info.name;
   }
-  throw std::invalid_argument("no model reads " + input + " data");
+  throw std::invalid_argument("no model reads " + input_name(input) + " data");
 }
 
 const EncoderInfo& encoder_info(const std::string& name) { return entry(name).info; }

@@ -23,9 +23,13 @@ struct EncoderOption {
   std::string help;
 };
 
+// The data an encoder reads.
+enum class EncoderInput { kImage, kText };
+std::string input_name(EncoderInput input);  // "image" or "text"
+
 struct EncoderInfo {
   std::string name;
-  std::string input;  // the data it reads: "image" or "text"
+  EncoderInput input = EncoderInput::kImage;  // the data it reads
   std::vector<EncoderOption> options;  // printed in this order in canonical specs
   std::string help;
   // Loaded from a file named in the spec ("torchscript:FILE"); its resolved spec holds the
@@ -39,7 +43,7 @@ std::vector<std::string> encoder_names();
 std::string default_encoder_name();
 // The name recycle-build and recycle-train use when --model is not given, for data of this
 // kind ("image": resnet18, "text": transformer); throws std::invalid_argument for another kind.
-std::string default_encoder_for(const std::string& input);
+std::string default_encoder_for(EncoderInput input);
 // The entry for `name`; throws std::invalid_argument naming the known encoders.
 const EncoderInfo& encoder_info(const std::string& name);
 

@@ -26,11 +26,13 @@ void set_thread_count(int threads) {
 
 PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
                             const std::string& split_at, const torch::Device& device) {
-  const std::string input = data.is_text ? "text" : "image";
+  const EncoderInput input = data.is_text ? EncoderInput::kText : EncoderInput::kImage;
   EncoderSpec spec =
       resolve_encoder_spec(options.encoder.empty() ? default_encoder_for(input) : options.encoder);
   const EncoderInfo& info = encoder_info(spec.name);
-  if (input != info.input) throw std::invalid_argument(spec.name + " needs " + info.input + " data");
+  if (input != info.input) {
+    throw std::invalid_argument(spec.name + " needs " + input_name(info.input) + " data");
+  }
   if (!options.weights.empty() && !options.encoder.empty() &&
       !EncoderSpec::parse(options.encoder).options.empty()) {
     throw std::invalid_argument("--model options apply only without --weights (the weights file "

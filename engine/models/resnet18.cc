@@ -83,7 +83,7 @@ void init_weights(nn::Module& module) {
 EncoderInfo resnet18_info() {
   EncoderInfo info;
   info.name = "resnet18";
-  info.input = "image";
+  info.input = EncoderInput::kImage;
   info.options = {{"width", 16, 1, 4096, "channels of the first stage (then 2x, 4x, 8x)"},
                   {"in_channels", 1, 1, 4096, "input channels (set from the data)"}};
   info.help = "ResNet-18 for small images: 8 residual blocks, no max pool";

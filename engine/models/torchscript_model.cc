@@ -158,7 +158,7 @@ bool close(const torch::Tensor& a, const torch::Tensor& b) {
 EncoderInfo torchscript_info() {
   EncoderInfo info;
   info.name = "torchscript";
-  info.input = "image";
+  info.input = EncoderInput::kImage;
   info.options = {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
                   {"in_height", 28, 1, 65536, "input height (set from the data)"},
                   {"in_width", 28, 1, 65536, "input width (set from the data)"}};

@@ -103,7 +103,7 @@ TORCH_MODULE(TextLayer);
 EncoderInfo transformer_info() {
   EncoderInfo info;
   info.name = "transformer";
-  info.input = "text";
+  info.input = EncoderInput::kText;
   info.options = {{"d_model", 64, 8, 1024, "width of the hidden states"},
                   {"layers", 4, 1, 48, "transformer layers (the blocks)"},
                   {"heads", 4, 1, 64, "attention heads (must divide d_model)"},

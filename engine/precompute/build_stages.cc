@@ -166,7 +166,7 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
   torch::Tensor probe = pm.split.prefix->forward(torch::zeros(shape, device));
   m.record_shapes = {probe.sizes().slice(1).vec()};
   m.class_names = data.class_names;
-  m.classifier = pm.classifier_is_new ? "new" : "pretrained";
+  m.classifier = classifier_word(pm.classifier_is_new);
   return m;
 }
 
@@ -183,7 +183,7 @@ Manifest requested_text_manifest(const PreparedModel& pm, const std::string& key
   m.record_layout = text_record_layout(resolve_encoder_spec(pm.model.spec).get("d_model"), codec);
   m.record_shapes = layout_shapes(m.record_layout);
   m.class_names = data.class_names;
-  m.classifier = pm.classifier_is_new ? "new" : "pretrained";
+  m.classifier = classifier_word(pm.classifier_is_new);
   return m;
 }
 

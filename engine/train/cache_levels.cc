@@ -161,7 +161,7 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
     want.record_shapes = {probe.sizes().slice(1).vec()};
   }
   want.record_layout = RecordLayout();
-  want.classifier = "pretrained";  // the head blob holds the classifier as it is now
+  want.classifier = kClassifierPretrained;  // the head blob holds the classifier as it is now
   want.splits.clear();
   want.records = 0;
   want.record_bytes = 0;
@@ -247,7 +247,7 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   bo.keyer = default_keyer_spec(/*text_data=*/false);
   bo.rebuild = false;
   std::vector<DatasetOptions> splits = {o.data};
-  if (!o.eval_split.empty() && o.eval_split != "none") {
+  if (!o.eval_split.empty() && o.eval_split != kNoEvalSplit) {
     DatasetOptions eval = o.data;
     eval.split = o.eval_split;
     eval.limit = 0;

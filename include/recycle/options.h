@@ -256,6 +256,9 @@ struct BuildOptions {
   void validate() const;
 };
 
+// TrainOptions::eval_split's word for no evaluation (--eval-split none).
+inline constexpr char kNoEvalSplit[] = "none";
+
 // A training run (run_train, train.h): from a cache (cache_dir), or from raw data (data).
 struct TrainOptions {
   // From a cache: train the head from split data.split, evaluate on `eval_split`.
@@ -291,7 +294,7 @@ struct TrainOptions {
   Codec level_codec = Codec::kFp16;
 
   // data.split names the split to train on, in a cache or in the raw data (default train).
-  std::string eval_split;  // "" = test when there is one; "none" = no evaluation
+  std::string eval_split;  // "" = test when there is one; kNoEvalSplit ("none") = no evaluation
   // Evaluate after every epoch too, not only at the end (report.epoch_test_acc): what time to a
   // target accuracy is measured from. Rank 0 evaluates; its evaluations are not in the epochs'
   // seconds.

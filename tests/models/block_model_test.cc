@@ -40,7 +40,7 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   EXPECT_EQ(recycle::encoder_names(),
             (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
   EXPECT_EQ(recycle::default_encoder_name(), "resnet18");
-  EXPECT_EQ(recycle::encoder_info("resnet18").input, "image");
+  EXPECT_EQ(recycle::encoder_info("resnet18").input, recycle::EncoderInput::kImage);
   for (const char* bad : {"vgg", "", ":width=3", "resnet18:width=0", "resnet18:depth=3",
                           "resnet18:width=1x", "resnet18:width=8,width=9", "resnet18:=4"}) {
     EXPECT_THROW(recycle::resolve_encoder_spec(bad), std::invalid_argument) << bad;

@@ -40,10 +40,10 @@ TEST(TransformerTest, SpecRoundTripsAndIsTheDefaultForText) {
   EXPECT_EQ(spec.to_string(), "transformer:d_model=64,layers=4,heads=4,ff=256,max_tokens=128");
   EXPECT_EQ(resolve_encoder_spec(spec.to_string()).to_string(), spec.to_string());
   EXPECT_EQ(resolve_encoder_spec(kSmall).to_string(), kSmall);
-  EXPECT_EQ(encoder_info("transformer").input, "text");
-  EXPECT_EQ(default_encoder_for("text"), "transformer");
-  EXPECT_EQ(default_encoder_for("image"), "resnet18");
-  EXPECT_THROW(default_encoder_for("audio"), std::invalid_argument);
+  EXPECT_EQ(encoder_info("transformer").input, recycle::EncoderInput::kText);
+  EXPECT_EQ(default_encoder_for(recycle::EncoderInput::kText), "transformer");
+  EXPECT_EQ(default_encoder_for(recycle::EncoderInput::kImage), "resnet18");
+  EXPECT_EQ(recycle::input_name(recycle::EncoderInput::kText), "text");
   EXPECT_THROW(make_encoder("transformer:d_model=30,heads=4", 2), std::invalid_argument);
   EXPECT_THROW(resolve_encoder_spec("transformer:width=8"), std::invalid_argument);
   EXPECT_EQ(transformer_max_tokens(kSmall), 24);

@@ -245,7 +245,9 @@ TEST(Trainer, Bf16RunsTheForwardInBfloat16AndKeepsParametersAndGradientsInFp32) 
     EXPECT_TRUE(torch::allclose(trained[0][i], trained[1][i], 0.05, 0.02)) << "parameter " << i;
   }
   TrainHyper bad = small_hyper();
-  EXPECT_THROW(recycle::parse_precision("fp16"), std::invalid_argument);
+  EXPECT_THROW(recycle::parse_precision("fp8"), std::invalid_argument);
+  bad.precision = recycle::Precision::kFp16;  // a build's prefix's arithmetic, not training's
+  EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
   bad.precision = static_cast<recycle::Precision>(7);  // outside the enum
   EXPECT_THROW(Trainer(conv_head(3), bad), std::invalid_argument);
 }
