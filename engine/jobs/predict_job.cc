@@ -29,6 +29,7 @@
 #include "engine/util/atomic_file.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
+#include "engine/precompute/prefix_identity.h"
 #include "recycle/errors.h"
 #include "recycle/predict.h"
 
@@ -191,7 +192,7 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
   b.progress = false;
   b.device = o.device;
   // The misses' prefix runs in the arithmetic the cache's records were made in.
-  if (!m.prefix_precision.empty()) b.precision = parse_precision(m.prefix_precision);
+  b.precision = prefix_precision_of(m, o.cache_dir);
   return b;
 }
 

@@ -267,7 +267,7 @@ void SplitBuild::load_inputs() {
   manifest_ = data_.is_text ? requested_text_manifest(pm, keyer_->spec(), codec_, data_)
                             : requested_manifest(pm, keyer_->spec(), codec_, data_, prefix_->device());
   manifest_.weights_file = weights_path(o.model.weights);
-  if (o.precision != Precision::kFp32) manifest_.prefix_precision = precision_name(o.precision);
+  set_prefix_precision(o.precision, &manifest_);
 }
 
 void SplitBuild::load_cache_input(CacheBuildInputs in) {
@@ -280,9 +280,7 @@ void SplitBuild::load_cache_input(CacheBuildInputs in) {
                              "' is not one this version knows (" + join(codec_names(), ", ") + ")");
   }
   // The blocks after the other cache's split point run in the arithmetic its prefix ran in.
-  prefix_ = std::make_unique<PrefixRunner>(
-      o.device, in.manifest.prefix_precision.empty() ? Precision::kFp32
-                                                     : parse_precision(in.manifest.prefix_precision));
+  prefix_ = std::make_unique<PrefixRunner>(o.device, prefix_precision_of(in.manifest, o.cache_dir));
   prefix_->use_blocks(*in.blocks, std::move(in.head));
   data_ = Dataset();
   data_.description = std::move(in.data);
@@ -680,8 +678,7 @@ torch::Tensor SplitBuild::chunk_prefix_outputs(const torch::Tensor& inputs) {
   return checked_outputs(prefix_->run(inputs), inputs.size(0), inputs.dim() > 1 ? inputs.size(1) : 0);
 }
 
-const torch::Tensor& SplitBuild::checked_outputs(const torch::Tensor& out, int64_t m,
-                                                 int64_t length) {
+torch::Tensor SplitBuild::checked_outputs(const torch::Tensor& out, int64_t m, int64_t length) {
   const std::vector<int64_t>& shape = manifest_.record_shapes.at(0);
   report_.prefix_seconds += prefix_->last_seconds();
   // Per sample: the record shape; text: the packed features [L, D + 1] of the chunk's longest L.

@@ -221,7 +221,7 @@ class SplitBuild {
   at::Tensor chunk_prefix_outputs(const at::Tensor& inputs);
   // The prefix's outputs of m inputs (text: of `length` tokens) checked as chunk_prefix_outputs
   // checks them, the prefix's time added to the report.
-  const at::Tensor& checked_outputs(const at::Tensor& out, int64_t m, int64_t length);
+  at::Tensor checked_outputs(const at::Tensor& out, int64_t m, int64_t length);
   void encode_chunk_outputs(const at::Tensor& outputs, BuildChunk* chunk);
   // The prefix on its device, with the prepared, split model (engine/precompute/
   // prefix_runner.h), after load_inputs.

@@ -16,6 +16,7 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/prefix_identity.h"
 #include "engine/precompute/prefix_runner.h"
 #include "recycle/errors.h"
 #include "tests/precompute/cache_contents.h"
@@ -541,6 +542,22 @@ TEST(BuildStages, Bf16PrefixMakesACacheOfItsOwnWithinBf16OfFp32) {
         << e.what();
   }
   EXPECT_EQ(read_cache(dir.file("bf16")).records, b.records);
+
+  // The word a manifest stores, read back; one this version does not know names the cache.
+  EXPECT_EQ(recycle::prefix_precision_of(b.manifest, "c"), recycle::Precision::kBf16);
+  EXPECT_EQ(recycle::prefix_precision_of(a.manifest, "c"), recycle::Precision::kFp32);
+  recycle::Manifest later = b.manifest;
+  later.prefix_precision = "fp8";
+  EXPECT_THROW(
+      {
+        try {
+          recycle::prefix_precision_of(later, "dir/c");
+        } catch (const std::runtime_error& e) {
+          EXPECT_NE(std::string(e.what()).find("cache dir/c"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::runtime_error);
 }
 
 // PrefixRunner: runs started one after another finish in that order, each with the outputs a
