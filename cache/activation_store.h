@@ -38,9 +38,9 @@
 
 #include "cache/manifest.h"
 #include "cache/record_file_writer.h"  // RecordFileWriter, for ingest_records's callers
-#include "cache/status.h"
 #include "cache/store_options.h"
-#include "keyers/key.h"
+#include "recycle/key.h"
+#include "recycle/status.h"
 
 namespace rocksdb {
 class DB;

@@ -18,7 +18,7 @@
 #include <functional>
 #include <string>
 
-#include "cache/status.h"
+#include "recycle/status.h"
 
 namespace recycle {
 

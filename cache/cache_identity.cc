@@ -1,10 +1,10 @@
-#include "cache/cache_identity.h"
+#include "cache/manifest.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "cache/json_fields.h"
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 namespace recycle {
 

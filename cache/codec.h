@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "recycle/formats.h"
+
 namespace recycle {
 
 // Values a codec cannot store: a NaN or an infinity (fp16, bf16, int8), a value whose
@@ -47,14 +49,11 @@ class CodecRangeError : public std::invalid_argument {
   float largest_;
 };
 
-enum class Codec : uint8_t { kFp32 = 1, kFp16 = 2, kBf16 = 3, kInt8 = 4 };
-
-std::string codec_name(Codec codec);
+// Codec, codec_name and codec_names are in recycle/formats.h.
 // Parses "fp32", "fp16", "bf16" or "int8"; returns false for anything else.
 bool parse_codec(std::string_view name, Codec* out);
 // Also accepts the raw byte stored in a record; false for an unknown value.
 bool codec_from_byte(uint8_t byte, Codec* out);
-std::vector<std::string> codec_names();
 // Bytes one value takes when encoded: 4, 2, 2, 1 (int8 adds codec_channel_bytes per channel).
 size_t codec_value_bytes(Codec codec);
 // Bytes of the per-channel header: 8 (scale and offset) for int8, 0 for the others.

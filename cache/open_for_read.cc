@@ -7,11 +7,10 @@
 
 namespace recycle {
 
-std::unique_ptr<ActivationStore> open_cache_for_read(const std::string& dir, Manifest* manifest,
-                                                     size_t block_cache_bytes) {
-  StoreOptions so;
-  so.read_only = true;
-  if (block_cache_bytes > 0) so.block_cache_bytes = block_cache_bytes;
+namespace {
+
+std::unique_ptr<ActivationStore> open_existing(const std::string& dir, const StoreOptions& so,
+                                               Manifest* manifest) {
   std::unique_ptr<ActivationStore> store;
   ActivationStore::open(dir, so, &store).throw_if_error();
   const Status have = store->read_manifest(manifest);
@@ -20,6 +19,22 @@ std::unique_ptr<ActivationStore> open_cache_for_read(const std::string& dir, Man
   }
   have.throw_if_error();
   return store;
+}
+
+}  // namespace
+
+std::unique_ptr<ActivationStore> open_cache_for_read(const std::string& dir, Manifest* manifest,
+                                                     size_t block_cache_bytes) {
+  StoreOptions so;
+  so.read_only = true;
+  if (block_cache_bytes > 0) so.block_cache_bytes = block_cache_bytes;
+  return open_existing(dir, so, manifest);
+}
+
+std::unique_ptr<ActivationStore> open_cache_to_add(const std::string& dir, Manifest* manifest) {
+  StoreOptions so;
+  so.create_if_missing = false;
+  return open_existing(dir, so, manifest);
 }
 
 const SplitInfo& require_split(const ActivationStore& store, const Manifest& manifest,

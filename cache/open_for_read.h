@@ -1,5 +1,6 @@
-// The opening every reader of a cache makes: the store read-only with its manifest, and the
-// split it reads checked (present, complete), with one message for each way it can fail.
+// The opening every reader of a cache makes: the store read-only (or as its writer, to add to it)
+// with its manifest, and the split it reads checked (present, complete), with one message for
+// each way it can fail.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,11 @@ namespace recycle {
 // manifest yet, else the store's error in one line.
 std::unique_ptr<ActivationStore> open_cache_for_read(const std::string& dir, Manifest* manifest,
                                                      size_t block_cache_bytes = 0);
+
+// The same opening as the cache's writer (its lock taken; nothing is created), for a reader that
+// adds records to an existing cache (recycle-predict --write-back). The same errors, and the
+// store's when another process holds the writer's lock.
+std::unique_ptr<ActivationStore> open_cache_to_add(const std::string& dir, Manifest* manifest);
 
 // The manifest's entry for `split`. Throws std::runtime_error when the cache has no such split
 // (naming the splits it has, or the writer still writing it) and, unless allow_partial, when

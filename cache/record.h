@@ -32,20 +32,18 @@
 #include <vector>
 
 #include "cache/codec.h"
-#include "cache/status.h"
+#include "recycle/status.h"
 
 namespace recycle {
 
 constexpr uint8_t kRecordFormatVersion = 1;
 
-// The logical dtype of a record tensor, as stored in its dtype byte.
-enum class Dtype : uint8_t { kFloat32 = 1, kInt64 = 2, kInt32 = 3, kUint8 = 4, kBool = 5 };
+// Dtype (the logical dtype of a record tensor, as stored in its dtype byte) and dtype_name are
+// in recycle/formats.h.
 constexpr uint8_t kDtypeFloat32 = static_cast<uint8_t>(Dtype::kFloat32);
 // The codec byte of a tensor stored exactly (every dtype but float32).
 constexpr uint8_t kCodecRawByte = 0;
 
-// "float32", "int64", "int32", "uint8", "bool".
-std::string dtype_name(Dtype dtype);
 // Parses a dtype_name(); false for anything else.
 bool parse_dtype(std::string_view name, Dtype* out);
 // Accepts a stored dtype byte; false for an unknown value.

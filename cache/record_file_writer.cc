@@ -20,9 +20,7 @@ struct RecordFileWriter::Rep {
 
 Status RecordFileWriter::open(const std::string& path, const StoreOptions& options,
                               std::unique_ptr<RecordFileWriter>* out) {
-  Status st;
-  const rocksdb::CompressionType compression = compression_of(options.compression, &st);
-  if (!st.ok()) return st;
+  const rocksdb::CompressionType compression = compression_of(options.compression);
   std::unique_ptr<RecordFileWriter> w(new RecordFileWriter());
   w->rep_ = std::make_unique<Rep>();
   w->path_ = path;

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "cache/status.h"
 #include "cache/store_options.h"
-#include "keyers/key.h"
+#include "recycle/key.h"
+#include "recycle/status.h"
 
 namespace recycle {
 

@@ -1,8 +1,6 @@
-// RecordLayout: what every record of a cache holds, tensor by tensor: a name, a dtype, a shape
-// per sample in which -1 marks a variable dimension (a text's sequence length), and for float
-// tensors the codec. The manifest keeps it as part of the cache's identity (cache/manifest.h);
-// a record's tensors are matched to it by position, since records store no names
-// (cache/record.h). Value types; every function is pure and thread safe.
+// RecordLayout's functions: the layout of an old manifest, its checks, against a record too, and
+// its words for messages. The type (TensorLayout, RecordLayout) is public, part of the cache's
+// identity (recycle/manifest.h). Every function is pure and thread safe.
 #pragma once
 
 #include <cstdint>
@@ -10,29 +8,10 @@
 #include <vector>
 
 #include "cache/record.h"
-#include "cache/status.h"
+#include "recycle/manifest.h"  // TensorLayout, RecordLayout, kVariableDim, kRawCodecName
+#include "recycle/status.h"
 
 namespace recycle {
-
-// A dimension whose size may differ from record to record (any size >= 1).
-constexpr int64_t kVariableDim = -1;
-// The codec name of a tensor stored exactly (every dtype but float32).
-constexpr const char* kRawCodecName = "raw";
-
-struct TensorLayout {
-  std::string name;               // e.g. "activation", "lengths", "mask"; unique in a layout
-  Dtype dtype = Dtype::kFloat32;
-  std::vector<int64_t> shape;     // per sample; each dimension >= 1 or kVariableDim; rank <= 8
-  std::string codec = "fp32";     // float32: "fp32", "fp16" or "bf16"; other dtypes: "raw"
-
-  friend bool operator==(const TensorLayout& a, const TensorLayout& b) {
-    return a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.codec == b.codec;
-  }
-  friend bool operator!=(const TensorLayout& a, const TensorLayout& b) { return !(a == b); }
-};
-
-// In record order. Empty only in a manifest that has no records yet.
-using RecordLayout = std::vector<TensorLayout>;
 
 // The layout of a cache made before layouts were stored: one float32 tensor per record shape,
 // each with `codec`; the first is named "activation", further ones "tensor1", "tensor2", ...

@@ -57,11 +57,9 @@ Status ActivationStore::destroy(const std::string& dir) {
 
 Status ActivationStore::open(const std::string& dir, const StoreOptions& options,
                              std::unique_ptr<ActivationStore>* out) {
-  Status st;
-  const rocksdb::CompressionType compression = compression_of(options.compression, &st);
-  if (!st.ok()) return st;
+  const rocksdb::CompressionType compression = compression_of(options.compression);
   std::string real;
-  st = resolve_cache_path(dir, &real);
+  Status st = resolve_cache_path(dir, &real);
   if (!st.ok()) return st;
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -5,13 +5,15 @@
 #include <cstddef>
 #include <string>
 
+#include "recycle/formats.h"  // Compression
+
 namespace recycle {
 
 struct StoreOptions {
   bool read_only = false;               // open with DB::OpenForReadOnly
   bool create_if_missing = true;        // writers only
   size_t block_cache_bytes = 64 << 20;  // LRU block cache shared by the column families
-  std::string compression = "none";     // records' compression: none, lz4, zstd
+  Compression compression = Compression::kNone;  // the records'
 };
 
 }  // namespace recycle

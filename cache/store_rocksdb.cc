@@ -19,11 +19,12 @@ bool is_lock_error(const rocksdb::Status& s) {
                            text.find("lock hold by current process") != std::string::npos);
 }
 
-rocksdb::CompressionType compression_of(const std::string& name, Status* st) {
-  if (name == "none") return rocksdb::kNoCompression;
-  if (name == "lz4") return rocksdb::kLZ4Compression;
-  if (name == "zstd") return rocksdb::kZSTD;
-  *st = Status::invalid_argument("unknown compression '" + name + "' (none, lz4, zstd)");
+rocksdb::CompressionType compression_of(Compression compression) {
+  switch (compression) {
+    case Compression::kNone: return rocksdb::kNoCompression;
+    case Compression::kLz4: return rocksdb::kLZ4Compression;
+    case Compression::kZstd: return rocksdb::kZSTD;
+  }
   return rocksdb::kNoCompression;
 }
 

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "recycle/formats.h"  // Compression
+#include "recycle/status.h"
 
 namespace recycle::store_rocksdb {
 
@@ -36,8 +37,8 @@ Status from_rocks(const rocksdb::Status& s, const std::string& what);
 // by this one.
 bool is_lock_error(const rocksdb::Status& s);
 
-// StoreOptions::compression by name (none, lz4, zstd); InvalidArgument in *st for another.
-rocksdb::CompressionType compression_of(const std::string& name, Status* st);
+// StoreOptions::compression as RocksDB's.
+rocksdb::CompressionType compression_of(Compression compression);
 
 // A column family's options: records get larger blocks and the chosen compression, the other
 // families LZ4. RecordFileWriter makes its files with the records family's options (and no

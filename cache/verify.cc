@@ -1,4 +1,4 @@
-#include "cache/verify.h"
+#include "recycle/cache.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

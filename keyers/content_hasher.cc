@@ -1,4 +1,4 @@
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -1,7 +1,7 @@
 // id keyer: a key from an id the dataset provides (for data whose content is not at hand).
 #pragma once
 
-#include "keyers/keyer.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 

@@ -1,4 +1,4 @@
-#include "keyers/key.h"
+#include "recycle/key.h"
 
 #include "base/coding.h"
 

@@ -1,4 +1,4 @@
-#include "keyers/keyer_registry.h"
+#include "recycle/keyer.h"
 
 #include <functional>
 #include <map>

@@ -1,7 +1,7 @@
 // text keyer: a key from UTF-8 text, exact bytes by default.
 #pragma once
 
-#include "keyers/keyer.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 

@@ -1,6 +1,6 @@
 #include "keyers/view_key.h"
 
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 namespace recycle {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "keyers/key.h"
+#include "recycle/key.h"
 
 namespace recycle {
 

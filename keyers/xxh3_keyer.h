@@ -1,7 +1,7 @@
 // xxh3 keyer: XXH3-128 over the input tensor's dtype, shape and bytes in row-major order.
 #pragma once
 
-#include "keyers/keyer.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 

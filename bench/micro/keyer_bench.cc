@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "bench/micro/bench_util.h"
-#include "keyers/content_hasher.h"
-#include "keyers/keyer.h"
 #include "keyers/xxh3_keyer.h"
+#include "recycle/content_hasher.h"
+#include "recycle/keyer.h"
 
 namespace {
 

@@ -26,8 +26,8 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/record.h"
-#include "cache/status.h"
-#include "keyers/key.h"
+#include "recycle/key.h"
+#include "recycle/status.h"
 
 namespace {
 

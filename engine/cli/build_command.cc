@@ -5,11 +5,10 @@
 
 #include "cache/codec.h"
 #include "engine/cli/cli_common.h"
-#include "engine/data/augment.h"
 #include "engine/cli/commands.h"
-#include "engine/jobs/build_job.h"
+#include "engine/data/augment.h"
 #include "engine/precompute/build_pipeline.h"
-#include "keyers/keyer_registry.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 
@@ -61,11 +60,9 @@ int build_main(int argc, char** argv) {
                  "e.g. hflip,crop=4; docs/augmentation.md)");
   app.add_option("--views", o.views, "augmented views stored per sample (with --augment)")
       ->check(CLI::Range(int64_t{1}, kMaxViews));
-  app.add_option("--batch", o.batch, "samples per prefix forward and write batch")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+  app.add_option("--batch", o.batch, "samples per prefix forward and write batch, 1..65536")
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "threads (0 = every core)")
-      ->check(CLI::Range(0, 1024))
+  app.add_option("--threads", o.threads, "threads, 0..1024 (0 = every core)")
       ->capture_default_str();
   add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");
@@ -83,7 +80,7 @@ int build_main(int argc, char** argv) {
     if (launched >= 0) return launched;
     dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
     o.progress = !json;
-    const BuildReport r = run_build_job(o, dist);
+    const BuildReport r = run_build(o, dist);
     std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
               << " unique"
               << (r.views > 0 ? ", " + std::to_string(r.views) + " views each" : std::string())

@@ -125,20 +125,6 @@ CLI::Validator whole_number_from(long long lo, const char* name) {
 const CLI::Validator kZeroOrMore = whole_number_from(0, "INT >= 0");
 const CLI::Validator kOneOrMore = whole_number_from(1, "INT >= 1");
 
-CLI::Validator positive_up_to(double max) {
-  return CLI::Validator(
-      [max](std::string& value) {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v) || !(v > 0) || v > max) {
-          std::ostringstream msg;
-          msg << "must be a number above 0 and at most " << max << ", got " << value;
-          return msg.str();
-        }
-        return std::string();
-      },
-      "POSITIVE");
-}
-
 CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help) {
   return app.add_option("--cache", *dir, help)->check(kNotEmpty);
 }
@@ -178,12 +164,10 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
                      "), or torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md)")
       ->check(encoder_spec);
   app.add_option("--width", model->width,
-                 "channels of the first stage (default: the model's; not with --weights)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+                 "channels of the first stage, 1..1024 (default: the model's; not with --weights)");
   app.add_option("--max-tokens", model->max_tokens,
                  "text models: tokens (UTF-8 bytes) kept per text, longer texts keep their "
-                 "first N bytes (default: the model's, 128; not with --weights)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+                 "first N bytes, 1..8192 (default: the model's, 128; not with --weights)");
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
       ->check(CLI::ExistingFile)
       ->check(kNotEmpty);
@@ -192,7 +176,7 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at) {
   CLI::Option* r = app.add_option("--recycle", *recycle,
                                   "fraction of encoder blocks frozen and cached (0.25, 0.5, 0.75, 1)")
-                       ->check(CLI::Range(0.0, 1.0));
+                       ->check(CLI::Range(0.0, 1.0));  // negative is the library's "not given"
   CLI::Option* s = app.add_option("--split-at", *split_at,
                                   "name of the last frozen block (e.g. layer2.1), instead of --recycle");
   r->excludes(s);
@@ -206,16 +190,14 @@ namespace recycle {
 void add_dist_flags(CLI::App& app, DistOptions* dist) {
   app.add_option("--nproc", dist->nproc,
                  "start N local workers (data-parallel; --threads is split between them)")
-      ->check(CLI::Range(1, 256));
-  app.add_option("--rank", dist->rank, "this process's rank in a job across machines")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--world-size", dist->world_size, "number of processes in the job")
-      ->check(CLI::Range(1, 65536));
+      ->check(CLI::Range(1, 256));  // 0 is the library's "no launcher"
+  app.add_option("--rank", dist->rank, "this process's rank in a job across machines");
+  app.add_option("--world-size", dist->world_size, "number of processes in the job, 1..65536");
   app.add_option("--master", dist->master,
                  "HOST:PORT of the job's store (rank 0 hosts it when there is no launcher)");
   app.add_option("--timeout", dist->timeout_seconds,
-                 "seconds a collective may wait for a rank before the job ends naming it")
-      ->check(CLI::Range(1, 86400))
+                 "seconds a collective may wait for a rank before the job ends naming it, "
+                 "1..86400")
       ->capture_default_str();
 }
 

@@ -23,10 +23,10 @@ namespace recycle {
 // disk, a closed stdout) turns the body's exit code into 1, with one line.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
-// Validators: a non-empty string; a finite number in (0, max]; a whole number >= 0 or >= 1 (the
-// message says so, where CLI11's NonNegativeNumber names its upper bound, a 309-digit double).
+// Validators: a non-empty string; a whole number >= 0 or >= 1 (the message says so, where
+// CLI11's NonNegativeNumber names its upper bound, a 309-digit double). The bounds of numbers are
+// the library's (validate(), base/range_check.h).
 extern const CLI::Validator kNotEmpty;
-CLI::Validator positive_up_to(double max);
 extern const CLI::Validator kZeroOrMore;
 extern const CLI::Validator kOneOrMore;
 

@@ -3,7 +3,7 @@
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
-#include "cache/verify.h"
+#include "recycle/cache.h"
 
 namespace recycle {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "keyers/keyer.h"
+#include "recycle/keyer.h"
 #include "recycle/options.h"  // DatasetOptions
 
 namespace recycle {

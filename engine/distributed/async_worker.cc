@@ -62,8 +62,8 @@ Worker::Worker(DistContext& context, Trainer& trainer, BatchSource& train,
       queue_(queue),
       sync_steps_(sync_steps),
       first_epoch_(first_epoch),
-      push_every_(context.options().sync.every),
-      fetch_every_(context.options().sync.fetch),
+      push_every_(context.options().sync.push_every),
+      fetch_every_(context.options().sync.fetch_every),
       fetched_(static_cast<size_t>(layout.servers()), 0),
       epoch_done_(queue ? std::move(epoch_done) : nullptr) {
   for (int s = 0; s < layout.servers(); ++s) {

@@ -47,9 +47,8 @@ void allreduce_sum(DistContext& context, const std::vector<torch::Tensor>& tenso
 
 DataParallel::DataParallel(DistContext& context, Trainer& trainer)
     : context_(context), trainer_(trainer) {
-  // The options were checked by DistContext: kAllreduce has every 0, kAverage every >= 1.
-  average_every_ =
-      context.options().sync.kind == Sync::Kind::kAllreduce ? 0 : context.options().sync.every;
+  // The options were checked by DistContext: kAllreduce has average_every 0, kAverage >= 1.
+  average_every_ = context.options().sync.average_every;
 
   // The same start everywhere: rank 0's parameters and buffers.
   std::vector<torch::Tensor> state = trainer.module()->parameters();

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/comm_phase.h"
 #include "engine/distributed/dist_context.h"
 #include "engine/distributed/grad_reducer.h"
 #include "engine/train/trainer.h"
+#include "recycle/train.h"
 
 namespace recycle {
 

@@ -231,6 +231,156 @@ std::string rank_list(const std::vector<int>& ranks) {
   return join(names, ", ");
 }
 
+// The options this rank must give alike with every other, as it publishes them: --world-size
+// always, then those of `must_agree` marked same_on_every_rank.
+FlagLines options_to_agree(int world, const std::vector<FlagValue>& must_agree) {
+  FlagLines mine = {{"--world-size", std::to_string(world)}};
+  for (const FlagValue& f : must_agree) {
+    if (f.same_on_every_rank && f.flag != "--world-size") mine.emplace_back(f.flag, f.value);
+  }
+  return mine;
+}
+
+// A rank other than 0: waits for what rank 0 writes first, its nonce and options. A TCP store
+// that is up is rank 0's, so they come at once: a service that does not answer with them (or
+// answers otherwise) within a few seconds is not a job's store.
+void wait_for_rank0(c10d::Store& store, const DistOptions& options, bool tcp_client) {
+  const auto timeout = std::chrono::seconds(options.timeout_seconds);
+  const auto first = tcp_client
+                         ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))
+                         : std::chrono::milliseconds(timeout);
+  try {
+    store.wait({kNonceKey, options_key(0)}, first);
+  } catch (const std::exception& e) {  // c10::Error, or bad_alloc from a length it misread
+    if (!tcp_client) {
+      throw std::runtime_error("rank 0 never joined the job at " + options.master + " within " +
+                               std::to_string(options.timeout_seconds) + " s");
+    }
+    const std::string what = first_line(e.what());
+    const std::string seconds =
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(first).count());
+    throw std::runtime_error(
+        "the service at " + options.master + " is not a recycle job's store (" +
+        (what.find("imeout") != std::string::npos ? "no answer within " + seconds + " s"
+                                                  : "it answered otherwise") +
+        ": " + what + ")");
+  }
+}
+
+// One process per rank: the second to come as `rank` is refused here (and, when it comes before
+// rank 0's verdict, the whole job with it).
+void join_once(c10d::Store& store, int rank, const std::string& master) {
+  const std::string me = "rank " + std::to_string(rank);
+  if (store.add(join_key(rank), 1) > 1) {
+    throw std::runtime_error(me + " joined twice: another process already joined the job at " +
+                             master + " as " + me + " (check --rank)");
+  }
+}
+
+// A rank other than 0: presents its digest of rank 0's nonce and its options. On its own
+// disagreement with rank 0 it leaves at once (counted as having read the verdict).
+void present_to_rank0(c10d::Store& store, int rank, const std::string& token,
+                      const FlagLines& mine) {
+  const std::string me = "rank " + std::to_string(rank);
+  const std::string nonce = to_string(store.get(kNonceKey));
+  store.set(auth_key(rank), to_bytes(keyed_digest(token, nonce + "/" + me)));
+  store.set(options_key(rank), to_bytes(encode(mine)));
+  const std::string differ = disagreement(decode(to_string(store.get(options_key(0)))), mine, rank);
+  if (!differ.empty()) {
+    store.add(kLeftKey, 1);
+    throw std::runtime_error(differ);
+  }
+}
+
+// A rank other than 0: waits for rank 0's verdict, and stops with it unless it is "ok".
+void await_verdict(c10d::Store& store, const DistOptions& options) {
+  const auto timeout = std::chrono::seconds(options.timeout_seconds);
+  // Rank 0 may wait up to the timeout for the last rank before it gives its verdict.
+  std::string verdict;
+  try {
+    store.wait({kVerdictKey}, 2 * timeout + std::chrono::seconds(10));
+    verdict = to_string(store.get(kVerdictKey));
+    store.add(kLeftKey, 1);  // rank 0 may close the store now
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        "lost rank 0 during the rendezvous at " + options.master + " (no verdict within " +
+        std::to_string(2 * options.timeout_seconds + 10) + " s): " + first_line(e.what()));
+  }
+  if (verdict != "ok") throw std::runtime_error(verdict);
+}
+
+// Rank 0's refusal: `line` as the verdict for every rank, and (when rank 0 hosts the store,
+// which goes with it) a few seconds for the ranks that came to read it. Returns the error to
+// throw; the store failing meanwhile does not change it.
+std::runtime_error refuse(c10d::Store& store, int world, const std::string& line) {
+  try {
+    store.set(kVerdictKey, to_bytes(line));
+    int came = 0;
+    for (int r = 1; r < world; ++r) came += store.check({options_key(r)}) ? 1 : 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (store.add(kLeftKey, 0) < came && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+  }
+  return std::runtime_error(line);
+}
+
+// Rank 0, once rank `r` has presented itself: refuses the job unless `r`'s digest of `nonce` is
+// the one the job token gives and its options agree with rank 0's (`mine`).
+void admit_rank(c10d::Store& store, int world, int r, const std::string& token,
+                const std::string& nonce, const FlagLines& mine) {
+  const std::string rank_r = "rank " + std::to_string(r);
+  if (to_string(store.get(auth_key(r))) != keyed_digest(token, nonce + "/" + rank_r)) {
+    throw refuse(store, world,
+                 rank_r + " presented a wrong job token (" + kJobTokenVariable +
+                     " must be the same on every rank): refused");
+  }
+  const std::string differ = disagreement(mine, decode(to_string(store.get(options_key(r)))), r);
+  if (!differ.empty()) throw refuse(store, world, differ);
+}
+
+// Rank 0: admits every other rank, each as soon as it has presented itself; refuses the job
+// with those that never did when the timeout runs out first.
+void admit_ranks(c10d::Store& store, int world, const DistOptions& options,
+                 const std::string& token, const std::string& nonce, const FlagLines& mine) {
+  std::set<int> pending;
+  for (int r = 1; r < world; ++r) pending.insert(r);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_seconds);
+  while (!pending.empty()) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const int r = *it;
+      if (!store.check({auth_key(r), options_key(r)})) {
+        ++it;
+        continue;
+      }
+      admit_rank(store, world, r, token, nonce, mine);
+      it = pending.erase(it);
+    }
+    if (pending.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw refuse(store, world,
+                   "rank(s) " + rank_list({pending.begin(), pending.end()}) + " of " +
+                       std::to_string(world) + " never joined the job at " + options.master +
+                       " within " + std::to_string(options.timeout_seconds) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Rank 0, once every rank has been admitted: refuses the job when two processes joined as one
+// rank (the second stopped itself in join_once; the first and the others must stop too).
+void refuse_double_joins(c10d::Store& store, int world, const std::string& master) {
+  for (int r = 0; r < world; ++r) {
+    if (store.add(join_key(r), 0) > 1) {
+      throw refuse(store, world,
+                   "rank " + std::to_string(r) + " joined twice: two processes joined the job at " +
+                       master + " as rank " + std::to_string(r) + " (check --rank)");
+    }
+  }
+}
+
 }  // namespace
 
 DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue>& must_agree,
@@ -322,125 +472,25 @@ void DistContext::open_store(const MasterAddress& address) {
 }
 
 void DistContext::rendezvous(const std::vector<FlagValue>& must_agree) {
-  FlagLines mine = {{"--world-size", std::to_string(world_)}};
-  for (const FlagValue& f : must_agree) {
-    if (f.same_on_every_rank && f.flag != "--world-size") mine.emplace_back(f.flag, f.value);
-  }
+  const FlagLines mine = options_to_agree(world_, must_agree);
   const std::string token = job_token_from_environment();
-  const auto timeout = std::chrono::seconds(options_.timeout_seconds);
   const std::string me = "rank " + std::to_string(rank_);
   const MasterAddress address = parse_master(options_.master);
   const bool tcp_client = !address.is_file() && (rank_ != 0 || options_.store_hosted_elsewhere);
   try {
+    if (rank_ != 0) wait_for_rank0(*store_, options_, tcp_client);
+    join_once(*store_, rank_, options_.master);
     if (rank_ != 0) {
-      // Rank 0 writes its nonce and options first. A TCP store that is up is rank 0's, so they
-      // come at once: a service that does not answer with them (or answers otherwise) within a
-      // few seconds is not a job's store.
-      const auto first = tcp_client ? std::min<std::chrono::milliseconds>(
-                                          timeout, std::chrono::seconds(10))
-                                    : std::chrono::milliseconds(timeout);
-      try {
-        store_->wait({kNonceKey, options_key(0)}, first);
-      } catch (const std::exception& e) {  // c10::Error, or bad_alloc from a length it misread
-        if (!tcp_client) {
-          throw std::runtime_error("rank 0 never joined the job at " + options_.master +
-                                   " within " + std::to_string(options_.timeout_seconds) + " s");
-        }
-        const std::string what = first_line(e.what());
-        const std::string seconds =
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(first).count());
-        throw std::runtime_error(
-            "the service at " + options_.master + " is not a recycle job's store (" +
-            (what.find("imeout") != std::string::npos ? "no answer within " + seconds + " s"
-                                                      : "it answered otherwise") +
-            ": " + what + ")");
-      }
-    }
-    // One process per rank: the second to come is refused here (and, when it comes before
-    // rank 0's verdict, the whole job with it).
-    if (store_->add(join_key(rank_), 1) > 1) {
-      throw std::runtime_error(me + " joined twice: another process already joined the job at " +
-                               options_.master + " as " + me + " (check --rank)");
-    }
-    if (rank_ != 0) {
-      const std::string nonce = to_string(store_->get(kNonceKey));
-      store_->set(auth_key(rank_), to_bytes(keyed_digest(token, nonce + "/" + me)));
-      store_->set(options_key(rank_), to_bytes(encode(mine)));
-      const std::string differ = disagreement(decode(to_string(store_->get(options_key(0)))),
-                                              mine, rank_);
-      if (!differ.empty()) {
-        store_->add(kLeftKey, 1);
-        throw std::runtime_error(differ);
-      }
-      // Rank 0 may wait up to the timeout for the last rank before it gives its verdict.
-      std::string verdict;
-      try {
-        store_->wait({kVerdictKey}, 2 * timeout + std::chrono::seconds(10));
-        verdict = to_string(store_->get(kVerdictKey));
-        store_->add(kLeftKey, 1);  // rank 0 may close the store now
-      } catch (const std::exception& e) {
-        throw std::runtime_error("lost rank 0 during the rendezvous at " + options_.master +
-                                 " (no verdict within " +
-                                 std::to_string(2 * options_.timeout_seconds + 10) +
-                                 " s): " + first_line(e.what()));
-      }
-      if (verdict != "ok") throw std::runtime_error(verdict);
+      present_to_rank0(*store_, rank_, token, mine);
+      await_verdict(*store_, options_);
       return;
     }
-
     // Rank 0: the nonce makes every digest good for this job only; then each rank in turn.
     const std::string nonce = random_hex(16);
     store_->set(options_key(0), to_bytes(encode(mine)));
     store_->set(kNonceKey, to_bytes(nonce));
-    // A refusal: the verdict for every rank, and (when rank 0 hosts the store, which goes with
-    // it) a few seconds for the ranks that came to read it.
-    auto refuse = [&](const std::string& line) {
-      try {
-        store_->set(kVerdictKey, to_bytes(line));
-        int came = 0;
-        for (int r = 1; r < world_; ++r) came += store_->check({options_key(r)}) ? 1 : 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (store_->add(kLeftKey, 0) < came && std::chrono::steady_clock::now() < until) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-      } catch (const std::exception&) {
-      }
-      return std::runtime_error(line);
-    };
-    std::set<int> pending;
-    for (int r = 1; r < world_; ++r) pending.insert(r);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!pending.empty()) {
-      for (auto it = pending.begin(); it != pending.end();) {
-        const int r = *it;
-        if (!store_->check({auth_key(r), options_key(r)})) {
-          ++it;
-          continue;
-        }
-        const std::string rank_r = "rank " + std::to_string(r);
-        if (to_string(store_->get(auth_key(r))) != keyed_digest(token, nonce + "/" + rank_r)) {
-          throw refuse(rank_r + " presented a wrong job token (" + kJobTokenVariable +
-                       " must be the same on every rank): refused");
-        }
-        const std::string differ =
-            disagreement(mine, decode(to_string(store_->get(options_key(r)))), r);
-        if (!differ.empty()) throw refuse(differ);
-        it = pending.erase(it);
-      }
-      if (pending.empty()) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw refuse("rank(s) " + rank_list({pending.begin(), pending.end()}) + " of " +
-                     std::to_string(world_) + " never joined the job at " + options_.master +
-                     " within " + std::to_string(options_.timeout_seconds) + " s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    for (int r = 0; r < world_; ++r) {
-      if (store_->add(join_key(r), 0) > 1) {
-        throw refuse("rank " + std::to_string(r) + " joined twice: two processes joined the job "
-                     "at " + options_.master + " as rank " + std::to_string(r) + " (check --rank)");
-      }
-    }
+    admit_ranks(*store_, world_, options_, token, nonce, mine);
+    refuse_double_joins(*store_, world_, options_.master);
     store_->set(kVerdictKey, to_bytes("ok"));
   } catch (const c10::Error& e) {
     throw std::runtime_error(me + " lost the job's store at " + options_.master +

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/range_check.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -88,6 +89,8 @@ void parse_throttle(const std::string& spec, DistOptions* dist) {
 
 void DistOptions::validate() const {
   const DistOptions& o = *this;
+  check_range("--nproc", o.nproc, 0, 256);  // 0: no launcher (the flag itself takes 1..256)
+  check_range("--world-size", o.world_size, 1, 65536);
   if (o.world_size > 1 && o.master.empty()) {
     throw InvalidArgument("--world-size above 1 needs --master HOST:PORT");
   }
@@ -96,14 +99,20 @@ void DistOptions::validate() const {
                           std::to_string(o.rank));
   }
   if (!o.master.empty()) parse_master(o.master);
-  if (o.timeout_seconds < 1) throw InvalidArgument("--timeout must be at least 1 second");
-  parse_sync(sync_name(o.sync));  // an average:K with K below 1 is refused as its flag would be
+  check_range("--timeout", o.timeout_seconds, 1, 86400);
+  // An average:K with K below 1 is refused as its flag would be; a period of another kind (a
+  // Sync filled by hand) as not what the kind reads.
+  if (parse_sync(sync_name(o.sync)) != o.sync) {
+    throw InvalidArgument("--sync " + sync_name(o.sync) +
+                          " sets a period of another kind (average_every belongs to average:K, "
+                          "push_every and fetch_every to async)");
+  }
   if (o.sync.kind == Sync::Kind::kAverage && o.grad_compression != GradCompression::kNone) {
     throw InvalidArgument(
         "--grad-compression applies to --sync allreduce and async only (average:K "
         "sends parameters in fp32)");
   }
-  if (!(o.bucket_mb > 0)) throw InvalidArgument("--bucket-mb must be positive");
+  check_positive_up_to("--bucket-mb", o.bucket_mb, 1024.0);
   const bool async = o.sync.kind == Sync::Kind::kAsync;
   if (!async && o.servers != 1) {
     throw InvalidArgument("--servers applies to --sync async only (a parameter server)");
@@ -111,7 +120,7 @@ void DistOptions::validate() const {
   if (!async && o.max_staleness != -1) {
     throw InvalidArgument("--max-staleness applies to --sync async only");
   }
-  if (o.servers < 1) throw InvalidArgument("--servers must be at least 1");
+  check_range("--servers", o.servers, 1, 65536);
   if (o.max_staleness < -1) {
     throw InvalidArgument("--max-staleness must be 0 or more (or -1: no bound)");
   }

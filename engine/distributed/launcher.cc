@@ -80,10 +80,10 @@ struct Worker {
   std::thread relay;
 };
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
 
-int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>& args) {
-  if (o.nproc < 1) throw std::invalid_argument("--nproc must be at least 1");
+// Threads for each worker: --threads (else every usable core) split between them, at least 1.
+int threads_per_worker(const LaunchOptions& o) {
   const int cores = usable_cores();
   const int total = o.threads > 0 ? o.threads : cores;
   const int per_worker = std::max(1, total / o.nproc);
@@ -91,161 +91,258 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
     std::cerr << o.tool << ": note: " << o.nproc << " workers on " << total
               << " threads: each still gets 1 thread (oversubscribed)" << std::endl;
   }
+  return per_worker;
+}
 
-  // The job's store: a file in a directory only this user can enter (mkdtemp makes it 0700),
-  // which outlives any one worker; so a local job listens on no socket but Gloo's, on
-  // 127.0.0.1. The token: the user's RECYCLE_JOB_TOKEN, else a new random one.
+// The job's store: a file in a directory only this user can enter (mkdtemp makes it 0700),
+// which outlives any one worker; so a local job listens on no socket but Gloo's, on
+// 127.0.0.1. Returns the new directory's path; the caller owns its removal.
+std::string make_job_directory() {
   const char* tmp = std::getenv("TMPDIR");
   std::string dir_template = std::string(tmp && *tmp ? tmp : "/tmp") + "/recycle-job-XXXXXX";
   if (!mkdtemp(dir_template.data())) {
     throw std::runtime_error("cannot make the job's directory " + dir_template + ": " +
                              strerror(errno));
   }
-  const StoreDirectory store_dir(dir_template);
-  const std::string master = "file:" + store_dir.path + "/store";
+  return dir_template;
+}
+
+// The token: the user's RECYCLE_JOB_TOKEN, else a new random one.
+std::string job_token() {
   std::string token = job_token_from_environment();
   if (token.empty()) token = random_hex(16);
+  return token;
+}
 
+// Until restore_stop_signals, SIGINT and SIGTERM only set g_signal: LocalJob::watch forwards
+// them to the workers.
+void catch_stop_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
 
-  std::map<pid_t, Worker> workers;
-  const pid_t launcher = getpid();
-  for (int rank = 0; rank < o.nproc; ++rank) {
-    std::vector<std::string> argv_s = {"/proc/self/exe"};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    for (const std::string& s :
-         {std::string("--rank"), std::to_string(rank), std::string("--world-size"),
-          std::to_string(o.nproc), std::string("--master"), master, std::string("--threads"),
-          std::to_string(per_worker)}) {
-      argv_s.push_back(s);
-    }
-    std::vector<char*> argv;
-    for (std::string& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
+void restore_stop_signals() {
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+}
 
-    int err_pipe[2] = {-1, -1};
-    if (rank > 0 && pipe2(err_pipe, O_CLOEXEC) != 0) {
-      throw std::runtime_error(std::string("cannot make a pipe: ") + strerror(errno));
-    }
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(std::string("cannot start a worker: ") + strerror(errno));
-    if (pid == 0) {
-      // A worker: dies with the launcher; only rank 0 speaks on stdout.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != launcher) _exit(1);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      setenv("RECYCLE_LAUNCHED", "1", 1);
-      setenv(kJobTokenVariable, token.c_str(), 1);
-      if (rank > 0) {
-        const int null_fd = open("/dev/null", O_WRONLY);
-        dup2(null_fd, STDOUT_FILENO);
-        dup2(err_pipe[1], STDERR_FILENO);
-      }
-      execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    Worker& w = workers[pid];
-    w.pid = pid;
-    w.rank = rank;
-    if (rank > 0) {
-      close(err_pipe[1]);
-      w.relay = std::thread(relay_lines, err_pipe[0], rank);
-    }
+// A worker's command line: this program with the tool's arguments, then its place in the job.
+std::vector<std::string> worker_arguments(const std::vector<std::string>& args, int rank,
+                                          int nproc, const std::string& master, int per_worker) {
+  std::vector<std::string> argv_s = {"/proc/self/exe"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  for (const std::string& s :
+       {std::string("--rank"), std::to_string(rank), std::string("--world-size"),
+        std::to_string(nproc), std::string("--master"), master, std::string("--threads"),
+        std::to_string(per_worker)}) {
+    argv_s.push_back(s);
   }
+  return argv_s;
+}
 
-  using Clock = std::chrono::steady_clock;
-  int exit_code = 0;
-  bool failed = false;
-  pid_t first_failed = -1;
-  Clock::time_point deadline = Clock::time_point::max();
-  int forwarded = 0;
-  bool grace_given = false;  // the essential ranks are done; the others' time is counted
-  size_t running = workers.size();
+// The child's side of fork, up to execv. Only this thread survives the fork, and a relay thread
+// may have held malloc's lock: argv and the token were made before it; allocate nothing here.
+[[noreturn]] void exec_worker(int rank, pid_t launcher, const std::string& token, int err_fd,
+                              char** argv) {
+  // A worker: dies with the launcher; only rank 0 speaks on stdout.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) _exit(1);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  setenv("RECYCLE_LAUNCHED", "1", 1);
+  setenv(kJobTokenVariable, token.c_str(), 1);
+  if (rank > 0) {
+    const int null_fd = open("/dev/null", O_WRONLY);
+    dup2(null_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+  }
+  execv("/proc/self/exe", argv);
+  _exit(127);
+}
+
+// The launcher's side of the job: its workers, and what their ends make of it. Its relay
+// threads must be joined (finish) before it is destroyed.
+class LocalJob {
+ public:
+  explicit LocalJob(const LaunchOptions& o) : o_(o) {}
+
+  // Starts rank `rank`; the stderr of any rank but 0 comes back through a pipe and a relay.
+  void start_worker(int rank, std::vector<std::string> argv_s, const std::string& token,
+                    pid_t launcher);
+  // Reaps the workers until none is running, forwarding a stop signal and killing what is left
+  // at the deadline.
+  void watch();
+  // Joins the relays; after a failure, says how every other rank ended.
+  void finish();
+  int exit_code() const { return forwarded_ != 0 ? 128 + forwarded_ : exit_code_; }
+
+ private:
+  void forward_stop_signal();
+  void start_grace_once_essentials_done();
+  void kill_if_past_deadline();
+  void on_worker_end(Worker& w);
+  void report_other_ends();
+
+  const LaunchOptions& o_;
+  std::map<pid_t, Worker> workers_;
+  int exit_code_ = 0;
+  bool failed_ = false;
+  pid_t first_failed_ = -1;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  int forwarded_ = 0;
+  bool grace_given_ = false;  // the essential ranks are done; the others' time is counted
+};
+
+void LocalJob::start_worker(int rank, std::vector<std::string> argv_s, const std::string& token,
+                            pid_t launcher) {
+  std::vector<char*> argv;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  int err_pipe[2] = {-1, -1};
+  if (rank > 0 && pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot make a pipe: ") + strerror(errno));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("cannot start a worker: ") + strerror(errno));
+  if (pid == 0) exec_worker(rank, launcher, token, err_pipe[1], argv.data());
+  Worker& w = workers_[pid];
+  w.pid = pid;
+  w.rank = rank;
+  if (rank > 0) {
+    close(err_pipe[1]);
+    w.relay = std::thread(relay_lines, err_pipe[0], rank);
+  }
+}
+
+void LocalJob::watch() {
+  size_t running = workers_.size();
   while (running > 0) {
-    if (g_signal != 0 && forwarded == 0) {
-      forwarded = g_signal;
-      for (auto& [pid, w] : workers) {
-        if (w.running) kill(pid, forwarded);
-      }
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-    }
-    if (o.essential_ranks > 0 && !failed && forwarded == 0 && !grace_given) {
-      // Every essential rank is done: the job is over. A worker still running (stopped, or
-      // dropped by its servers) gets the timeout to end on its own.
-      bool essential_running = false;
-      for (const auto& [pid, w] : workers) essential_running |= w.running && w.rank < o.essential_ranks;
-      if (!essential_running) {
-        grace_given = true;
-        deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds + 10);
-      }
-    }
-    if (Clock::now() > deadline) {
-      std::vector<std::string> left;
-      for (auto& [pid, w] : workers) {
-        if (w.running) {
-          kill(pid, SIGKILL);
-          left.push_back(std::to_string(w.rank));
-        }
-      }
-      std::lock_guard<std::mutex> lock(g_stderr_mutex);
-      std::cerr << o.tool << ": killed rank(s) " << join(left, ", ") << " that did not stop in time"
-                << std::endl;
-      deadline = Clock::time_point::max();
-    }
+    forward_stop_signal();
+    start_grace_once_essentials_done();
+    kill_if_past_deadline();
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    auto it = workers.find(pid);
-    if (it == workers.end()) continue;
+    auto it = workers_.find(pid);
+    if (it == workers_.end()) continue;
     Worker& w = it->second;
     w.running = false;
     w.status = status;
     --running;
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool essential = o.essential_ranks <= 0 || w.rank < o.essential_ranks;
-    if (!ok && !essential && !failed && forwarded == 0) {
-      w.reported = true;
-      std::lock_guard<std::mutex> lock(g_stderr_mutex);
-      std::cerr << o.tool << ": rank " << w.rank << " of " << o.nproc << " (pid " << pid << ") "
-                << describe_status(status) << "; the job goes on without it" << std::endl;
-      continue;
+    on_worker_end(w);
+  }
+}
+
+void LocalJob::forward_stop_signal() {
+  if (g_signal != 0 && forwarded_ == 0) {
+    forwarded_ = g_signal;
+    for (auto& [pid, w] : workers_) {
+      if (w.running) kill(pid, forwarded_);
     }
-    if (!ok && !failed && forwarded == 0) {
-      failed = true;
-      first_failed = pid;
-      exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-      {
-        std::lock_guard<std::mutex> lock(g_stderr_mutex);
-        std::cerr << o.tool << ": rank " << w.rank << " of " << o.nproc << " (pid " << pid << ") "
-                  << describe_status(status) << std::endl;
-      }
-      // The others should notice within their timeout and stop on their own.
-      deadline = Clock::now() + std::chrono::seconds(o.timeout_seconds + 10);
+    deadline_ = std::min(deadline_, Clock::now() + std::chrono::seconds(10));
+  }
+}
+
+void LocalJob::start_grace_once_essentials_done() {
+  if (o_.essential_ranks > 0 && !failed_ && forwarded_ == 0 && !grace_given_) {
+    // Every essential rank is done: the job is over. A worker still running (stopped, or
+    // dropped by its servers) gets the timeout to end on its own.
+    bool essential_running = false;
+    for (const auto& [pid, w] : workers_) {
+      essential_running |= w.running && w.rank < o_.essential_ranks;
+    }
+    if (!essential_running) {
+      grace_given_ = true;
+      deadline_ = Clock::now() + std::chrono::seconds(o_.timeout_seconds + 10);
     }
   }
-  for (auto& [pid, w] : workers) {
+}
+
+void LocalJob::kill_if_past_deadline() {
+  if (Clock::now() > deadline_) {
+    std::vector<std::string> left;
+    for (auto& [pid, w] : workers_) {
+      if (w.running) {
+        kill(pid, SIGKILL);
+        left.push_back(std::to_string(w.rank));
+      }
+    }
+    std::lock_guard<std::mutex> lock(g_stderr_mutex);
+    std::cerr << o_.tool << ": killed rank(s) " << join(left, ", ") << " that did not stop in time"
+              << std::endl;
+    deadline_ = Clock::time_point::max();
+  }
+}
+
+// A worker has just been reaped: the first essential failure fails the job and starts the
+// others' deadline; a non-essential one's is reported and the job goes on.
+void LocalJob::on_worker_end(Worker& w) {
+  const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+  const bool essential = o_.essential_ranks <= 0 || w.rank < o_.essential_ranks;
+  if (!ok && !essential && !failed_ && forwarded_ == 0) {
+    w.reported = true;
+    std::lock_guard<std::mutex> lock(g_stderr_mutex);
+    std::cerr << o_.tool << ": rank " << w.rank << " of " << o_.nproc << " (pid " << w.pid << ") "
+              << describe_status(w.status) << "; the job goes on without it" << std::endl;
+    return;
+  }
+  if (!ok && !failed_ && forwarded_ == 0) {
+    failed_ = true;
+    first_failed_ = w.pid;
+    exit_code_ = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 1;
+    {
+      std::lock_guard<std::mutex> lock(g_stderr_mutex);
+      std::cerr << o_.tool << ": rank " << w.rank << " of " << o_.nproc << " (pid " << w.pid
+                << ") " << describe_status(w.status) << std::endl;
+    }
+    // The others should notice within their timeout and stop on their own.
+    deadline_ = Clock::now() + std::chrono::seconds(o_.timeout_seconds + 10);
+  }
+}
+
+void LocalJob::finish() {
+  for (auto& [pid, w] : workers_) {
     if (w.relay.joinable()) w.relay.join();
   }
-  if (failed) {
-    // How the others ended, so that every rank's fate is on record.
-    for (auto& [pid, w] : workers) {
-      const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-      if (ok || pid == first_failed || w.reported) continue;
-      std::cerr << o.tool << ": rank " << w.rank << " " << describe_status(w.status) << std::endl;
-    }
+  if (failed_) report_other_ends();
+}
+
+// How the others ended, so that every rank's fate is on record.
+void LocalJob::report_other_ends() {
+  for (auto& [pid, w] : workers_) {
+    const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+    if (ok || pid == first_failed_ || w.reported) continue;
+    std::cerr << o_.tool << ": rank " << w.rank << " " << describe_status(w.status) << std::endl;
   }
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  if (forwarded != 0) return 128 + forwarded;
-  return exit_code;
+}
+
+}  // namespace
+
+int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>& args) {
+  if (o.nproc < 1) throw std::invalid_argument("--nproc must be at least 1");
+  const int per_worker = threads_per_worker(o);
+  const StoreDirectory store_dir(make_job_directory());
+  const std::string master = "file:" + store_dir.path + "/store";
+  const std::string token = job_token();
+  catch_stop_signals();
+
+  LocalJob job(o);
+  const pid_t launcher = getpid();
+  for (int rank = 0; rank < o.nproc; ++rank) {
+    job.start_worker(rank, worker_arguments(args, rank, o.nproc, master, per_worker), token,
+                     launcher);
+  }
+  job.watch();
+  job.finish();
+  restore_stop_signals();
+  return job.exit_code();
 }
 
 }  // namespace recycle

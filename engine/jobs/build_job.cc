@@ -1,5 +1,7 @@
-#include "engine/jobs/build_job.h"
-
+// The build job behind recycle-build (run_build with DistOptions, include/recycle/build.h): one
+// process, or one rank of a distributed build whose ranks meet through the job's c10d store
+// (DistContext). See engine/precompute/distributed_build.cc for who reads, computes and writes
+// what.
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -8,6 +10,8 @@
 
 #include "engine/distributed/dist_context.h"
 #include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"  // run_distributed_build
+#include "recycle/build.h"
 
 namespace recycle {
 
@@ -110,7 +114,7 @@ class StoreBuildGroup : public BuildGroup {
 
 }  // namespace
 
-BuildReport run_build_job(const BuildOptions& options, const DistOptions& dist) {
+BuildReport run_build(const BuildOptions& options, const DistOptions& dist) {
   if (!dist.distributed()) return run_build(options);
   DistContext ctx(dist);
   StoreBuildGroup group(ctx);

@@ -1,4 +1,4 @@
-// The functions of include/recycle/cache.h that cache/verify.h does not already hold.
+// read_cache_manifest and verify_cache of include/recycle/cache.h (cache/verify.cc holds the rest).
 #include <memory>
 
 #include "cache/activation_store.h"

@@ -14,12 +14,12 @@
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/data/sampler.h"
-#include "engine/models/device.h"
 #include "engine/jobs/tensor_keys.h"
+#include "engine/models/device.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/prefetch.h"
-#include "keyers/keyer_registry.h"
 #include "recycle/errors.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 

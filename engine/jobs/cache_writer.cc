@@ -25,9 +25,9 @@
 #include "engine/precompute/prefix_identity.h"
 #include "engine/train/batch_sources.h"  // torch_dtype
 #include "engine/util/parallel_loop.h"
-#include "keyers/content_hasher.h"
-#include "keyers/keyer_registry.h"
+#include "recycle/content_hasher.h"
 #include "recycle/errors.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 
@@ -46,11 +46,12 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
   throw std::logic_error("unknown dtype");
 }
 
-// What the options name, parsed: the codec, the keyer and the record layout. Throws
+// What the options name, parsed: the codec, the compression, the keyer and the record layout. Throws
 // InvalidArgument (one line, naming the option) for options that cannot make a cache; reads no
 // file. WriterOptions::validate and the writer both start here.
 struct ParsedOptions {
   Codec codec = Codec::kFp16;
+  Compression compression = Compression::kNone;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
 };
@@ -67,6 +68,11 @@ ParsedOptions parse_options(const WriterOptions& o) {
   ParsedOptions p;
   if (!parse_codec(o.codec, &p.codec)) {
     throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
+  }
+  try {
+    p.compression = parse_compression(o.compression);
+  } catch (const std::invalid_argument&) {
+    throw InvalidArgument("unknown compression '" + o.compression + "' (known: none, lz4, zstd)");
   }
   try {
     p.keyer = make_keyer(o.keyer);
@@ -112,6 +118,7 @@ struct CacheWriter::Impl {
   WriterOptions o;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   Codec codec = Codec::kFp16;
+  Compression compression = Compression::kNone;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
   Manifest manifest;  // the stored one (or the requested one for a new cache), with this run's counts
@@ -146,6 +153,7 @@ struct CacheWriter::Impl {
   explicit Impl(const WriterOptions& options) : o(options) {
     ParsedOptions parsed = parse_options(o);
     codec = parsed.codec;
+    compression = parsed.compression;
     keyer = std::move(parsed.keyer);
     layout = std::move(parsed.layout);
 
@@ -184,7 +192,7 @@ struct CacheWriter::Impl {
 
     if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();
     StoreOptions so;
-    so.compression = o.compression;
+    so.compression = compression;
     ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
     Manifest stored;
     const Status have = store->read_manifest(&stored);

@@ -11,7 +11,7 @@
 
 #include "base/strings.h"
 #include "engine/data/regular_file.h"
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 #include "recycle/options.h"
 
 namespace recycle {

@@ -20,6 +20,7 @@
 
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "cache/open_for_read.h"
 #include "cache/record.h"
 #include "cache/split_writer.h"
 #include "engine/jobs/head_file.h"
@@ -130,19 +131,7 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
     throw std::runtime_error("--write-back needs to write cache " + o.cache_dir + ": " +
                              std::strerror(errno) + " (leave --write-back out to read it only)");
   }
-  StoreOptions so;
-  so.read_only = !o.write_back;
-  so.create_if_missing = false;
-  std::unique_ptr<ActivationStore> store;
-  ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
-  const Status have = store->read_manifest(m);
-  if (have.is_not_found()) {
-    throw std::runtime_error("cache " + o.cache_dir + " has no manifest yet" +
-                             (store->other_writer().empty() ? std::string()
-                                                            : ": " + store->other_writer()));
-  }
-  have.throw_if_error();
-  return store;
+  return o.write_back ? open_cache_to_add(o.cache_dir, m) : open_cache_for_read(o.cache_dir, m);
 }
 
 // What the cache knows and the options left out: --weights, the file its manifest records (it

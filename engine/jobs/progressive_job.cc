@@ -88,65 +88,74 @@ EvalResult summed_over_ranks(const EvalResult& mine, DistContext& dist) {
   return r;
 }
 
-}  // namespace
-
-TrainReport train_progressive(const TrainOptions& o, const torch::Device& device,
-                              DistContext* dist) {
-  // run_train validated the options (TrainOptions::validate: --levels given, nothing that
-  // does not go with --freeze).
-  const FreezeRule rule = parse_freeze_rule(o.freeze);
-  const bool from_cache = !o.cache_dir.empty();
-  TrainReport report;
-  report.mode = "progressive";
-  report.freeze = rule.spec();
-
-  // Alone: the whole split and LEVELS. Rank R of W: its shard and LEVELS/shard-R-of-W.
+// Alone: the whole split and LEVELS. Rank R of W: its shard and LEVELS/shard-R-of-W.
+DatasetOptions rank_shard(const TrainOptions& o, DistContext* dist, std::string* levels_dir) {
   DatasetOptions shard = with_encoder_input(o.data, o.model);
-  std::string levels_dir = o.levels_dir;
+  *levels_dir = o.levels_dir;
   if (dist) {
     shard.shard_index = dist->rank();
     shard.shard_count = dist->world();
-    levels_dir += "/shard-" + std::to_string(dist->rank()) + "-of-" + std::to_string(dist->world());
+    *levels_dir +=
+        "/shard-" + std::to_string(dist->rank()) + "-of-" + std::to_string(dist->world());
   }
+  return shard;
+}
 
-  // The model, where the run starts, and its training source.
+// Where the run starts: a level (--cache), or raw data and the model prepared for it (--data);
+// the model trained, its frozen blocks, its training source and the split evaluated on. Filled
+// in place, never moved: `model` and the sources point into `level`, `data` and `pm`. Members
+// go in reverse order, so each goes before what it points into (`prefetched` reads `source`).
+struct RunStart {
   std::optional<StartLevel> level;
   std::optional<PreparedModel> pm;
   std::optional<Dataset> data;
-  std::unique_ptr<BatchSource> start_source, start_prefetched;
+  std::unique_ptr<BatchSource> source, prefetched;
   BlockModel* model = nullptr;
   int64_t frozen = 0;
-  std::string eval_split = o.eval_split;
-  if (from_cache) {
-    level.emplace(open_start_level(o, device));
-    model = &level->model;
-    frozen = level->manifest.prefix_blocks;
-    if (eval_split.empty()) {
-      eval_split = level->manifest.splits.count("test") ? "test" : kNoEvalSplit;
-    }
-    auto cached = std::make_unique<CachedBatches>(*level->store, level->manifest, o.data.split,
-                                                  device);
-    start_prefetched = load_ahead(*cached, o.prefetch);
-    start_source = std::move(cached);
-  } else {
-    data.emplace(load_dataset(shard));
-    ModelOptions mo = o.model;
-    mo.seed = o.hyper.seed;
-    pm.emplace(prepare_model(mo, *data, 0.0, "", device));
-    model = &pm->model;
-    if (eval_split.empty()) eval_split = "test";  // not data.split: validate() refused it
-    start_source = std::make_unique<RawBatches>(*data, pm->split.prefix, device);
+  std::string eval_split;  // --eval-split; when empty, the start chooses
+};
+
+// Starts from the level of --cache, its training split loaded ahead as --prefetch says. Refuses
+// a level without a complete split to evaluate on.
+void start_from_level(const TrainOptions& o, const torch::Device& device, RunStart* s) {
+  s->level.emplace(open_start_level(o, device));
+  const Manifest& m = s->level->manifest;
+  std::string& eval_split = s->eval_split;
+  s->model = &s->level->model;
+  s->frozen = m.prefix_blocks;
+  if (eval_split.empty()) {
+    eval_split = m.splits.count("test") ? "test" : kNoEvalSplit;
   }
-  if (eval_split != kNoEvalSplit && from_cache) {
-    const auto it = level->manifest.splits.find(eval_split);
-    if (it == level->manifest.splits.end() || !it->second.complete) {
+  auto cached = std::make_unique<CachedBatches>(*s->level->store, m, o.data.split, device);
+  s->prefetched = load_ahead(*cached, o.prefetch);
+  s->source = std::move(cached);
+  if (eval_split != kNoEvalSplit) {
+    const auto it = m.splits.find(eval_split);
+    if (it == m.splits.end() || !it->second.complete) {
       throw std::runtime_error("cache " + o.cache_dir + " has no complete split '" + eval_split +
                                "' to evaluate on (build it, or pass --eval-split none)");
     }
   }
-  report.train_samples = start_source->size();
-  SwappableBatches source(start_prefetched ? start_prefetched.get() : start_source.get());
+}
 
+// Starts on the raw data of `shard`, every block trainable.
+void start_from_data(const TrainOptions& o, const DatasetOptions& shard,
+                     const torch::Device& device, RunStart* s) {
+  s->data.emplace(load_dataset(shard));
+  ModelOptions mo = o.model;
+  mo.seed = o.hyper.seed;
+  s->pm.emplace(prepare_model(mo, *s->data, 0.0, "", device));
+  s->model = &s->pm->model;
+  if (s->eval_split.empty()) s->eval_split = "test";  // not data.split: validate() refused it
+  s->source = std::make_unique<RawBatches>(*s->data, s->pm->split.prefix, device);
+}
+
+// The freezer's options: its rule, where its levels go, and how it makes them (the first from
+// the raw `shard`, each later one derived from the one before).
+ProgressiveOptions progressive_options(const TrainOptions& o, const FreezeRule& rule,
+                                       const std::string& levels_dir, const DatasetOptions& shard,
+                                       const std::string& eval_split,
+                                       const torch::Device& device) {
   ProgressiveOptions po;
   po.rule = rule.spec();
   po.track_grad_norms = rule.kind == FreezeRule::Kind::kAuto;
@@ -163,17 +172,16 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   po.raw.device = o.device;
   po.prefetch = o.prefetch;
   po.train_split = o.data.split;
-  FreezeSchedule schedule = make_freeze_schedule(rule, o.hyper.epochs, model->num_blocks());
-  if (dist) {
-    schedule = decided_on_rank0(std::move(schedule), *dist);
-    po.before_freeze = [dist](const std::vector<torch::Tensor>& state) {
-      broadcast_from_rank0(*dist, state);
-    };
-  }
-  ProgressiveFreezer freezer(*model, frozen, from_cache ? o.cache_dir : "", std::move(schedule),
-                             po, source);
+  return po;
+}
 
-  Trainer trainer(split_block_model(*model, frozen).head, o.hyper);
+// Trains `trainer`'s module on `source` with `freezer` attached: alone, or as one rank of
+// `dist` through a DataParallel made into *dp, which the caller holds beside `trainer` (whose
+// gradients it hooks) until the run ends. Fills the report's epochs, steps and data-parallel
+// figures.
+void fit_freezing(const TrainOptions& o, DistContext* dist, Trainer& trainer,
+                  ProgressiveFreezer& freezer, SwappableBatches& source,
+                  std::unique_ptr<DataParallel>* dp, TrainReport* report) {
   if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
     profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
   }
@@ -181,54 +189,68 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   const Sampler sampler(source.size(), /*shuffle=*/true, o.hyper.seed);
   // DataParallel's hooks go first: the freezer's gradient norms are of averaged gradients, and
   // its new phase (epoch start) follows the freezer's set_module (epoch end).
-  std::unique_ptr<DataParallel> dp;
   try {
-    if (dist) dp = std::make_unique<DataParallel>(*dist, trainer);
+    if (dist) *dp = std::make_unique<DataParallel>(*dist, trainer);
     freezer.attach(trainer);
-    fill_report(&report, trainer.fit(source, sampler, o.progress));
-    if (dp) {
-      dp->finish();
-      fill_dist_report(&report, *dist, o, dp->stats());
+    fill_report(report, trainer.fit(source, sampler, o.progress));
+    if (*dp) {
+      (*dp)->finish();
+      fill_dist_report(report, *dist, o, (*dp)->stats());
     }
   } catch (const CommFailure& e) {
     throw std::runtime_error(dist->explain_failure(e.what()));
   }
-  report.steps = report.epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
-  report.freezes = freezer.events();
-  report.epoch_sources = freezer.epoch_sources();
-  report.level_seconds = freezer.level_seconds();
-  report.recycle = static_cast<double>(freezer.frozen()) / model->num_blocks();
+  report->steps =
+      report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
+}
 
-  BlockStack head = trainer.module();
-  if (eval_split != kNoEvalSplit) {
-    const int64_t batch = o.hyper.eval_batch();
-    EvalResult r;
-    if (freezer.frozen() == 0) {
-      DatasetOptions eo = shard;
-      eo.split = eval_split;
-      eo.limit = 0;
-      Dataset eval_data = load_dataset(eo);
-      adopt_class_names(&eval_data, data->class_names, eval_split, "split " + o.data.split);
-      RawBatches eval(eval_data, pm->split.prefix, device);
-      r = evaluate_module(head, eval, batch);
-    } else {
-      Manifest m;
-      const std::unique_ptr<ActivationStore> store = open_level_read_only(freezer.level_dir(), &m);
-      CachedBatches eval(*store, m, eval_split, device);
-      r = evaluate_module(head, eval, batch);
-    }
-    if (dist) {
-      try {
-        r = summed_over_ranks(r, *dist);
-      } catch (const CommFailure& e) {
-        throw std::runtime_error(dist->explain_failure(e.what()));
-      }
-    }
-    report.test_acc = r.accuracy;
-    report.test_samples = r.samples;
+// What the freezer did: its freezes, each epoch's source, the seconds its levels took, and the
+// share of `model`'s blocks frozen at the end.
+void fill_freeze_report(const ProgressiveFreezer& freezer, const BlockModel& model,
+                        TrainReport* report) {
+  report->freezes = freezer.events();
+  report->epoch_sources = freezer.epoch_sources();
+  report->level_seconds = freezer.level_seconds();
+  report->recycle = static_cast<double>(freezer.frozen()) / model.num_blocks();
+}
+
+// The trained head's accuracy on the evaluation split: read from raw data while nothing is
+// frozen, else from the last level; data-parallel, over every rank's shard.
+EvalResult evaluate_progressive(const TrainOptions& o, const torch::Device& device,
+                                DistContext* dist, const DatasetOptions& shard,
+                                const RunStart& start, const ProgressiveFreezer& freezer,
+                                BlockStack& head) {
+  const std::string& eval_split = start.eval_split;
+  const int64_t batch = o.hyper.eval_batch();
+  EvalResult r;
+  if (freezer.frozen() == 0) {
+    DatasetOptions eo = shard;
+    eo.split = eval_split;
+    eo.limit = 0;
+    Dataset eval_data = load_dataset(eo);
+    adopt_class_names(&eval_data, start.data->class_names, eval_split, "split " + o.data.split);
+    RawBatches eval(eval_data, start.pm->split.prefix, device);
+    r = evaluate_module(head, eval, batch);
+  } else {
+    Manifest m;
+    const std::unique_ptr<ActivationStore> store = open_level_read_only(freezer.level_dir(), &m);
+    CachedBatches eval(*store, m, eval_split, device);
+    r = evaluate_module(head, eval, batch);
   }
-  if (dist && dist->rank() != 0) return report;  // rank 0 alone writes
-  if (!o.save_model.empty()) save_block_model(*model, o.save_model);
+  if (dist) {
+    try {
+      r = summed_over_ranks(r, *dist);
+    } catch (const CommFailure& e) {
+      throw std::runtime_error(dist->explain_failure(e.what()));
+    }
+  }
+  return r;
+}
+
+// Rank 0's files: --save-model and --save-head.
+void save_progressive(const TrainOptions& o, const BlockModel& model,
+                      const ProgressiveFreezer& freezer, BlockStack& head) {
+  if (!o.save_model.empty()) save_block_model(model, o.save_model);
   if (!o.save_head.empty()) {
     // Behind a level: that level's identity; on raw data (nothing frozen): the empty prefix's.
     HeadIdentity identity;
@@ -237,10 +259,61 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
       open_level_read_only(freezer.level_dir(), &m);
       identity = head_identity_of_cache(m);
     } else {
-      identity = head_identity_of_model(*model, split_block_model(*model, 0));
+      identity = head_identity_of_model(model, split_block_model(model, 0));
     }
     save_head(head, identity, o.save_head);
   }
+}
+
+}  // namespace
+
+TrainReport train_progressive(const TrainOptions& o, const torch::Device& device,
+                              DistContext* dist) {
+  // run_train validated the options (TrainOptions::validate: --levels given, nothing that
+  // does not go with --freeze).
+  const FreezeRule& rule = o.freeze;
+  const bool from_cache = !o.cache_dir.empty();
+  TrainReport report;
+  report.mode = "progressive";
+  report.freeze = rule.spec();
+  std::string levels_dir;
+  const DatasetOptions shard = rank_shard(o, dist, &levels_dir);
+
+  // The model, where the run starts, and its training source.
+  RunStart start;
+  start.eval_split = o.eval_split;
+  if (from_cache) {
+    start_from_level(o, device, &start);
+  } else {
+    start_from_data(o, shard, device, &start);
+  }
+  report.train_samples = start.source->size();
+  SwappableBatches source(start.prefetched ? start.prefetched.get() : start.source.get());
+
+  ProgressiveOptions po = progressive_options(o, rule, levels_dir, shard, start.eval_split, device);
+  FreezeSchedule schedule = make_freeze_schedule(rule, o.hyper.epochs, start.model->num_blocks());
+  if (dist) {
+    schedule = decided_on_rank0(std::move(schedule), *dist);
+    po.before_freeze = [dist](const std::vector<torch::Tensor>& state) {
+      broadcast_from_rank0(*dist, state);
+    };
+  }
+  ProgressiveFreezer freezer(*start.model, start.frozen, from_cache ? o.cache_dir : "",
+                             std::move(schedule), po, source);
+
+  Trainer trainer(split_block_model(*start.model, start.frozen).head, o.hyper);
+  std::unique_ptr<DataParallel> dp;  // fit_freezing's, held until the run ends
+  fit_freezing(o, dist, trainer, freezer, source, &dp, &report);
+  fill_freeze_report(freezer, *start.model, &report);
+
+  BlockStack head = trainer.module();
+  if (start.eval_split != kNoEvalSplit) {
+    const EvalResult r = evaluate_progressive(o, device, dist, shard, start, freezer, head);
+    report.test_acc = r.accuracy;
+    report.test_samples = r.samples;
+  }
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone writes
+  save_progressive(o, *start.model, freezer, head);
   return report;
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/util/parallel_loop.h"
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 #include "recycle/errors.h"
 
 namespace recycle {

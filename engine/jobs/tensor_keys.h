@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "keyers/key.h"
-#include "keyers/keyer.h"
+#include "recycle/key.h"
+#include "recycle/keyer.h"
 
 namespace at {
 class Tensor;

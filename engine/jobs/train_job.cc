@@ -443,74 +443,87 @@ void check_script_head(BlockStack& head, const ActivationStore& store, const Man
   }
 }
 
-TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
-  TrainReport report;
-  report.mode = "cache";
+// The cache a head trains from: its manifest, its store and the split evaluated on (kNoEvalSplit:
+// none). Filled in place: the store is opened again, into the same manifest, once the memory
+// is planned.
+struct TrainCache {
   Manifest m;
-  std::unique_ptr<ActivationStore> store = open_cache_for_read(o.cache_dir, &m);
+  std::unique_ptr<ActivationStore> store;
+  std::string eval_split;
+};
+
+// Opens --cache and checks it: the identity --weights asks for, a split to train on and one
+// to evaluate on (data-parallel: the same on every rank). Without --eval-split, 'test' is
+// evaluated on, or nothing when the cache has none (a note says so).
+void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
+                      TrainReport* report) {
+  const Manifest& m = c->m;
+  c->store = open_cache_for_read(o.cache_dir, &c->m);
   check_cache_identity(o, m);
-  report.recycle = m.recycle_ratio();
+  report->recycle = m.recycle_ratio();
 
   auto split_info = [&](const std::string& split) -> const SplitInfo& {
-    return require_split(*store, m, split, o.allow_partial, "--allow-partial");
+    return require_split(*c->store, m, split, o.allow_partial, "--allow-partial");
   };
   split_info(o.data.split);
   if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
-  std::string eval_split = o.eval_split;
+  std::string& eval_split = c->eval_split;
+  eval_split = o.eval_split;
   if (eval_split.empty()) {
     eval_split = m.splits.count("test") ? "test" : kNoEvalSplit;
     if (eval_split == kNoEvalSplit) {
-      report.notes.push_back("cache " + o.cache_dir + " has no split 'test', so nothing is "
-                             "evaluated (build one with recycle-build --split test, or pass "
-                             "--eval-split none)");
+      report->notes.push_back("cache " + o.cache_dir + " has no split 'test', so nothing is "
+                              "evaluated (build one with recycle-build --split test, or pass "
+                              "--eval-split none)");
     }
   }
   if (eval_split != kNoEvalSplit) split_info(eval_split);
+}
 
-  // The block cache is what the budget leaves after the batches, the preloaded split and the
-  // index, which the manifest and the open store size: the store is opened again with it.
-  {
-    MemoryNeeds needs;
-    needs.sample_bytes = decoded_sample_bytes(m.layout());
-    needs.batch = o.hyper.batch;
-    needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
-    needs.preload_samples =
-        o.preload || o.alternate_preload ? m.splits.at(o.data.split).samples : 0;
-    // The evaluation's batches hold at most the split's samples.
-    needs.eval_batch = eval_split != kNoEvalSplit ? std::min(o.hyper.eval_batch(),
-                                                       m.splits.at(eval_split).samples)
-                                            : 0;
-    int64_t indexed = m.splits.at(o.data.split).samples;
-    if (eval_split != kNoEvalSplit) indexed += m.splits.at(eval_split).samples;
-    needs.index_bytes = indexed * kIndexBytesPerSample +
-                        static_cast<int64_t>(store->table_readers_bytes());
-    report.memory = plan_memory(o.memory_budget_mb << 20, needs);
-    store.reset();
-    store = open_cache_for_read(o.cache_dir, &m,
-                                static_cast<size_t>(report.memory.block_cache_bytes));
-  }
+// The block cache is what the budget leaves after the batches, the preloaded split and the
+// index, which the manifest and the open store size: the store is opened again with it.
+void plan_memory_and_reopen(const TrainOptions& o, TrainCache* c, TrainReport* report) {
+  const Manifest& m = c->m;
+  const std::string& eval_split = c->eval_split;
+  MemoryNeeds needs;
+  needs.sample_bytes = decoded_sample_bytes(m.layout());
+  needs.batch = o.hyper.batch;
+  needs.prefetch_depth = o.preload ? 0 : prefetch_depth(o.prefetch);
+  needs.preload_samples =
+      o.preload || o.alternate_preload ? m.splits.at(o.data.split).samples : 0;
+  // The evaluation's batches hold at most the split's samples.
+  needs.eval_batch = eval_split != kNoEvalSplit ? std::min(o.hyper.eval_batch(),
+                                                     m.splits.at(eval_split).samples)
+                                          : 0;
+  int64_t indexed = m.splits.at(o.data.split).samples;
+  if (eval_split != kNoEvalSplit) indexed += m.splits.at(eval_split).samples;
+  needs.index_bytes = indexed * kIndexBytesPerSample +
+                      static_cast<int64_t>(c->store->table_readers_bytes());
+  report->memory = plan_memory(o.memory_budget_mb << 20, needs);
+  c->store.reset();
+  c->store = open_cache_for_read(o.cache_dir, &c->m,
+                                 static_cast<size_t>(report->memory.block_cache_bytes));
+}
 
-  // The head: the --script-head file's module, or the blocks after the split point and the
-  // classifier, initialised as the build stored them (a classifier new to these classes drawn
-  // from the seed).
-  BlockModel model;
-  BlockStack head{nullptr};
-  const bool script = !o.script_head.empty();
+// The head: the --script-head file's module, or the blocks after the split point and the
+// classifier (of *model), initialised as the build stored them (a classifier new to these
+// classes drawn from the seed).
+BlockStack make_cache_head(const TrainOptions& o, const torch::Device& device, DistContext* dist,
+                           const TrainCache& c, bool script, BlockModel* model) {
   if (script) {
     std::string digest;
-    head = load_script_head(o.script_head, &digest);
+    BlockStack head = load_script_head(o.script_head, &digest);
     if (dist) dist->check_same("--script-head file (xxh3)", digest);
     head->to(device);
-    check_script_head(head, *store, m, o.data.split, device, o.script_head);
-  } else {
-    head = head_from_cache(*store, m, o.hyper.seed, device, &model).head;
+    check_script_head(head, *c.store, c.m, o.data.split, device, o.script_head);
+    return head;
   }
+  return head_from_cache(*c.store, c.m, o.hyper.seed, device, model).head;
+}
 
-  // A text cache's records are hidden states and lengths: its batches are packed into the
-  // features a text head takes (text_batches.h). A script head takes the tensors of its
-  // records as they are (check_script_head).
-  const bool text =
-      !script && encoder_info(resolve_encoder_spec(m.model).name).input == EncoderInput::kText;
+// Refuses --preload and --alternate-preload where the split's records are not one per sample
+// of one shape. Returns the split's views.
+int64_t check_preload(const TrainOptions& o, const Manifest& m, bool text) {
   if (text && (o.preload || o.alternate_preload)) {
     throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
                                 " needs records of one shape; a text cache's vary in length "
@@ -522,65 +535,59 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
   if (views > 0 && (o.preload || o.alternate_preload)) {
     throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
                                 " holds one record per sample; split '" + o.data.split +
-                                "' has " + std::to_string(views) + " views of each (use --prefetch)");
+                                "' has " + std::to_string(views) +
+                                " views of each (use --prefetch)");
   }
-  report.views = views;
-  // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
-  std::unique_ptr<CachedBatches> eval;
-  std::unique_ptr<TextFeatureBatches> text_eval;
-  if ((!dist || dist->rank() == 0) && eval_split != kNoEvalSplit) {
-    eval = std::make_unique<CachedBatches>(*store, m, eval_split, device);
-    eval->set_load_threads(at::get_num_threads());
-    if (text) text_eval = std::make_unique<TextFeatureBatches>(*eval);
+  return views;
+}
+
+// Rank 0's evaluation split: its batches, and for a text head those packed into features.
+struct CacheEval {
+  std::unique_ptr<CachedBatches> batches;
+  std::unique_ptr<TextFeatureBatches> text;  // reads `batches`, so declared after (gone first)
+
+  void open(const TrainCache& c, const torch::Device& device, bool text_head) {
+    batches = std::make_unique<CachedBatches>(*c.store, c.m, c.eval_split, device);
+    batches->set_load_threads(at::get_num_threads());
+    if (text_head) text = std::make_unique<TextFeatureBatches>(*batches);
   }
-  auto evaluate = [&] {
-    BatchSource& source = text_eval ? static_cast<BatchSource&>(*text_eval) : *eval;
-    return evaluate_module(head, source, o.hyper.eval_batch());
-  };
-  std::function<double()> each_epoch;
-  if (eval && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
-  const CheckpointPlan plan{o.checkpoint, checkpoint_job(o, dist ? dist->world() : 1), &m};
-  const CheckpointPlan* checkpoint = o.checkpoint.empty() ? nullptr : &plan;
-  auto fit = [&](BatchSource& source, AlternatingBatches* alternating = nullptr) {
-    if (!text) {
-      return fit_head(head, source, o, dist, &report, alternating, views, each_epoch, checkpoint);
+  BatchSource& source() { return text ? static_cast<BatchSource&>(*text) : *batches; }
+};
+
+// fit_head on one source (`alternating`: the same source, when it alternates).
+using FitOn = std::function<void(BatchSource& source, AlternatingBatches* alternating)>;
+
+// Trains through `fit` on the training split as the options read it: preloaded, alternating
+// between the cache and a preloaded copy, loaded ahead, or read a batch at a time.
+void fit_training_split(const TrainOptions& o, const torch::Device& device, const TrainCache& c,
+                        const FitOn& fit, TrainReport* report) {
+  // Image features decoded straight into the layout the head trains in. Its batches are
+  // gone before the evaluation's, as the budget plans.
+  CachedBatches cached(*c.store, c.m, o.data.split, device, to_c10(o.hyper.memory_format));
+  report->train_samples = cached.size();
+  if (o.preload) {
+    cached.set_load_threads(at::get_num_threads());
+    PreloadedBatches train(cached);
+    fit(train, nullptr);
+  } else if (o.alternate_preload) {
+    cached.set_load_threads(at::get_num_threads());
+    PreloadedBatches preloaded(cached);
+    cached.set_load_threads(1);  // as load_ahead expects it (a background loader's)
+    const auto ahead = load_ahead(cached, o.prefetch);
+    AlternatingBatches train(ahead ? static_cast<BatchSource&>(*ahead) : cached, preloaded);
+    fit(train, &train);
+    for (bool second : train.selected()) {
+      report->epoch_sources.push_back(second ? "preloaded" : "cache");
     }
-    TextFeatureBatches features(source);
-    fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch, checkpoint);
-  };
-  {
-    // Image features decoded straight into the layout the head trains in. Its batches are
-    // gone before the evaluation's, as the budget plans.
-    CachedBatches cached(*store, m, o.data.split, device, to_c10(o.hyper.memory_format));
-    report.train_samples = cached.size();
-    if (o.preload) {
-      cached.set_load_threads(at::get_num_threads());
-      PreloadedBatches train(cached);
-      fit(train);
-    } else if (o.alternate_preload) {
-      cached.set_load_threads(at::get_num_threads());
-      PreloadedBatches preloaded(cached);
-      cached.set_load_threads(1);  // as load_ahead expects it (a background loader's)
-      const auto ahead = load_ahead(cached, o.prefetch);
-      AlternatingBatches train(ahead ? static_cast<BatchSource&>(*ahead) : cached, preloaded);
-      fit(train, &train);
-      for (bool second : train.selected()) {
-        report.epoch_sources.push_back(second ? "preloaded" : "cache");
-      }
-    } else if (auto ahead = load_ahead(cached, o.prefetch)) {
-      fit(*ahead);
-    } else {
-      fit(cached);
-    }
+  } else if (auto ahead = load_ahead(cached, o.prefetch)) {
+    fit(*ahead, nullptr);
+  } else {
+    fit(cached, nullptr);
   }
-  report.block_cache_used = static_cast<int64_t>(store->block_cache_usage());
-  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
-  if (eval) {
-    const EvalResult r = evaluate();
-    report.test_acc = r.accuracy;
-    report.test_samples = r.samples;
-    if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
-  }
+}
+
+// --save-head: a script head as TorchScript, else with the cache's identity.
+void save_cache_head(const TrainOptions& o, BlockStack& head, bool script, const Manifest& m) {
   if (!o.save_head.empty()) {
     if (script) {
       save_script_head(head, o.save_head);
@@ -588,6 +595,50 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
       save_head(head, head_identity_of_cache(m), o.save_head);
     }
   }
+}
+
+TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
+  TrainReport report;
+  report.mode = "cache";
+  TrainCache c;
+  open_train_cache(o, dist, &c, &report);
+  plan_memory_and_reopen(o, &c, &report);
+
+  BlockModel model;
+  const bool script = !o.script_head.empty();
+  BlockStack head = make_cache_head(o, device, dist, c, script, &model);
+  // A text cache's records are hidden states and lengths: its batches are packed into the
+  // features a text head takes (text_batches.h). A script head takes the tensors of its
+  // records as they are (check_script_head).
+  const bool text =
+      !script && encoder_info(resolve_encoder_spec(c.m.model).name).input == EncoderInput::kText;
+  const int64_t views = check_preload(o, c.m, text);
+  report.views = views;
+  // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
+  CacheEval eval;
+  if ((!dist || dist->rank() == 0) && c.eval_split != kNoEvalSplit) eval.open(c, device, text);
+  auto evaluate = [&] { return evaluate_module(head, eval.source(), o.hyper.eval_batch()); };
+  std::function<double()> each_epoch;
+  if (eval.batches && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
+  const CheckpointPlan plan{o.checkpoint, checkpoint_job(o, dist ? dist->world() : 1), &c.m};
+  const CheckpointPlan* checkpoint = o.checkpoint.empty() ? nullptr : &plan;
+  auto fit = [&](BatchSource& source, AlternatingBatches* alternating) {
+    if (!text) {
+      return fit_head(head, source, o, dist, &report, alternating, views, each_epoch, checkpoint);
+    }
+    TextFeatureBatches features(source);
+    fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch, checkpoint);
+  };
+  fit_training_split(o, device, c, fit, &report);
+  report.block_cache_used = static_cast<int64_t>(c.store->block_cache_usage());
+  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
+  if (eval.batches) {
+    const EvalResult r = evaluate();
+    report.test_acc = r.accuracy;
+    report.test_samples = r.samples;
+    if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
+  }
+  save_cache_head(o, head, script, c.m);
   return report;
 }
 
@@ -671,7 +722,7 @@ TrainReport run_train(const TrainOptions& o) {
   if (o.dist.distributed()) {
     dist = std::make_unique<DistContext>(o.dist, o.flag_values(), /*gpu=*/device.is_cuda());
   }
-  TrainReport report = !o.freeze.empty() ? train_progressive(o, device, dist.get())
+  TrainReport report = o.freeze.enabled() ? train_progressive(o, device, dist.get())
                        : from_cache       ? train_from_cache(o, device, dist.get())
                                           : train_from_data(o, device, dist.get());
   report.precision = precision_name(o.hyper.precision);

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "engine/data/dataset.h"
-#include "engine/distributed/comm_phase.h"
 #include "engine/distributed/dist_options.h"
 #include "engine/models/model_options.h"
 #include "engine/train/freeze_schedule.h"

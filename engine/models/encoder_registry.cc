@@ -11,7 +11,7 @@
 #include "engine/models/resnet18.h"
 #include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 namespace recycle {
 

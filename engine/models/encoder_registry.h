@@ -1,5 +1,5 @@
 // The encoder registry: spec string -> encoder, in the style of the keyer registry
-// (keyers/keyer_registry.h). Each entry names an architecture, the kind of input it takes and
+// (recycle/keyer.h). Each entry names an architecture, the kind of input it takes and
 // its integer options with defaults and ranges; ResNet-18 (engine/models/resnet18.h) and the
 // text transformer (engine/models/transformer.h) are entries.
 // No LibTorch in this header: BlockModel is only declared.

@@ -1,6 +1,6 @@
 #include "engine/models/fingerprint.h"
 
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 namespace recycle {
 

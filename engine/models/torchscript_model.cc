@@ -13,7 +13,7 @@
 #include "engine/data/regular_file.h"
 #include "engine/models/block_model.h"
 #include "engine/util/atomic_file.h"
-#include "keyers/content_hasher.h"
+#include "recycle/content_hasher.h"
 
 namespace recycle {
 

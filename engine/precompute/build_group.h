@@ -1,6 +1,6 @@
 // BuildGroup: how the processes (ranks) of a distributed build talk to each other: a board of
 // keys and values that every rank sees, and a way to tell the others that this rank failed.
-// The job's implementation is on the job's c10d store with heartbeats (engine/jobs/build_job.h);
+// The job's implementation is on the job's c10d store with heartbeats (engine/jobs/build_job.cc);
 // tests use one in memory. No LibTorch here.
 //
 // Thread safety: one thread per rank calls a group's methods; fail() may be called from any.

@@ -51,7 +51,7 @@ BuildReport SplitBuild::run() {
   key_samples();
   reconcile_manifest();
   plan_split();
-  if (!unchanged_) {
+  if (!plan_.unchanged()) {
     begin_split();
     BuildChunk chunk, next;
     ChunkReader reader(*this);

@@ -22,10 +22,10 @@
 #include "engine/precompute/prefix_identity.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
-#include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
 #include "keyers/view_key.h"
 #include "recycle/errors.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 
@@ -211,8 +211,8 @@ Dataset SplitBuild::chunk_samples(const BuildChunk& chunk,
                                   const std::vector<int64_t>& positions) const {
   const Dataset& data = data_;
   const int64_t item = data.item_bytes();
-  const auto first = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.begin);
-  const auto last = todo_.begin() + static_cast<std::ptrdiff_t>(chunk.end);
+  const auto first = plan_.todo().begin() + static_cast<std::ptrdiff_t>(chunk.begin);
+  const auto last = plan_.todo().begin() + static_cast<std::ptrdiff_t>(chunk.end);
   Dataset out = samples_like(data);
   out.pixels.resize(positions.size() * static_cast<size_t>(item));
   for (size_t i = 0; i < positions.size(); ++i) {
@@ -253,6 +253,7 @@ void SplitBuild::load_inputs() {
     augment_ = Augment::parse(o.augment);
     augment_.check_image(data_.item_shape[1], data_.item_shape[2]);
     views_ = o.views;
+    plan_.set_views(augment_.spec(), views_);
   }
 
   // Images run the folded prefix; the plain one (eval mode) makes text records: nothing of a
@@ -296,7 +297,7 @@ void SplitBuild::reconcile_manifest() {
   const std::string& dir = options_.cache_dir;
   if (options_.rebuild) ActivationStore::destroy(dir).throw_if_error();
   StoreOptions so;
-  so.compression = compression_name(options_.compression);
+  so.compression = options_.compression;
   ActivationStore::open(dir, so, &store_).throw_if_error();
   opening_ = std::make_unique<ActivationStore::Batch>(*store_);
   writer_ = std::make_unique<SplitWriter>(store_.get(), &manifest_, options_.data.split);
@@ -348,13 +349,13 @@ void SplitBuild::reconcile_manifest() {
 }
 
 void SplitBuild::key_samples() {
+  std::vector<Key> keys;
   if (cache_input_) {
-    keys_.clear();
-    keys_.reserve(cache_input_->index().size());
-    for (const IndexEntry& e : cache_input_->index()) keys_.push_back(e.key);
+    keys.reserve(cache_input_->index().size());
+    for (const IndexEntry& e : cache_input_->index()) keys.push_back(e.key);
   } else {
     std::vector<std::pair<int64_t, std::string>> skipped;
-    keys_ = compute_keys(data_, streamed_, *keyer_, &skipped);
+    keys = compute_keys(data_, streamed_, *keyer_, &skipped);
     if (!skipped.empty()) {  // files that could not be decoded, left out with their samples
       report_skipped(streamed_.file, skipped);
       report_.files_left_out = static_cast<int64_t>(skipped.size());
@@ -365,30 +366,30 @@ void SplitBuild::key_samples() {
       drop_samples(drop, &data_, &streamed_);
       warn_emptied_classes(data_, before, streamed_.file);
       size_t kept = 0, d = 0;
-      for (size_t i = 0; i < keys_.size(); ++i) {
+      for (size_t i = 0; i < keys.size(); ++i) {
         if (d < drop.size() && drop[d] == static_cast<int64_t>(i)) {
           ++d;
           continue;
         }
-        keys_[kept++] = keys_[i];
+        keys[kept++] = keys[i];
       }
-      keys_.resize(kept);
-      if (keys_.empty()) throw std::runtime_error(streamed_.file + ": every file was skipped");
+      keys.resize(kept);
+      if (keys.empty()) throw std::runtime_error(streamed_.file + ": every file was skipped");
     }
   }
-  const std::unordered_set<Key, KeyHash> distinct(keys_.begin(), keys_.end());
+  const std::unordered_set<Key, KeyHash> distinct(keys.begin(), keys.end());
   report_.cache_dir = options_.cache_dir;
   report_.split = options_.data.split;
-  report_.samples = static_cast<int64_t>(keys_.size());
+  report_.samples = static_cast<int64_t>(keys.size());
   report_.unique = static_cast<int64_t>(distinct.size());
-  keyed_ = true;
+  plan_.set_keys(std::move(keys));
 }
 
 void SplitBuild::key_chunk(const BuildChunk& chunk, std::vector<Key>* keys) {
   if (cache_input_) throw std::logic_error("key_chunk: a build from another cache has its keys");
   const int64_t n = static_cast<int64_t>(chunk.end - chunk.begin);
   keys->resize(static_cast<size_t>(n));
-  const int64_t* positions = todo_.data() + chunk.begin;
+  const int64_t* positions = plan_.todo().data() + chunk.begin;
   if (!streamed_.streamed()) {
     parallel_loop(n, [&](int64_t i) {
       TensorView view;
@@ -412,37 +413,8 @@ size_t SplitBuild::chunk_size() const {
   return static_cast<size_t>(std::max<int64_t>(1, per_chunk));
 }
 
-std::vector<Key> SplitBuild::record_keys(const Key& key) const {
-  SplitInfo info;
-  info.augment = augment_.spec();
-  info.views = views_;
-  return info.record_keys(key);
-}
-
-int64_t SplitBuild::compute_item(const BuildChunk& chunk, size_t i) const {
-  return views_ > 0 ? chunk.compute_pos[i] * views_ + chunk.compute_views[i]
-                    : chunk.compute_pos[i];
-}
-
 void SplitBuild::set_compute_items(const std::vector<int64_t>& items, BuildChunk* chunk) const {
-  chunk->compute_pos.clear();
-  chunk->compute_keys.clear();
-  chunk->compute_views.clear();
-  const std::string spec = augment_.spec();
-  for (int64_t item : items) {
-    const int64_t pos = views_ > 0 ? item / views_ : item;
-    if (pos < 0 || pos >= static_cast<int64_t>(keys_.size())) {
-      throw std::runtime_error("a batch names sample " + std::to_string(pos) + " of " +
-                               std::to_string(keys_.size()));
-    }
-    chunk->compute_pos.push_back(pos);
-    if (views_ > 0) {
-      chunk->compute_views.push_back(item % views_);
-      chunk->compute_keys.push_back(view_key(keys_[pos], spec, item % views_));
-    } else {
-      chunk->compute_keys.push_back(keys_[pos]);
-    }
-  }
+  plan_.from_items(items, &chunk->compute_pos, &chunk->compute_keys, &chunk->compute_views);
 }
 
 Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
@@ -470,7 +442,7 @@ Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
     }
   }
   if (streamed_.streamed()) {
-    require_keyed_content(base, distinct.data(), static_cast<int64_t>(distinct.size()), keys_,
+    require_keyed_content(base, distinct.data(), static_cast<int64_t>(distinct.size()), plan_.keys(),
                           *keyer_, streamed_.file);
   }
   Dataset out = samples_like(data_);
@@ -492,44 +464,24 @@ Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
   return out;
 }
 
-void SplitBuild::plan_every_sample() {
-  todo_.resize(data_.size());
-  std::iota(todo_.begin(), todo_.end(), int64_t{0});
-  next_ = 0;
-}
+void SplitBuild::plan_every_sample() { plan_.plan_every_sample(data_.size()); }
 
 void SplitBuild::plan_split() {
   const std::string& split = options_.data.split;
-  existing_.clear();
-  store_->read_index(split, &existing_).throw_if_error();
-  if (!keyed_) key_samples();
-  const int64_t n = static_cast<int64_t>(data_.size());
-
-  // Positions whose index entry must be written: new, or different from what is stored.
-  todo_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const IndexEntry want{keys_[i], data_.labels[i]};
-    if (i >= static_cast<int64_t>(existing_.size()) || !(existing_[i] == want)) {
-      todo_.push_back(i);
-    }
-  }
+  std::vector<IndexEntry> existing;
+  store_->read_index(split, &existing).throw_if_error();
+  if (!plan_.keyed()) key_samples();
   const auto it = manifest_.splits.find(split);
-  unchanged_ = todo_.empty() && static_cast<int64_t>(existing_.size()) == n &&
-               it != manifest_.splits.end() && it->second.complete &&
-               it->second.data == data_.description;
-  // Keys known to have a record: everything the stored index points to.
-  present_.clear();
-  for (const IndexEntry& e : existing_) {
-    for (const Key& k : record_keys(e.key)) present_.insert(k);
-  }
-  had_records_ = false;
+  const bool stored_complete = it != manifest_.splits.end() && it->second.complete &&
+                               it->second.data == data_.description;
+  bool had_records = false;
   store_
       ->for_each_record([&](const Key&, std::string_view) {
-        had_records_ = true;
+        had_records = true;
         return false;  // one is enough
       })
       .throw_if_error();
-  next_ = 0;
+  plan_.plan(std::move(existing), data_.labels, stored_complete, had_records);
 }
 
 void SplitBuild::begin_split() {
@@ -540,57 +492,22 @@ void SplitBuild::begin_split() {
   info.unique = report_.unique;
   info.augment = augment_.spec();
   info.views = views_;
-  writer_->begin(info, static_cast<int64_t>(existing_.size()), opening_.get());
+  writer_->begin(info, static_cast<int64_t>(plan_.existing().size()), opening_.get());
   opening_ = std::make_unique<ActivationStore::Batch>(*store_);  // written once
   const std::string label =
       cache_input_ ? "derive " + split + " at " + manifest_.split_at : "build " + split;
   progress_ =
-      std::make_unique<Progress>(label, static_cast<int64_t>(todo_.size()), options_.progress);
+      std::make_unique<Progress>(label, static_cast<int64_t>(plan_.todo().size()), options_.progress);
 }
 
 bool SplitBuild::next_chunk(BuildChunk* chunk) {
   *chunk = BuildChunk();
-  if (next_ >= todo_.size()) return false;
-  chunk->begin = next_;
-  chunk->end = std::min(todo_.size(), next_ + chunk_size());
-  next_ = chunk->end;
-  return true;
+  return plan_.next_chunk(chunk_size(), &chunk->begin, &chunk->end);
 }
 
 void SplitBuild::find_missing(BuildChunk* chunk) {
-  // Distinct keys of this chunk that are not known to be stored yet.
-  std::vector<Key> unknown;
-  std::vector<int64_t> unknown_pos, unknown_view;
-  std::unordered_set<Key, KeyHash> in_chunk;
-  for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const std::vector<Key> keys = record_keys(keys_[todo_[t]]);
-    for (size_t v = 0; v < keys.size(); ++v) {
-      if (!present_.count(keys[v]) && in_chunk.insert(keys[v]).second) {
-        unknown.push_back(keys[v]);
-        unknown_pos.push_back(todo_[t]);
-        unknown_view.push_back(static_cast<int64_t>(v));
-      }
-    }
-  }
-  // A store that held no record when the run began has only what this run wrote: `present`.
-  std::vector<Status> found(unknown.size(), Status::not_found(""));
-  if (had_records_)
-    store_->multi_get(
-        unknown, [](size_t, std::string_view) {}, &found);
-  chunk->compute_pos.clear();
-  chunk->compute_keys.clear();
-  chunk->compute_views.clear();
-  for (size_t u = 0; u < unknown.size(); ++u) {
-    if (found[u].ok()) {
-      present_.insert(unknown[u]);
-    } else if (found[u].is_not_found()) {
-      chunk->compute_pos.push_back(unknown_pos[u]);
-      chunk->compute_keys.push_back(unknown[u]);
-      if (views_ > 0) chunk->compute_views.push_back(unknown_view[u]);
-    } else {
-      found[u].throw_if_error();
-    }
-  }
+  plan_.find_missing(chunk->begin, chunk->end, *store_, &chunk->compute_pos, &chunk->compute_keys,
+                     &chunk->compute_views);
 }
 
 namespace {
@@ -622,7 +539,7 @@ void SplitBuild::start_chunk(BuildChunk* chunk) {
   chunk->input_length = inputs.dim() > 1 ? inputs.size(1) : 0;
   prefix_->start(inputs);
   chunk->started = true;
-  for (const Key& k : chunk->compute_keys) present_.insert(k);
+  for (const Key& k : chunk->compute_keys) plan_.mark_present(k);
 }
 
 void SplitBuild::finish_chunk(BuildChunk* chunk) {
@@ -668,7 +585,8 @@ torch::Tensor SplitBuild::chunk_inputs(BuildChunk* chunk) {
                              ? read_samples(data_, *images_, chunk->compute_pos.data(), m)
                              : chunk_samples(*chunk, chunk->compute_pos);
     if (images_) require_no_skips(*images_);
-    require_keyed_content(read, chunk->compute_pos.data(), m, keys_, *keyer_, streamed_.file);
+    require_keyed_content(read, chunk->compute_pos.data(), m, plan_.keys(), *keyer_,
+                          streamed_.file);
     return image_batch(read, all.data(), m, device);
   }
   return image_batch(data_, chunk->compute_pos.data(), m, device);
@@ -739,12 +657,12 @@ StagedWrite SplitBuild::stage_write(BuildChunk* chunk) {
   StagedWrite w = writer_->stage();
   for (size_t r = 0; r < chunk->records.size(); ++r) {
     w.put_record(chunk->compute_keys[r], chunk->records[r]);
-    present_.insert(chunk->compute_keys[r]);
+    plan_.mark_present(chunk->compute_keys[r]);
   }
   chunk->records.clear();  // the batch holds its own copy
   for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const int64_t pos = todo_[t];
-    w.put_index(pos, IndexEntry{keys_[pos], data_.labels[pos]});
+    const int64_t pos = plan_.todo()[t];
+    w.put_index(pos, IndexEntry{plan_.keys()[pos], data_.labels[pos]});
   }
   writer_->seal(&w);
   report_.computed += w.records;
@@ -782,7 +700,7 @@ void ChunkWriter::finish() {
 ChunkReader::ChunkReader(SplitBuild& b) : b_(b) {
   if (!b_.streamed_.streamed() || b_.data_.is_text) return;
   stream_ = std::make_unique<ImageStream>(b_.data_, b_.streamed_);
-  start(b_.next_);
+  start(b_.plan_.next());
 }
 
 ChunkReader::~ChunkReader() {
@@ -791,10 +709,11 @@ ChunkReader::~ChunkReader() {
 
 void ChunkReader::start(size_t begin) {
   ahead_begin_ = begin;
-  if (begin >= b_.todo_.size()) return;
-  const size_t end = std::min(b_.todo_.size(), begin + b_.chunk_size());
+  const std::vector<int64_t>& todo = b_.plan_.todo();
+  if (begin >= todo.size()) return;
+  const size_t end = std::min(todo.size(), begin + b_.chunk_size());
   // todo is not changed while the chunk loop runs.
-  const int64_t* positions = b_.todo_.data() + begin;
+  const int64_t* positions = todo.data() + begin;
   const int64_t n = static_cast<int64_t>(end - begin);
   const int64_t item = b_.data_.item_bytes();
   ImageStream* stream = stream_.get();
@@ -851,12 +770,15 @@ std::vector<std::vector<int64_t>> SplitBuild::plan_batches() {
     find_missing(&chunk);
     if (chunk.compute_pos.empty()) continue;
     std::vector<int64_t> items(chunk.compute_pos.size());
-    for (size_t i = 0; i < items.size(); ++i) items[i] = compute_item(chunk, i);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t view = views_ > 0 ? chunk.compute_views[i] : 0;
+      items[i] = plan_.compute_item(chunk.compute_pos[i], view);
+    }
     out.push_back(std::move(items));
     // Later chunks do not list these keys again (stage_write does this in one process).
-    for (const Key& k : chunk.compute_keys) present_.insert(k);
+    for (const Key& k : chunk.compute_keys) plan_.mark_present(k);
   }
-  next_ = 0;
+  plan_.rewind();
   progress_.reset();
   return out;
 }

@@ -66,7 +66,6 @@
 #include <future>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "cache/activation_store.h"
@@ -77,7 +76,8 @@
 #include "engine/data/dataset.h"
 #include "engine/data/image_stream.h"
 #include "engine/precompute/build_pipeline.h"
-#include "keyers/keyer.h"
+#include "engine/precompute/key_plan.h"
+#include "recycle/keyer.h"
 
 namespace at {
 class Tensor;  // torch::Tensor; the members that take one are defined where LibTorch is
@@ -235,21 +235,24 @@ class SplitBuild {
   // The requested manifest; after reconcile_manifest the stored one if any, with this run's
   // counts as the chunks are staged.
   const Manifest& manifest() const { return manifest_; }
-  const std::vector<Key>& keys() const { return keys_; }  // keys()[i]: sample i's key
-  const std::vector<IndexEntry>& existing() const { return existing_; }  // index as stored
-  const std::vector<int64_t>& todo() const { return todo_; }  // positions to write, ascending
+  // Which samples are written and which records computed (key_plan.h): the samples' keys,
+  // the index as stored, the positions to write.
+  const KeyPlan& plan() const { return plan_; }
+  const std::vector<Key>& keys() const { return plan_.keys(); }  // keys()[i]: sample i's key
+  const std::vector<IndexEntry>& existing() const { return plan_.existing(); }  // as stored
+  const std::vector<int64_t>& todo() const { return plan_.todo(); }  // to write, ascending
   // Augmented views per sample (BuildOptions::views; 0: none) and their augmentation.
   int64_t views() const { return views_; }
   const Augment& augment() const { return augment_; }
   // Samples per chunk: options().batch, divided by the views (at least 1), so that a chunk's
   // prefix forward holds about options().batch images either way.
   size_t chunk_size() const;
-  size_t next() const { return next_; }  // todo()[next()] starts the next chunk
+  size_t next() const { return plan_.next(); }  // todo()[next()] starts the next chunk
   // plan_split: the split is complete, same data, same index: nothing to compute or write.
-  bool unchanged() const { return unchanged_; }
+  bool unchanged() const { return plan_.unchanged(); }
   // plan_split: the store held a record when the run began. When it did not, find_missing
   // knows every key from what this run wrote and asks RocksDB nothing.
-  bool had_records() const { return had_records_; }
+  bool had_records() const { return plan_.had_records(); }
   // Store writes by this build (0 when unchanged).
   int64_t writes() const { return writer_ ? writer_->writes() : 0; }
   const BuildReport& counters() const { return report_; }  // the report's counters so far
@@ -269,10 +272,6 @@ class SplitBuild {
   // A split with views: chunk.compute_pos's images, each augmented as its view (the seed from
   // its view key), in compute order.
   Dataset view_samples(const BuildChunk& chunk);
-  // The keys of the records sample key `key` needs: itself, or its views' keys.
-  std::vector<Key> record_keys(const Key& key) const;
-  // plan_batches' item for a compute entry of a chunk, and back (set_compute_items).
-  int64_t compute_item(const BuildChunk& chunk, size_t i) const;
 
   BuildOptions options_;
   std::chrono::steady_clock::time_point start_;  // construction: run_build's wall time
@@ -297,21 +296,13 @@ class SplitBuild {
   std::unique_ptr<ActivationStore::Batch> opening_;
   std::unique_ptr<SplitWriter> writer_;  // the split's writes, on store_ and manifest_
 
-  // key_samples (called by plan_split when not called before)
-  std::vector<Key> keys_;
-  bool keyed_ = false;
+  // key_samples (called by plan_split when not called before) sets its keys, plan_split or
+  // plan_every_sample its plan; the chunk loop reads it.
+  KeyPlan plan_;
   // compute_chunk: the second pass over streamed images (opened by its first call)
   std::unique_ptr<ImageStream> images_;
 
-  // plan_split
-  std::vector<IndexEntry> existing_;
-  std::vector<int64_t> todo_;
-  std::unordered_set<Key, KeyHash> present_;  // keys known to have a stored record
-  bool had_records_ = true;
-  bool unchanged_ = false;
-
   // the chunk loop
-  size_t next_ = 0;
   std::unique_ptr<Progress> progress_;
   int share_chunks_ = 0;             // chunks measure_prefix_share measured
 

@@ -182,7 +182,7 @@ Staged compute_share(SplitBuild& b, const std::vector<std::vector<int64_t>>& bat
         "r" + std::to_string(rank) + "-" + std::to_string(staged.files.size()) + ".sst";
     std::unique_ptr<RecordFileWriter> writer;
     StoreOptions so;
-    so.compression = compression_name(o.compression);
+    so.compression = o.compression;
     RecordFileWriter::open((run_dir / name).string(), so, &writer).throw_if_error();
     for (const auto& [key, record] : pending) writer->add(key, record).throw_if_error();
     writer->finish().throw_if_error();

@@ -19,8 +19,8 @@
 #include "engine/precompute/cache_input.h"
 #include "engine/train/batch_sources.h"
 #include "engine/util/atomic_file.h"
-#include "keyers/content_hasher.h"
-#include "keyers/keyer_registry.h"
+#include "recycle/content_hasher.h"
+#include "recycle/keyer.h"
 
 namespace recycle {
 

@@ -46,6 +46,7 @@
 #include "engine/precompute/build_pipeline.h"
 #include "engine/train/freeze_schedule.h"
 #include "recycle/options.h"
+#include "recycle/train.h"  // LevelInfo, FreezeEvent
 
 namespace recycle {
 

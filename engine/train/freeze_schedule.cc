@@ -3,92 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
-
 namespace recycle {
-
-namespace {
-
-const char* kForms = "linear:START:LEVEL (START in [0, 1), LEVEL in (0, 1]) or auto[:THRESHOLD] "
-                     "(THRESHOLD in (0, 1])";
-
-std::vector<std::string> split_colons(const std::string& text) {
-  std::vector<std::string> parts(1);
-  for (char c : text) {
-    if (c == ':') {
-      parts.emplace_back();
-    } else {
-      parts.back() += c;
-    }
-  }
-  return parts;
-}
-
-double parse_fraction(const std::string& text, const std::string& spec) {
-  size_t used = 0;
-  double v = std::numeric_limits<double>::quiet_NaN();
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || !std::isfinite(v)) {
-    throw std::invalid_argument("--freeze " + spec + ": '" + text + "' is not a number; give " +
-                                kForms);
-  }
-  return v;
-}
-
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-}  // namespace
-
-std::string FreezeRule::name() const {
-  switch (kind) {
-    case Kind::kLinear: return "linear";
-    case Kind::kAuto: return "auto";
-    case Kind::kNone: break;
-  }
-  return "none";
-}
-
-std::string FreezeRule::spec() const {
-  switch (kind) {
-    case Kind::kLinear: return "linear:" + number(start) + ":" + number(level);
-    case Kind::kAuto: return "auto:" + number(threshold);
-    case Kind::kNone: break;
-  }
-  return "none";
-}
-
-FreezeRule parse_freeze_rule(const std::string& spec) {
-  const std::vector<std::string> parts = split_colons(spec);
-  FreezeRule rule;
-  if (!parts.empty() && parts[0] == "linear" && parts.size() == 3) {
-    rule.kind = FreezeRule::Kind::kLinear;
-    rule.start = parse_fraction(parts[1], spec);
-    rule.level = parse_fraction(parts[2], spec);
-    if (!(rule.start >= 0 && rule.start < 1) || !(rule.level > 0 && rule.level <= 1)) {
-      throw std::invalid_argument("--freeze " + spec + ": out of range; give " + kForms);
-    }
-    return rule;
-  }
-  if (!parts.empty() && parts[0] == "auto" && parts.size() <= 2) {
-    rule.kind = FreezeRule::Kind::kAuto;
-    if (parts.size() == 2) rule.threshold = parse_fraction(parts[1], spec);
-    if (!(rule.threshold > 0 && rule.threshold <= 1)) {
-      throw std::invalid_argument("--freeze " + spec + ": out of range; give " + kForms);
-    }
-    return rule;
-  }
-  throw std::invalid_argument("--freeze '" + spec + "' is not a freeze schedule; give " + kForms);
-}
 
 int64_t linear_frozen_blocks(double start, double level, double done, int64_t blocks) {
   if (done <= start) return 0;

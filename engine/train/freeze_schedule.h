@@ -18,26 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "recycle/options.h"  // FreezeRule
+
 namespace recycle {
 
-constexpr double kDefaultAutoThreshold = 0.1;
-
-struct FreezeRule {
-  enum class Kind { kNone, kLinear, kAuto };
-  Kind kind = Kind::kNone;
-  double start = 0.5;                       // linear: START
-  double level = 1.0;                       // linear: LEVEL
-  double threshold = kDefaultAutoThreshold; // auto: THRESHOLD
-
-  bool enabled() const { return kind != Kind::kNone; }
-  // "linear:0.25:0.75", "auto:0.1" (the canonical spec: what --json reports).
-  std::string spec() const;
-  // "linear" or "auto".
-  std::string name() const;
-};
-
-// Parses --freeze; throws std::invalid_argument with one line naming the accepted forms.
-FreezeRule parse_freeze_rule(const std::string& spec);
+// FreezeRule and parse_freeze_rule (the --freeze spec, the rule as TrainOptions holds it) are in
+// recycle/options.h.
 
 // Per epoch (outer, in order) the mean gradient L2 norm of each encoder block (inner, block
 // index) over the epoch's steps; a block that was frozen during the epoch has no norm (NaN).
@@ -55,32 +41,5 @@ int64_t linear_frozen_blocks(double start, double level, double done, int64_t bl
 // The auto rule's measure for block `block` at the end of `epoch`: |n_e - n_(e-1)| / n_(e-1);
 // NaN when either norm is missing or the older one is not positive.
 double grad_norm_change(const GradNormHistory& history, int64_t epoch, int64_t block);
-
-// A cache level as a progressive run made or found it (engine/train/cache_levels.h).
-struct LevelInfo {
-  std::string dir;            // its cache directory
-  int64_t prefix_blocks = 0;
-  std::string split_at;       // its last frozen block
-  std::string fingerprint;
-  std::string source;         // "raw" (built by run_build) or the level directory it came from
-  bool reused = false;        // found complete with this identity: nothing computed
-  int64_t computed = 0;       // records computed and written
-  int64_t bytes = 0;          // record bytes written (before compression; 0 when reused)
-  int64_t samples = 0;        // index entries over its splits
-  double seconds = 0;         // wall time of making (or finding) it
-};
-
-// One freeze of a progressive run, for its report.
-struct FreezeEvent {
-  int64_t epoch = 0;          // the first epoch (1-based) trained with these blocks frozen
-  std::string rule;           // what decided it: the rule's spec, e.g. "auto:0.1"
-  double measure = 0;         // auto: the relative change of the gradient norm; linear: the
-                              // fraction of training done
-  int64_t from_blocks = 0, to_blocks = 0;
-  std::vector<std::string> blocks;  // names of the blocks frozen by it
-  int64_t trainable_before = 0, trainable_after = 0;  // parameters (elements) the optimizer
-                                                      // updates, before and after
-  LevelInfo level;            // the level the next epochs train from
-};
 
 }  // namespace recycle

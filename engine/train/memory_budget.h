@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cache/record_layout.h"
+#include "recycle/train.h"  // MemoryPlan
 
 namespace recycle {
 
@@ -35,14 +36,6 @@ struct MemoryNeeds {
   // The samples the run indexes (the training split and the evaluated one) times
   // kIndexBytesPerSample, plus RocksDB's table readers (ActivationStore::table_readers_bytes).
   int64_t index_bytes = 0;
-};
-
-struct MemoryPlan {
-  int64_t queue_bytes = 0;        // batches held: the prefetch queue and the trainer's, or the
-                                  // evaluation's when it is larger
-  int64_t preload_bytes = 0;      // the decoded split (--preload), else 0
-  int64_t index_bytes = 0;        // MemoryNeeds::index_bytes
-  int64_t block_cache_bytes = 0;  // the rest of the budget
 };
 
 // Divides `budget_bytes`. The batches held: prefetch_depth + 2 (the queue, the one being

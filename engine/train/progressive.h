@@ -28,6 +28,7 @@
 #include "engine/train/cache_levels.h"
 #include "engine/train/freeze_schedule.h"
 #include "engine/train/trainer.h"
+#include "recycle/train.h"  // LevelInfo, FreezeEvent
 
 namespace recycle {
 

@@ -1,6 +1,7 @@
 // Building an activation cache: run_build runs a model's frozen prefix once per distinct sample
-// of a split and stores its outputs (BuildOptions in options.h). Resumable: a rerun computes
-// only what is missing and writes nothing when the split is already complete and unchanged.
+// of a split and stores its outputs (BuildOptions in options.h), in one process or shared out
+// among the ranks of a distributed build (DistOptions). Resumable: a rerun computes only what is
+// missing and writes nothing when the split is already complete and unchanged.
 #pragma once
 
 #include <cstdint>
@@ -44,5 +45,13 @@ struct BuildReport {
 // errors.h) on bad input, StaleCacheError for a cache built with another identity (naming what
 // differs), std::runtime_error for a storage error; each with one clear line.
 BuildReport run_build(const BuildOptions& options);
+
+// With dist.distributed(): this process's part of a distributed build, one rank of
+// dist.world_size, every rank calling it with the same options. It joins the job at dist.master
+// (rendezvous, heartbeats); each rank reads and computes a share of the split's distinct samples
+// and rank 0 writes the cache. A rank lost for dist.timeout_seconds (no heartbeat) or a failure
+// on any rank ends every rank with one line. Every rank returns the same report: the counts of
+// the whole build (ranks: the world). Without dist.distributed(): run_build(options).
+BuildReport run_build(const BuildOptions& options, const DistOptions& dist);
 
 }  // namespace recycle

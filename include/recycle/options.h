@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/codec.h"  // enum class Codec: fp32 | fp16 | bf16 | int8
+#include "recycle/formats.h"  // Codec, Compression
 
 namespace recycle {
 
@@ -60,11 +60,14 @@ std::vector<std::string> grad_compression_names();
 struct Sync {
   enum class Kind { kAllreduce, kAverage, kAsync };
   Kind kind = Kind::kAllreduce;
-  int64_t every = 0;  // kAverage: K >= 1; kAsync: P, the push period (>= 1); 0 with kAllreduce
-  int64_t fetch = 0;  // kAsync: F, the fetch period (>= 1); 0 otherwise
+  // Each period belongs to one kind and is 0 with the others.
+  int64_t average_every = 0;  // kAverage: K >= 1, local steps between parameter averages
+  int64_t push_every = 0;     // kAsync: P >= 1, a worker's steps between gradient pushes
+  int64_t fetch_every = 0;    // kAsync: F >= 1, its steps between parameter fetches
 
   bool operator==(const Sync& o) const {
-    return kind == o.kind && every == o.every && fetch == o.fetch;
+    return kind == o.kind && average_every == o.average_every && push_every == o.push_every &&
+           fetch_every == o.fetch_every;
   }
   bool operator!=(const Sync& o) const { return !(*this == o); }
 };
@@ -73,17 +76,47 @@ struct Sync {
 Sync parse_sync(std::string_view name);
 std::string sync_name(const Sync& sync);  // "allreduce", "average:K" or "async:P:F"
 
-// Codec (cache/codec.h): how records store activations. codec_name and codec_names are
-// cache/codec.h's; this parse throws where cache/codec.h's returns false.
+// A progressive run's freeze schedule (--freeze; engine/train/freeze_schedule.h applies it at
+// each epoch's end):
+//   linear:START:LEVEL  Composer's LayerFreezing over blocks: nothing is frozen until a fraction
+//                       START of training is done, a fraction LEVEL of the blocks at its end,
+//                       linear between. START in [0, 1), LEVEL in (0, 1].
+//   auto[:THRESHOLD]    AutoFreeze's rule: the next block freezes when the relative change of its
+//                       gradient norm between two epochs falls below THRESHOLD (in (0, 1],
+//                       default kDefaultAutoThreshold).
+// kNone, the default: no freezing.
+inline constexpr double kDefaultAutoThreshold = 0.1;
+struct FreezeRule {
+  enum class Kind { kNone, kLinear, kAuto };
+  Kind kind = Kind::kNone;
+  double start = 0.5;                        // linear: START
+  double level = 1.0;                        // linear: LEVEL
+  double threshold = kDefaultAutoThreshold;  // auto: THRESHOLD
+
+  bool enabled() const { return kind != Kind::kNone; }
+  // "linear:0.25:0.75", "auto:0.1" (the canonical spec: what --json reports); "none".
+  std::string spec() const;
+  // "linear", "auto" or "none".
+  std::string name() const;
+};
+// Parses --freeze; throws std::invalid_argument with one line naming the accepted forms.
+FreezeRule parse_freeze_rule(const std::string& spec);
+
+// Codec (formats.h): how records store activations. codec_name and codec_names are
+// formats.h's; this parse throws where cache/codec.h's returns false.
 Codec parse_codec(std::string_view name);
 
-// RocksDB's compression of the records a build writes.
-enum class Compression { kNone, kLz4, kZstd };
+// Compression (formats.h): RocksDB's compression of the records a build writes.
 Compression parse_compression(std::string_view name);
 std::string compression_name(Compression compression);
 std::vector<std::string> compression_names();
 
 // ---- the option structs -----------------------------------------------------------------------
+
+// Bounds of numeric options that validate() checks, "--batch must be in 1..65536, not 0".
+inline constexpr int64_t kMaxEpochs = 100000;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 16;  // samples per step or per prefix forward
+inline constexpr int kMaxThreads = 1024;
 
 // One option as its command-line flag and its value in text ("--lr", "0.05"), and whether the
 // ranks of a data-parallel job must all give the same value (it changes the math or the number
@@ -286,10 +319,10 @@ struct TrainOptions {
   // every sample in every epoch, drawn from the seed, the epoch and the sample's position
   // (what a training loop without a cache of views does). "" = none.
   std::string augment;
-  // Progressive recycling (docs/progressive.md): a freeze schedule (linear:START:LEVEL,
-  // auto[:THRESHOLD]; "" = none), the directory its cache levels go to, and the codec of a
-  // first level built from raw data (a level derived from a cache keeps that cache's codec).
-  std::string freeze;
+  // Progressive recycling (docs/progressive.md): a freeze schedule (parse_freeze_rule; kNone:
+  // none), the directory its cache levels go to, and the codec of a first level built from raw
+  // data (a level derived from a cache keeps that cache's codec).
+  FreezeRule freeze;
   std::string levels_dir;
   Codec level_codec = Codec::kFp16;
 
@@ -322,7 +355,8 @@ struct TrainOptions {
   DistOptions dist;
 
   // Checks the options alone and together (the mode: --cache or --data, what applies to it,
-  // what goes together, the freeze schedule's needs; the hyper-parameters and the model).
+  // what goes together, the freeze schedule's needs; the hyper-parameters, the model, the
+  // data-parallel options and, from raw data, the dataset's: their own validate(), last).
   // `given` names the flags the user gave on the command line, for the checks of flags whose
   // value alone does not tell (--memory-budget, --prefetch, --level-codec, --sync, --bucket-mb
   // at their defaults, an empty --save-head); a library caller passes none. Also refused:

@@ -7,12 +7,60 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/comm_phase.h"  // CommPhase
-#include "engine/train/freeze_schedule.h"   // FreezeEvent
-#include "engine/train/memory_budget.h"     // MemoryPlan
 #include "recycle/options.h"
 
 namespace recycle {
+
+// The gradient traffic of one stretch of a data-parallel run over which the trainable parameters
+// stay the same (the whole run, unless a freeze schedule shrinks them).
+struct CommPhase {
+  int64_t first_step = 0;  // optimizer steps before this phase (0-based index of its first)
+  int64_t steps = 0;
+  int64_t trainable = 0;   // parameter elements whose gradients (or values) travel
+  int64_t buckets = 0;     // gradient buckets (allreduce; 0 with average:K)
+  int64_t bytes_sent = 0;  // payload this rank handed to collectives in the phase
+  int64_t fp32_bytes = 0;  // what fp32 allreduce of the same tensors would have handed
+  double bytes_per_step() const { return steps ? static_cast<double>(bytes_sent) / steps : 0.0; }
+  double fp32_bytes_per_step() const {
+    return steps ? static_cast<double>(fp32_bytes) / steps : 0.0;
+  }
+};
+
+// A cache level as a progressive run made or found it (engine/train/cache_levels.h).
+struct LevelInfo {
+  std::string dir;            // its cache directory
+  int64_t prefix_blocks = 0;
+  std::string split_at;       // its last frozen block
+  std::string fingerprint;
+  std::string source;         // "raw" (built by run_build) or the level directory it came from
+  bool reused = false;        // found complete with this identity: nothing computed
+  int64_t computed = 0;       // records computed and written
+  int64_t bytes = 0;          // record bytes written (before compression; 0 when reused)
+  int64_t samples = 0;        // index entries over its splits
+  double seconds = 0;         // wall time of making (or finding) it
+};
+
+// One freeze of a progressive run, for its report.
+struct FreezeEvent {
+  int64_t epoch = 0;          // the first epoch (1-based) trained with these blocks frozen
+  std::string rule;           // what decided it: the rule's spec, e.g. "auto:0.1"
+  double measure = 0;         // auto: the relative change of the gradient norm; linear: the
+                              // fraction of training done
+  int64_t from_blocks = 0, to_blocks = 0;
+  std::vector<std::string> blocks;  // names of the blocks frozen by it
+  int64_t trainable_before = 0, trainable_after = 0;  // parameters (elements) the optimizer
+                                                      // updates, before and after
+  LevelInfo level;            // the level the next epochs train from
+};
+
+// How recycle-train --memory-budget was divided (engine/train/memory_budget.h plans it).
+struct MemoryPlan {
+  int64_t queue_bytes = 0;        // batches held: the prefetch queue and the trainer's, or the
+                                  // evaluation's when it is larger
+  int64_t preload_bytes = 0;      // the decoded split (--preload), else 0
+  int64_t index_bytes = 0;        // the samples' index in memory
+  int64_t block_cache_bytes = 0;  // the rest of the budget
+};
 
 // Asynchronous training's figures (--sync async), rank 0's view.
 struct AsyncFigures {

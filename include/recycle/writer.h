@@ -48,7 +48,7 @@ struct WriterOptions {
   // label -> name. When given, a label outside them is refused; else the names grow with the
   // labels ("0".."K").
   std::vector<std::string> class_names;
-  // The identity (cache/cache_identity.h): every field must match a stored cache's.
+  // The identity (manifest.h): every field must match a stored cache's.
   std::string model;        // what computes the records, e.g. "python:MyPrefix"
   std::string fingerprint;  // of the prefix's weights (tensors_fingerprint)
   std::string split_at = "prefix";
@@ -79,10 +79,10 @@ struct WriterOptions {
   std::string engine_split_at;
 
   // Checks what needs no file: a cache directory, at least one sample, a model named,
-  // flush_seconds a number >= 0, the split's name, the codec, the keyer spec, the layout (known
-  // dtypes, dimensions >= 1, distinct names), and an engine model's class names and split
-  // point. Throws InvalidArgument with one line naming the option. CacheWriter starts with
-  // the same checks.
+  // flush_seconds a number >= 0, the split's name, the codec, the compression, the keyer spec,
+  // the layout (known dtypes, dimensions >= 1, distinct names), and an engine model's class
+  // names and split point. Throws InvalidArgument with one line naming the option. CacheWriter
+  // starts with the same checks.
   void validate() const;
 };
 

@@ -8,6 +8,7 @@ import time
 import torch
 
 from . import _native
+from ._options import filled
 from .cache import _path
 
 _EXACT = {torch.int64: "int64", torch.int32: "int32", torch.uint8: "uint8", torch.bool: "bool"}
@@ -421,10 +422,13 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         probe = run(inputs[:1])
         layout = [_native.WriterTensor(name, _dtype_name(name, t), list(t.shape[1:]))
                   for name, t in probe]
-        return _native.CacheWriter(
-            path, split, description, n, class_names, model, fingerprint, "prefix", keyer_spec,
-            codec, "python", list(inputs.shape[1:]), layout, compression, bool(rebuild),
-            float(flush_seconds), engine_model or "", engine_weights or "", engine_split_at or "")
+        return _native.CacheWriter(filled(
+            _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=n,
+            class_names=class_names, model=model, fingerprint=fingerprint, split_at="prefix",
+            keyer=keyer_spec, codec=codec, preprocess="python", input_shape=list(inputs.shape[1:]),
+            layout=layout, compression=compression, rebuild=bool(rebuild),
+            flush_seconds=float(flush_seconds), engine_model=engine_model or "",
+            engine_weights=engine_weights or "", engine_split_at=engine_split_at or ""))
 
     dist = torch.distributed
     group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -6,6 +6,7 @@ import os
 import torch
 
 from . import _native
+from ._options import filled
 from .cache import _path
 
 
@@ -57,8 +58,9 @@ class CachedDataset(torch.utils.data.Dataset):
         if self._reader is None or self._pid != pid:
             if self._reader is not None:
                 _leak(self._reader)
-            self._reader = _native.SplitReader(self.path, self.split, self.allow_partial,
-                                               self.block_cache_mb)
+            self._reader = _native.SplitReader(filled(
+                _native.ReaderOptions(), cache_dir=self.path, split=self.split,
+                allow_partial=self.allow_partial, block_cache_mb=self.block_cache_mb))
             self._pid = pid
         return self._reader
 

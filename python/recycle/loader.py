@@ -5,6 +5,7 @@ import os
 import torch
 
 from . import _native
+from ._options import filled
 from .cache import _path
 from .dataset import _activation
 
@@ -75,10 +76,13 @@ class CachedLoader:
         # asynchronously on its loading thread, compact records (fp16, bf16, int8) sent as
         # stored and widened on the GPU.
         cuda = self.device is not None and self.device.type == "cuda"
-        self._native = _native.CacheLoader(self.path, split, bool(allow_partial), int(block_cache_mb),
-                                           batch_size, bool(shuffle), seed, rank, world_size,
-                                           bool(drop_last), prefetch,
-                                           device=str(self.device) if cuda else "cpu")
+        self._native = _native.CacheLoader(filled(
+            _native.LoaderOptions(),
+            reader=dict(cache_dir=self.path, split=split, allow_partial=bool(allow_partial),
+                        block_cache_mb=int(block_cache_mb)),
+            batch_size=batch_size, shuffle=bool(shuffle), seed=seed, rank=rank,
+            world_size=world_size, drop_last=bool(drop_last), prefetch=prefetch,
+            device=str(self.device) if cuda else "cpu"))
         self.rank, self.world_size = rank, world_size
         self.tensor_names = self._native.tensor_names()
         self.manifest = json.loads(self._native.manifest_json())

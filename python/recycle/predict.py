@@ -7,6 +7,7 @@ import os
 import torch
 
 from . import _native
+from ._options import filled
 from .build import _eval_mode, _identity, _outputs
 from .cache import _path
 
@@ -37,10 +38,15 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
         raise ValueError(f"limit must be a non-negative int, not {limit!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"threads must be a non-negative int, not {threads!r}")
-    report = json.loads(_native.predict(
-        _text("path", path), _text("head", head), "" if weights is None else _text("weights", weights), _text("data", data),
-        _text("split", split), _text("classes", classes), limit, _text("transform", transform),
-        _text("out", out), top_k, bool(write_back), batch_size, threads))
+    options = filled(
+        _native.PredictOptions(), cache_dir=_text("path", path), head=_text("head", head),
+        weights="" if weights is None else _text("weights", weights),
+        data=dict(spec=_text("data", data), split=_text("split", split),
+                  classes=_text("classes", classes), limit=limit,
+                  transform=_text("transform", transform)),
+        out=_text("out", out), top_k=top_k, write_back=bool(write_back), batch=batch_size,
+        threads=threads)
+    report = json.loads(_native.predict(options))
     if report.get("accuracy", -1) is not None and report.get("accuracy", -1) < 0:
         report["accuracy"] = None
     return report

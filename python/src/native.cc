@@ -1,8 +1,9 @@
 // recycle._native: the pybind11 module under the Python package `recycle` (python/recycle/).
 // It binds include/recycle/ and nothing else: SplitReader, CacheLoader and KeyedReader (reader.h),
 // CacheWriter and tensors_fingerprint (writer.h), inspect and verify (cache.h), predict
-// (predict.h). Tensors cross
-// as torch.Tensor without copies (torch's own caster, <torch/extension.h>).
+// (predict.h), and the option structs they take (ReaderOptions, LoaderOptions, WriterOptions,
+// PredictOptions, DatasetOptions), which the package fills field by field. Tensors cross as
+// torch.Tensor without copies (torch's own caster, <torch/extension.h>).
 //
 // No C++ exception reaches the interpreter as a crash: pybind11 turns every one thrown below a
 // binding into a Python exception, the library's kinds into these (errors.h):
@@ -62,26 +63,76 @@ PYBIND11_MODULE(_native, m) {
       py::arg("path"), py::arg("verify") = false,
       "recycle-inspect --json's object, as a JSON string");
 
+  // The option structs themselves (recycle/*.h), field for field under the same names: the
+  // package fills them from its keyword arguments (recycle/options.py), and the library's
+  // validate() names the field that is wrong.
+  py::class_<recycle::DatasetOptions>(m, "DatasetOptions")
+      .def(py::init<>())
+      .def_readwrite("spec", &recycle::DatasetOptions::spec)
+      .def_readwrite("split", &recycle::DatasetOptions::split)
+      .def_readwrite("classes", &recycle::DatasetOptions::classes)
+      .def_readwrite("limit", &recycle::DatasetOptions::limit)
+      .def_readwrite("transform", &recycle::DatasetOptions::transform);
+  py::class_<recycle::PredictOptions>(m, "PredictOptions")
+      .def(py::init<>())
+      .def_readwrite("cache_dir", &recycle::PredictOptions::cache_dir)
+      .def_readwrite("head", &recycle::PredictOptions::head)
+      .def_readwrite("weights", &recycle::PredictOptions::weights)
+      .def_readwrite("data", &recycle::PredictOptions::data)
+      .def_readwrite("out", &recycle::PredictOptions::out)
+      .def_readwrite("top_k", &recycle::PredictOptions::top_k)
+      .def_readwrite("write_back", &recycle::PredictOptions::write_back)
+      .def_readwrite("batch", &recycle::PredictOptions::batch)
+      .def_readwrite("threads", &recycle::PredictOptions::threads);
+  py::class_<recycle::ReaderOptions>(m, "ReaderOptions")
+      .def(py::init<>())
+      .def_readwrite("cache_dir", &recycle::ReaderOptions::cache_dir)
+      .def_readwrite("split", &recycle::ReaderOptions::split)
+      .def_readwrite("allow_partial", &recycle::ReaderOptions::allow_partial)
+      .def_readwrite("block_cache_mb", &recycle::ReaderOptions::block_cache_mb);
+  py::class_<recycle::LoaderOptions>(m, "LoaderOptions")
+      .def(py::init<>())
+      .def_readwrite("reader", &recycle::LoaderOptions::reader)
+      .def_readwrite("batch_size", &recycle::LoaderOptions::batch_size)
+      .def_readwrite("shuffle", &recycle::LoaderOptions::shuffle)
+      .def_readwrite("seed", &recycle::LoaderOptions::seed)
+      .def_readwrite("rank", &recycle::LoaderOptions::rank)
+      .def_readwrite("world_size", &recycle::LoaderOptions::world_size)
+      .def_readwrite("drop_last", &recycle::LoaderOptions::drop_last)
+      .def_readwrite("prefetch", &recycle::LoaderOptions::prefetch)
+      .def_readwrite("pin_memory", &recycle::LoaderOptions::pin_memory)
+      .def_readwrite("device", &recycle::LoaderOptions::device);
+  py::class_<recycle::WriterTensor>(m, "WriterTensor")
+      .def(py::init([](const std::string& name, const std::string& dtype,
+                       const std::vector<int64_t>& shape) {
+             return recycle::WriterTensor{name, dtype, shape};
+           }),
+           py::arg("name"), py::arg("dtype"), py::arg("shape"));
+  py::class_<recycle::WriterOptions>(m, "WriterOptions")
+      .def(py::init<>())
+      .def_readwrite("cache_dir", &recycle::WriterOptions::cache_dir)
+      .def_readwrite("split", &recycle::WriterOptions::split)
+      .def_readwrite("data", &recycle::WriterOptions::data)
+      .def_readwrite("samples", &recycle::WriterOptions::samples)
+      .def_readwrite("class_names", &recycle::WriterOptions::class_names)
+      .def_readwrite("model", &recycle::WriterOptions::model)
+      .def_readwrite("fingerprint", &recycle::WriterOptions::fingerprint)
+      .def_readwrite("split_at", &recycle::WriterOptions::split_at)
+      .def_readwrite("keyer", &recycle::WriterOptions::keyer)
+      .def_readwrite("codec", &recycle::WriterOptions::codec)
+      .def_readwrite("preprocess", &recycle::WriterOptions::preprocess)
+      .def_readwrite("input_shape", &recycle::WriterOptions::input_shape)
+      .def_readwrite("layout", &recycle::WriterOptions::layout)
+      .def_readwrite("compression", &recycle::WriterOptions::compression)
+      .def_readwrite("rebuild", &recycle::WriterOptions::rebuild)
+      .def_readwrite("flush_seconds", &recycle::WriterOptions::flush_seconds)
+      .def_readwrite("engine_model", &recycle::WriterOptions::engine_model)
+      .def_readwrite("engine_weights", &recycle::WriterOptions::engine_weights)
+      .def_readwrite("engine_split_at", &recycle::WriterOptions::engine_split_at);
+
   m.def(
       "predict",
-      [](const std::string& cache, const std::string& head, const std::string& weights,
-         const std::string& data, const std::string& split, const std::string& classes,
-         int64_t limit, const std::string& transform, const std::string& out, int64_t top_k,
-         bool write_back, int64_t batch, int threads) {
-        recycle::PredictOptions o;
-        o.cache_dir = cache;
-        o.head = head;
-        o.weights = weights;
-        o.data.spec = data;
-        o.data.split = split;
-        o.data.classes = classes;
-        o.data.limit = limit;
-        o.data.transform = transform;
-        o.out = out;
-        o.top_k = top_k;
-        o.write_back = write_back;
-        o.batch = batch;
-        o.threads = threads;
+      [](recycle::PredictOptions o) {
         o.progress = false;
         recycle::PredictReport r;
         {
@@ -90,23 +141,15 @@ PYBIND11_MODULE(_native, m) {
         }
         return r.to_json();
       },
-      py::arg("path"), py::arg("head"), py::arg("weights"), py::arg("data"), py::arg("split"),
-      py::arg("classes"), py::arg("limit"), py::arg("transform"), py::arg("out"),
-      py::arg("top_k"), py::arg("write_back"), py::arg("batch"), py::arg("threads"),
+      py::arg("options"),
       "recycle-predict --json's object, as a JSON string (run_predict, recycle/predict.h)");
 
   py::class_<recycle::SplitReader>(m, "SplitReader")
-      .def(py::init([](const std::string& dir, const std::string& split, bool allow_partial,
-                       int64_t block_cache_mb) {
-             recycle::ReaderOptions o;
-             o.cache_dir = dir;
-             o.split = split;
-             o.allow_partial = allow_partial;
-             o.block_cache_mb = block_cache_mb;
+      .def(py::init([](const recycle::ReaderOptions& o) {
              py::gil_scoped_release release;
              return std::make_unique<recycle::SplitReader>(o);
            }),
-           py::arg("path"), py::arg("split"), py::arg("allow_partial"), py::arg("block_cache_mb"))
+           py::arg("options"))
       .def("__len__", &recycle::SplitReader::size)
       .def("tensor_names", &recycle::SplitReader::tensor_names)
       .def("manifest_json", &recycle::SplitReader::manifest_json)
@@ -131,31 +174,11 @@ PYBIND11_MODULE(_native, m) {
           py::arg("positions"));
 
   py::class_<recycle::CacheLoader>(m, "CacheLoader")
-      .def(py::init([](const std::string& dir, const std::string& split, bool allow_partial,
-                       int64_t block_cache_mb, int64_t batch_size, bool shuffle, uint64_t seed,
-                       int rank, int world_size, bool drop_last, int64_t prefetch,
-                       bool pin_memory, const std::string& device) {
-             recycle::LoaderOptions o;
-             o.reader.cache_dir = dir;
-             o.reader.split = split;
-             o.reader.allow_partial = allow_partial;
-             o.reader.block_cache_mb = block_cache_mb;
-             o.batch_size = batch_size;
-             o.shuffle = shuffle;
-             o.seed = seed;
-             o.rank = rank;
-             o.world_size = world_size;
-             o.drop_last = drop_last;
-             o.prefetch = prefetch;
-             o.pin_memory = pin_memory;
-             o.device = device;
+      .def(py::init([](const recycle::LoaderOptions& o) {
              py::gil_scoped_release release;
              return std::make_unique<recycle::CacheLoader>(o);
            }),
-           py::arg("path"), py::arg("split"), py::arg("allow_partial"), py::arg("block_cache_mb"),
-           py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
-           py::arg("world_size"), py::arg("drop_last"), py::arg("prefetch"),
-           py::arg("pin_memory") = false, py::arg("device") = "cpu")
+           py::arg("options"))
       .def("__len__", &recycle::CacheLoader::batches)
       .def("size", &recycle::CacheLoader::size)
       .def("samples_per_rank", &recycle::CacheLoader::samples_per_rank)
@@ -196,56 +219,16 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("inputs"));
 
-  py::class_<recycle::WriterTensor>(m, "WriterTensor")
-      .def(py::init([](const std::string& name, const std::string& dtype,
-                       const std::vector<int64_t>& shape) {
-             return recycle::WriterTensor{name, dtype, shape};
-           }),
-           py::arg("name"), py::arg("dtype"), py::arg("shape"));
-
   // The writer behind a holder whose close() drops it at once (releasing the cache's writer
   // lock), whatever still refers to the Python object (a traceback, say).
   py::class_<WriterHolder>(m, "CacheWriter")
-      .def(py::init([](const std::string& dir, const std::string& split, const std::string& data,
-                       int64_t samples, const std::vector<std::string>& class_names,
-                       const std::string& model, const std::string& fingerprint,
-                       const std::string& split_at, const std::string& keyer,
-                       const std::string& codec, const std::string& preprocess,
-                       const std::vector<int64_t>& input_shape,
-                       const std::vector<recycle::WriterTensor>& layout,
-                       const std::string& compression, bool rebuild, double flush_seconds,
-                       const std::string& engine_model, const std::string& engine_weights,
-                       const std::string& engine_split_at) {
-             recycle::WriterOptions o;
-             o.cache_dir = dir;
-             o.split = split;
-             o.data = data;
-             o.samples = samples;
-             o.class_names = class_names;
-             o.model = model;
-             o.fingerprint = fingerprint;
-             o.split_at = split_at;
-             o.keyer = keyer;
-             o.codec = codec;
-             o.preprocess = preprocess;
-             o.input_shape = input_shape;
-             o.layout = layout;
-             o.compression = compression;
-             o.rebuild = rebuild;
-             o.flush_seconds = flush_seconds;
-             o.engine_model = engine_model;
-             o.engine_weights = engine_weights;
-             o.engine_split_at = engine_split_at;
+      .def(py::init([](const recycle::WriterOptions& o) {
              py::gil_scoped_release release;
              auto h = std::make_unique<WriterHolder>();
              h->w = std::make_unique<recycle::CacheWriter>(o);
              return h;
            }),
-           py::arg("path"), py::arg("split"), py::arg("data"), py::arg("samples"),
-           py::arg("class_names"), py::arg("model"), py::arg("fingerprint"), py::arg("split_at"),
-           py::arg("keyer"), py::arg("codec"), py::arg("preprocess"), py::arg("input_shape"),
-           py::arg("layout"), py::arg("compression"), py::arg("rebuild"), py::arg("flush_seconds"),
-           py::arg("engine_model"), py::arg("engine_weights"), py::arg("engine_split_at"))
+           py::arg("options"))
       .def(
           "add_chunk",
           [](WriterHolder& h, const at::Tensor& inputs, const at::Tensor& labels) {

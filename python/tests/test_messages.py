@@ -121,6 +121,9 @@ def test_a_loader_device_this_process_cannot_use_is_refused(cli_fp32):
             recycle.CachedLoader(cli_fp32, device="cuda")
         # The engine's loader refuses it too, in one line naming the option.
         with pytest.raises(ValueError, match=r"^device cuda: ") as e:
-            recycle._native.CacheLoader(str(cli_fp32), "train", False, 256, 8, False, 0, 0, 1, False,
-                                        0, device="cuda")
+            options = recycle._native.LoaderOptions()
+            options.reader.cache_dir = str(cli_fp32)
+            options.prefetch = 0
+            options.device = "cuda"
+            recycle._native.CacheLoader(options)
         assert "\n" not in str(e.value)

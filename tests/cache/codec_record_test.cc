@@ -17,7 +17,7 @@
 
 #include "cache/codec.h"
 #include "cache/record.h"
-#include "cache/status.h"
+#include "recycle/status.h"
 #include "tests/test_util.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "recycle/status.h"
 #include "tests/test_util.h"
 
 namespace {

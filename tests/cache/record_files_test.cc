@@ -17,10 +17,14 @@
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
 #include "cache/manifest.h"
-#include "keyers/key.h"
+#include "recycle/key.h"
+#include "recycle/options.h"  // parse_compression
+#include "tests/cache/open_store.h"
 #include "tests/test_util.h"
 
 namespace {
+
+using recycle::testing::open_store;
 
 namespace fs = std::filesystem;
 using recycle::ActivationStore;
@@ -33,15 +37,6 @@ using recycle::testing::TempDir;
 Key key_of(uint64_t i) { return {i * 0x9E3779B97F4A7C15ULL, ~i}; }
 std::string record_of(uint64_t i) {
   return "rec" + std::to_string(i) + std::string(static_cast<size_t>(40 + i % 50), 'x');
-}
-
-std::unique_ptr<ActivationStore> open_store(const std::string& dir, bool read_only = false) {
-  recycle::StoreOptions o;
-  o.read_only = read_only;
-  std::unique_ptr<ActivationStore> store;
-  const recycle::Status st = ActivationStore::open(dir, o, &store);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return store;
 }
 
 Manifest manifest_with(int64_t records, int64_t bytes) {
@@ -159,7 +154,7 @@ TEST(RecordFiles, FilesUseTheStoresCompression) {
   auto size_with = [&](const std::string& compression) {
     const std::string path = tmp.file("f-" + compression + ".sst");
     recycle::StoreOptions o;
-    o.compression = compression;
+    o.compression = recycle::parse_compression(compression);
     std::unique_ptr<RecordFileWriter> w;
     EXPECT_OK(RecordFileWriter::open(path, o, &w));
     for (uint64_t i = 0; i < 200; ++i) EXPECT_OK(w->add(Key{0, i}, std::string(4000, 'a')));
@@ -167,10 +162,6 @@ TEST(RecordFiles, FilesUseTheStoresCompression) {
     return fs::file_size(path);
   };
   EXPECT_LT(size_with("lz4") * 10, size_with("none"));
-  std::unique_ptr<RecordFileWriter> w;
-  recycle::StoreOptions bad;
-  bad.compression = "snappy2";
-  EXPECT_TRUE(RecordFileWriter::open(tmp.file("x.sst"), bad, &w).is_invalid_argument());
 }
 
 TEST(RecordFiles, KeysOutOfOrderAndEmptyFilesAreRefused) {

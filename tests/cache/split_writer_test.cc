@@ -10,10 +10,13 @@
 
 #include "cache/activation_store.h"
 #include "cache/manifest.h"
-#include "keyers/key.h"
+#include "recycle/key.h"
+#include "tests/cache/open_store.h"
 #include "tests/test_util.h"
 
 namespace {
+
+using recycle::testing::open_store;
 
 using recycle::ActivationStore;
 using recycle::IndexEntry;
@@ -23,15 +26,6 @@ using recycle::SplitInfo;
 using recycle::SplitWriter;
 using recycle::StagedWrite;
 using recycle::testing::TempDir;
-
-std::unique_ptr<ActivationStore> open_store(const std::string& dir, bool read_only = false) {
-  recycle::StoreOptions options;
-  options.read_only = read_only;
-  std::unique_ptr<ActivationStore> store;
-  const recycle::Status st = ActivationStore::open(dir, options, &store);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return store;
-}
 
 Key key_of(uint64_t i) { return {0x5EED000000000000ULL + i, ~i}; }
 

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "cache/status.h"
+#include "recycle/status.h"
 
 using recycle::Status;
 

@@ -1,4 +1,4 @@
-// Tests for recycle-inspect --verify's checks (cache/verify.h inspect_cache) on caches made
+// Tests for recycle-inspect --verify's checks (inspect_cache, cache/verify.cc) on caches made
 // here with ActivationStore: an fp16 record holding an infinity or a NaN is corrupt, and a
 // damaged records file is counted in `corrupt`, as many as the problems say could not be read.
 #include <gtest/gtest.h>
@@ -20,8 +20,8 @@
 #include "cache/codec.h"
 #include "cache/manifest.h"
 #include "cache/record.h"
-#include "cache/verify.h"
-#include "keyers/key.h"
+#include "recycle/cache.h"
+#include "recycle/key.h"
 #include "tests/test_util.h"
 
 namespace {

@@ -305,7 +305,7 @@ TEST(CacheSafety, MessagesAndExitCodes) {
   ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);
   const std::string c = "--cache " + cache + " --epochs 1 ";
   ToolRun r = run(dir, "recycle-train", c + "--lr 0");
-  expect_one_line_error(r, 2, "must be a number above 0 and at most 10");
+  expect_one_line_error(r, 2, "--lr must be above 0 and at most 10, not 0");
   EXPECT_LT(r.err.size(), 200u) << r.err;
   expect_one_line_error(run(dir, "recycle-train", c + "--lr 1e308"), 2, "--lr");
   for (const char* tool : {"recycle-build", "recycle-train", "recycle-inspect"}) {

@@ -20,7 +20,7 @@
 #include "cache/cache_dir.h"
 #include "cache/record.h"
 #include "engine/train/batch_sources.h"
-#include "cache/verify.h"
+#include "recycle/cache.h"
 #include "tests/tool_runner.h"
 
 namespace {

@@ -59,9 +59,9 @@ TEST(Options, SyncIsAllreduceAverageEveryKOrAsync) {
   EXPECT_EQ(recycle::sync_name(recycle::parse_sync("average:4")), "average:4");
   EXPECT_EQ(recycle::sync_name(Sync{}), "allreduce");
   // async[:PUSH[:FETCH]], each 1 when absent, always named in full.
-  EXPECT_EQ(recycle::parse_sync("async"), (Sync{Sync::Kind::kAsync, 1, 1}));
-  EXPECT_EQ(recycle::parse_sync("async:4"), (Sync{Sync::Kind::kAsync, 4, 1}));
-  EXPECT_EQ(recycle::parse_sync("async:4:2"), (Sync{Sync::Kind::kAsync, 4, 2}));
+  EXPECT_EQ(recycle::parse_sync("async"), (Sync{Sync::Kind::kAsync, 0, 1, 1}));
+  EXPECT_EQ(recycle::parse_sync("async:4"), (Sync{Sync::Kind::kAsync, 0, 4, 1}));
+  EXPECT_EQ(recycle::parse_sync("async:4:2"), (Sync{Sync::Kind::kAsync, 0, 4, 2}));
   EXPECT_EQ(recycle::sync_name(recycle::parse_sync("async")), "async:1:1");
   EXPECT_NE(recycle::parse_sync("async:4:2"), recycle::parse_sync("async:4:3"));
   for (const char* bad : {"average:0", "average:", "average:x", "average:1234567", "mean", "",
@@ -73,12 +73,15 @@ TEST(Options, SyncIsAllreduceAverageEveryKOrAsync) {
   recycle::DistOptions d;
   d.sync = Sync{Sync::Kind::kAverage, 0, 0};  // filled by hand, not parsed
   EXPECT_NE(refusal([&] { d.validate(); }).find("not 'average:0'"), std::string::npos);
+  d.sync = Sync{Sync::Kind::kAllreduce, 2};  // a period allreduce does not read
+  EXPECT_NE(refusal([&] { d.validate(); }).find("sets a period of another kind"),
+            std::string::npos);
   d.sync = Sync{Sync::Kind::kAverage, 2, 0};
   d.grad_compression = recycle::GradCompression::kFp16;
   EXPECT_NE(refusal([&] { d.validate(); }).find("applies to --sync allreduce and async only"),
             std::string::npos);
   // Compression applies to async pushes; --servers and --max-staleness to async only.
-  d.sync = Sync{Sync::Kind::kAsync, 1, 1};
+  d.sync = Sync{Sync::Kind::kAsync, 0, 1, 1};
   EXPECT_EQ(refusal([&] { d.validate(); }), "");
   d.sync = Sync{};
   d.servers = 2;
@@ -107,13 +110,13 @@ TEST(Options, TrainOptionsValidateTheModeCombinations) {
   o.eval_split = "train";
   EXPECT_EQ(refusal([&] { o.validate(); }), "--eval-split names the training split");
   o.eval_split = "";
-  o.freeze = "linear:0.25:0.75";
+  o.freeze = recycle::parse_freeze_rule("linear:0.25:0.75");
   EXPECT_EQ(refusal([&] { o.validate(); }),
             "--freeze needs --levels DIR: the directory its cache levels go to");
   o.levels_dir = "levels";
   EXPECT_EQ(refusal([&] { o.validate(); }), "");
   o.hyper.epochs = 0;
-  EXPECT_EQ(refusal([&] { o.validate(); }), "--epochs must be at least 1");
+  EXPECT_EQ(refusal([&] { o.validate(); }), "--epochs must be in 1..100000, not 0");
 
   recycle::TrainOptions c;
   c.cache_dir = "cache";
@@ -129,12 +132,53 @@ TEST(Options, TrainOptionsValidateTheModeCombinations) {
   EXPECT_NE(refusal([&] { c.validate(); }).find("do not go together"), std::string::npos);
 }
 
+// The bounds of numeric options are the library's (the command line declares none of its own):
+// a program's options are refused where the tools' flags are, in the same words.
+TEST(Options, NumericBoundsAreCheckedByTheLibrary) {
+  recycle::TrainHyper h;
+  EXPECT_EQ(refusal([&] { h.validate(); }), "");
+  h.momentum = 1.5;
+  EXPECT_EQ(refusal([&] { h.validate(); }), "--momentum must be in 0..0.999, not 1.5");
+  h.momentum = 0.9;
+  h.weight_decay = -1;
+  EXPECT_EQ(refusal([&] { h.validate(); }), "--weight-decay must be in 0..1, not -1");
+  h.weight_decay = 0;
+  h.batch = recycle::kMaxBatch + 1;
+  EXPECT_EQ(refusal([&] { h.validate(); }), "--batch must be in 1..65536, not 65537");
+
+  recycle::ModelOptions m;
+  m.width = 2000;
+  EXPECT_EQ(refusal([&] { m.validate(); }), "--width must be in 1..1024, not 2000");
+  m.width = 0;  // not given
+  m.max_tokens = -3;
+  EXPECT_EQ(refusal([&] { m.validate(); }), "--max-tokens must be in 1..8192, not -3");
+
+  recycle::BuildOptions b;
+  b.cache_dir = "cache";
+  b.threads = 2000;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--threads must be in 0..1024, not 2000");
+  b.threads = 0;
+  b.recycle = 1.5;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--recycle must be in 0..1, not 1.5");
+
+  recycle::DistOptions d;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "");
+  d.timeout_seconds = 0;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "--timeout must be in 1..86400, not 0");
+  d.timeout_seconds = 60;
+  d.world_size = 0;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "--world-size must be in 1..65536, not 0");
+  d.world_size = 1;
+  d.nproc = 300;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "--nproc must be in 0..256, not 300");
+}
+
 TEST(Options, BuildOptionsValidate) {
   recycle::BuildOptions b;
   b.cache_dir = "cache";
   EXPECT_EQ(refusal([&] { b.validate(); }), "");
   b.batch = 0;
-  EXPECT_EQ(refusal([&] { b.validate(); }), "--batch must be at least 1");
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--batch must be in 1..65536, not 0");
   b.batch = 1;
   b.model.width = 8;
   b.model.weights = "w.pt";
@@ -164,7 +208,7 @@ TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
   o.data.spec = "tsv:mail.tsv";
   o.recycle = 0;
   EXPECT_EQ(refusal([&] { o.validate(); }), "");
-  o.freeze = "auto";
+  o.freeze = recycle::parse_freeze_rule("auto");
   o.levels_dir = "levels";
   EXPECT_NE(refusal([&] { o.validate(); }).find("--freeze does not apply to text data (tsv:)"),
             std::string::npos);
@@ -174,7 +218,8 @@ TEST(Options, TrainOptionsRefuseWhatWouldFailOnlyLater) {
               std::string::npos) << text;
   }
   o.data.spec = "tsv:mail.tsv";
-  o.freeze = o.levels_dir = "";
+  o.freeze = {};
+  o.levels_dir = "";
 
   for (const char* flag : {"--grad-compression", "--sync", "--bucket-mb"}) {
     EXPECT_EQ(refusal([&] { o.validate({flag}); }),
@@ -219,6 +264,9 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   recycle::WriterOptions bad = o;
   bad.codec = "fp8";
   EXPECT_EQ(refused(bad), "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
+  bad = o;
+  bad.compression = "snappy2";
+  EXPECT_EQ(refused(bad), "unknown compression 'snappy2' (known: none, lz4, zstd)");
   bad = o;
   bad.flush_seconds = -1;
   EXPECT_NE(refused(bad).find("flush_seconds must be a number of seconds, 0 or more"),

@@ -17,13 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "keyers/content_hasher.h"
 #include "keyers/id_keyer.h"
-#include "keyers/key.h"
-#include "keyers/keyer.h"
-#include "keyers/keyer_registry.h"
 #include "keyers/text_keyer.h"
 #include "keyers/xxh3_keyer.h"
+#include "recycle/content_hasher.h"
+#include "recycle/key.h"
+#include "recycle/keyer.h"
 
 namespace {
 

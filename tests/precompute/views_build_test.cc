@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "cache/activation_store.h"
-#include "cache/verify.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/train/batch_sources.h"
 #include "keyers/view_key.h"
+#include "recycle/cache.h"
 #include "recycle/errors.h"
 #include "recycle/train.h"
 #include "tests/precompute/cache_contents.h"

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "keyers/key.h"
+#include "recycle/key.h"
 
 namespace recycle {
 

@@ -2,14 +2,17 @@
 // parse, name and the list of names all read it.
 #include "recycle/options.h"
 
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
 #include <stdexcept>
 #include <utility>
 
+#include "base/range_check.h"
 #include "base/strings.h"
+#include "cache/codec.h"  // parse_codec(name, &codec)
 #include "engine/data/augment.h"
-#include "engine/models/model_options.h"
-#include "engine/precompute/build_pipeline.h"
-#include "engine/train/train_hyper.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -141,16 +144,16 @@ Sync parse_sync(std::string_view name) {
   const std::string average = "average:";
   if (s.compare(0, average.size(), average) == 0) {
     const int64_t k = small_count(s.substr(average.size()));
-    if (k >= 1) return Sync{Sync::Kind::kAverage, k, 0};
+    if (k >= 1) return Sync{Sync::Kind::kAverage, k, 0, 0};
   }
-  if (s == "async") return Sync{Sync::Kind::kAsync, 1, 1};
+  if (s == "async") return Sync{Sync::Kind::kAsync, 0, 1, 1};
   const std::string async = "async:";
   if (s.compare(0, async.size(), async) == 0) {
     const std::string rest = s.substr(async.size());
     const size_t colon = rest.find(':');
     const int64_t push = small_count(rest.substr(0, colon));
     const int64_t fetch = colon == std::string::npos ? 1 : small_count(rest.substr(colon + 1));
-    if (push >= 1 && fetch >= 1) return Sync{Sync::Kind::kAsync, push, fetch};
+    if (push >= 1 && fetch >= 1) return Sync{Sync::Kind::kAsync, 0, push, fetch};
   }
   throw InvalidArgument(
       "--sync must be allreduce, average:K or async[:PUSH[:FETCH]] with K, PUSH, FETCH >= 1, "
@@ -162,11 +165,98 @@ std::string sync_name(const Sync& sync) {
     case Sync::Kind::kAllreduce:
       return "allreduce";
     case Sync::Kind::kAverage:
-      return "average:" + std::to_string(sync.every);
+      return "average:" + std::to_string(sync.average_every);
     case Sync::Kind::kAsync:
-      return "async:" + std::to_string(sync.every) + ":" + std::to_string(sync.fetch);
+      return "async:" + std::to_string(sync.push_every) + ":" + std::to_string(sync.fetch_every);
   }
   return "allreduce";
+}
+
+}  // namespace recycle
+
+// ---- the freeze schedule's spec -----------------------------------------------------------------
+
+namespace recycle {
+
+namespace {
+
+const char* kForms = "linear:START:LEVEL (START in [0, 1), LEVEL in (0, 1]) or auto[:THRESHOLD] "
+                     "(THRESHOLD in (0, 1])";
+
+std::vector<std::string> split_colons(const std::string& text) {
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == ':') {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
+}
+
+double parse_fraction(const std::string& text, const std::string& spec) {
+  size_t used = 0;
+  double v = std::numeric_limits<double>::quiet_NaN();
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v)) {
+    throw std::invalid_argument("--freeze " + spec + ": '" + text + "' is not a number; give " +
+                                kForms);
+  }
+  return v;
+}
+
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+std::string FreezeRule::name() const {
+  switch (kind) {
+    case Kind::kLinear: return "linear";
+    case Kind::kAuto: return "auto";
+    case Kind::kNone: break;
+  }
+  return "none";
+}
+
+std::string FreezeRule::spec() const {
+  switch (kind) {
+    case Kind::kLinear: return "linear:" + number(start) + ":" + number(level);
+    case Kind::kAuto: return "auto:" + number(threshold);
+    case Kind::kNone: break;
+  }
+  return "none";
+}
+
+FreezeRule parse_freeze_rule(const std::string& spec) {
+  const std::vector<std::string> parts = split_colons(spec);
+  FreezeRule rule;
+  if (!parts.empty() && parts[0] == "linear" && parts.size() == 3) {
+    rule.kind = FreezeRule::Kind::kLinear;
+    rule.start = parse_fraction(parts[1], spec);
+    rule.level = parse_fraction(parts[2], spec);
+    if (!(rule.start >= 0 && rule.start < 1) || !(rule.level > 0 && rule.level <= 1)) {
+      throw std::invalid_argument("--freeze " + spec + ": out of range; give " + kForms);
+    }
+    return rule;
+  }
+  if (!parts.empty() && parts[0] == "auto" && parts.size() <= 2) {
+    rule.kind = FreezeRule::Kind::kAuto;
+    if (parts.size() == 2) rule.threshold = parse_fraction(parts[1], spec);
+    if (!(rule.threshold > 0 && rule.threshold <= 1)) {
+      throw std::invalid_argument("--freeze " + spec + ": out of range; give " + kForms);
+    }
+    return rule;
+  }
+  throw std::invalid_argument("--freeze '" + spec + "' is not a freeze schedule; give " + kForms);
 }
 
 }  // namespace recycle
@@ -175,20 +265,12 @@ std::string sync_name(const Sync& sync) {
 
 namespace recycle {
 
-namespace {
-
-void check_at_least(const char* flag, int64_t value, int64_t least) {
-  if (value < least) {
-    throw InvalidArgument(std::string(flag) + " must be at least " + std::to_string(least));
-  }
-}
-
-}  // namespace
-
 void TrainHyper::validate() const {
-  check_at_least("--epochs", epochs, 1);
-  check_at_least("--batch", batch, 1);
-  if (!(lr > 0)) throw InvalidArgument("--lr must be positive");
+  check_range("--epochs", epochs, int64_t{1}, kMaxEpochs);
+  check_range("--batch", batch, int64_t{1}, kMaxBatch);
+  check_positive_up_to("--lr", lr, 10.0);
+  check_range("--momentum", momentum, 0.0, 0.999);
+  check_range("--weight-decay", weight_decay, 0.0, 1.0);
   // A value outside its enum (a cast) is refused by its name's lookup.
   optimizer_name(optimizer);
   schedule_name(schedule);
@@ -201,6 +283,8 @@ void TrainHyper::validate() const {
 }
 
 void ModelOptions::validate() const {
+  if (width != 0) check_range("--width", width, int64_t{1}, int64_t{1024});
+  if (max_tokens != 0) check_range("--max-tokens", max_tokens, int64_t{1}, int64_t{8192});
   if (width > 0 && !weights.empty()) {
     throw InvalidArgument(
         "--width applies only without --weights (the weights file sets "
@@ -210,7 +294,9 @@ void ModelOptions::validate() const {
 
 void BuildOptions::validate() const {
   model.validate();
-  check_at_least("--batch", batch, 1);
+  if (recycle >= 0) check_range("--recycle", recycle, 0.0, 1.0);
+  check_range("--batch", batch, int64_t{1}, kMaxBatch);
+  check_range("--threads", threads, 0, kMaxThreads);
   if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
   codec_name(codec);  // throws for a value outside the enum
   compression_name(compression);
