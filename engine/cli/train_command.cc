@@ -194,7 +194,7 @@ void finish_options(const CLI::App& app, TrainFlags* f) {
 
 // With --nproc N: starts N local workers and returns the launcher's exit code. Otherwise -1: this
 // process trains, and learns from the environment whether a launcher hosts the store.
-int launch_local_workers(const CLI::App& app, int argc, char** argv, TrainOptions* o) {
+int launch_workers_if_asked(const CLI::App& app, int argc, char** argv, TrainOptions* o) {
   const int launched = launch_if_asked(app, argc, argv, o->dist, o->threads);
   if (launched >= 0) return launched;
   o->dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
@@ -243,7 +243,7 @@ int train_main(int argc, char** argv) {
   return run_tool(app, argc, argv, [&] {
     finish_options(app, &f);
     TrainOptions& o = f.o;
-    const int launched = launch_local_workers(app, argc, argv, &o);
+    const int launched = launch_workers_if_asked(app, argc, argv, &o);
     if (launched >= 0) return launched;
     o.progress = !f.json && o.dist.rank == 0;
     const TrainReport r = run_train(o);

@@ -442,8 +442,8 @@ Dataset SplitBuild::view_samples(const BuildChunk& chunk) {
     }
   }
   if (streamed_.streamed()) {
-    require_keyed_content(base, distinct.data(), static_cast<int64_t>(distinct.size()), plan_.keys(),
-                          *keyer_, streamed_.file);
+    require_keyed_content(base, distinct.data(), static_cast<int64_t>(distinct.size()),
+                          plan_.keys(), *keyer_, streamed_.file);
   }
   Dataset out = samples_like(data_);
   const int64_t item = data_.item_bytes();
@@ -497,7 +497,8 @@ void SplitBuild::begin_split() {
   const std::string label =
       cache_input_ ? "derive " + split + " at " + manifest_.split_at : "build " + split;
   progress_ =
-      std::make_unique<Progress>(label, static_cast<int64_t>(plan_.todo().size()), options_.progress);
+      std::make_unique<Progress>(label, static_cast<int64_t>(plan_.todo().size()),
+                                 options_.progress);
 }
 
 bool SplitBuild::next_chunk(BuildChunk* chunk) {
