@@ -15,7 +15,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make pkg-config zlib1g-dev
+  cmake g++ make pkg-config zlib1g-dev ccache
   libtorch-dev libgloo-dev libopenblas0-openmp
   librocksdb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libturbojpeg0-dev libspng-dev
   libgtest-dev libbenchmark-dev

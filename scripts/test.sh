@@ -10,6 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup.sh
+# The compiler cache (ccache, kept in ~/.cache/ccache between runs on one machine; CMakeLists.txt
+# compiles through it): room for both LibTorch trees' objects.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
+ccache --zero-stats >/dev/null 2>&1 || true
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON -DRECYCLE_BUILD_BENCH=ON \
   -DRECYCLE_BUILD_PYTHON="$(bash scripts/python_found.sh)" >/dev/null
 cmake --build build -j "$(nproc)"
@@ -25,3 +29,4 @@ if [ "${RECYCLE_SKIP_TORCH2:-0}" = 1 ]; then
 fi
 bash scripts/test_torch2.sh build-torch2
 echo "test.sh: LibTorch 2.11 (pip): venv, build, pip install and ctest took $(( $(date +%s) - debian_done )) s"
+echo "test.sh: compiler cache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '$1=="direct_cache_hit"||$1=="preprocessed_cache_hit"{h+=$2} $1=="cache_miss"{m=$2} END{printf "%d hits, %d misses", h, m}')"
