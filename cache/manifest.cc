@@ -16,6 +16,7 @@ std::string Manifest::to_json_string(int indent) const {
   j["class_names"] = class_names;
   j["classifier"] = classifier;
   if (!weights_file.empty()) j["weights_file"] = weights_file;
+  if (!derived_blocks.empty()) j["derived_from"] = {{"cache", derived_from}, {"blocks", derived_blocks}};
   j["records"] = records;
   j["record_bytes"] = record_bytes;
   j["splits"] = splits_to_json();
@@ -46,6 +47,14 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.classifier = j.at("classifier").get<std::string>();
     m.weights_file = j.value("weights_file", std::string());
+    if (j.contains("derived_from")) {
+      const json& d = j.at("derived_from");
+      m.derived_from = d.at("cache").get<std::string>();
+      m.derived_blocks = d.at("blocks").get<std::vector<int64_t>>();
+      if (m.derived_blocks.empty() || m.derived_blocks.back() != m.prefix_blocks) {
+        return Status::corruption("manifest: derived_from's blocks do not end at the prefix's");
+      }
+    }
     m.records = json_int(j, "records");
     m.record_bytes = json_int(j, "record_bytes");
     for (const auto& [name, s] : j.at("splits").items()) {

@@ -20,6 +20,10 @@ std::string InspectReport::to_json() const {
                       {"recycle", manifest.recycle_ratio()},
                       {"keyer", manifest.keyer},
                       {"codec", manifest.codec},
+                      {"prefix_precision", manifest.prefix_precision.empty()
+                                               ? std::string("fp32")
+                                               : manifest.prefix_precision},
+                      {"classifier", manifest.classifier},
                       {"fingerprint", manifest.fingerprint},
                       {"record_shapes", layout_shapes(manifest.layout())},
                       {"record_layout", manifest.record_layout_to_json()},

@@ -339,6 +339,18 @@ else
   echo "FAIL: could not train a head for the predict cases" >&2; failures=$((failures + 1))
 fi
 
+# Advice that would lose a cache, and messages that must stay one line.
+if "$bin/recycle-build" --data fashion-mnist --split test --limit 50 --weights "$work/enc.pt" --recycle 0.5 \
+     --cache "$work/w-built" >/dev/null 2>&1; then
+  case_ "recycle-build without --weights on a cache built from --weights (never advises --rebuild)" 1 "$work/w-built" "$bin/recycle-build" --data fashion-mnist --split test --limit 50 --width 4 --recycle 0.5 --cache "$work/w-built"
+  if grep -q -- --rebuild "$work/err"; then echo "FAIL: the missing --weights was answered with --rebuild" >&2; failures=$((failures + 1)); fi
+else
+  echo "FAIL: could not build the cache from --weights" >&2; failures=$((failures + 1))
+fi
+case_ "recycle-inspect --bogus (an unknown flag, and --cache missing)" 2 "" "$bin/recycle-inspect" --bogus
+case_ "--device with a newline in it (cpu, newline, cpu)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --device "cpu
+cpu"
+
 # A read-only cache directory and a full disk (small tmpfs filesystems).
 if [ "$(id -u)" -eq 0 ] && mkdir -p "$work/ro" && mount -t tmpfs -o size=8m tmpfs "$work/ro" 2>/dev/null; then
   mounts+=("$work/ro")

@@ -1,8 +1,10 @@
 #include "engine/cli/commands.h"
 #include "engine/util/omp_wait.h"
 
+// OpenMP threads that sleep, not spin, while another process wants a core: chosen before
+// libgomp loads (engine/util/omp_wait.h).
+RECYCLE_CHOOSE_OMP_WAIT_AT_LOAD
+
 int main(int argc, char** argv) {
-  // OpenMP threads that sleep, not spin, while another process wants a core.
-  recycle::exec_with_passive_omp_wait("/proc/self/exe", argv, recycle::others_running() > 0);
   return recycle::predict_main(argc, argv);
 }

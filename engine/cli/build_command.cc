@@ -90,7 +90,7 @@ int build_main(int argc, char** argv) {
               << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s
               << " samples/s); cache holds " << r.records << " records" << std::endl;
     if (r.prefix_share >= 0) print_expected_speedup(r);
-    if (json) std::cout << r.to_json() << std::endl;
+    if (json) std::cout << json_with_omp_wait(r.to_json()) << std::endl;
     return 0;
   });
 }

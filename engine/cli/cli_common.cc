@@ -1,28 +1,33 @@
 #include "engine/cli/cli_common.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/error_cause.h"
 #include "base/strings.h"
 #include "engine/distributed/launcher.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/util/heap_tuning.h"
+#include "engine/util/omp_wait.h"
 
 namespace recycle {
 
 namespace {
 
-// The first line of an error, and a pointer to --verbose when there is more (LibTorch and
-// TorchScript append backtraces and tracebacks); the whole of it with --verbose.
+// The line of an error that says its cause (error_cause: the first, or for a TorchScript
+// script's failure the exception it raised), and a pointer to --verbose when there is more
+// (LibTorch and TorchScript append backtraces and tracebacks); the whole of it with --verbose.
 std::string error_text(const std::string& what, bool verbose) {
   const size_t nl = what.find('\n');
   if (verbose || nl == std::string::npos) return what;
-  return what.substr(0, nl) + " (--verbose shows more)";
+  return error_cause(what) + " (--verbose shows more)";
 }
 
 }  // namespace
@@ -39,6 +44,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return 0;
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 checks required flags before it looks at the words it did not know: a mistyped flag
+    // would be reported as the required one it was meant to be next to.
+    std::vector<std::string> unknown = app.remaining();
+    std::reverse(unknown.begin(), unknown.end());  // ExtrasError names them last to first
+    std::cerr << tool << ": " << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
+              << " (see --help)" << std::endl;
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << tool << ": " << e.what() << " (see --help)" << std::endl;
     return 2;
@@ -231,6 +244,13 @@ int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOption
   // Asynchronous training goes on without a lost worker; only its servers are essential.
   if (dist.sync.kind == Sync::Kind::kAsync) lo.essential_ranks = dist.servers;
   return launch_local_workers(lo, args);
+}
+
+std::string json_with_omp_wait(const std::string& report_json) {
+  nlohmann::json j = nlohmann::json::parse(report_json);
+  const OmpWaitChoice choice = omp_wait_choice();
+  j["omp_wait"] = {{"policy", choice.policy}, {"why", choice.why}};
+  return j.dump();
 }
 
 }  // namespace recycle

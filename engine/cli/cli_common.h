@@ -65,4 +65,8 @@ void add_dist_flags(CLI::App& app, DistOptions* dist);
 int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOptions& dist,
                     int threads);
 
+// A report's --json object (one line) with "omp_wait": {"policy", "why"} added: the OpenMP wait
+// policy the tool chose at load and why (engine/util/omp_wait.h).
+std::string json_with_omp_wait(const std::string& report_json);
+
 }  // namespace recycle

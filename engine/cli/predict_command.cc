@@ -59,7 +59,7 @@ int predict_main(int argc, char** argv) {
                 << " s), same class for " << r.agree << " of " << r.samples
                 << ", largest probability difference " << r.max_prob_diff << std::endl;
     }
-    if (json) std::cout << r.to_json() << std::endl;
+    if (json) std::cout << json_with_omp_wait(r.to_json()) << std::endl;
     return 0;
   });
 }

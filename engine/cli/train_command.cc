@@ -228,7 +228,7 @@ void print_report(const TrainReport& r, const TrainOptions& o, bool json) {
             << ", " << r.train_samples_per_s << " samples/s";
   if (r.test_acc >= 0) std::cout << ", test accuracy " << r.test_acc << " on " << r.test_samples;
   std::cout << std::endl;
-  if (json) std::cout << r.to_json() << std::endl;
+  if (json) std::cout << json_with_omp_wait(r.to_json()) << std::endl;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -61,15 +62,31 @@ std::string describe_status(int status) {
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 
+// Beside the store in the job's directory: the line of the first essential failure.
+const char* const kFailureFile = "/failure";
+
 // The job's private directory: removed, with the store file in it, when the launcher is done.
 struct StoreDirectory {
   std::string path;
   explicit StoreDirectory(std::string p) : path(std::move(p)) {}
   ~StoreDirectory() {
     unlink((path + "/store").c_str());
+    unlink((path + kFailureFile).c_str());
     rmdir(path.c_str());
   }
 };
+
+// Writes `line` to DIR/failure whole (a temporary file renamed over it), so that a worker never
+// reads half of it. Best effort: a worker that does not find it notices at its timeout.
+void leave_failure_line(const std::string& dir, const std::string& line) {
+  const std::string path = dir + kFailureFile, temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << line << '\n';
+    if (!out.flush()) return;
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
 
 struct Worker {
   pid_t pid = -1;
@@ -167,7 +184,8 @@ std::vector<std::string> worker_arguments(const std::vector<std::string>& args, 
 // threads must be joined (finish) before it is destroyed.
 class LocalJob {
  public:
-  explicit LocalJob(const LaunchOptions& o) : o_(o) {}
+  // `job_dir`: the job's private directory, where a failure's line is left for the workers.
+  LocalJob(const LaunchOptions& o, std::string job_dir) : o_(o), job_dir_(std::move(job_dir)) {}
 
   // Starts rank `rank`; the stderr of any rank but 0 comes back through a pipe and a relay.
   void start_worker(int rank, std::vector<std::string> argv_s, const std::string& token,
@@ -187,6 +205,7 @@ class LocalJob {
   void report_other_ends();
 
   const LaunchOptions& o_;
+  const std::string job_dir_;
   std::map<pid_t, Worker> workers_;
   int exit_code_ = 0;
   bool failed_ = false;
@@ -297,12 +316,17 @@ void LocalJob::on_worker_end(Worker& w) {
     failed_ = true;
     first_failed_ = w.pid;
     exit_code_ = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 1;
+    const std::string line = "rank " + std::to_string(w.rank) + " of " +
+                             std::to_string(o_.nproc) + " (pid " + std::to_string(w.pid) + ") " +
+                             describe_status(w.status);
     {
       std::lock_guard<std::mutex> lock(g_stderr_mutex);
-      std::cerr << o_.tool << ": rank " << w.rank << " of " << o_.nproc << " (pid " << w.pid
-                << ") " << describe_status(w.status) << std::endl;
+      std::cerr << o_.tool << ": " << line << std::endl;
     }
-    // The others should notice within their timeout and stop on their own.
+    // The others find the line at their next look (a build's ranks wait on the store, where a
+    // dead rank would otherwise show only by its heartbeat standing still for the timeout), or
+    // notice on their own (Gloo's connections close); what is left at the deadline is killed.
+    leave_failure_line(job_dir_, line);
     deadline_ = Clock::now() + std::chrono::seconds(o_.timeout_seconds + 10);
   }
 }
@@ -333,7 +357,7 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   const std::string token = job_token();
   catch_stop_signals();
 
-  LocalJob job(o);
+  LocalJob job(o, store_dir.path);
   const pid_t launcher = getpid();
   for (int rank = 0; rank < o.nproc; ++rank) {
     job.start_worker(rank, worker_arguments(args, rank, o.nproc, master, per_worker), token,
@@ -343,6 +367,19 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
   job.finish();
   restore_stop_signals();
   return job.exit_code();
+}
+
+std::string launcher_reported_failure(const std::string& master) {
+  static const std::string kFile = "file:", kStore = "/store";
+  if (master.compare(0, kFile.size(), kFile) != 0 || master.size() <= kFile.size() + kStore.size() ||
+      master.compare(master.size() - kStore.size(), kStore.size(), kStore) != 0) {
+    return "";
+  }
+  const std::string dir = master.substr(kFile.size(), master.size() - kFile.size() - kStore.size());
+  std::ifstream in(dir + kFailureFile);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  return line;
 }
 
 }  // namespace recycle

@@ -6,8 +6,8 @@
 // forwards SIGINT and SIGTERM to them and waits. No LibTorch here.
 //
 // When an essential worker fails (non-zero exit or a signal) the launcher prints one line naming
-// its rank, gives the others --timeout seconds to notice and exit on their own, then kills what
-// is left. Another worker's failure is one line, and the job goes on.
+// its rank, leaves that line beside the store (launcher_reported_failure) for the others to
+// find, gives them --timeout seconds to notice and exit on their own, then kills what is left. Another worker's failure is one line, and the job goes on.
 // Only rank 0's stdout reaches the launcher's stdout; every worker's stderr does, each line
 // prefixed with "[rank R] " except rank 0's.
 #pragma once
@@ -32,5 +32,11 @@ struct LaunchOptions {
 // Returns the launcher's exit code: 0 when every essential worker exited 0, else the first
 // failing essential worker's code (1 when it died of a signal), 130/143 after SIGINT/SIGTERM.
 int launch_local_workers(const LaunchOptions& options, const std::vector<std::string>& args);
+
+// For a worker of a local job (--master file:DIR/store, as the launcher gives it): the line the
+// launcher left in DIR when an essential worker failed ("rank 1 of 2 (pid 7) was killed by
+// signal 9 (Killed)"), so that a rank waiting for that one stops at once instead of at its
+// timeout. "" when there is none, or when `master` is not a local launcher's store.
+std::string launcher_reported_failure(const std::string& master);
 
 }  // namespace recycle

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/distributed/dist_context.h"
+#include "engine/distributed/launcher.h"  // launcher_reported_failure
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"  // run_distributed_build
 #include "recycle/build.h"
@@ -30,7 +31,8 @@ std::string first_line(std::string s) {
 // BuildGroup on the job's c10d store (a TCPStore, or the launcher's FileStore). A wait polls the
 // store for its key and for a failure, and watches the heartbeat of the rank it waits for
 // (DistContext rewrites recycle/hb/R every second): a rank whose heartbeat stands still for the
-// timeout is lost.
+// timeout is lost. In a local job (--nproc) the launcher's word that a rank died ends the wait
+// at the next look, half a second at most after the launcher saw it.
 class StoreBuildGroup : public BuildGroup {
  public:
   explicit StoreBuildGroup(DistContext& ctx) : ctx_(ctx) {}
@@ -63,6 +65,10 @@ class StoreBuildGroup : public BuildGroup {
           throw std::runtime_error(std::string(v.begin(), v.end()));
         } else if (Clock::now() >= next_look) {
           next_look = Clock::now() + std::chrono::milliseconds(500);
+          const std::string died = launcher_reported_failure(ctx_.options().master);
+          if (!died.empty()) {
+            throw std::runtime_error("lost " + died + " (its launcher saw it end)");
+          }
           std::string now_beat;
           if (store.check({beat_key})) {
             const std::vector<uint8_t> v = store.get(beat_key);

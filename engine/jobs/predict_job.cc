@@ -31,6 +31,7 @@
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
 #include "engine/precompute/prefix_identity.h"
+#include "engine/train/cache_levels.h"  // chained_fingerprint
 #include "recycle/errors.h"
 #include "recycle/predict.h"
 
@@ -139,7 +140,19 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
 // list its splits were built with (" classes=5-9" in their data descriptions).
 PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& m) {
   PredictOptions o = given;
+  if (m.classifier == kClassifierNone) {  // no weights or head file of the engine's can fit it
+    throw InvalidArgument("cache " + o.cache_dir + " was filled by a program's own prefix (" +
+                          m.model + ", through recycle.build or CacheWriter), which " +
+                          "recycle-predict cannot run for its misses: serve it from Python " +
+                          "with recycle.CachedPrefix(path, prefix) and your head");
+  }
   if (o.weights.empty()) {
+    if (!m.derived_blocks.empty()) {
+      throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
+                            " is a progressive level, derived from " + m.derived_from +
+                            " by recycle-train --progressive; give the model that run saved "
+                            "(--save-model FILE), with the head it saved (--save-head)");
+    }
     if (m.weights_file.empty()) {
       throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
                             " does not record the weights file it was built from (built from a "
@@ -186,9 +199,15 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
 }
 
 // Refuses weights, data or a head that do not belong to cache m, naming what differs.
-void check_fits(const PredictOptions& o, const Manifest& m, const SplitBuild& s,
+// A progressive level's fingerprint chains through the split points it was derived along: the
+// given weights are fingerprinted along the same chain (cache_levels.h).
+void check_fits(const PredictOptions& o, const Manifest& m, SplitBuild& s,
                 const HeadIdentity& head) {
-  const auto weights = m.identity().identity_differences(s.manifest().identity());
+  CacheIdentity given = s.manifest().identity();
+  if (!m.derived_blocks.empty()) {
+    given.fingerprint = chained_fingerprint(s.prefix().model().model, m.derived_blocks);
+  }
+  const auto weights = m.identity().identity_differences(given);
   if (!weights.empty()) {
     throw StaleCacheError(mismatch_message(
         o.cache_dir, weights,

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/error_cause.h"
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
@@ -434,7 +435,15 @@ void check_script_head(BlockStack& head, const ActivationStore& store, const Man
     head->train();
   } catch (const std::exception& e) {
     throw std::invalid_argument("--script-head " + file + " does not run on the cache's " +
-                                "activations " + inputs_string(b) + ": " + first_line(e.what()));
+                                "activations " + inputs_string(b) + ": " + error_cause(e.what()));
+  }
+  if (!logits.is_floating_point()) {  // the loss would fail with "does not require grad"
+    const std::string dtype = c10::toString(logits.scalar_type());  // "Long"
+    const std::string as_python = dtype == "Long" ? "int64" : dtype == "Int" ? "int32"
+                                : dtype == "Bool" ? "bool" : dtype == "Byte" ? "uint8" : dtype;
+    throw std::invalid_argument("--script-head " + file + " returns " + as_python +
+                                " from the cache's activations " + inputs_string(b) +
+                                ": it must return floating-point logits (N x classes)");
   }
   if (logits.dim() != 2 || logits.size(0) != 2 || logits.size(1) != classes) {
     throw std::invalid_argument("--script-head " + file + " maps the cache's activations " +

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/strings.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -24,7 +25,7 @@ bool libtorch_has_cuda() {
 }  // namespace
 
 c10::Device usable_device(const std::string& name, const std::string& option) {
-  const std::string flag = option + " " + name;
+  const std::string flag = option + " " + printable(name);  // one line whatever was typed
   if (name == "cpu") return c10::Device(c10::kCPU);
   const std::string digits = name.size() > 5 ? name.substr(5) : "";
   const bool indexed = name.rfind("cuda:", 0) == 0 && !digits.empty() && digits.size() <= 3 &&

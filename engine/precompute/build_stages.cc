@@ -311,6 +311,14 @@ void SplitBuild::reconcile_manifest() {
   have.throw_if_error();
   const Manifest& wanted = manifest_;
   const auto diffs = stored.identity().identity_differences(wanted.identity());
+  if (!diffs.empty() && stored.fingerprint != wanted.fingerprint && !stored.weights_file.empty() &&
+      options_.model.weights.empty() && !cache_input_) {
+    // A missing option, not another setup: --rebuild would replace the records with those of a
+    // prefix initialised at random.
+    throw StaleCacheError("cache " + dir + " was built from --weights " + stored.weights_file +
+                          ", and this run gives no --weights (its prefix would be initialised "
+                          "at random): give --weights FILE");
+  }
   if (!diffs.empty()) {
     throw StaleCacheError(mismatch_message(dir, diffs, "use --rebuild to start over"));
   }

@@ -81,7 +81,11 @@ json inputs_of(const SplitBuild& b) {
   }
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   Key digest{h.high64, h.low64};
-  return {{"manifest", json::parse(b.manifest().to_json_string())},
+  json manifest = json::parse(b.manifest().to_json_string());
+  // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
+  // here, a rank's mismatch names both words.
+  if (!manifest.contains("prefix_precision")) manifest["prefix_precision"] = "fp32";
+  return {{"manifest", manifest},
           {"data", b.data().description},
           {"split", b.options().data.split},
           {"samples", b.counters().samples},
@@ -100,8 +104,13 @@ std::string first_difference(const json& mine, const json& theirs, int rank) {
     const json other = theirs.contains(name) ? theirs[name] : json();
     if (value == other) continue;
     if (value.is_object() && other.is_object()) {
-      for (const auto& [field, v] : value.items()) {
-        const json o = other.contains(field) ? other[field] : json();
+      json fields = value;  // every field either side has, rank 0's first
+      for (const auto& [field, o] : other.items()) {
+        if (!fields.contains(field)) fields[field] = json();
+      }
+      for (const auto& [field, unused] : fields.items()) {
+        const json v = value.contains(field) ? value[field] : json("(none)");
+        const json o = other.contains(field) ? other[field] : json("(none)");
         if (v != o) {
           return field + " differs (rank 0: " + shorten(v) + "; rank " + std::to_string(rank) +
                  ": " + shorten(o) + ")";

@@ -43,6 +43,14 @@ BlockModel block_range(const BlockModel& model, int64_t begin, int64_t end) {
   return part;
 }
 
+// The fingerprint of blocks [begin, end) of `model` alone (the classifier left out).
+std::string range_fingerprint(const BlockModel& model, int64_t begin, int64_t end) {
+  const BlockModel added = block_range(model, begin, end);
+  BlockStack stack;  // the blocks alone (as_stack would bring the classifier)
+  for (int64_t i = 0; i < added.num_blocks(); ++i) stack->append(added.block_names[i], added.blocks[i]);
+  return module_fingerprint(*stack);
+}
+
 // Freezes blocks [0, blocks): eval mode, no grad (what split_block_model does to a prefix).
 SplitModel freeze_prefix(BlockModel& model, int64_t blocks) {
   return split_block_model(model, blocks);
@@ -116,6 +124,17 @@ std::string level_dir(const std::string& levels_dir, const CacheIdentity& id) {
       .string();
 }
 
+std::string chained_fingerprint(const BlockModel& model, const std::vector<int64_t>& chain) {
+  if (chain.empty() || chain.front() < 1 || chain.back() > model.num_blocks()) {
+    throw std::invalid_argument("chained_fingerprint: split points outside the model's blocks");
+  }
+  std::string fingerprint = module_fingerprint(*split_block_model(model, chain.front()).prefix);
+  for (size_t i = 1; i < chain.size(); ++i) {
+    fingerprint = derived_fingerprint(fingerprint, range_fingerprint(model, chain[i - 1], chain[i]));
+  }
+  return fingerprint;
+}
+
 std::string derived_fingerprint(const std::string& base, const std::string& blocks) {
   ContentHasher hasher;
   hasher.update_field("derived");
@@ -143,15 +162,16 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   const BlockModel added = block_range(model, k, to_blocks);
   const InferencePrefix blocks(added, to_blocks - k);
 
-  // The new level's manifest: the base's with the new split point, fingerprint and shapes.
+  // The new level's manifest: the base's with the new split point, fingerprint and shapes, and
+  // what it was made from instead of the base's weights file (whose prefix is not the level's).
   Manifest want = from_m;
-  BlockStack added_stack;  // the added blocks alone (as_stack would bring the classifier)
-  for (int64_t i = 0; i < added.num_blocks(); ++i) {
-    added_stack->append(added.block_names[i], added.blocks[i]);
-  }
-  want.fingerprint = derived_fingerprint(from_m.fingerprint, module_fingerprint(*added_stack));
+  want.fingerprint = derived_fingerprint(from_m.fingerprint, range_fingerprint(model, k, to_blocks));
   want.split_at = split.split_at;
   want.prefix_blocks = to_blocks;
+  want.weights_file.clear();
+  want.derived_from = from_dir;
+  if (want.derived_blocks.empty()) want.derived_blocks = {k};
+  want.derived_blocks.push_back(to_blocks);
   {
     const RecordLayout base_layout = from_m.layout();
     std::vector<int64_t> probe_shape = {1};

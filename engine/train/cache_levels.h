@@ -64,6 +64,12 @@ std::string level_dir(const std::string& levels_dir, const CacheIdentity& id);
 // parameters and buffers have fingerprint `blocks` (XXH3-128 hex of both, in order).
 std::string derived_fingerprint(const std::string& base, const std::string& blocks);
 
+// The fingerprint of `model` as a level derived along the split points `chain` has it
+// ([k0, k1, ..., km], Manifest::derived_blocks): blocks [0, k0) fingerprinted whole, as
+// recycle-build fingerprints a prefix, then derived_fingerprint adding blocks [k(i-1), k(i)) for
+// each next point. recycle-predict checks a level against the weights it is given with it.
+std::string chained_fingerprint(const BlockModel& model, const std::vector<int64_t>& chain);
+
 struct DeriveOptions {
   int64_t batch = 256;          // samples per forward and per write batch
   Compression compression = Compression::kNone;  // as BuildOptions::compression

@@ -156,6 +156,13 @@ struct Manifest : CacheIdentity {
   // none): not identity (the fingerprint is), a default for recycle-predict --weights that the
   // fingerprint still checks.
   std::string weights_file;
+  // A progressive level (recycle-train --progressive derives it from another cache by running
+  // the blocks that froze next on that cache's records): the cache it came from, and the split
+  // points its fingerprint chains through, [k0, k1, ..., this level's prefix_blocks] (blocks
+  // 0..k0 fingerprinted as recycle-build does, then each next range added; recycle-predict
+  // checks the model it is given against that). Empty for any other cache. Not identity.
+  std::string derived_from;
+  std::vector<int64_t> derived_blocks;
   std::map<std::string, SplitInfo> splits;
   int64_t records = 0;      // distinct records stored
   int64_t record_bytes = 0; // bytes of encoded records written (before RocksDB compression)

@@ -38,8 +38,17 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
         raise ValueError(f"limit must be a non-negative int, not {limit!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"threads must be a non-negative int, not {threads!r}")
+    path = _text("path", path)
+    try:
+        manifest = json.loads(_native.inspect(path, False))
+    except (RuntimeError, ValueError, OSError):
+        manifest = {}  # not a cache, or unreadable: the engine says why in its own words
+    if manifest.get("classifier") == "none" and str(manifest.get("model", "")).startswith("python:"):
+        raise ValueError(f"cache {path} was filled by a Python prefix ({manifest['model']}, "
+                         "through recycle.build), which recycle.predict cannot run for its misses: "
+                         "use recycle.CachedPrefix(path, prefix) and apply your head to its output")
     options = filled(
-        _native.PredictOptions(), cache_dir=_text("path", path), head=_text("head", head),
+        _native.PredictOptions(), cache_dir=path, head=_text("head", head),
         weights="" if weights is None else _text("weights", weights),
         data=dict(spec=_text("data", data), split=_text("split", split),
                   classes=_text("classes", classes), limit=limit,

@@ -61,3 +61,26 @@ def test_misses_run_the_prefix_and_bad_arguments_raise(trained):
         recycle.predict(t["cache"], t["head"], other, "fashion-mnist", t["root"] / "x.jsonl",
                         classes="5-9", limit=10)
     assert not (t["root"] / "x.jsonl").exists()  # nothing written on a failure
+
+
+def test_a_python_prefixs_cache_is_served_by_cached_prefix_not_predict(trained, tmp_path):
+    """recycle.predict and recycle-predict on a cache that recycle.build filled from a Python
+    prefix: one line each, in the caller's words, naming CachedPrefix (not --weights)."""
+    import torch
+
+    data = torch.utils.data.TensorDataset(torch.randn(20, 3), torch.arange(20) % 2)
+    prefix = torch.nn.Linear(3, 4)
+    cache = tmp_path / "py-cache"
+    recycle.build(cache, data, prefix, codec="fp32", progress=False)
+    with pytest.raises(ValueError) as e:
+        recycle.predict(cache, trained["head"], None, "fashion-mnist", tmp_path / "p.jsonl")
+    message = str(e.value)
+    assert "\n" not in message and "Python prefix" in message
+    assert "recycle.CachedPrefix" in message and "--weights" not in message
+    r = run_tool("recycle-predict", "--cache", cache, "--head", trained["head"], "--data",
+                 "fashion-mnist", "--limit", 10, "--out", tmp_path / "p.jsonl", check=False)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "program's own prefix" in r.stderr and "recycle.CachedPrefix" in r.stderr
+    assert "--weights FILE is required" not in r.stderr
+    assert recycle.inspect(cache)["classifier"] == "none"

@@ -252,4 +252,38 @@ void kill_and_rerun(int victim_rank) {
 }
 
 TEST(DistributedBuildTools, AKilledRank1LeavesACacheThatARerunFinishes) { kill_and_rerun(1); }
+
+// A rank killed while the others compute ends the job as soon as its launcher sees it, not at
+// the --timeout (60 s here; the ranks wait on the store, where a dead rank shows otherwise only
+// by its heartbeat standing still): rank 1 is killed once the run's staging directory exists
+// (every rank is past the rendezvous, and rank 0 computes or waits for rank 1's records).
+TEST(DistributedBuildTools, AKilledRankEndsTheBuildWhenTheLauncherSeesIt) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("c"), err = dir.file("err");
+  std::vector<std::string> args = nproc2_args(cache, 2000);
+  args.back() = "60";  // --timeout
+  pid_t victim = -1;
+  const pid_t launcher = spawn_build(args, err, 1, &victim);
+  ASSERT_GT(victim, 0) << recycle::testing::read_file(err);
+  const fs::path staging = fs::path(cache) / recycle::kStagingDirName;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::error_code ec;
+  while ((!fs::exists(staging, ec) || fs::is_empty(staging, ec)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(fs::is_empty(staging, ec)) << recycle::testing::read_file(err);
+  kill(victim, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int code = recycle::testing::wait_tool(launcher);
+  const double to_exit = seconds_since(killed);
+  const std::string text = recycle::testing::read_file(err);
+  EXPECT_NE(code, 0) << text;
+  EXPECT_LT(to_exit, 20) << text;  // was the 60 s timeout
+  EXPECT_NE(text.find("rank 1 of 2"), std::string::npos) << text;
+  EXPECT_TRUE(children_of(launcher).empty());
+  std::cout << "killed rank 1: the launcher exited " << code << " " << to_exit << " s later"
+            << std::endl;
+}
 TEST(DistributedBuildTools, AKilledRank0LeavesACacheThatARerunFinishes) { kill_and_rerun(0); }

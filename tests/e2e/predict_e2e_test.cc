@@ -335,6 +335,24 @@ TEST_F(Predict, TheCacheSuppliesTheWeightsAndTheClasses) {
             std::string::npos) << r.err;
 }
 
+// A build into a cache that records its weights file, without --weights, asks for the file: it
+// does not suggest --rebuild, which would replace the records with a random prefix's.
+TEST_F(Predict, ABuildWithoutTheWeightsTheCacheRecordsAsksForThemNotForRebuild) {
+  TempDir work;
+  ToolRun r = run(work, "recycle-build", data() + " --split test --limit 300 --recycle 0.5 "
+                                         "--codec fp32 --width 8 --cache " + cache_);
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("was built from --weights " +
+                       std::filesystem::path(enc_).lexically_normal().string()),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give --weights FILE"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--rebuild"), std::string::npos) << r.err;
+  r = run(work, "recycle-inspect", "--cache " + cache_ + " --verify --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["corrupt"], 0);
+}
+
 // The build measured the prefix's share of the forward on its first chunks and printed what
 // the cache should buy; the speedups follow from the share.
 TEST_F(Predict, TheBuildReportsThePrefixShareAndTheSpeedupItImplies) {

@@ -119,6 +119,45 @@ TEST(ProgressiveTools, StartsFromACacheAndDerivesFromIt) {
   EXPECT_EQ(r.last["test_samples"], 64);
 }
 
+// A level derived from another records what it was made from, not its base's weights file
+// (whose prefix is not the level's): recycle-predict asks for the model the run saved, and
+// serves the level with it and the head the run saved, as it serves any cache.
+TEST(ProgressiveTools, ALevelIsServedWithTheModelAndHeadTheRunSaved) {
+  TempDir dir;
+  write_stripes(dir.path().string(), 128);
+  const std::string data = "--data fashion-mnist:" + dir.path().string();
+  const std::string model = dir.file("model.pt"), head = dir.file("head.pt");
+  // Level 1 is built from raw data, level 2 derived from level 1 (as in the test above).
+  ToolRun r = run(dir, "recycle-train", data + " --model resnet18 --width 4 --recycle 0 --epochs 3 "
+                                        "--batch 32 --threads 1 --freeze linear:0:0.5 --levels " +
+                                        dir.file("levels") + " --level-codec fp32 --save-model " +
+                                        model + " --save-head " + head + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_EQ(r.last["freezes"].size(), 2u) << r.out;
+  const std::string base = r.last["freezes"][0]["level"]["dir"];
+  const std::string level = r.last["freezes"][1]["level"]["dir"];
+  ASSERT_EQ(r.last["freezes"][1]["level"]["source"], base);
+  const std::string predict = "--cache " + level + " --head " + head + " " + data +
+                              " --split test --out " + dir.file("p.csv") + " --json";
+  ToolRun p = run(dir, "recycle-predict", predict);
+  EXPECT_EQ(p.code, 2) << describe(p);
+  EXPECT_EQ(recycle::testing::count_lines(p.err), 1) << p.err;
+  EXPECT_NE(p.err.find("is a progressive level, derived from " + base), std::string::npos)
+      << p.err;
+  EXPECT_NE(p.err.find("(--save-model FILE)"), std::string::npos) << p.err;
+  p = run(dir, "recycle-predict", predict + " --weights " + model);
+  ASSERT_EQ(p.code, 0) << describe(p);
+  EXPECT_EQ(p.last["hits"], 64);
+  EXPECT_DOUBLE_EQ(p.last["accuracy"].get<double>(), r.last["test_acc"].get<double>());
+  // Other weights make another prefix: refused as another setup.
+  const std::string other = dir.file("other.pt");
+  ASSERT_EQ(run(dir, "recycle-train", data + " --width 4 --recycle 0 --epochs 1 --threads 1 "
+                                      "--eval-split none --save-model " + other).code, 0);
+  p = run(dir, "recycle-predict", predict + " --weights " + other);
+  EXPECT_EQ(p.code, 1) << describe(p);
+  EXPECT_NE(p.err.find("prefix fingerprint"), std::string::npos) << p.err;
+}
+
 // recycle-train --freeze --nproc 2: each rank makes the levels of its own shard, the ranks freeze
 // at the same epochs as one process, each freeze leaves fewer parameters to reduce (bytes per
 // step fall, 4 bytes a trainable element with fp32 allreduce), and the accuracy is close to one

@@ -230,6 +230,12 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
       {"recycle-train", "", 2, "--cache"},
       {"recycle-inspect", cache, 1, "no cache at"},
       {"recycle-inspect", "", 2, "--cache"},
+      // A word it does not know is named, even where a required flag is missing too.
+      {"recycle-inspect", "--bogus", 2, "not expected: --bogus"},
+      {"recycle-inspect", "--bogus 3", 2, "not expected: --bogus 3"},
+      // A newline typed into a value is written as its escape: still one line.
+      {"recycle-build", "--device 'cpu\ncpu' --data fashion-mnist --recycle 0.5 --limit 5 " +
+       cache, 2, "--device cpu\\ncpu: expected cpu, cuda or cuda:N"},
   };
   for (const Case& c : cases) {
     ToolRun r = run(dir, c.tool, c.args);

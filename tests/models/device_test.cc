@@ -26,6 +26,8 @@ TEST(Device, CpuIsUsableAndOtherSpellingsAreRefused) {
   for (const char* name : {"tpu", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1234", "CPU", ""}) {
     EXPECT_EQ(refusal(name), "--device " + std::string(name) + ": expected cpu, cuda or cuda:N") << name;
   }
+  // What was typed is named on one line, a control character written as its escape.
+  EXPECT_EQ(refusal("cpu\ncpu"), "--device cpu\\ncpu: expected cpu, cuda or cuda:N");
 }
 
 // Without a GPU (these CI machines) cuda is refused in one line saying why: a LibTorch without

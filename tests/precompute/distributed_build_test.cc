@@ -241,6 +241,9 @@ TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
       {[](BuildOptions* o) { o->data.limit = 10; }, "data differs"},
       {[&](BuildOptions* o) { o->model.weights = weights_in(data, 4); }, "fingerprint differs"},
       {[](BuildOptions* o) { o->codec = recycle::Codec::kFp32; }, "codec differs"},
+      // fp32, which the manifest leaves unsaid, is named, not "null".
+      {[](BuildOptions* o) { o->precision = recycle::Precision::kBf16; },
+       "prefix_precision differs (rank 0: fp32; rank 1: bf16)"},
   };
   weights_in(data);  // both files made here, not by the ranks' threads
   weights_in(data, 4);
