@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "engine/data/data_source.h"
+#include "recycle/writer.h"  // class_id_problem
 
 namespace recycle {
 
@@ -216,10 +217,8 @@ std::vector<int64_t> read_labels(const std::string& path) {
     for (int64_t b = size; b-- > 0;) u = (u << 8) | p[b];  // little-endian
     int64_t v = static_cast<int64_t>(u);
     if (t[1] == 'i' && size < 8 && (u >> (size * 8 - 1)) & 1) v = static_cast<int64_t>(u) - (int64_t{1} << (size * 8));
-    if (v < 0 || v > 1000000) {
-      bad(path, "label " + std::to_string(v) + " of sample " + std::to_string(i) +
-                    " is not a class id (0 to 1000000)");
-    }
+    const std::string problem = class_id_problem(v, static_cast<int64_t>(i));
+    if (!problem.empty()) bad(path, problem);
     labels[i] = v;
   }
   return labels;

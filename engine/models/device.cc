@@ -8,6 +8,7 @@
 
 #include "base/strings.h"
 #include "recycle/errors.h"
+#include "recycle/reader.h"  // usable_device_name
 
 namespace recycle {
 
@@ -49,6 +50,11 @@ c10::Device usable_device(const std::string& name, const std::string& option) {
                           " GPU(s): cuda:0 to cuda:" + std::to_string(gpus - 1));
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+std::string usable_device_name(const std::string& name, const std::string& option) {
+  usable_device(name, option);
+  return name;
 }
 
 }  // namespace recycle

@@ -41,6 +41,30 @@ PrefetchedBatches::~PrefetchedBatches() {
   }
   cv_.notify_all();
   thread_.join();
+  // spent_ and the rest are dropped here, on the owner's thread.
+}
+
+namespace {
+
+// Moves the tensors of `batch` that anything else refers to (a tensor handed out and kept, a
+// view of it) into `spent`, leaving them undefined in the batch (decoded into anew).
+void move_shared(Batch* batch, std::vector<torch::Tensor>* spent) {
+  auto take = [&](torch::Tensor& t) {
+    if (t.defined() && (t.use_count() != 1 || t.storage().use_count() != 1)) {
+      spent->push_back(std::move(t));
+      t = torch::Tensor();
+    }
+  };
+  for (auto& input : batch->inputs) take(input.second);
+  take(batch->labels);
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> PrefetchedBatches::take_spent() {
+  std::vector<torch::Tensor> spent;
+  spent.swap(spent_);
+  return spent;
 }
 
 int64_t PrefetchedBatches::batches() const {
@@ -66,6 +90,8 @@ void PrefetchedBatches::run() {
     if (!free_.empty()) {
       slot.batch = std::move(free_.back());
       free_.pop_back();
+      // The caller's tensors that are still referred to are the caller's thread's to drop.
+      move_shared(&slot.batch, &spent_);
     }
     busy_ = true;
     // order_ is not changed while busy_ (plan and cancel wait for the thread to be idle).
@@ -104,7 +130,9 @@ void PrefetchedBatches::cancel(std::unique_lock<std::mutex>& lock) {
 }
 
 void PrefetchedBatches::plan(const std::vector<int64_t>& order, int64_t batch) {
+  std::vector<torch::Tensor> spent;  // dropped on return, after the lock (declared before it)
   std::unique_lock<std::mutex> lock(mu_);
+  spent = take_spent();
   // The plan under way, none of it taken yet (the trainer plans the next epoch during the
   // last step of this one, then again when it starts): keep what it loaded ahead.
   if (planned_ && !failed_ && next_take_ == 0 && batch == batch_ && order == order_) return;
@@ -120,7 +148,9 @@ void PrefetchedBatches::plan(const std::vector<int64_t>& order, int64_t batch) {
 }
 
 void PrefetchedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
+  std::vector<torch::Tensor> spent;  // dropped on return, after the lock (declared before it)
   std::unique_lock<std::mutex> lock(mu_);
+  spent = take_spent();
   const int64_t pos = next_take_ * batch_;
   const bool follows =
       planned_ && next_take_ < batches() &&

@@ -22,7 +22,20 @@
 // wait for it (the caller's thread never waits) and tells the caching allocator the caller's
 // stream uses the batch's memory.
 //
-// Memory: at most depth + 2 batches (the queue, the one being loaded, the caller's) are held.
+// The thread never drops a tensor another owner may share: a buffer of the caller's that is
+// still referred to when the thread would load into it (a batch the caller handed on and keeps,
+// a Python tensor) is set aside and dropped by the caller's thread (its next load or plan, or
+// the destructor), and the thread decodes into a new one. Under torch 2.x dropping a reference
+// to a tensor that has a Python object decrefs that object and takes the GIL: a loading thread
+// that waited for the GIL while the interpreter exits (or while its owner holds the GIL and
+// joins it) aborted the process ("terminate called without an active exception").
+//
+// Planning again at any point (a new epoch while the thread loads ahead for the last one: two
+// Python iterators of one loader, say) stops the plan under way: it waits until the thread is
+// idle, drops what it loaded ahead and starts the new plan.
+//
+// Memory: at most depth + 2 batches (the queue, the one being loaded, the caller's) are held,
+// and the caller's tensors set aside until its next call.
 // Not thread safe (one training thread); the inner source is only ever used by one thread at a
 // time.
 #pragma once
@@ -69,6 +82,8 @@ class PrefetchedBatches final : public BatchSource {
   // With mu_ held: drops the plan and what was loaded ahead, and waits until the thread is idle.
   void cancel(std::unique_lock<std::mutex>& lock);
   int64_t batches() const;  // in the plan
+  // With mu_ held: the tensors set aside for the caller's thread to drop (after the lock).
+  std::vector<torch::Tensor> take_spent();
 
   BatchSource& inner_;
   const int64_t depth_;
@@ -86,6 +101,7 @@ class PrefetchedBatches final : public BatchSource {
   int64_t next_take_ = 0;     // next batch number load() hands out
   std::deque<Slot> ready_;    // loaded ahead, in order, starting at next_take_
   std::vector<Batch> free_;   // buffers to load into again
+  std::vector<torch::Tensor> spent_;  // the caller's, still referred to: the caller drops them
   int64_t prefetched_ = 0;
   std::thread thread_;
 };

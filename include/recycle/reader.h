@@ -90,6 +90,12 @@ struct LoaderOptions {
   std::string device = "cpu";
 };
 
+// The rule of every device a program names (LoaderOptions::device, the tools' --device): "cpu",
+// "cuda" or "cuda:N" that this process can use. Returns `name` when it is one; else throws
+// InvalidArgument, one line naming `option` (another spelling such as "cpu:0", no CUDA in this
+// LibTorch, no GPU visible, cuda:N past the GPUs). The Python package checks its devices with it.
+std::string usable_device_name(const std::string& name, const std::string& option = "device");
+
 // Batches of one split in the order of a Sampler. A split built with K augmented views
 // (recycle-build --views K) gives one view of every sample per epoch, as recycle-train reads it;
 // SplitReader gives view 0. Not thread safe (one consumer).

@@ -29,6 +29,19 @@ class Tensor;
 
 namespace recycle {
 
+// The largest label a sample may carry: a class id is 0 to kMaxClassId (a label names a class,
+// and a cache's class names grow to the largest label). One rule for every source of labels:
+// recycle-build --data npy: (engine/data/source_npy.cc) and the Python package's recycle.build.
+constexpr int64_t kMaxClassId = 1000000;
+
+// "" when `label` is a class id, else the one-line reason naming it and its sample: "label L of
+// sample I is not a class id (0 to 1000000)".
+inline std::string class_id_problem(int64_t label, int64_t sample) {
+  if (label >= 0 && label <= kMaxClassId) return "";
+  return "label " + std::to_string(label) + " of sample " + std::to_string(sample) +
+         " is not a class id (0 to " + std::to_string(kMaxClassId) + ")";
+}
+
 // One tensor of the records: its name, dtype ("float32", "int64", "int32", "uint8", "bool") and
 // shape per sample (fixed). float32 tensors are stored with the writer's codec, the others
 // exactly.

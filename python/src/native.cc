@@ -2,7 +2,9 @@
 // It binds include/recycle/ and nothing else: SplitReader, CacheLoader and KeyedReader (reader.h),
 // CacheWriter and tensors_fingerprint (writer.h), inspect and verify (cache.h), predict
 // (predict.h), and the option structs they take (ReaderOptions, LoaderOptions, WriterOptions,
-// PredictOptions, DatasetOptions), which the package fills field by field. Tensors cross as
+// PredictOptions, DatasetOptions), which the package fills field by field; and the rules the
+// package shares with the tools: class_id_problem and MAX_CLASS_ID (writer.h), and
+// usable_device_name (reader.h). Tensors cross as
 // torch.Tensor without copies (torch's own caster, <torch/extension.h>).
 //
 // No C++ exception reaches the interpreter as a crash: pybind11 turns every one thrown below a
@@ -254,6 +256,14 @@ PYBIND11_MODULE(_native, m) {
         py::gil_scoped_release release;
         h.w.reset();
       });
+
+  // The engine's rules, so that the package checks what the tools check, in their words.
+  m.attr("MAX_CLASS_ID") = recycle::kMaxClassId;
+  m.def("class_id_problem", &recycle::class_id_problem, py::arg("label"), py::arg("sample"),
+        "\"\" for a class id (0 to MAX_CLASS_ID), else the reason naming the label and its sample");
+  m.def("usable_device_name", &recycle::usable_device_name, py::arg("name"),
+        py::arg("option") = "device",
+        "name when this process can use it (cpu, cuda, cuda:N), else ValueError naming option");
 
   m.def("tensors_fingerprint", &recycle::tensors_fingerprint, py::arg("names"), py::arg("tensors"),
         "XXH3-128 hex of named tensors, as the engine fingerprints a module");
