@@ -38,6 +38,54 @@ def _outputs(out, rows):
     return named
 
 
+def _layout_of(named):
+    """The record layout a prefix's named outputs make: [(name, dtype name, per-sample shape)]."""
+    return [(name, _dtype_name(name, t), list(t.shape[1:])) for name, t in named]
+
+
+def _names(names):
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def _arranged(named, layout):
+    """A batch's named outputs as the record layout orders them: a dict's tensors taken by name
+    (any key order), a tensor's or a tuple's by position (their names are positional). Each must
+    have the layout's dtype and per-sample shape; ValueError naming the key otherwise."""
+    by_name = dict(named)
+    wanted = [name for name, _, _ in layout]
+    extra = [n for n, _ in named if n not in set(wanted)]
+    missing = [n for n in wanted if n not in by_name]
+    if extra or missing:
+        what = (f"gave {_names(extra)}, which the records do not hold" if extra
+                else f"lacks {_names(missing)}")
+        raise ValueError(f"the prefix's output {what}: every batch must give the tensors of the "
+                         f"first ({_names(wanted)})")
+    tensors = []
+    for name, dtype, shape in layout:
+        t = by_name[name]
+        got_dtype = _dtype_name(name, t)
+        if got_dtype != dtype:
+            raise ValueError(f"the prefix's output '{name}' is {got_dtype} in this batch, the "
+                             f"records hold {dtype} (the first batch's)")
+        if list(t.shape[1:]) != shape:
+            raise ValueError(f"the prefix's output '{name}' has shape {list(t.shape[1:])} per "
+                             f"sample in this batch, the records hold {shape} (the first batch's)")
+        tensors.append(t)
+    return tensors
+
+
+def _stored_layout(path, rebuild):
+    """The names of the record layout of the cache at `path` (None when there is none, or when it
+    will be rebuilt)."""
+    if rebuild or not os.path.isdir(path):
+        return None
+    try:
+        manifest = json.loads(_native.inspect(path, False))
+    except (RuntimeError, ValueError, OSError):  # not a cache (yet): the writer says what is wrong
+        return None
+    return [t.get("name") for t in manifest.get("record_layout") or []]
+
+
 def _eval_mode(prefix):
     """Puts an nn.Module prefix in eval mode. Returns (device, restore): the device its inputs go
     to (its first parameter's or buffer's; None for a callable or a module with neither), and a
@@ -73,11 +121,30 @@ def _split_batch(batch, where):
                          "pairs: wrap the dataset so that it gives (input, label) only")
     inputs, labels = batch[0], batch[1]
     if not isinstance(inputs, torch.Tensor):
+        if _holds_strings(inputs):
+            raise ValueError(f"{where}: inputs are strings; build keys and stores tensors only (a "
+                             "keyer/tokenizer for text is not supported yet): tokenize them into "
+                             "tensors first")
         raise ValueError(f"{where}: inputs must be tensors, not {type(inputs).__name__}")
-    labels = torch.as_tensor(labels)
-    if labels.is_floating_point() or labels.dtype == torch.bool:
+    if _holds_strings(labels):
+        raise ValueError(f"{where}: labels must be integers (class ids), not strings: map each "
+                         "name to its index and give the names as classes=")
+    try:
+        labels = torch.as_tensor(labels)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{where}: labels must be integers, not {type(labels).__name__} "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ValueError(f"{where}: labels must be integers, not {labels.dtype}")
     return inputs, labels.to(torch.int64).reshape(-1)
+
+
+def _holds_strings(items):
+    """Whether `items` is a string or a (nested) tuple/list whose first item is one (a batch of
+    text as DataLoader collates it)."""
+    while isinstance(items, (tuple, list)) and items:
+        items = items[0]
+    return isinstance(items, (str, bytes))
 
 
 def _split_batch_checked(batch, start):
@@ -85,6 +152,12 @@ def _split_batch_checked(batch, start):
     inputs, labels = _split_batch(batch, "data")
     if inputs.shape[0] != labels.shape[0]:
         raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+    # A class id is 0 to MAX_CLASS_ID, as recycle-build's sources check it: the cache's class
+    # names grow to the largest label (2**40 ran out of memory after minutes).
+    outside = (labels < 0) | (labels > _native.MAX_CLASS_ID)
+    if bool(outside.any()):
+        i = int(outside.nonzero()[0, 0])
+        raise ValueError("data: " + _native.class_id_problem(int(labels[i]), start + i))
     if (inputs.is_floating_point() or inputs.is_complex()) and inputs.numel() > 0:
         # A NaN or an infinity would be keyed as it is and cached as the prefix's output for it.
         finite = torch.isfinite(inputs.reshape(inputs.shape[0], -1)).all(dim=1)
@@ -95,10 +168,11 @@ def _split_batch_checked(batch, start):
     return inputs, labels
 
 
-def _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar):
+def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, bar):
     """The build under an initialised torch.distributed group: every rank reads the same data
     in the same order; rank 0 keys each chunk and says which rows need the prefix; rank r
-    computes rows r, r + world, ...; rank 0 gathers the outputs and writes the cache (its only
+    computes rows r, r + world, ...; rank 0 gathers the outputs (named: each rank's arranged by
+    name as the record layout, which open_writer fills on rank 0) and writes the cache (its only
     writer, as in recycle-build's distributed build). Each step starts with a message from
     rank 0, so an error anywhere stops every rank at the next step with the same message."""
     dist = torch.distributed
@@ -140,14 +214,14 @@ def _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar):
             rows = message[1]
             mine = rows[rank::world]
             try:
-                part = [t for _, t in run_prefix(inputs[torch.tensor(mine, dtype=torch.int64)])] if mine else None
+                part = run_prefix(inputs[torch.tensor(mine, dtype=torch.int64)]) if mine else None
             except Exception as e:
                 part = error_of(e)
             parts = [None] * world if rank == 0 else None
             dist.gather_object(part, parts, dst=0)
             if rank == 0 and failure is None:
                 try:
-                    failed = [p for p in parts if isinstance(p, tuple)]
+                    failed = [p for p in parts if isinstance(p, tuple)]  # error_of's
                     if failed:
                         failure = failed[0]
                     else:
@@ -155,7 +229,7 @@ def _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar):
                         if rows:
                             order = torch.cat([torch.arange(len(rows))[r::world] for r in range(world)
                                                if len(rows[r::world])])
-                            given = [p for p in parts if p is not None]
+                            given = [_arranged(p, layout) for p in parts if p is not None]
                             for j in range(len(given[0])):
                                 stacked = torch.cat([p[j] for p in given])
                                 out = torch.empty_like(stacked)
@@ -206,10 +280,21 @@ def _loader(data, batch_size, num_workers):
     return loader, n, f"python:{type(data).__name__}:{n}"
 
 
+def _original(prefix):
+    """The module a torch.compile'd prefix wraps (its _orig_mod: the same weights and the same
+    outputs, so the same cache), else prefix itself."""
+    orig = getattr(prefix, "_orig_mod", None)
+    if isinstance(prefix, torch.nn.Module) and isinstance(orig, torch.nn.Module):
+        return orig
+    return prefix
+
+
 def _identity(prefix, model_id):
-    """(model, fingerprint) of the cache's identity."""
+    """(model, fingerprint) of the cache's identity: the name of the prefix's class (of the
+    module torch.compile wrapped) unless model_id names it, and the hash of its state_dict."""
     if model_id is not None and (not isinstance(model_id, str) or not model_id):
         raise ValueError("model_id must be a non-empty string")
+    prefix = _original(prefix)
     state = None
     if isinstance(prefix, torch.nn.Module):
         state = prefix.state_dict()
@@ -223,6 +308,11 @@ def _identity(prefix, model_id):
     names = list(state.keys()) if state is not None else []
     tensors = [t if isinstance(t, torch.Tensor) else torch.as_tensor(t) for t in
                (state.values() if state is not None else [])]
+    for name, t in zip(names, tensors):
+        if t.device.type == "meta":
+            raise ValueError(f"the prefix's '{name}' is on the meta device (it holds no values): "
+                             "load the prefix's weights before build (load_state_dict(..., "
+                             "assign=True), or to_empty(device=...) and then load them)")
     fingerprint = _native.tensors_fingerprint(names, tensors) if state is not None else "none"
     return "python:" + model_id, fingerprint
 
@@ -416,17 +506,22 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         share.measure(raw, len(x), seconds)
         return out
 
+    layout = []  # (name, dtype, shape) of each record tensor, in the records' order
+
     def open_writer(inputs, run):
         """The cache opened for writing, its record layout from the prefix's output for the
-        first sample (one forward)."""
+        first sample (one forward); a dict's keys in a stored cache's order when they are its
+        names (then any key order matches it)."""
         probe = run(inputs[:1])
-        layout = [_native.WriterTensor(name, _dtype_name(name, t), list(t.shape[1:]))
-                  for name, t in probe]
+        stored = _stored_layout(path, rebuild)
+        if stored is not None and sorted(stored) == sorted(n for n, _ in probe):
+            probe = sorted(probe, key=lambda named: stored.index(named[0]))
+        layout[:] = _layout_of(probe)
         return _native.CacheWriter(filled(
             _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=n,
             class_names=class_names, model=model, fingerprint=fingerprint, split_at="prefix",
             keyer=keyer_spec, codec=codec, preprocess="python", input_shape=list(inputs.shape[1:]),
-            layout=layout, compression=compression, rebuild=bool(rebuild),
+            layout=[_native.WriterTensor(*t) for t in layout], compression=compression, rebuild=bool(rebuild),
             flush_seconds=float(flush_seconds), engine_model=engine_model or "",
             engine_weights=engine_weights or "", engine_split_at=engine_split_at or ""))
 
@@ -441,7 +536,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     writer = None
     try:
         if group:
-            report = _build_distributed(loader, n, run_prefix, open_writer, rank, world, bar)
+            report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
+                                        bar)
         else:
             for batch in loader:
                 inputs, labels = _split_batch_checked(batch, bar.done)
@@ -450,7 +546,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                 rows = writer.add_chunk(inputs, labels)
                 outputs = []
                 if rows:
-                    outputs = [t for _, t in run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)])]
+                    outputs = _arranged(run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)]),
+                                        layout)
                 writer.write_chunk(outputs)
                 bar.advance(len(inputs))
             if writer is None:

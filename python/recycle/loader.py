@@ -22,22 +22,15 @@ def _dist_default(rank, world_size):
 
 
 def _device(device):
-    """`device` as a torch.device this process can use (None stays None), or ValueError."""
+    """`device` as a torch.device this process can use (None stays None), or ValueError: the
+    engine's rule, the tools' --device (cpu, cuda or cuda:N, checked by usable_device_name)."""
     if device is None:
         return None
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device {device!r}: expected cpu, cuda or cuda:N ({e})") from None
-    if d.type not in ("cpu", "cuda"):
-        raise ValueError(f"device {device!r}: expected cpu, cuda or cuda:N")
-    if d.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: no GPU is usable by this torch "
-                             f"({torch.__version__}: torch.cuda.is_available() is False)")
-        if d.index is not None and d.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s)")
-    return d
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise ValueError(f"device must be a string or a torch.device, not {type(device).__name__}")
+    return torch.device(_native.usable_device_name(device, "device"))
 
 
 class CachedLoader:
@@ -53,7 +46,11 @@ class CachedLoader:
     memory. activations is a float32 tensor [n, ...] or a dict of named tensors; labels int64
     [n]. rank/world_size default from torch.distributed when it is initialised. Each iteration
     is one epoch: the first is epoch 0 and each one after it the next, unless set_epoch names it.
-    Use it in the process that created it (not inside DataLoader workers). device (default: the
+    Each iterator is an epoch of its own, as a DataLoader's are: an iterator started while another
+    is still live (not exhausted nor closed) reads with a second engine loader (its own reading
+    thread and block cache, dropped when it ends), so neither takes the other's batches; its
+    epoch is drawn when iter() is called. Use it in the process that created it (not inside
+    DataLoader workers). device (default: the
     CPU) is where the batches go: "cuda" has the background thread make them on the GPU, a
     batch or two ahead (pinned on the host, copied with non_blocking, fp16/bf16/int8 records
     sent as stored and widened there); refused with ValueError where no GPU is usable.
@@ -76,18 +73,22 @@ class CachedLoader:
         # asynchronously on its loading thread, compact records (fp16, bf16, int8) sent as
         # stored and widened on the GPU.
         cuda = self.device is not None and self.device.type == "cuda"
-        self._native = _native.CacheLoader(filled(
-            _native.LoaderOptions(),
+        self._options = dict(
             reader=dict(cache_dir=self.path, split=split, allow_partial=bool(allow_partial),
                         block_cache_mb=int(block_cache_mb)),
             batch_size=batch_size, shuffle=bool(shuffle), seed=seed, rank=rank,
             world_size=world_size, drop_last=bool(drop_last), prefetch=prefetch,
-            device=str(self.device) if cuda else "cpu"))
+            device=str(self.device) if cuda else "cpu")
+        self._native = self._open()
+        self._native_in_use = False  # a live iterator reads with self._native
         self.rank, self.world_size = rank, world_size
         self.tensor_names = self._native.tensor_names()
         self.manifest = json.loads(self._native.manifest_json())
         self._epoch = 0
         self._pid = os.getpid()
+
+    def _open(self):
+        return _native.CacheLoader(filled(_native.LoaderOptions(), **self._options))
 
     def set_epoch(self, epoch):
         """The epoch the next iteration draws its order for (as DistributedSampler.set_epoch)."""
@@ -113,14 +114,27 @@ class CachedLoader:
                                "that iterates it, or give DataLoader workers a CachedDataset")
         epoch = self._epoch
         self._epoch += 1
-        self._native.start_epoch(epoch)
-        names = self.tensor_names
-        while True:
-            batch = self._native.next()
-            if batch is None:
-                return
-            tensors, labels = batch
-            if self.device is not None and self.device.type != "cpu":
-                tensors = [t.to(self.device, non_blocking=True) for t in tensors]
-                labels = labels.to(self.device, non_blocking=True)
-            yield _activation(tensors, names), labels
+        return self._batches(epoch)
+
+    def _batches(self, epoch):
+        """The batches of `epoch`, read with self._native, or with a loader of its own when
+        another iterator is reading with that one."""
+        own = self._native_in_use
+        native = self._open() if own else self._native
+        if not own:
+            self._native_in_use = True
+        try:
+            native.start_epoch(epoch)
+            names = self.tensor_names
+            while True:
+                batch = native.next()
+                if batch is None:
+                    return
+                tensors, labels = batch
+                if self.device is not None and self.device.type != "cpu":
+                    tensors = [t.to(self.device, non_blocking=True) for t in tensors]
+                    labels = labels.to(self.device, non_blocking=True)
+                yield _activation(tensors, names), labels
+        finally:
+            if not own:
+                self._native_in_use = False

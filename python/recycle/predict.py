@@ -127,6 +127,9 @@ class CachedPrefix:
                 out = _outputs(self.prefix(x.to(device) if device is not None else x), len(x))
         finally:
             restore_modes()
+        by_name = dict(out)
+        if sorted(by_name) == sorted(self.names):  # a dict's keys in another order: by name
+            out = [(name, by_name[name]) for name in self.names]
         if [name for name, _ in out] != self.names:
             raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
                              f"hold {self.names}")

@@ -388,3 +388,75 @@ def test_progress_in_a_log_is_plain_lines_with_rate_and_eta(tmp_path, monkeypatc
     monkeypatch.delenv("RECYCLE_PROGRESS_SECONDS")
     recycle.build(tmp_path / "d", data, net, batch_size=16)
     assert capsys.readouterr().err == ""
+
+
+def test_dict_outputs_are_stored_by_name_whatever_their_key_order(tmp_path):
+    """Issue 54 item 1: a dict's tensors go to the records by name, not by position."""
+    data = make_data(n=300)
+    x = data.x.flatten(1)[:, :4]
+    calls = [0]
+
+    def swapping(batch):  # the probe and two batches {"a", "b"}, then {"b", "a"}
+        calls[0] += 1
+        h = batch.flatten(1)[:, :4]
+        return {"a": h, "b": -h} if calls[0] <= 3 else {"b": -h, "a": h}
+
+    recycle.build(tmp_path / "c", data, swapping, model_id="swap", codec="fp32", batch_size=100)
+    got, _ = recycle.CachedDataset(tmp_path / "c").read(range(300))
+    assert torch.equal(got["a"], x) and torch.equal(got["b"], -x)
+    # Another split of an existing cache whose first batch gives the keys in the other order.
+    calls[0] = 3
+    r = recycle.build(tmp_path / "c", make_data(n=50, seed=1), swapping, split="test",
+                      model_id="swap", codec="fp32", batch_size=25)
+    assert r["computed"] == 50
+    got, _ = recycle.CachedDataset(tmp_path / "c", "test").read(range(50))
+    assert torch.equal(got["a"], make_data(n=50, seed=1).x.flatten(1)[:, :4])
+
+    def later(change):
+        calls = [0]
+
+        def prefix(batch):
+            calls[0] += 1
+            h = batch.flatten(1)[:, :4]
+            return {"a": h, "b": -h} if calls[0] <= 2 else change(h)
+        return prefix
+
+    cases = [(lambda h: {"zzz": h * 1000, "b": -h}, "gave 'zzz', which the records do not hold"),
+             (lambda h: {"a": h}, "lacks 'b'"),
+             (lambda h: {"a": h, "b": -h, "c": h}, "gave 'c'"),
+             (lambda h: {"a": h.to(torch.int64), "b": -h}, "'a' is int64 in this batch, the records hold float32"),
+             (lambda h: {"a": h[:, :3], "b": -h}, r"'a' has shape \[3\] per sample in this batch, the records hold \[4\]")]
+    for i, (change, message) in enumerate(cases):
+        with pytest.raises(ValueError, match=message):
+            recycle.build(tmp_path / f"bad{i}", data, later(change), model_id="later", batch_size=100)
+
+
+def test_labels_that_are_no_class_id_are_refused_before_any_work(tmp_path):
+    """Issue 54 item 5: recycle-build --data npy:'s rule (0 to 1000000) and message."""
+    x = torch.randn(8, 1, 4, 4)
+    calls = [0]
+
+    def net(batch):
+        calls[0] += 1
+        return batch * 2
+
+    for label in (1000001, -1, 2 ** 40, 2 ** 62):
+        data = [(x[i], label if i == 3 else 0) for i in range(8)]
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=f"^data: label {label} of sample 3 is not a class id "
+                                             r"\(0 to 1000000\)$"):
+            recycle.build(tmp_path / "c", data, net, model_id="net", batch_size=4)
+        assert time.perf_counter() - start < 5
+    assert calls[0] == 0  # refused before the prefix ran
+    data = [(x[i], 1000000 if i == 3 else 0) for i in range(8)]
+    assert recycle.build(tmp_path / "ok", data, net, model_id="net", batch_size=8)["samples"] == 8
+    # recycle-build --data npy: says the same of the same label (one rule, class_id_problem).
+    np = pytest.importorskip("numpy")
+    (tmp_path / "npy").mkdir()
+    np.save(tmp_path / "npy" / "train_x.npy", np.zeros((8, 1, 8, 8), dtype=np.uint8))
+    np.save(tmp_path / "npy" / "train_y.npy", np.array([0, 0, 0, 2 ** 40, 0, 0, 0, 0], dtype=np.int64))
+    r = run_tool("recycle-build", "--data", f"npy:{tmp_path / 'npy'}", "--split", "train",
+                 "--model", "resnet18", "--width", "4", "--recycle", "0.5", "--cache",
+                 tmp_path / "tool", check=False)
+    assert r.returncode != 0
+    assert "label 1099511627776 of sample 3 is not a class id (0 to 1000000)" in r.stderr, r.stderr

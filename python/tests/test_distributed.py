@@ -11,7 +11,8 @@ import recycle
 from conftest import torchrun
 
 # Each rank builds the cache (rank r computes its share, rank 0 writes), then reads its share of
-# an epoch with CachedLoader (rank and world size from torch.distributed) and reports them.
+# an epoch with CachedLoader (rank and world size from torch.distributed) and reports them. The
+# ranks' prefixes give a dict's keys in different orders (issue 54 item 1: taken by name).
 SCRIPT = textwrap.dedent("""
     import json, sys, torch, torch.distributed as dist, recycle
     dist.init_process_group("gloo")
@@ -19,9 +20,10 @@ SCRIPT = textwrap.dedent("""
     x = torch.randn(333, 3, 4, 4, generator=g)
     y = torch.randint(0, 4, (333,), generator=g)
     calls = []
-    def prefix(batch):
+    def prefix(batch):  # rank 1 gives the dict's keys in the other order: stored by name
         calls.append(len(batch))
-        return {"a": torch.tanh(batch * 2), "s": batch.sum(dim=(1, 2, 3))}
+        a, s = torch.tanh(batch * 2), batch.sum(dim=(1, 2, 3))
+        return {"a": a, "s": s} if dist.get_rank() == 0 else {"s": s, "a": a}
     report = recycle.build(sys.argv[1], list(zip(x, y.tolist())), prefix, model_id="dist",
                            codec="fp32", batch_size=40, progress=True)
     loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=32, seed=2)

@@ -74,3 +74,55 @@ def test_a_split_of_augmented_views_gives_one_view_per_epoch(tmp_path):
         assert any(torch.equal(r, view0[p]) for r in rows), p  # view 0 in one of the 2 epochs
         differ += not torch.equal(e0[p], e1[p])
     assert differ > 30  # the other epoch read the other view (a random crop: mostly different)
+
+
+def test_two_live_iterators_are_two_epochs_of_their_own(cli_fp32):
+    """Issue 54 item 3: ia=iter(L); ib=iter(L); next(ia) -- ib is a whole epoch, and ia goes on
+    with its own (they shared one stream: ib took ia's batches, `8 0`)."""
+    loader = recycle.CachedLoader(cli_fp32, "train", batch_size=25, seed=3)
+    ia, ib = iter(loader), iter(loader)
+    first = next(ia)
+    in_b = [x for x, _ in ib]
+    rest = [x for x, _ in ia]
+    assert (len(in_b), len(rest)) == (8, 7)
+    # ia is epoch 0 and ib epoch 1 (each drawn at iter()), as one iterator after another gives.
+    ref = recycle.CachedLoader(cli_fp32, "train", batch_size=25, seed=3)
+    assert torch.equal(torch.cat([first[0]] + rest), collect(ref)[0])
+    assert torch.equal(torch.cat(in_b), collect(ref)[0])
+    # Nested loops over one loader, and a loop left early (its loader is free again).
+    assert sum(1 for _ in loader for _ in loader) == 8 * 8
+    for _ in loader:
+        break
+    assert len(list(loader)) == 8
+
+
+# The two-iterator pattern, and the engine loader told to start epochs mid-epoch, in a process of
+# its own: under torch 2.11 it aborted at exit ("terminate called without an active exception").
+TWO_ITERATORS = """
+import sys, recycle
+loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=25, shuffle=False)
+ia = iter(loader); ib = iter(loader); next(ia)
+print(sum(1 for _ in ib), sum(1 for _ in ia))
+kept = [x for x, _ in loader]          # batches the caller keeps while the loader reads ahead
+native = loader._native
+native.start_epoch(0); native.next(); native.next()
+native.start_epoch(1)                  # mid-epoch: the plan under way stops, the new one runs
+n = 0
+while native.next() is not None:
+    n += 1
+print(n)
+native.start_epoch(2); kept.append(native.next()); native.start_epoch(3); native.next()
+print("left mid-epoch", len(kept))     # and the interpreter exits with the loader reading ahead
+"""
+
+
+def test_starting_epochs_mid_epoch_and_exiting_mid_epoch_is_safe(cli_fp32, tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "two.py"
+    script.write_text(TWO_ITERATORS)
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(script), str(cli_fp32)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.split("\n")[:3] == ["8 7", "8", "left mid-epoch 9"], r.stdout

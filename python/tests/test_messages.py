@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import recycle
+from conftest import run_tool
 from test_build import make_data, prefix
 
 
@@ -117,8 +118,9 @@ def test_a_loader_device_this_process_cannot_use_is_refused(cli_fp32):
         x, y = next(iter(recycle.CachedLoader(cli_fp32, batch_size=8, device="cuda")))
         assert x.is_cuda and y.is_cuda
     else:
-        with pytest.raises(ValueError, match="no GPU is usable by this torch"):
+        with pytest.raises(ValueError, match=r"^device cuda: ") as e:  # the engine's rule
             recycle.CachedLoader(cli_fp32, device="cuda")
+        assert "\n" not in str(e.value)
         # The engine's loader refuses it too, in one line naming the option.
         with pytest.raises(ValueError, match=r"^device cuda: ") as e:
             options = recycle._native.LoaderOptions()
@@ -127,3 +129,57 @@ def test_a_loader_device_this_process_cannot_use_is_refused(cli_fp32):
             options.device = "cuda"
             recycle._native.CacheLoader(options)
         assert "\n" not in str(e.value)
+
+
+def test_strings_as_inputs_or_labels_say_what_build_takes(tmp_path):
+    """Issue 54 item 12: text needs tensors (no keyer/tokenizer yet), labels are class ids."""
+    texts = [("a sentence", 0), ("another one", 1)] * 4
+    with pytest.raises(ValueError, match="^data: inputs are strings; build keys and stores tensors "
+                                         r"only \(a keyer/tokenizer for text is not supported yet\)"):
+        recycle.build(tmp_path / "t", texts, lambda b: b, model_id="text")
+    named = [(torch.randn(3), "cat"), (torch.randn(3), "dog")] * 4
+    with pytest.raises(ValueError, match=r"^data: labels must be integers \(class ids\), not strings"):
+        recycle.build(tmp_path / "l", named, lambda b: b, model_id="names")
+
+
+def test_a_prefix_on_the_meta_device_is_refused_naming_it(tmp_path):
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2, device="meta"))
+    data = [(torch.randn(3), 0)] * 4
+    with pytest.raises(ValueError, match="^the prefix's '0.weight' is on the meta device") as e:
+        recycle.build(tmp_path / "m", data, net)
+    assert "\n" not in str(e.value)
+
+
+class Compiled(torch.nn.Module):
+    """What torch.compile returns (torch._dynamo's OptimizedModule): the module as _orig_mod."""
+
+    def __init__(self, module):
+        super().__init__()
+        self._orig_mod = module
+
+    def forward(self, x):
+        return self._orig_mod(x)
+
+
+def test_a_compiled_prefix_is_named_and_fingerprinted_as_its_module(tmp_path):
+    data, net = make_data(n=40), prefix()
+    wrapped = [Compiled(net)]
+    if hasattr(torch, "compile"):
+        wrapped.append(torch.compile(net, backend="eager"))
+    for i, compiled in enumerate(wrapped):
+        cache = tmp_path / f"c{i}"
+        recycle.build(cache, data, compiled, batch_size=20)
+        info = recycle.inspect(cache)
+        assert info["model"] == "python:torch.nn.modules.container.Sequential", info["model"]
+        # The same prefix uncompiled finds its records: the same identity.
+        assert recycle.build(cache, data, net, batch_size=20)["computed"] == 0
+
+
+def test_devices_follow_the_tools_rule(cli_fp32):
+    """cpu:0 and cpu:5 are refused, as recycle-train --device refuses them."""
+    for device in ("cpu:0", "cpu:5", torch.device("cpu", 5), "cuda:x", "tpu"):
+        with pytest.raises(ValueError, match=f"^device {device}: expected cpu, cuda or cuda:N$"):
+            recycle.CachedLoader(cli_fp32, device=device)
+    r = run_tool("recycle-train", "--cache", cli_fp32, "--device", "cpu:0", check=False)
+    assert r.returncode != 0 and "--device cpu:0: expected cpu, cuda or cuda:N" in r.stderr
+    assert recycle.CachedLoader(cli_fp32, device=torch.device("cpu")).device == torch.device("cpu")
