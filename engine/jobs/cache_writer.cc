@@ -250,8 +250,10 @@ struct CacheWriter::Impl {
     writer->begin(info, static_cast<int64_t>(existing.size()), &first);
   }
 
-  void grow_classes(int64_t label) {
-    if (label < 0) throw InvalidArgument("label " + std::to_string(label) + " is negative");
+  // `sample`: the label's position in the split, for the message.
+  void grow_classes(int64_t label, int64_t sample) {
+    const std::string problem = class_id_problem(label, sample);  // before 2**40 names are made
+    if (!problem.empty()) throw InvalidArgument(problem);
     if (!o.class_names.empty() && label >= static_cast<int64_t>(o.class_names.size())) {
       throw InvalidArgument("label " + std::to_string(label) + " is outside the " +
                             std::to_string(o.class_names.size()) + " classes named");
@@ -300,7 +302,7 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const a
   std::vector<int64_t> unknown_row;
   std::unordered_set<Key, KeyHash> in_chunk;
   for (int64_t i = 0; i < n; ++i) {
-    s.grow_classes(s.chunk_labels[i]);
+    s.grow_classes(s.chunk_labels[i], s.chunk_begin + i);
     const Key& k = s.chunk_keys[i];
     s.seen.insert(k);
     const int64_t pos = s.chunk_begin + i;

@@ -1,5 +1,6 @@
 // The options' closed sets (one name table each) and the validate() of the option structs.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "engine/precompute/build_pipeline.h"
 #include "recycle/options.h"
 #include "recycle/writer.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -284,6 +286,22 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   bad.engine_model = "resnet18:width=4";
   EXPECT_EQ(refused(bad), "an engine model needs the class names (its classifier's outputs)");
   EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
+}
+
+// A C++ caller's label that is no class id is refused before the writer makes a name for
+// every class up to it (2**40 names ran out of memory).
+TEST(Options, CacheWriterRefusesALabelThatIsNoClassId) {
+  recycle::testing::TempDir dir;
+  recycle::WriterOptions o;
+  o.cache_dir = dir.file("c");
+  o.samples = 2;
+  o.model = "python:Prefix";
+  o.layout = {{"features", "float32", {4}}};
+  recycle::CacheWriter writer(o);
+  const torch::Tensor inputs = torch::rand({2, 3});
+  const torch::Tensor labels = torch::tensor({int64_t{1}, int64_t{1} << 40});
+  EXPECT_EQ(refusal([&] { writer.add_chunk(inputs, labels); }),
+            "label 1099511627776 of sample 1 is not a class id (0 to 1000000)");
 }
 
 }  // namespace
