@@ -96,6 +96,48 @@ void put_float_le(char* p, float f) {
   put_le32(p, bits);
 }
 
+std::string number(float x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", static_cast<double>(x));
+  return text;
+}
+
+// "NaN", "inf" or "-inf": a value that is not finite, as messages name it.
+std::string not_finite_name(float x) { return std::isnan(x) ? "NaN" : x < 0 ? "-inf" : "inf"; }
+
+// The refusal of value i of the n values `in` (not finite) by `codec` (int8: in `channel`, when
+// given): every codec refuses such a value with this one line. What a cache stores is a frozen
+// prefix's output, so that is where it came from.
+CodecRangeError not_finite_error(Codec codec, const float* in, size_t n, size_t i,
+                                 const std::string& channel = "") {
+  return CodecRangeError(
+      codec_name(codec) + " codec: value " + std::to_string(i) + " of " + std::to_string(n) +
+          (channel.empty() ? "" : " (channel " + channel + ")") + " is " + not_finite_name(in[i]) +
+          "; no codec stores values that are not finite: the prefix's output is not finite "
+          "(an overflow under --precision bf16 or fp16, or its weights)",
+      in[i]);
+}
+
+// Whether any of n floats (4 bytes each, any alignment) is not finite (exponent bits all
+// ones): a branch-free scan the compiler vectorises.
+bool any_float_not_finite(const char* in, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + 4 * i, 4);
+    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return bad != 0;
+}
+
+// The first of n values that is not finite (n when every one is).
+size_t first_not_finite(const float* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(in[i])) return i;
+  }
+  return n;
+}
+
 constexpr size_t kInt8ChannelBytes = 8;  // scale:f32 offset:f32
 constexpr float kInt8Levels = 255.0f;
 
@@ -108,10 +150,7 @@ void encode_int8(const float* in, size_t n, size_t channels, char* out) {
     float hi = -lo;
     for (size_t i = 0; i < per; ++i) {
       if (!std::isfinite(x[i])) {
-        throw CodecRangeError("int8 codec: channel " + std::to_string(c) + " holds " +
-                                  (std::isnan(x[i]) ? "a NaN" : "an infinity") +
-                                  "; int8 stores finite values only (fp32 stores any value)",
-                              x[i]);
+        throw not_finite_error(Codec::kInt8, in, n, c * per + i, std::to_string(c));
       }
       lo = std::min(lo, x[i]);
       hi = std::max(hi, x[i]);
@@ -175,12 +214,6 @@ bool any_half_not_finite(Codec codec, const char* in, size_t n) {
     bad |= (bits & exponent) == exponent;
   }
   return bad;
-}
-
-std::string number(float x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.7g", static_cast<double>(x));
-  return text;
 }
 
 void check_channels(size_t n, size_t channels, const char* what) {
@@ -247,38 +280,40 @@ void decode_values(Codec codec, const char* in, size_t n, float* out) {
 }
 
 void check_encoded_range(Codec codec, const float* in, size_t n, const char* out) {
+  if (codec == Codec::kFp32) {
+    if (!any_float_not_finite(out, n)) return;
+    throw not_finite_error(codec, in, n, first_not_finite(in, n));
+  }
   if (codec != Codec::kFp16 && codec != Codec::kBf16) return;
   if (!any_half_not_finite(codec, out, n)) return;
+  const size_t bad = first_not_finite(in, n);
+  if (bad < n) throw not_finite_error(codec, in, n, bad);
+  // Every input is finite: one rounded past the codec's largest finite value.
   float largest = 0.0f;
-  bool nan = false;
   for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(in[i])) {
-      nan = true;
-    } else if (std::fabs(in[i]) > std::fabs(largest)) {
-      largest = in[i];
-    }
+    if (std::fabs(in[i]) > std::fabs(largest)) largest = in[i];
   }
   const std::string name = codec_name(codec);
-  const std::string what = name + " codec: ";
-  if (nan) {
-    throw CodecRangeError(
-        what + "a value is NaN, which " + name + " cannot store (fp32 stores any value)",
-        std::numeric_limits<float>::quiet_NaN());
-  }
-  if (std::isinf(largest)) {
-    throw CodecRangeError(what + "a value is " + number(largest) + ", which " + name +
-                              " cannot store (fp32 stores any value)",
-                          largest);
-  }
   const float max_finite = codec == Codec::kFp16 ? 65504.0f : c10::detail::f32_from_bits(0x7F7F);
   throw CodecRangeError(
-      what + "the largest value, " + number(largest) + ", is beyond " + name +
+      name + " codec: the largest value, " + number(largest) + ", is beyond " + name +
           "'s largest finite value " + number(max_finite) +
           (codec == Codec::kFp16 ? "; use --codec bf16 or fp32" : "; use --codec fp32"),
       largest);
 }
 
 std::string check_values(Codec codec, const char* in, size_t n) {
+  if (codec == Codec::kFp32) {
+    if (!any_float_not_finite(in, n)) return "";
+    for (size_t i = 0; i < n; ++i) {
+      const float x = float_of_le(in + 4 * i);
+      if (!std::isfinite(x)) {
+        return "fp32 value " + std::to_string(i) + " of " + std::to_string(n) + " is " +
+               not_finite_name(x);
+      }
+    }
+    return "";
+  }
   if (codec != Codec::kFp16 && codec != Codec::kBf16) return "";
   if (!any_half_not_finite(codec, in, n)) return "";
   for (size_t i = 0; i < n; ++i) {

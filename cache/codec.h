@@ -13,13 +13,14 @@
 // int8 payload of n values in C channels (every f32 little-endian IEEE-754, no alignment):
 //   (scale:f32 offset:f32) x C | q:u8 x n
 // scale = (max - min) / 255 of the channel (0 for a constant channel), offset = min, and
-// q = round((x - offset) / scale). int8 stores finite values only: encoding a NaN or an
-// infinity, or a channel whose max - min overflows float, throws CodecRangeError.
+// q = round((x - offset) / scale). encode_values refuses, for int8, a NaN, an infinity, or a
+// channel whose max - min overflows float (CodecRangeError).
 //
-// Range: encode_values converts whatever it is given (fp16 and bf16 turn values beyond their
-// range into infinities, and keep infinities and NaN); a record (cache/record.h) holds finite
-// values only in fp16, bf16 and int8, which encode_record enforces with check_encoded_range.
-// fp32 stores every value as it is.
+// Range: encode_values converts whatever else it is given (fp32 copies every value, fp16 and
+// bf16 turn values beyond their range into infinities, and keep infinities and NaN); a record
+// (cache/record.h) holds finite values only, in every codec, which encode_record enforces
+// with check_encoded_range. (Caches built before fp32 refused them may hold fp32 NaN or
+// infinities: check_values finds them, and recycle-inspect --verify counts them as corrupt.)
 #pragma once
 
 #include <cstddef>
@@ -33,12 +34,14 @@
 
 namespace recycle {
 
-// Values a codec cannot store: a NaN or an infinity (fp16, bf16, int8), a value whose
-// magnitude rounds past the codec's largest finite value (fp16: 65504, bf16: about 3.39e38),
-// an int8 channel whose range overflows float. what() is one line naming the codec, the
-// largest value and what to use instead; largest() is the value of largest magnitude among
-// those encoded (NaN when one is NaN). Callers that know which sample it was rethrow it with
-// the sample in front of the message (an std::invalid_argument: bad input, not a bug).
+// Values a codec cannot store: a NaN or an infinity (every codec, fp32 included: "fp32 codec:
+// value 12 of 784 is NaN; no codec stores values that are not finite: the prefix's output is
+// not finite (...)"), a value whose magnitude rounds past the codec's largest finite value
+// (fp16: 65504, bf16: about 3.39e38; what() names the largest value and the codec to use
+// instead), an int8 channel whose range overflows float. what() is one line; largest() is the
+// value not finite, else the value of largest magnitude among those encoded. encode_record
+// puts the tensor in front of the message, and callers that know which sample it was put the
+// sample in front of that (an std::invalid_argument: bad input, not a bug).
 class CodecRangeError : public std::invalid_argument {
  public:
   CodecRangeError(const std::string& what, float largest)
@@ -73,12 +76,14 @@ void encode_values(Codec codec, const float* in, size_t n, char* out);
 void decode_values(Codec codec, const char* in, size_t n, float* out);
 
 // Throws CodecRangeError when `out`, the payload encode_values made of the n values `in`, holds
-// a value that is not finite (fp16, bf16: a non-finite input, or one that rounded past the
-// largest finite value). Nothing to check for fp32 (any value) and int8 (encode_values refuses).
+// a value that is not finite (fp32: a non-finite input; fp16, bf16: a non-finite input, or one
+// that rounded past the largest finite value), naming the first such input. Nothing to check
+// for int8 (encode_values refuses). A branch-free scan of the payload, the slow search only
+// when it finds something.
 void check_encoded_range(Codec codec, const float* in, size_t n, const char* out);
 
-// What verify checks of an fp16 or bf16 payload of n values: "" when every value is finite,
-// else which is not ("value 12 of 784 is inf"). Always "" for fp32 and int8 (int8's values
+// What verify checks of an fp32, fp16 or bf16 payload of n values: "" when every value is
+// finite, else which is not ("fp32 value 12 of 784 is inf"). Always "" for int8 (its values
 // are finite when check_payload passes).
 std::string check_values(Codec codec, const char* in, size_t n);
 

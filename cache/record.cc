@@ -168,12 +168,19 @@ std::string encode_record(const std::vector<TypedArrayRef>& tensors) {
   }
   size_t pos = out.size();
   out.resize(pos + payload_bytes + kChecksumBytes);
-  for (const TypedArrayRef& t : tensors) {
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    const TypedArrayRef& t = tensors[j];
     const size_t numel = numel_of(t.shape);
     if (t.dtype == Dtype::kFloat32) {
-      encode_values(t.codec, static_cast<const float*>(t.data), numel, channels_of(t.shape),
-                    out.data() + pos);
-      check_encoded_range(t.codec, static_cast<const float*>(t.data), numel, out.data() + pos);
+      try {
+        encode_values(t.codec, static_cast<const float*>(t.data), numel, channels_of(t.shape),
+                      out.data() + pos);
+        check_encoded_range(t.codec, static_cast<const float*>(t.data), numel, out.data() + pos);
+      } catch (const CodecRangeError& e) {
+        const std::string which =
+            t.name.empty() ? std::to_string(j) : "'" + std::string(t.name) + "'";
+        throw CodecRangeError("tensor " + which + ": " + e.what(), e.largest());
+      }
       pos += codec_payload_bytes(t.codec, numel, channels_of(t.shape));
     } else {
       encode_exact(t.dtype, t.data, numel, out.data() + pos);

@@ -65,6 +65,9 @@ struct TypedArrayRef {
   Codec codec = Codec::kFp32;  // float32 only; the exact dtypes store no codec
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  // For messages only (not stored): encode_record's refusal of a value names the tensor by it
+  // ("tensor 'hidden': ..."), else by its position ("tensor 0: ..."). Not owned.
+  std::string_view name;
 
   static TypedArrayRef floats(const float* data, std::vector<int64_t> shape, Codec codec);
   static TypedArrayRef exact(const int64_t* data, std::vector<int64_t> shape);
@@ -90,8 +93,9 @@ size_t channels_of(const std::vector<int64_t>& shape);
 
 // Encodes tensors of any dtype, each float tensor with its own codec. Throws
 // std::invalid_argument for 0 or > 255 tensors, a rank over 8, a dimension outside [1, 2^31),
-// a dtype or codec value outside the enums; CodecRangeError (cache/codec.h) for a value an
-// fp16, bf16 or int8 tensor cannot store (not finite, or beyond the codec's range).
+// a dtype or codec value outside the enums; CodecRangeError (cache/codec.h) for a value a float
+// tensor's codec cannot store (not finite, in any codec, or beyond the codec's range), its
+// message starting with the tensor ("tensor 0: fp32 codec: value 12 of 784 is NaN; ...").
 std::string encode_record(const std::vector<TypedArrayRef>& tensors);
 // The same for float tensors only, all with one codec (what the image build writes).
 std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors);

@@ -144,13 +144,18 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     if (!referenced.count(key)) ++report.orphans;
     Status rs = parse_record(bytes, &parts);
     if (rs.ok()) rs = check_record_layout(parts, layout);
-    // An fp16 or bf16 value that is not finite (written before the build refused them, or
-    // damaged in a way its checksum cannot tell) would make training's loss NaN.
+    // A value that is not finite (fp32, fp16 or bf16: written by a version that did not refuse
+    // them, or damaged in a way its checksum cannot tell) would make training's loss NaN.
     for (size_t t = 0; rs.ok() && t < parts.size(); ++t) {
       if (parts[t].dtype != Dtype::kFloat32) continue;
       const std::string bad =
           check_values(parts[t].codec, parts[t].payload, static_cast<size_t>(parts[t].numel()));
-      if (!bad.empty()) rs = Status::corruption("tensor " + std::to_string(t) + ": " + bad);
+      if (!bad.empty()) {
+        const std::string name = t < layout.size() ? " '" + layout[t].name + "'" : "";
+        rs = Status::corruption("tensor " + std::to_string(t) + name + ": " + bad +
+                                " (values that are not finite, stored by a version of recycle "
+                                "that did not refuse them: rebuild the cache)");
+      }
     }
     if (!rs.ok()) {
       ++report.corrupt;

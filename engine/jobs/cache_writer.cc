@@ -400,6 +400,7 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
     std::vector<TypedArrayRef> arrays;
     for (size_t j = 0; j < s.layout.size(); ++j) {
       arrays.push_back(array_of(out[j], s.layout[j].dtype, s.layout[j].shape, s.codec, r));
+      arrays.back().name = s.layout[j].name;  // a refusal names the tensor
     }
     try {
       records[r] = encode_record(arrays);

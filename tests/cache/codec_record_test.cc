@@ -857,8 +857,9 @@ TEST(Codec, Fp16RecordsRefuseValuesBeyondItsRange) {
                         "value 65504; use --codec bf16 or fp32")) << what;
   what = refusal(Codec::kFp16, {0.0f, -65520.0f});
   EXPECT_TRUE(has(what, "the largest value, -65520,")) << what;
-  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kInf}), "a value is inf")) << "inf";
-  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kNaN, 1e9f}), "a value is NaN")) << "NaN";
+  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kInf}), "fp16 codec: value 1 of 2 is inf;"))
+      << "inf";
+  EXPECT_TRUE(has(refusal(Codec::kFp16, {1.0f, kNaN, 1e9f}), "value 1 of 3 is NaN;")) << "NaN";
   try {
     std::vector<float> v(16, 1.0f);
     v[9] = -1e6f;
@@ -869,16 +870,86 @@ TEST(Codec, Fp16RecordsRefuseValuesBeyondItsRange) {
   }
 }
 
-// bf16 keeps fp32's range but not infinities or NaN; int8 refuses them as CodecRangeError too;
-// fp32 stores any value.
+// bf16 keeps fp32's range but not infinities or NaN; int8 refuses them as CodecRangeError too.
 TEST(Codec, Bf16AndInt8RecordsRefuseValuesThatAreNotFinite) {
   using recycle::Codec;
   EXPECT_EQ(refusal(Codec::kBf16, {1e30f, -123456.0f}), "");
-  EXPECT_TRUE(has(refusal(Codec::kBf16, {1.0f, -kInf}), "bf16 codec: a value is -inf")) << "-inf";
-  EXPECT_TRUE(has(refusal(Codec::kBf16, {kNaN}), "bf16 codec: a value is NaN")) << "NaN";
+  EXPECT_TRUE(has(refusal(Codec::kBf16, {1.0f, -kInf}), "bf16 codec: value 1 of 2 is -inf;"))
+      << "-inf";
+  EXPECT_TRUE(has(refusal(Codec::kBf16, {kNaN}), "bf16 codec: value 0 of 1 is NaN;")) << "NaN";
   EXPECT_TRUE(has(refusal(Codec::kBf16, {std::numeric_limits<float>::max()}),
                   "beyond bf16's largest finite value"));
-  EXPECT_TRUE(has(refusal(Codec::kInt8, {1.0f, kNaN}), "int8 stores finite values only"));
+  EXPECT_TRUE(
+      has(refusal(Codec::kInt8, {1.0f, kNaN}), "int8 codec: value 1 of 2 (channel 1) is NaN;"));
   EXPECT_EQ(refusal(Codec::kInt8, {1e30f, -1e30f}), "");
-  EXPECT_EQ(refusal(Codec::kFp32, {kInf, kNaN, 1e30f}), "");
+}
+
+// fp32 refuses a NaN or an infinity as the other codecs do (issue 54: it stored them, a cache of
+// an overflowing bf16-autocast prefix was all NaN, verify called it clean and training blamed
+// --lr), with one line naming the tensor, the value and the prefix's output; every finite
+// value, the largest, the smallest and subnormals included, is stored bit for bit.
+TEST(Codec, Fp32RecordsRefuseValuesThatAreNotFinite) {
+  using recycle::Codec;
+  const float max = std::numeric_limits<float>::max();
+  const std::vector<float> finite = {max, -max, std::numeric_limits<float>::denorm_min(),
+                                     -std::numeric_limits<float>::min(), 0.0f, -0.0f, 1e30f};
+  EXPECT_EQ(refusal(Codec::kFp32, finite), "");
+  EXPECT_EQ(refusal(Codec::kFp32, {kInf, kNaN, 1e30f}),
+            "tensor 0: fp32 codec: value 0 of 3 is inf; no codec stores values that are not "
+            "finite: the prefix's output is not finite (an overflow under --precision bf16 or "
+            "fp16, or its weights)");
+  EXPECT_TRUE(has(refusal(Codec::kFp32, {1.0f, -kInf}), "fp32 codec: value 1 of 2 is -inf;"));
+  EXPECT_TRUE(has(refusal(Codec::kFp32, {1.0f, 2.0f, -kNaN}), "fp32 codec: value 2 of 3 is NaN;"));
+  // Anywhere in a long run (the vectorised scan and its tail), and largest() is the value.
+  for (size_t at : {0, 7, 8, 1000, 6271}) {
+    std::vector<float> v(6272, 0.5f);
+    v[at] = kNaN;
+    try {
+      recycle::encode_record(Codec::kFp32, {recycle::FloatArrayRef{v.data(), {32, 14, 14}}});
+      ADD_FAILURE() << "stored a NaN at " << at;
+    } catch (const recycle::CodecRangeError& e) {
+      EXPECT_TRUE(has(e.what(), "value " + std::to_string(at) + " of 6272 is NaN")) << e.what();
+      EXPECT_TRUE(std::isnan(e.largest()));
+    }
+  }
+  // A record of several tensors names the one refused, by name when it is given.
+  std::vector<float> ok(4, 1.0f), bad = {1.0f, kInf};
+  const int64_t length = 2;
+  auto hidden = recycle::TypedArrayRef::floats(bad.data(), {2}, Codec::kFp32);
+  hidden.name = "hidden";
+  try {
+    recycle::encode_record({recycle::TypedArrayRef::floats(ok.data(), {4}, Codec::kFp32), hidden,
+                            recycle::TypedArrayRef::exact(&length, {})});
+    ADD_FAILURE() << "stored an infinity";
+  } catch (const recycle::CodecRangeError& e) {
+    EXPECT_TRUE(has(e.what(), "tensor 'hidden': fp32 codec: value 1 of 2 is inf;")) << e.what();
+  }
+  hidden.name = {};
+  try {
+    recycle::encode_record({recycle::TypedArrayRef::floats(ok.data(), {4}, Codec::kFp32), hidden});
+    ADD_FAILURE() << "stored an infinity";
+  } catch (const recycle::CodecRangeError& e) {
+    EXPECT_TRUE(has(e.what(), "tensor 1: fp32 codec:")) << e.what();
+  }
+}
+
+// What verify reads of a payload: every fp32, fp16 or bf16 value that is not finite is named
+// (fp32's check found nothing before issue 54).
+TEST(Codec, CheckValuesNamesAValueThatIsNotFinite) {
+  using recycle::Codec;
+  std::vector<float> v(1000, 0.25f);
+  std::vector<char> payload(v.size() * 4 + 1);
+  for (Codec codec : {Codec::kFp32, Codec::kFp16, Codec::kBf16}) {
+    recycle::encode_values(codec, v.data(), v.size(), payload.data() + 1);  // unaligned
+    EXPECT_EQ(recycle::check_values(codec, payload.data() + 1, v.size()), "");
+  }
+  for (float bad : {kNaN, kInf, -kInf}) {
+    v[613] = bad;
+    for (Codec codec : {Codec::kFp32, Codec::kFp16, Codec::kBf16}) {
+      recycle::encode_values(codec, v.data(), v.size(), payload.data() + 1);
+      const std::string want = recycle::codec_name(codec) + " value 613 of 1000 is " +
+                               (std::isnan(bad) ? "NaN" : bad < 0 ? "-inf" : "inf");
+      EXPECT_EQ(recycle::check_values(codec, payload.data() + 1, v.size()), want);
+    }
+  }
 }

@@ -1,6 +1,7 @@
 // Tests for recycle-inspect --verify's checks (inspect_cache, cache/verify.cc) on caches made
-// here with ActivationStore: an fp16 record holding an infinity or a NaN is corrupt, and a
-// damaged records file is counted in `corrupt`, as many as the problems say could not be read.
+// here with ActivationStore: an fp32 or fp16 record holding an infinity or a NaN is corrupt,
+// and a damaged records file is counted in `corrupt`, as many as the problems say could not be
+// read.
 #include <gtest/gtest.h>
 
 #include <xxhash.h>
@@ -123,6 +124,38 @@ TEST(Verify, Fp16RecordsHoldingInfinityOrNaNAreCorrupt) {
   const std::string all = r.problems[0] + "\n" + r.problems[1];
   EXPECT_NE(all.find("fp16 value 5 of 196 is inf"), std::string::npos) << all;
   EXPECT_NE(all.find("fp16 value 0 of 196 is NaN"), std::string::npos) << all;
+}
+
+// fp32 records holding a NaN or an infinity (what recycle-build, recycle.build and predict's
+// --write-back stored before every codec refused them: issue 54), written here straight into the
+// store (the codec refuses to make them now), are corrupt, each named with what to do.
+TEST(Verify, Fp32RecordsHoldingInfinityOrNaNAreCorrupt) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  const size_t payload = 8 + 4 + 4 * 3;  // record prefix, tensor header with three dims
+  auto put = [](std::string* r, size_t at, uint32_t bits) {
+    for (int b = 0; b < 4; ++b) (*r)[at + b] = static_cast<char>((bits >> (8 * b)) & 0xFF);
+  };
+  make_cache(dir, Codec::kFp32, 10, [&](int i, std::string r) {
+    if (i == 2) put(&r, payload + 4 * 10, 0x7FC00000u);             // NaN
+    if (i == 6) put(&r, payload + 4 * (kValues - 1), 0xFF800000u);  // -inf, the last value
+    return i == 2 || i == 6 ? reseal(std::move(r)) : r;
+  });
+  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.checked, 10);
+  EXPECT_EQ(r.corrupt, 2) << r.to_text();
+  ASSERT_EQ(r.problems.size(), 2u) << r.to_text();
+  const std::string all = r.problems[0] + "\n" + r.problems[1];
+  EXPECT_NE(all.find("record " + key_of(2).to_hex() + ": "), std::string::npos) << all;
+  EXPECT_NE(all.find("record " + key_of(6).to_hex() + ": "), std::string::npos) << all;
+  EXPECT_NE(all.find("fp32 value 10 of 196 is NaN"), std::string::npos) << all;
+  EXPECT_NE(all.find("fp32 value 195 of 196 is -inf"), std::string::npos) << all;
+  EXPECT_NE(all.find("rebuild the cache"), std::string::npos) << all;
+  // The same cache without those two records verifies: the check finds nothing in finite ones.
+  TempDir tmp2;
+  make_cache(tmp2.file("cache"), Codec::kFp32, 10);
+  EXPECT_TRUE(recycle::inspect_cache(tmp2.file("cache"), true).ok());
 }
 
 // A flipped byte in the records' table file: reading stops at the damaged block, and the

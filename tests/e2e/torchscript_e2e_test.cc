@@ -103,9 +103,11 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
   EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;
 }
 
-// Activations that are not finite, cached with --codec int8 (which stores finite values only):
-// the codec's error, thrown inside the build's parallel encode loop, reaches the user as one
-// line and exit status 2 (not as std::terminate's abort), and a rerun says the same. The gate
+// Activations that are not finite, cached with --codec int8 or fp32 (no codec stores them; fp32
+// stored them, and verify called the cache clean, before issue 54): the codec's error, thrown
+// inside the build's parallel encode loop, reaches the user as one line naming the sample and
+// the prefix's output, with exit status 2 (not as std::terminate's abort), and a rerun says the
+// same. The gate
 // keeps the model's load-time probe (values in [-1, 1]) finite and turns the normalised images
 // (up to 1.97) into NaN. A model that is not finite on the probe is refused when it loads.
 TEST(TorchScriptTools, ActivationsThatAreNotFiniteAreRefusedWithOneLine) {
@@ -123,14 +125,22 @@ TEST(TorchScriptTools, ActivationsThatAreNotFiniteAreRefusedWithOneLine) {
   }
   m.save(nan);
   const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 2 ";
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + gated +
-                                                    " --recycle 0.5 --codec int8 --cache " +
-                                                    dir.file("cache"));
-    EXPECT_EQ(r.code, 2) << describe(r);
-    EXPECT_NE(r.err.find("int8 codec: channel "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("NaN"), std::string::npos) << r.err;
-    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+  for (const std::string codec : {"int8", "fp32"}) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + gated +
+                                                      " --recycle 0.5 --codec " + codec +
+                                                      " --cache " + dir.file("cache-" + codec));
+      EXPECT_EQ(r.code, 2) << describe(r);
+      EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+      EXPECT_NE(r.err.find("sample "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(codec + " codec: value "), std::string::npos) << r.err;
+      if (codec == "int8") EXPECT_NE(r.err.find("(channel "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(" is NaN; no codec stores values that are not finite: the prefix's "
+                           "output is not finite"),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+    }
   }
   const ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + nan +
                                                   " --recycle 0.5 --cache " + dir.file("cache2"));
