@@ -119,8 +119,8 @@ void Worker::run(bool progress) {
                                   /*optimizer_step=*/fetch_every_ > 1);
       } catch (const NonFiniteLoss& e) {
         throw std::runtime_error(std::string(e.what()) + " at epoch " +
-                                 std::to_string(first_epoch_ + c.epoch + 1) +
-                                 ": training diverged (try a lower --lr)");
+                                 std::to_string(first_epoch_ + c.epoch + 1) + ": " +
+                                 why_not_finite(batch, planned.data() + pos, train_));
       }
       ++steps_;
       context_.set_step(steps_);

@@ -20,7 +20,7 @@ namespace recycle {
 CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manifest,
                              const std::string& split, const torch::Device& device,
                              c10::MemoryFormat format)
-    : store_(store), device_(device), format_(format) {
+    : store_(store), split_name_(split), device_(device), format_(format) {
   const auto info = manifest.splits.find(split);
   if (info == manifest.splits.end()) {
     throw std::runtime_error("cache " + store.dir() + " has no split '" + split + "'");
@@ -110,6 +110,21 @@ const torch::Tensor* find_input(const Batch& b, const std::string& name) {
 }
 
 }  // namespace
+
+std::string CachedBatches::explain_non_finite(int64_t index) const {
+  const int64_t size = static_cast<int64_t>(entries_.size());
+  if (index < 0 || index >= size * std::max<int64_t>(1, split_.views)) {
+    return BatchSource::explain_non_finite(index);
+  }
+  const IndexEntry& e = entries_[index % size];
+  const int64_t view = index / size;
+  const Key key = split_.views > 0 ? view_key(e.key, split_.augment, view) : e.key;
+  return "sample " + std::to_string(index % size) +
+         (split_.views > 0 ? " (view " + std::to_string(view) + ")" : "") + " of split '" +
+         split_name_ + "' (record " + key.to_hex() + ") of cache " + store_.dir() +
+         ", which holds values that are not finite: a version of recycle that did not refuse "
+         "them built it; rebuild it (recycle-inspect --verify names every such record)";
+}
 
 bool CachedBatches::channels_last(size_t j) const {
   return format_ == c10::MemoryFormat::ChannelsLast && !variable_ &&

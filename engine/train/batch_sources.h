@@ -40,6 +40,13 @@ class BatchSource {
   // shorter). A hint: a source may load ahead (see engine/train/prefetch.h); loads that do
   // not follow it are still served, in the order asked.
   virtual void plan(const std::vector<int64_t>& /*order*/, int64_t /*batch*/) {}
+  // Sample `index` (an index load takes) and where its values came from, as one clause: what
+  // the trainer's message says when a step's loss is not finite because that sample's inputs
+  // are not (Trainer::fit, why_not_finite). "sample 12" here; a cached split names the record
+  // and says to rebuild the cache. A source over another forwards to it.
+  virtual std::string explain_non_finite(int64_t index) const {
+    return "sample " + std::to_string(index);
+  }
 };
 
 // A split of an activation cache. Every tensor of the cache's record layout becomes a batch
@@ -61,6 +68,9 @@ class CachedBatches final : public BatchSource {
                 c10::MemoryFormat format = c10::MemoryFormat::Contiguous);
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
+  // "sample 12 of split 'train' (record KEY) of cache DIR, ...: rebuild it": values that are
+  // not finite in a record were stored by a version of recycle that did not refuse them.
+  std::string explain_non_finite(int64_t index) const override;
   // Loads split a batch into up to `threads` parts, each read (MultiGet) and decoded into its
   // rows by a thread of ATen's team (at::parallel_for) on the calling thread. Default 1: one
   // part, no team (what a background loader such as PrefetchedBatches wants, so as not to start
@@ -95,6 +105,7 @@ class CachedBatches final : public BatchSource {
 
   const ActivationStore& store_;
   std::vector<IndexEntry> entries_;
+  std::string split_name_;
   SplitInfo split_;  // its views and augmentation
   RecordLayout layout_;
   bool variable_ = false;  // some dimension is variable: decode per sample, then pad

@@ -68,6 +68,9 @@ class PrefetchedBatches final : public BatchSource {
   int64_t size() const override { return inner_.size(); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
   void plan(const std::vector<int64_t>& order, int64_t batch) override;
+  std::string explain_non_finite(int64_t index) const override {
+    return inner_.explain_non_finite(index);
+  }
 
   // Batches handed out by load() that had been loaded ahead (for tests and figures).
   int64_t prefetched() const { return prefetched_; }

@@ -50,7 +50,7 @@ int64_t batch_bytes(BatchSource& source, int64_t n) {
   return bytes * n;
 }
 
-PreloadedBatches::PreloadedBatches(BatchSource& source, int64_t chunk) {
+PreloadedBatches::PreloadedBatches(BatchSource& source, int64_t chunk) : source_(source) {
   const int64_t size = source.size();
   chunk = std::max<int64_t>(chunk, 1);
   std::vector<int64_t> indices(static_cast<size_t>(std::min(chunk, size)));

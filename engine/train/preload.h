@@ -24,14 +24,19 @@ class PreloadedBatches final : public BatchSource {
  public:
   // Loads samples 0..size()-1 of `source`, `chunk` at a time. Throws std::runtime_error when
   // the samples do not all have one shape (a variable layout), and what `source` throws.
+  // explain_non_finite asks `source`, which must outlive this for it.
   explicit PreloadedBatches(BatchSource& source, int64_t chunk = 1024);
   int64_t size() const override { return labels_.size(0); }
   // Gathers the rows into the tensors `out` holds when nothing else refers to them.
   void load(const int64_t* indices, int64_t n, Batch* out) override;
   // Bytes held: every input and the labels.
   int64_t bytes() const;
+  std::string explain_non_finite(int64_t index) const override {
+    return source_.explain_non_finite(index);
+  }
 
  private:
+  const BatchSource& source_;
   std::vector<std::pair<std::string, torch::Tensor>> inputs_;  // [size, ...]
   torch::Tensor labels_;                                       // int64 [size]
 };
@@ -58,6 +63,9 @@ class AlternatingBatches final : public BatchSource {
   }
   void load(const int64_t* indices, int64_t n, Batch* out) override { current_->load(indices, n, out); }
   void plan(const std::vector<int64_t>& order, int64_t batch) override { current_->plan(order, batch); }
+  std::string explain_non_finite(int64_t index) const override {
+    return current_->explain_non_finite(index);
+  }
   // Per select(), in order: whether it chose `second`.
   const std::vector<bool>& selected() const { return selected_; }
 

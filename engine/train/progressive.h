@@ -40,6 +40,9 @@ class SwappableBatches final : public BatchSource {
   int64_t size() const override { return inner_->size(); }
   void load(const int64_t* indices, int64_t n, Batch* out) override { inner_->load(indices, n, out); }
   void plan(const std::vector<int64_t>& order, int64_t batch) override { inner_->plan(order, batch); }
+  std::string explain_non_finite(int64_t index) const override {
+    return inner_->explain_non_finite(index);
+  }
   // Throws std::runtime_error when `inner` has another size.
   void set(BatchSource* inner);
 

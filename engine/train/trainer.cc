@@ -53,6 +53,24 @@ double scheduled_lr(const TrainHyper& h, int64_t step, int64_t total) {
   throw std::invalid_argument(schedule_name(h.schedule));  // outside the enum: it throws first
 }
 
+std::string why_not_finite(const Batch& batch, const int64_t* indices, const BatchSource& source) {
+  for (const auto& [name, t] : batch.inputs) {
+    if (!t.defined() || !t.is_floating_point() || t.dim() == 0 || t.numel() == 0) continue;
+    const int64_t rows = t.size(0);
+    const torch::Tensor bad_rows =
+        torch::isfinite(t).logical_not().reshape({rows, -1}).any(1).to(torch::kCPU).nonzero();
+    if (bad_rows.size(0) == 0) continue;
+    const int64_t row = bad_rows[0][0].item<int64_t>();
+    const torch::Tensor values = t[row].reshape({-1}).to(torch::kCPU, torch::kFloat32);
+    const int64_t at = torch::isfinite(values).logical_not().nonzero()[0][0].item<int64_t>();
+    const float v = values[at].item<float>();
+    return "input '" + name + "' holds " + (std::isnan(v) ? "NaN" : v < 0 ? "-inf" : "inf") +
+           " (value " + std::to_string(at) + " of row " + std::to_string(row) +
+           " of the batch): " + source.explain_non_finite(indices[row]);
+  }
+  return "training diverged (try a lower --lr)";
+}
+
 NonFiniteLoss::NonFiniteLoss(double loss)
     : std::runtime_error("the loss became " + std::to_string(loss)), loss_(loss) {}
 
@@ -192,8 +210,8 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
       } catch (const NonFiniteLoss& e) {
         throw std::runtime_error(std::string(e.what()) + " at epoch " + std::to_string(epoch + 1) +
                                  ", step " + std::to_string(step - epoch * steps_per_epoch + 1) +
-                                 " of " + std::to_string(steps_per_epoch) +
-                                 ": training diverged (try a lower --lr)");
+                                 " of " + std::to_string(steps_per_epoch) + ": " +
+                                 why_not_finite(batch, order.data() + pos, train));
       }
       ++step;
       const double loss_value = out.loss;

@@ -55,6 +55,15 @@ class NonFiniteLoss : public std::runtime_error {
   double loss_;
 };
 
+// What to say after "the loss became nan at epoch E, step S: " when a step on `batch` (samples
+// indices[0..batch.size()) of `source`) gave a loss that is not finite. When a float input of
+// the batch holds a value that is not finite, the loss is no fault of the learning rate: the
+// input, the value and the first sample holding one, as the source explains it
+// (BatchSource::explain_non_finite: a cached split names the record and says to rebuild).
+// Else "training diverged (try a lower --lr)". Looks at the batch only then (no cost to a
+// step whose loss is finite).
+std::string why_not_finite(const Batch& batch, const int64_t* indices, const BatchSource& source);
+
 // Trains one module (train mode). Not thread safe; hooks run on the calling thread.
 //
 // A step: set the scheduled learning rate, zero the gradients, forward the batch's features
@@ -120,7 +129,7 @@ class Trainer {
   // same orders, steps and learning rates as those epochs of a whole run), the module laid out
   // in hyper.memory_format meanwhile and in contiguous NCHW again when it returns or throws.
   // Returns the epochs it ran. Throws std::runtime_error when the loss stops being finite,
-  // naming the epoch and step.
+  // naming the epoch and step, and why_not_finite's account of it.
   std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress,
                                int64_t first_epoch = 0);
 
