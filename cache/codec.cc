@@ -81,6 +81,23 @@ __attribute__((target("avx2"))) size_t decode_int8_avx2(const uint8_t* q, size_t
   if (i < n) eight(n - 8);
   return n;
 }
+
+// Whether any of the first (n / 16) * 16 floats at `in` (any alignment) is not finite, 16 a
+// step with AVX2; returns the values it looked at in *done.
+__attribute__((target("avx2"))) bool any_float_not_finite_avx2(const char* in, size_t n,
+                                                               size_t* done) {
+  const __m256i exponent = _mm256_set1_epi32(0x7F800000);
+  __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 4 * i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 4 * i + 32));
+    bad0 = _mm256_or_si256(bad0, _mm256_cmpeq_epi32(_mm256_and_si256(a, exponent), exponent));
+    bad1 = _mm256_or_si256(bad1, _mm256_cmpeq_epi32(_mm256_and_si256(b, exponent), exponent));
+  }
+  *done = i;
+  return !_mm256_testz_si256(_mm256_or_si256(bad0, bad1), _mm256_or_si256(bad0, bad1));
+}
 #endif
 
 float float_of_le(const char* p) {
@@ -119,10 +136,14 @@ CodecRangeError not_finite_error(Codec codec, const float* in, size_t n, size_t 
 }
 
 // Whether any of n floats (4 bytes each, any alignment) is not finite (exponent bits all
-// ones): a branch-free scan the compiler vectorises.
+// ones): 16 a step with AVX2, the rest a branch-free scan the compiler vectorises (SSE2).
 bool any_float_not_finite(const char* in, size_t n) {
+  size_t i = 0;
+#ifdef RECYCLE_HAVE_F16C_PATH
+  if (cpu_has_avx2() && any_float_not_finite_avx2(in, n, &i)) return true;
+#endif
   uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, in + 4 * i, 4);
     bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);

@@ -900,16 +900,21 @@ TEST(Codec, Fp32RecordsRefuseValuesThatAreNotFinite) {
             "fp16, or its weights)");
   EXPECT_TRUE(has(refusal(Codec::kFp32, {1.0f, -kInf}), "fp32 codec: value 1 of 2 is -inf;"));
   EXPECT_TRUE(has(refusal(Codec::kFp32, {1.0f, 2.0f, -kNaN}), "fp32 codec: value 2 of 3 is NaN;"));
-  // Anywhere in a long run (the vectorised scan and its tail), and largest() is the value.
-  for (size_t at : {0, 7, 8, 1000, 6271}) {
-    std::vector<float> v(6272, 0.5f);
-    v[at] = kNaN;
-    try {
-      recycle::encode_record(Codec::kFp32, {recycle::FloatArrayRef{v.data(), {32, 14, 14}}});
-      ADD_FAILURE() << "stored a NaN at " << at;
-    } catch (const recycle::CodecRangeError& e) {
-      EXPECT_TRUE(has(e.what(), "value " + std::to_string(at) + " of 6272 is NaN")) << e.what();
-      EXPECT_TRUE(std::isnan(e.largest()));
+  // Anywhere in a long run (the vectorised scan, 16 values a step, and its tail), and
+  // largest() is the value.
+  for (int64_t n : {6272, 6283}) {
+    for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{1000}, n - 12, n - 1}) {
+      std::vector<float> v(n, 0.5f);
+      v[at] = kNaN;
+      try {
+        recycle::encode_record(Codec::kFp32, {recycle::FloatArrayRef{v.data(), {n}}});
+        ADD_FAILURE() << "stored a NaN at " << at;
+      } catch (const recycle::CodecRangeError& e) {
+        EXPECT_TRUE(has(e.what(), "value " + std::to_string(at) + " of " + std::to_string(n) +
+                                      " is NaN"))
+            << e.what();
+        EXPECT_TRUE(std::isnan(e.largest()));
+      }
     }
   }
   // A record of several tensors names the one refused, by name when it is given.
