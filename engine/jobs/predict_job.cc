@@ -150,7 +150,7 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
     if (!m.derived_blocks.empty()) {
       throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
                             " is a progressive level, derived from " + m.derived_from +
-                            " by recycle-train --progressive; give the model that run saved "
+                            " by recycle-train --freeze; give the model that run saved "
                             "(--save-model FILE), with the head it saved (--save-head)");
     }
     if (m.weights_file.empty()) {
