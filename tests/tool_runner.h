@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tests/test_paths.h"
 
 namespace recycle::testing {
 
@@ -32,7 +33,7 @@ struct ToolRun {
 // with its tools: scripts/device_check.sh), else the build directory it was compiled for.
 inline std::string tool_path(const std::string& tool) {
   const char* moved = std::getenv("RECYCLE_TOOLS_DIR");
-  return std::string(moved && *moved ? moved : RECYCLE_TOOLS_DIR) + "/" + tool;
+  return std::string(moved && *moved ? moved : kBuiltToolsDir) + "/" + tool;
 }
 
 // Runs a built tool with `args` (shell words) to completion; stdout and stderr go to files

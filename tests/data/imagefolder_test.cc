@@ -21,6 +21,7 @@
 #include "engine/data/image_transform.h"
 #include "tests/data/image_files.h"
 #include "tests/test_util.h"
+#include "tests/test_paths.h"
 
 namespace recycle {
 namespace {
@@ -321,7 +322,7 @@ TEST(ImageTransform, TheDefaultMakesTheEncodersInputAndGivenOpsWin) {
 // images shrunk by up to 8x and enlarged by up to 2.5x. The filter computes as PIL does (22-bit
 // fixed point, bytes between the passes): every byte is PIL's.
 TEST(ImageTransform, ResizeMatchesPil) {
-  std::ifstream in(std::string(RECYCLE_SOURCE_DIR) + "/tests/fixtures/pil_resize.json");
+  std::ifstream in(std::string(recycle::testing::kSourceDir) + "/tests/fixtures/pil_resize.json");
   ASSERT_TRUE(in) << "tests/fixtures/pil_resize.json is missing";
   const nlohmann::json j = nlohmann::json::parse(in);
   ASSERT_EQ(j.at("cases").size(), 5u);

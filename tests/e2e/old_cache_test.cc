@@ -17,7 +17,7 @@ namespace {
 // A copy of the fixture, so that nothing the tools do can change the one in the tree.
 std::string copy_fixture(const TempDir& dir) {
   const std::string cache = dir.file("cache");
-  fs::copy(std::string(RECYCLE_SOURCE_DIR) + "/tests/fixtures/cache-ba00a7b", cache,
+  fs::copy(std::string(recycle::testing::kSourceDir) + "/tests/fixtures/cache-ba00a7b", cache,
            fs::copy_options::recursive);
   return cache;
 }

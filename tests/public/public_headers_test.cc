@@ -11,12 +11,13 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "tests/test_paths.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = RECYCLE_SOURCE_DIR;
+const fs::path kSource = recycle::testing::kSourceDir;
 
 // The project's file an `#include "X"` or `#include <X>` names, or "" for one from elsewhere.
 fs::path project_file(const std::string& name) {
