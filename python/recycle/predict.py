@@ -39,14 +39,6 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"threads must be a non-negative int, not {threads!r}")
     path = _text("path", path)
-    try:
-        manifest = json.loads(_native.inspect(path, False))
-    except (RuntimeError, ValueError, OSError):
-        manifest = {}  # not a cache, or unreadable: the engine says why in its own words
-    if manifest.get("classifier") == "none" and str(manifest.get("model", "")).startswith("python:"):
-        raise ValueError(f"cache {path} was filled by a Python prefix ({manifest['model']}, "
-                         "through recycle.build), which recycle.predict cannot run for its misses: "
-                         "use recycle.CachedPrefix(path, prefix) and apply your head to its output")
     options = filled(
         _native.PredictOptions(), cache_dir=path, head=_text("head", head),
         weights="" if weights is None else _text("weights", weights),
@@ -55,10 +47,29 @@ def predict(path, head, weights, data, out, split="test", classes="", limit=0, t
                   transform=_text("transform", transform)),
         out=_text("out", out), top_k=top_k, write_back=bool(write_back), batch=batch_size,
         threads=threads)
-    report = json.loads(_native.predict(options))
+    try:
+        report = json.loads(_native.predict(options))
+    except ValueError:
+        _refuse_a_python_prefixs_cache(path)  # the engine refused it in its tool's words
+        raise
     if report.get("accuracy", -1) is not None and report.get("accuracy", -1) < 0:
         report["accuracy"] = None
     return report
+
+
+def _refuse_a_python_prefixs_cache(path):
+    """Raises ValueError in the caller's words when `path` is a cache a Python prefix filled
+    (recycle.build: classifier "none"), which the engine's predict cannot run misses for. Reads
+    the manifest only (KeyedReader: no index is read), and only after the engine refused."""
+    try:
+        manifest = json.loads(_native.KeyedReader(path, 1).manifest_json())
+    except (RuntimeError, ValueError, OSError):
+        return  # not such a cache: the engine's own message stands
+    if manifest.get("classifier") == "none" and str(manifest.get("model", "")).startswith("python:"):
+        raise ValueError(f"cache {path} was filled by a Python prefix ({manifest['model']}, "
+                         "through recycle.build), which recycle.predict cannot run for its misses: "
+                         "use recycle.CachedPrefix(path, prefix) and apply your head to its output"
+                         ) from None
 
 
 class CachedPrefix:
