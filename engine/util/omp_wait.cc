@@ -18,13 +18,10 @@ namespace recycle {
 
 namespace {
 
-// The choice made at load. Plain data only: choose_omp_wait_at_load runs before this program's
-// own static constructors (and before libstdc++'s).
-enum class Made { kNotChosen, kUser, kInherited, kHelp, kDefault };
-Made g_made = Made::kNotChosen;
-int g_competing = 0;          // the count that decided kDefault
-char g_user_value[64] = "";   // the user's OMP_WAIT_POLICY (or GOMP_SPINCOUNT=...)
-char g_inherited[192] = "";   // RECYCLE_OMP_WAIT_CHOICE: "POLICY|WHY"
+// The choice made at load, "POLICY|WHY" (as RECYCLE_OMP_WAIT_CHOICE carries it); empty when
+// none was made. Plain data only: choose_omp_wait_at_load runs before this program's own static
+// constructors (and before libstdc++'s).
+char g_choice[192] = "";
 
 const char kChoiceVariable[] = "RECYCLE_OMP_WAIT_CHOICE";
 
@@ -188,16 +185,16 @@ void exec_again(char** argv, char** envp, bool drop, const char* policy, const c
 void choose_omp_wait_at_load(int argc, char** argv, char** envp) {
   const char* inherited = find_variable(envp, kChoiceVariable);
   if (inherited != nullptr) {  // chosen by the start before this one, or by the launcher
-    g_made = Made::kInherited;
-    copy_value(g_inherited, sizeof g_inherited, inherited);
+    copy_value(g_choice, sizeof g_choice, inherited);
     return;
   }
   const char* policy = find_variable(envp, "OMP_WAIT_POLICY");
   const char* spincount = find_variable(envp, "GOMP_SPINCOUNT");
+  int competing = 0;
   const OmpWaitDecision d =
-      decide_omp_wait(policy, spincount, asks_for_help(argc, argv), [] {
-        g_competing = competing_tasks();
-        return g_competing;
+      decide_omp_wait(policy, spincount, asks_for_help(argc, argv), [&competing] {
+        competing = competing_tasks();
+        return competing;
       });
   const char* dropped = "";
   if (d.drop_invalid_policy) {
@@ -209,60 +206,43 @@ void choose_omp_wait_at_load(int argc, char** argv, char** envp) {
     if (n > 0) (void)!write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1));
     dropped = " (an invalid OMP_WAIT_POLICY was ignored)";
   }
-  char choice[160];
   switch (d.kind) {
     case OmpWaitDecision::kHelp:
-      g_made = Made::kHelp;
-      std::snprintf(choice, sizeof choice, "libgomp's default|--help: not measured%s", dropped);
+      std::snprintf(g_choice, sizeof g_choice, "libgomp's default|--help: not measured%s", dropped);
       break;
     case OmpWaitDecision::kUser:
-      g_made = Made::kUser;
       if (!d.drop_invalid_policy && policy != nullptr) {
-        copy_value(g_user_value, sizeof g_user_value, policy);
+        std::snprintf(g_choice, sizeof g_choice, "%.60s|set in the environment%s", policy, dropped);
       } else {
-        std::snprintf(g_user_value, sizeof g_user_value, "GOMP_SPINCOUNT=%.40s", spincount);
+        std::snprintf(g_choice, sizeof g_choice, "GOMP_SPINCOUNT=%.40s|set in the environment%s",
+                      spincount, dropped);
       }
-      std::snprintf(choice, sizeof choice, "%s|set in the environment%s", g_user_value, dropped);
       break;
     case OmpWaitDecision::kPassive:
-      std::snprintf(choice, sizeof choice,
-                    "passive|%d other task(s) runnable at this priority or higher%s", g_competing,
+      std::snprintf(g_choice, sizeof g_choice,
+                    "passive|%d other task(s) runnable at this priority or higher%s", competing,
                     dropped);
       break;
     case OmpWaitDecision::kDefault:
-      g_made = Made::kDefault;
-      std::snprintf(choice, sizeof choice,
+      std::snprintf(g_choice, sizeof g_choice,
                     "libgomp's default|no other task runnable at this priority or higher%s",
                     dropped);
       break;
   }
   if (d.exec_again()) {
     exec_again(argv, envp, d.drop_invalid_policy,
-               d.kind == OmpWaitDecision::kPassive ? "OMP_WAIT_POLICY=PASSIVE" : nullptr, choice);
+               d.kind == OmpWaitDecision::kPassive ? "OMP_WAIT_POLICY=PASSIVE" : nullptr, g_choice);
     // The exec failed: go on as this process is (libgomp keeps its default).
-    g_made = Made::kInherited;
-    std::snprintf(g_inherited, sizeof g_inherited, "libgomp's default|could not start again");
+    copy_value(g_choice, sizeof g_choice, "libgomp's default|could not start again");
   }
 }
 
 OmpWaitChoice omp_wait_choice() {
-  switch (g_made) {
-    case Made::kUser:
-      return {g_user_value, "set in the environment"};
-    case Made::kInherited: {
-      const std::string value = g_inherited;
-      const size_t bar = value.find('|');
-      if (bar == std::string::npos) return {value, "chosen by the process that started this one"};
-      return {value.substr(0, bar), value.substr(bar + 1)};
-    }
-    case Made::kHelp:
-      return {"libgomp's default", "--help: not measured"};
-    case Made::kDefault:
-      return {"libgomp's default", "no other task runnable at this priority or higher"};
-    case Made::kNotChosen:
-      break;
-  }
-  return {"libgomp's default", "not chosen (not started as a recycle tool)"};
+  const std::string choice = g_choice;
+  if (choice.empty()) return {"libgomp's default", "not chosen (not started as a recycle tool)"};
+  const size_t bar = choice.find('|');
+  if (bar == std::string::npos) return {choice, "chosen by the process that started this one"};
+  return {choice.substr(0, bar), choice.substr(bar + 1)};
 }
 
 }  // namespace recycle
