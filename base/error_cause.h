@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "base/strings.h"
+
 namespace recycle {
 
 // The cause of the error `what` in one line: for a TorchScript interpreter failure ("The
@@ -20,7 +22,7 @@ inline std::string error_cause(const std::string& what) {
                          end - (begin == std::string::npos ? 0 : begin + 1) + 1);
     }
   }
-  return what.substr(0, what.find('\n'));
+  return first_line(what);
 }
 
 }  // namespace recycle

@@ -105,6 +105,19 @@ TEST(Verify, AGoodCacheVerifies) {
   EXPECT_EQ(r.corrupt, 0);
 }
 
+// Verifies the 10-record cache `dir` that holds two bad records: the two problems, one a line.
+std::string two_problems(const std::string& dir) {
+  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.checked, 10);
+  EXPECT_EQ(r.corrupt, 2) << r.to_text();
+  if (r.problems.size() != 2u) {
+    ADD_FAILURE() << "expected 2 problems: " << r.to_text();
+    return "";
+  }
+  return r.problems[0] + "\n" + r.problems[1];
+}
+
 // fp16 records holding an infinity or a NaN (what the build wrote for values beyond 65504
 // before it refused them) are corrupt: training on them gives a NaN loss.
 TEST(Verify, Fp16RecordsHoldingInfinityOrNaNAreCorrupt) {
@@ -116,12 +129,7 @@ TEST(Verify, Fp16RecordsHoldingInfinityOrNaNAreCorrupt) {
     if (i == 7) r[payload + 1] = static_cast<char>(0xFE), r[payload] = 1;                  // NaN
     return i == 3 || i == 7 ? reseal(std::move(r)) : r;
   });
-  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
-  EXPECT_FALSE(r.ok());
-  EXPECT_EQ(r.checked, 10);
-  EXPECT_EQ(r.corrupt, 2) << r.to_text();
-  ASSERT_EQ(r.problems.size(), 2u) << r.to_text();
-  const std::string all = r.problems[0] + "\n" + r.problems[1];
+  const std::string all = two_problems(dir);
   EXPECT_NE(all.find("fp16 value 5 of 196 is inf"), std::string::npos) << all;
   EXPECT_NE(all.find("fp16 value 0 of 196 is NaN"), std::string::npos) << all;
 }
@@ -141,12 +149,7 @@ TEST(Verify, Fp32RecordsHoldingInfinityOrNaNAreCorrupt) {
     if (i == 6) put(&r, payload + 4 * (kValues - 1), 0xFF800000u);  // -inf, the last value
     return i == 2 || i == 6 ? reseal(std::move(r)) : r;
   });
-  const recycle::InspectReport r = recycle::inspect_cache(dir, true);
-  EXPECT_FALSE(r.ok());
-  EXPECT_EQ(r.checked, 10);
-  EXPECT_EQ(r.corrupt, 2) << r.to_text();
-  ASSERT_EQ(r.problems.size(), 2u) << r.to_text();
-  const std::string all = r.problems[0] + "\n" + r.problems[1];
+  const std::string all = two_problems(dir);
   EXPECT_NE(all.find("record " + key_of(2).to_hex() + ": "), std::string::npos) << all;
   EXPECT_NE(all.find("record " + key_of(6).to_hex() + ": "), std::string::npos) << all;
   EXPECT_NE(all.find("fp32 value 10 of 196 is NaN"), std::string::npos) << all;
