@@ -1,6 +1,6 @@
 // A split whose images stay on disk, read in sample order a chunk at a time, so a reader holds
 // one chunk of images, never the split. recycle-build reads its split twice this way: once to
-// key every sample (key_samples), once, forward, for the samples it computes (compute_chunk).
+// key every sample (key_samples), once, forward, for the samples it computes (ChunkEncoder).
 // The pixels come from the data source's PixelSource (pixel_source.h): the IDX file of
 // fashion-mnist, the decoded and transformed files of imagefolder.
 // No LibTorch here. Not thread safe.

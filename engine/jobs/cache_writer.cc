@@ -19,9 +19,11 @@
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "cache/split_writer.h"
+#include "cache/writable_split.h"
 #include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
+#include "engine/precompute/key_plan.h"
 #include "engine/precompute/prefix_identity.h"
 #include "engine/train/batch_sources.h"  // torch_dtype
 #include "engine/util/parallel_loop.h"
@@ -118,17 +120,13 @@ struct CacheWriter::Impl {
   WriterOptions o;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   Codec codec = Codec::kFp16;
-  Compression compression = Compression::kNone;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
-  Manifest manifest;  // the stored one (or the requested one for a new cache), with this run's counts
-  std::unique_ptr<ActivationStore> store;
-  std::unique_ptr<SplitWriter> writer;  // the split's writes, on store and manifest
-
-  std::vector<IndexEntry> existing;             // the split's index as stored
-  std::unordered_set<Key, KeyHash> present;     // keys known to have a record
-  std::unordered_set<Key, KeyHash> seen;        // distinct keys of the split so far
-  bool had_records = false;
+  // The cache opened for the split (its manifest: the stored one, or the requested one for a
+  // new cache, with this run's counts), and the plan, fed chunk by chunk (KeyPlan::add_chunk).
+  std::unique_ptr<WritableSplit> split;
+  KeyPlan plan;
+  std::unordered_set<Key, KeyHash> seen;  // distinct keys of the split so far
   bool stored_complete = false;  // the stored split was complete, same data and size
   bool classes_changed = false;
   bool matched_so_far = true;    // every position so far matched the stored index
@@ -138,25 +136,45 @@ struct CacheWriter::Impl {
   int64_t chunk_begin = 0;
   std::vector<Key> chunk_keys;
   std::vector<int64_t> chunk_labels;
-  std::vector<int64_t> todo;     // rows whose index entry is written
-  std::vector<int64_t> compute;  // rows whose record is computed
-  int64_t next = 0;              // samples added
+  size_t todo_begin = 0, todo_end = 0;  // plan.todo()[begin, end): entries written
+  std::vector<int64_t> compute;         // rows whose record is computed
+  int64_t next = 0;                     // samples added
 
   BuildReport report;
 
   // engine_model / engine_weights: the engine's model, whose prefix the records must match.
   std::unique_ptr<PreparedModel> engine;
   bool engine_checked = false;
-  bool new_cache = false;
   torch::Tensor chunk_inputs;  // add_chunk's inputs, for the check against the engine's prefix
 
   explicit Impl(const WriterOptions& options) : o(options) {
     ParsedOptions parsed = parse_options(o);
     codec = parsed.codec;
-    compression = parsed.compression;
     keyer = std::move(parsed.keyer);
     layout = std::move(parsed.layout);
+    const Manifest wanted = requested_manifest();
+    split = std::make_unique<WritableSplit>(
+        WritableSplit::Options{o.cache_dir, o.split, parsed.compression, o.rebuild});
+    const bool new_cache = split->stored() == nullptr;
+    if (new_cache) {
+      // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
+      split->start(wanted, engine ? module_to_bytes(*engine->split.head) : "");
+    } else {
+      split->start(reconciled(*split->stored(), wanted), "");
+    }
+    split->writer().set_flush_seconds(o.flush_seconds);
+    stored_complete = split->complete_for(o.data, o.samples);
+    plan.plan(split->take_index(), {}, false, split->had_records());
+    report.cache_dir = o.cache_dir;
+    report.split = o.split;
+    // A new cache gets its manifest (the split marked incomplete) at once, as recycle-build's
+    // does before its first chunk: a build that fails before its first write leaves a cache
+    // that inspect reads and a rerun resumes, not database files without a manifest.
+    if (new_cache) begin();
+  }
 
+  // The manifest the options ask for (an engine model's identity when one is named).
+  Manifest requested_manifest() {
     Manifest wanted;
     wanted.model = o.model;
     wanted.fingerprint = o.fingerprint;
@@ -169,73 +187,41 @@ struct CacheWriter::Impl {
     wanted.record_shapes = layout_shapes(layout);
     wanted.class_names = o.class_names;
     wanted.classifier = kClassifierNone;  // a program's prefix: the head is the program's
-    if (!o.engine_model.empty() || !o.engine_weights.empty()) {
-      Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
-      d.item_shape = o.input_shape;
-      d.class_names = o.class_names;
-      ModelOptions mo;
-      mo.encoder = o.engine_model;
-      mo.weights = o.engine_weights;
-      try {
-        mo.validate();
-        engine = std::make_unique<PreparedModel>(
-            prepare_model(mo, d, -1.0, o.engine_split_at, torch::kCPU));
-      } catch (const std::invalid_argument& e) {
-        throw InvalidArgument(e.what());
-      }
-      if (engine->split.prefix_blocks == 0) {
-        throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
-      }
-      set_prefix_identity(engine->model, engine->split, &wanted);
-      wanted.classifier = classifier_word(engine->classifier_is_new);
+    if (o.engine_model.empty() && o.engine_weights.empty()) return wanted;
+    Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
+    d.item_shape = o.input_shape;
+    d.class_names = o.class_names;
+    ModelOptions mo;
+    mo.encoder = o.engine_model;
+    mo.weights = o.engine_weights;
+    try {
+      mo.validate();
+      engine = std::make_unique<PreparedModel>(
+          prepare_model(mo, d, -1.0, o.engine_split_at, torch::kCPU));
+    } catch (const std::invalid_argument& e) {
+      throw InvalidArgument(e.what());
     }
+    if (engine->split.prefix_blocks == 0) {
+      throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
+    }
+    set_prefix_identity(engine->model, engine->split, &wanted);
+    wanted.classifier = classifier_word(engine->classifier_is_new);
+    return wanted;
+  }
 
-    if (o.rebuild) ActivationStore::destroy(o.cache_dir).throw_if_error();
-    StoreOptions so;
-    so.compression = compression;
-    ActivationStore::open(o.cache_dir, so, &store).throw_if_error();
-    Manifest stored;
-    const Status have = store->read_manifest(&stored);
-    if (have.is_not_found()) {
-      manifest = wanted;
-      new_cache = true;
-    } else {
-      have.throw_if_error();
-      const auto diffs = stored.identity().identity_differences(wanted.identity());
-      if (!diffs.empty()) {
-        throw StaleCacheError(mismatch_message(o.cache_dir, diffs, "pass rebuild=True to start over"));
-      }
-      if (!o.class_names.empty() && !stored.class_names.empty() &&
-          stored.class_names != o.class_names) {
-        throw InvalidArgument("cache " + o.cache_dir + " has " +
-                              std::to_string(stored.class_names.size()) +
-                              " classes named otherwise than this build's " +
-                              std::to_string(o.class_names.size()));
-      }
-      if (stored.class_names.empty()) stored.class_names = o.class_names;
-      if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
-      manifest = stored;
+  // The stored manifest checked against the requested one, as the writer goes on with it.
+  Manifest reconciled(Manifest stored, const Manifest& wanted) const {
+    refuse_other_identity(stored, wanted, o.cache_dir, "pass rebuild=True to start over");
+    if (!o.class_names.empty() && !stored.class_names.empty() &&
+        stored.class_names != o.class_names) {
+      throw InvalidArgument("cache " + o.cache_dir + " has " +
+                            std::to_string(stored.class_names.size()) +
+                            " classes named otherwise than this build's " +
+                            std::to_string(o.class_names.size()));
     }
-    writer = std::make_unique<SplitWriter>(store.get(), &manifest, o.split);
-    writer->set_flush_seconds(o.flush_seconds);
-    store->read_index(o.split, &existing).throw_if_error();
-    const auto it = manifest.splits.find(o.split);
-    stored_complete = it != manifest.splits.end() && it->second.complete &&
-                      it->second.data == o.data && it->second.samples == o.samples &&
-                      static_cast<int64_t>(existing.size()) == o.samples;
-    for (const IndexEntry& e : existing) present.insert(e.key);
-    store
-        ->for_each_record([&](const Key&, std::string_view) {
-          had_records = true;
-          return false;  // one is enough
-        })
-        .throw_if_error();
-    report.cache_dir = o.cache_dir;
-    report.split = o.split;
-    // A new cache gets its manifest (the split marked incomplete) at once, as recycle-build's
-    // does before its first chunk: a build that fails before its first write leaves a cache
-    // that inspect reads and a rerun resumes, not database files without a manifest.
-    if (new_cache) begin();
+    if (stored.class_names.empty()) stored.class_names = o.class_names;
+    if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
+    return stored;
   }
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
@@ -244,10 +230,7 @@ struct CacheWriter::Impl {
     info.data = o.data;
     info.samples = o.samples;
     info.unique = static_cast<int64_t>(seen.size());
-    ActivationStore::Batch first(*store);
-    // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
-    if (new_cache && engine) first.put_blob("head", module_to_bytes(*engine->split.head));
-    writer->begin(info, static_cast<int64_t>(existing.size()), &first);
+    split->begin(info);
   }
 
   // `sample`: the label's position in the split, for the message.
@@ -258,8 +241,9 @@ struct CacheWriter::Impl {
       throw InvalidArgument("label " + std::to_string(label) + " is outside the " +
                             std::to_string(o.class_names.size()) + " classes named");
     }
-    while (static_cast<int64_t>(manifest.class_names.size()) <= label) {
-      manifest.class_names.push_back(std::to_string(manifest.class_names.size()));
+    std::vector<std::string>& names = split->manifest().class_names;
+    while (static_cast<int64_t>(names.size()) <= label) {
+      names.push_back(std::to_string(names.size()));
       classes_changed = true;
     }
   }
@@ -297,38 +281,17 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const a
   const int64_t* lp = labels.data_ptr<int64_t>();
   s.chunk_labels.assign(lp, lp + n);
   s.chunk_begin = s.next;
-  s.todo.clear();
-  std::vector<Key> unknown;
-  std::vector<int64_t> unknown_row;
-  std::unordered_set<Key, KeyHash> in_chunk;
   for (int64_t i = 0; i < n; ++i) {
     s.grow_classes(s.chunk_labels[i], s.chunk_begin + i);
-    const Key& k = s.chunk_keys[i];
-    s.seen.insert(k);
-    const int64_t pos = s.chunk_begin + i;
-    const IndexEntry want{k, s.chunk_labels[i]};
-    if (pos < static_cast<int64_t>(s.existing.size()) && s.existing[pos] == want) continue;
-    s.matched_so_far = false;
-    s.todo.push_back(i);
-    if (!s.present.count(k) && in_chunk.insert(k).second) {
-      unknown.push_back(k);
-      unknown_row.push_back(i);
-    }
+    s.seen.insert(s.chunk_keys[i]);
   }
-  std::vector<Status> found(unknown.size(), Status::not_found(""));
-  if (s.had_records && !unknown.empty()) {
-    s.store->multi_get(unknown, [](size_t, std::string_view) {}, &found);
-  }
+  s.plan.add_chunk(s.chunk_keys, s.chunk_labels, &s.todo_begin, &s.todo_end);
+  if (s.todo_end > s.todo_begin) s.matched_so_far = false;
+  std::vector<int64_t> pos, view_of;
+  std::vector<Key> missing;
+  s.plan.find_missing(s.todo_begin, s.todo_end, s.split->store(), &pos, &missing, &view_of);
   s.compute.clear();
-  for (size_t u = 0; u < unknown.size(); ++u) {
-    if (found[u].ok()) {
-      s.present.insert(unknown[u]);
-    } else if (found[u].is_not_found()) {
-      s.compute.push_back(unknown_row[u]);
-    } else {
-      found[u].throw_if_error();
-    }
-  }
+  for (int64_t p : pos) s.compute.push_back(p - s.chunk_begin);
   s.next += n;
   s.pending = true;
   return s.compute;
@@ -387,14 +350,16 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
     const double diff = (out[0].narrow(0, 0, k) - want).abs().max().item<double>();
     if (!(diff <= 1e-3 * scale)) {
       throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" +
-                            s.manifest.model + " up to " + s.manifest.split_at + ") by up to " +
+                            s.split->manifest().model + " up to " +
+                            s.split->manifest().split_at + ") by up to " +
                             std::to_string(diff) + ": not the same model or weights");
     }
     s.engine_checked = true;
   }
   s.chunk_inputs = torch::Tensor();
-  if (s.todo.empty()) return;  // every entry of the chunk is stored already
-  if (!s.writer->begun()) s.begin();
+  if (s.todo_end == s.todo_begin) return;  // every entry of the chunk is stored already
+  SplitWriter& writer = s.split->writer();
+  if (!writer.begun()) s.begin();
   std::vector<std::string> records(static_cast<size_t>(m));
   parallel_loop(m, [&](int64_t r) {
     std::vector<TypedArrayRef> arrays;
@@ -410,22 +375,20 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
                             e.largest());
     }
   });
-  StagedWrite w = s.writer->stage();
-  for (int64_t r = 0; r < m; ++r) {
-    const Key& k = s.chunk_keys[s.compute[r]];
-    w.put_record(k, records[r]);
-    s.present.insert(k);
-  }
+  StagedWrite w = writer.stage();
+  for (int64_t r = 0; r < m; ++r) w.put_record(s.chunk_keys[s.compute[r]], records[r]);
   records.clear();
-  for (int64_t i : s.todo) {
-    w.put_index(s.chunk_begin + i, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
+  for (size_t t = s.todo_begin; t < s.todo_end; ++t) {
+    const int64_t pos = s.plan.todo()[t];
+    const size_t i = static_cast<size_t>(pos - s.chunk_begin);
+    w.put_index(pos, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
   }
-  s.manifest.splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-  s.writer->seal(&w);
+  s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
+  writer.seal(&w);
   s.report.computed += w.records;
   s.report.bytes += static_cast<int64_t>(w.record_bytes());
   s.report.index_written += w.entries;
-  s.writer->write(&w);  // flushed every flush_seconds: what was written so far survives a kill
+  writer.write(&w);  // flushed every flush_seconds: what was written so far survives a kill
 }
 
 BuildReport CacheWriter::finish() {
@@ -435,15 +398,16 @@ BuildReport CacheWriter::finish() {
     throw InvalidArgument("the split was opened for " + std::to_string(s.o.samples) + " samples, " +
                           std::to_string(s.next) + " came");
   }
-  if (!unchanged_so_far() || s.writer->writes() > 0) {
-    if (!s.writer->begun()) s.begin();
-    s.manifest.splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-    s.writer->finish();
+  SplitWriter& writer = s.split->writer();
+  if (!unchanged_so_far() || writer.writes() > 0) {
+    if (!writer.begun()) s.begin();
+    s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
+    writer.finish();
   }
   BuildReport r = s.report;
   r.samples = s.o.samples;
   r.unique = static_cast<int64_t>(s.seen.size());
-  r.records = s.manifest.records;
+  r.records = s.split->manifest().records;
   r.skipped = r.samples - r.computed;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;

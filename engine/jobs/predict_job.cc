@@ -1,6 +1,6 @@
-// run_predict: the job behind recycle-predict. The samples go through the build's stages a
-// chunk at a time (engine/precompute/build_stages.h: the dataset streamed, read ahead by a
-// ChunkReader, keyed by the cache's keyer), are looked up in the cache (one MultiGet of the
+// run_predict: the job behind recycle-predict. The samples go through a build's inputs and
+// encoder a chunk at a time (engine/precompute/split_inputs.h: the dataset streamed, read ahead
+// by a ChunkReader, keyed by the cache's keyer; chunk_encoder.h), are looked up in the cache (one MultiGet of the
 // chunk's distinct keys), the misses run the folded prefix (prefix_runner.h), and the head runs
 // on the stored activations and the computed ones together. Memory: one chunk's images,
 // records, activations and rows, plus what a build holds per sample (label, id).
@@ -26,7 +26,10 @@
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/transformer.h"
+#include "engine/models/model_setup.h"  // with_encoder_input
+#include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/prefix_runner.h"
+#include "engine/precompute/split_inputs.h"
 #include "engine/util/atomic_file.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
@@ -201,11 +204,11 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
 // Refuses weights, data or a head that do not belong to cache m, naming what differs.
 // A progressive level's fingerprint chains through the split points it was derived along: the
 // given weights are fingerprinted along the same chain (cache_levels.h).
-void check_fits(const PredictOptions& o, const Manifest& m, SplitBuild& s,
-                const HeadIdentity& head) {
-  CacheIdentity given = s.manifest().identity();
+void check_fits(const PredictOptions& o, const Manifest& m, ChunkEncoder& encoder,
+                const Dataset& data, const HeadIdentity& head) {
+  CacheIdentity given = encoder.requested().identity();
   if (!m.derived_blocks.empty()) {
-    given.fingerprint = chained_fingerprint(s.prefix().model().model, m.derived_blocks);
+    given.fingerprint = chained_fingerprint(encoder.prefix().model().model, m.derived_blocks);
   }
   const auto weights = m.identity().identity_differences(given);
   if (!weights.empty()) {
@@ -213,7 +216,7 @@ void check_fits(const PredictOptions& o, const Manifest& m, SplitBuild& s,
         o.cache_dir, weights,
         "give the --weights and --data it was built from, or build a cache from these"));
   }
-  if (s.data().class_names != m.class_names) {
+  if (data.class_names != m.class_names) {
     throw std::runtime_error("cache " + o.cache_dir + " holds other classes than this data " +
                              "(check --classes)");
   }
@@ -281,7 +284,7 @@ void parse_hit(const Lookup& l, size_t k, const RecordLayout& layout, const std:
 
 // The head's input for an image chunk: float32 [n, ...record shape], each row the decoded
 // record of a hit or the prefix's output of a miss (`missed`: [misses, ...],
-// chunk_prefix_outputs' form).
+// ChunkEncoder::prefix_outputs' form).
 torch::Tensor image_head_inputs(const Lookup& l, const torch::Tensor& missed, const Manifest& m,
                                 const std::string& dir) {
   const int64_t n = static_cast<int64_t>(l.slot.size());
@@ -376,9 +379,9 @@ torch::Tensor head_inputs(const Lookup& l, const torch::Tensor& missed, const Ma
 
 // --write-back: the misses' records (encoded in chunk order of their keys) and the manifest's
 // counts in one write (records only: no split's index changes).
-int64_t write_back(SplitBuild& s, SplitWriter& writer, const Lookup& l, const torch::Tensor& missed,
-                   BuildChunk* c) {
-  s.encode_chunk_outputs(missed, c);
+int64_t write_back(ChunkEncoder& encoder, SplitWriter& writer, const Lookup& l,
+                   const torch::Tensor& missed, BuildChunk* c) {
+  encoder.encode(missed, c);
   StagedWrite w = writer.stage();
   for (size_t k = 0; k < l.distinct.size(); ++k) {
     if (l.computed[k] >= 0) w.put_record(l.distinct[k], c->records[l.computed[k]]);
@@ -405,35 +408,47 @@ PredictReport run_predict(const PredictOptions& given) {
   std::ofstream out(out_file.temp_path(), std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
   HeadFile head_file(o.head);
-  SplitBuild s(build_options_for(o, m));
-  s.load_inputs();
-  const bool text = s.data().is_text;
-  check_fits(o, m, s, head_file.identity());
-  PreparedModel& pm = s.prefix().model();
+  const BuildOptions bo = build_options_for(o, m);
+  bo.validate();
+  set_thread_count(bo.threads);
+  SplitInputs inputs(with_encoder_input(bo.data, bo.model), bo.keyer, "", 0);
+  const Dataset& data = inputs.data();
+  const bool text = data.is_text;
+  ChunkEncoder encoder(inputs, bo);
+  check_fits(o, m, encoder, data, head_file.identity());
+  PreparedModel& pm = encoder.prefix().model();
   BlockStack head = pm.split.head;
   head_file.load_into(head);
   head->eval();
-  const torch::Device device = s.prefix().device();
+  const torch::Device device = encoder.prefix().device();
 
-  const int64_t n = static_cast<int64_t>(s.data().size());
-  s.plan_every_sample();
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<int64_t> todo(static_cast<size_t>(n));  // every sample, in order
+  std::iota(todo.begin(), todo.end(), int64_t{0});
+  const size_t chunk_size = static_cast<size_t>(bo.batch);
   RowWriter rows(out, output_format(o.out), m.class_names, o.top_k);
   Progress progress("predict", n, o.progress);
-  ChunkReader reader(s);
+  ChunkReader reader(inputs, todo, 0, chunk_size);
   BuildChunk c;
   std::vector<Key> keys;
   Lookup l;
   // --write-back's writes: records and the manifest's counts, flushed at the end.
   std::unique_ptr<SplitWriter> back;
-  if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, s.options().data.split);
+  if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, bo.data.split);
   torch::NoGradGuard no_grad;
   int64_t chunks = 0;
   double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
-  while (s.next_chunk(&c)) {
+  for (size_t begin = 0; begin < todo.size(); begin += chunk_size) {
+    c = BuildChunk();
+    c.begin = begin;
+    c.end = std::min(todo.size(), begin + chunk_size);
     const auto read_start = Clock::now();
     reader.read(&c);
     const double read_seconds = since(read_start);
     const int64_t rows_in_chunk = static_cast<int64_t>(c.end - c.begin);
+    const auto key_start = Clock::now();  // keyed before --compare-full, which checks the keys
+    inputs.key_samples(c, todo.data() + c.begin, rows_in_chunk, &keys);
+    const double key_seconds = since(key_start);
 
     // The full model on every sample of the chunk (compare_full), timed apart: first in even
     // chunks, second in odd ones, so neither side has the warmer caches throughout.
@@ -441,10 +456,11 @@ PredictReport run_predict(const PredictOptions& given) {
     auto run_full = [&] {
       const auto t = Clock::now();
       BuildChunk all = c;
-      all.compute_pos.assign(s.todo().begin() + c.begin, s.todo().begin() + c.end);
-      const double prefix_before = s.counters().prefix_seconds;
-      const torch::Tensor features = s.chunk_prefix_outputs(s.chunk_inputs(&all));
-      full_prefix_seconds += s.counters().prefix_seconds - prefix_before;
+      all.compute_pos.assign(todo.begin() + c.begin, todo.begin() + c.end);
+      all.compute_keys = keys;
+      const double prefix_before = encoder.prefix_seconds();
+      const torch::Tensor features = encoder.prefix_outputs(encoder.inputs(all));
+      full_prefix_seconds += encoder.prefix_seconds() - prefix_before;
       const auto h = Clock::now();
       full_probs = torch::softmax(head->forward(features.to(device)), 1).to(torch::kCPU);
       report.full_head_seconds += since(h);
@@ -453,7 +469,6 @@ PredictReport run_predict(const PredictOptions& given) {
     if (o.compare_full && chunks % 2 == 0) run_full();
 
     const auto t = Clock::now();
-    s.key_chunk(c, &keys);
     look_up(*store, c, keys, &l);
     c.compute_pos.clear();
     c.compute_keys.clear();
@@ -464,20 +479,20 @@ PredictReport run_predict(const PredictOptions& given) {
     }
     torch::Tensor missed;
     if (!c.compute_pos.empty()) {
-      missed = s.chunk_prefix_outputs(s.chunk_inputs(&c));
-      if (back) report.written_back += write_back(s, *back, l, missed, &c);
+      missed = encoder.prefix_outputs(encoder.inputs(c));
+      if (back) report.written_back += write_back(encoder, *back, l, missed, &c);
     }
     const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, text).to(device);
     const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();
     const torch::Tensor pred = probs.argmax(1);
     const int64_t* p = pred.data_ptr<int64_t>();
     for (int64_t i = 0; i < rows_in_chunk; ++i) {
-      const int64_t pos = s.todo()[c.begin + i];
-      report.correct += p[i] == s.data().labels[pos] ? 1 : 0;
+      const int64_t pos = todo[c.begin + i];
+      report.correct += p[i] == data.labels[pos] ? 1 : 0;
     }
-    report.predict_seconds += since(t) + read_seconds;
+    report.predict_seconds += since(t) + read_seconds + key_seconds;
     const auto w = Clock::now();
-    rows.write(c.begin, s.data(), probs, pred, l.slot, l.computed);
+    rows.write(c.begin, data, probs, pred, l.slot, l.computed);
     report.write_seconds += since(w);
     report.hits += l.hit_samples;
     report.misses += rows_in_chunk - l.hit_samples;
@@ -500,7 +515,7 @@ PredictReport run_predict(const PredictOptions& given) {
 
   report.samples = n;
   report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;
-  report.prefix_seconds = s.counters().prefix_seconds - full_prefix_seconds;
+  report.prefix_seconds = encoder.prefix_seconds() - full_prefix_seconds;
   const double loop = report.predict_seconds + report.write_seconds;
   report.samples_per_s = loop > 0 ? n / loop : 0;
   report.seconds = since(start);

@@ -41,39 +41,6 @@ double BuildReport::expected_speedup_vs_online() const {
 }
 
 // The stages and what each one does: see build_stages.h.
-BuildReport run_build(const BuildOptions& options) {
-  SplitBuild b(options);
-  b.load_inputs();
-  return b.run();
-}
-
-BuildReport SplitBuild::run() {
-  key_samples();
-  reconcile_manifest();
-  plan_split();
-  if (!plan_.unchanged()) {
-    begin_split();
-    BuildChunk chunk, next;
-    ChunkReader reader(*this);
-    ChunkWriter writer(*this);
-    auto prepare = [&](BuildChunk* c) {
-      if (!next_chunk(c)) return false;
-      find_missing(c);
-      reader.read(c);
-      start_chunk(c);
-      return true;
-    };
-    // Each chunk's prefix starts before the chunk before it is encoded: on a GPU the device
-    // computes it while the outputs before it come back, are encoded and are written.
-    for (bool more = prepare(&chunk); more; chunk = std::move(next)) {
-      more = prepare(&next);
-      finish_chunk(&chunk);
-      writer.submit(stage_write(&chunk));
-    }
-    writer.finish();
-    finish_split();
-  }
-  return report();
-}
+BuildReport run_build(const BuildOptions& options) { return SplitBuild(options).run(); }
 
 }  // namespace recycle

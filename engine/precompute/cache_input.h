@@ -1,10 +1,9 @@
 // A build whose samples are another cache's records: deriving a cache level
-// (engine/train/cache_levels.h) is a build whose source is another cache. load_cache_input
-// (SplitBuild::load_cache_input) takes the place of load_inputs; the stages after it
-// (build_stages.h) are the same: the keys and labels are the base split's index, and compute_chunk
-// runs `blocks` (the blocks after the base's split point, folded as recycle-build folds a prefix)
-// over the base's decoded records instead of the prefix over images. LibTorch is in this header;
-// build_stages.h stays free of it.
+// (engine/train/cache_levels.h) is a build whose source is another cache: a SplitBuild made from
+// CacheBuildInputs (build_stages.h). Its stages are a build's: the keys and labels are the base
+// split's index (SplitInputs), and the ChunkEncoder runs `blocks` (the blocks after the base's
+// split point, folded as recycle-build folds a prefix) over the base's decoded records instead of
+// the prefix over images. LibTorch is in this header; build_stages.h stays free of it.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,7 +16,6 @@
 #include "cache/activation_store.h"
 #include "cache/manifest.h"
 #include "engine/models/block_model.h"
-#include "engine/precompute/build_stages.h"
 
 namespace recycle {
 
@@ -38,18 +36,12 @@ struct CacheBuildInputs {
   std::unique_ptr<CacheInput> input;
   std::string data;  // what the base split was built from (its SplitInfo::data)
   // The blocks after the base's split point as a model of their own (modules shared, frozen:
-  // eval mode, no grad). Read by load_cache_input only (it folds its own copy).
+  // eval mode, no grad). Read by the ChunkEncoder's constructor only (it folds its own copy).
   const BlockModel* blocks = nullptr;
   std::string head;  // the new cache's head blob (module_to_bytes of the head)
   // The manifest this build asks for: identity (its codec is the records' codec), record
   // shapes, class names; no splits, no counts.
   Manifest manifest;
 };
-
-// SplitBuild::load_cache_input(in), load_inputs for a build from another cache: checks
-// options.batch, options.cache_dir and the split name, sets the codec from in.manifest (unknown:
-// std::runtime_error), fills the build's dataset with the index's labels and in.data (no
-// pixels, no texts) and prepares in.blocks to compute the records. The progress bar reads
-// "derive SPLIT at SPLIT_AT".
 
 }  // namespace recycle

@@ -49,6 +49,8 @@
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
+#include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/split_inputs.h"
 #include "engine/util/progress.h"
 
 namespace recycle {
@@ -70,9 +72,9 @@ std::string first_line(std::string s) {
 }
 
 // What every rank must agree on before anything is computed.
-json inputs_of(const SplitBuild& b) {
-  const std::vector<Key>& keys = b.keys();
-  const std::vector<int64_t>& labels = b.data().labels;
+json inputs_of(SplitBuild& b, const BuildOptions& o) {
+  const std::vector<Key>& keys = b.plan().keys();
+  const std::vector<int64_t>& labels = b.inputs().data().labels;
   std::string bytes;
   bytes.reserve(keys.size() * (Key::kBytes + 8));
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -81,15 +83,15 @@ json inputs_of(const SplitBuild& b) {
   }
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   Key digest{h.high64, h.low64};
-  json manifest = json::parse(b.manifest().to_json_string());
+  json manifest = json::parse(b.encoder().requested().to_json_string());
   // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
   // here, a rank's mismatch names both words.
   if (!manifest.contains("prefix_precision")) manifest["prefix_precision"] = "fp32";
   return {{"manifest", manifest},
-          {"data", b.data().description},
-          {"split", b.options().data.split},
-          {"samples", b.counters().samples},
-          {"views", json{{"augment", b.augment().spec()}, {"views", b.views()}}},
+          {"data", b.inputs().data().description},
+          {"split", o.data.split},
+          {"samples", static_cast<int64_t>(keys.size())},
+          {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
           {"keys and labels", digest.to_hex()}};
 }
 
@@ -134,7 +136,7 @@ std::string encode_batches(const std::vector<std::vector<int64_t>>& batches) {
   return out;
 }
 
-// The batches of items (SplitBuild::compute_item: a position, or with views a position and a
+// The batches of items (KeyPlan::compute_item: a position, or with views a position and a
 // view), each below `items`.
 std::vector<std::vector<int64_t>> decode_batches(const std::string& bytes, int64_t items) {
   size_t at = 0;
@@ -168,9 +170,9 @@ struct Staged {
 
 // Computes this rank's share of the batches (batch j when j % world == rank) and writes its
 // records into record files in run_dir.
-Staged compute_share(SplitBuild& b, const std::vector<std::vector<int64_t>>& batches, int rank,
-                     int world, const fs::path& run_dir) {
-  const BuildOptions& o = b.options();
+Staged compute_share(SplitBuild& b, const BuildOptions& o,
+                     const std::vector<std::vector<int64_t>>& batches, int rank, int world,
+                     const fs::path& run_dir) {
   std::vector<const std::vector<int64_t>*> mine;
   int64_t samples = 0;
   for (size_t j = static_cast<size_t>(rank); j < batches.size(); j += static_cast<size_t>(world)) {
@@ -201,8 +203,8 @@ Staged compute_share(SplitBuild& b, const std::vector<std::vector<int64_t>>& bat
   };
   for (const std::vector<int64_t>* batch : mine) {
     BuildChunk chunk;
-    b.set_compute_items(*batch, &chunk);
-    b.compute_chunk(&chunk);
+    b.plan().from_items(*batch, &chunk.compute_pos, &chunk.compute_keys, &chunk.compute_views);
+    b.encoder().compute(&chunk);
     for (size_t r = 0; r < chunk.records.size(); ++r) {
       pending_bytes += static_cast<int64_t>(chunk.records[r].size());
       staged.bytes += static_cast<int64_t>(chunk.records[r].size());
@@ -265,9 +267,8 @@ struct RunDir {
 BuildReport lead(const BuildOptions& options, BuildGroup& g) {
   const int world = g.world();
   SplitBuild b(options);
-  b.load_inputs();
   b.key_samples();
-  const json mine = inputs_of(b);
+  const json mine = inputs_of(b, options);
   for (int r = 1; r < world; ++r) {
     const json theirs = json::parse(g.wait(board("inputs", r), r), nullptr, false);
     const std::string diff = first_difference(mine, theirs, r);
@@ -280,18 +281,17 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
                                   "model, weights and options)");
     }
   }
-  b.reconcile_manifest();
-  b.plan_split();
+  b.open();
   RunDir run;  // destroyed before b: the staging files go while this process holds the cache
-  if (b.unchanged()) {
+  if (b.plan().unchanged()) {
     g.set(board("plan"), json{{"unchanged", true}}.dump());
   } else {
-    b.begin_split();
+    b.begin();
     const std::vector<std::vector<int64_t>> batches = b.plan_batches();
     int64_t to_compute = 0;
     for (const auto& b : batches) to_compute += static_cast<int64_t>(b.size());
     const std::string id = new_run_id();
-    run.path = fs::path(b.staging_dir()) / ("run-" + id);
+    run.path = fs::path(b.split().staging_dir()) / ("run-" + id);
     std::error_code ec;
     fs::create_directories(run.path, ec);
     if (ec) throw std::runtime_error("cannot create " + run.path.string() + ": " + ec.message());
@@ -299,7 +299,7 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
     g.set(board("plan"), json{{"unchanged", false}, {"run", id}, {"compute", to_compute}}.dump());
     std::vector<std::string> files;
     int64_t computed = 0, bytes = 0;
-    const Staged own = compute_share(b, batches, 0, world, run.path);
+    const Staged own = compute_share(b, options, batches, 0, world, run.path);
     for (int r = 0; r < world; ++r) {
       const json done =
           r == 0 ? staged_json(own) : json::parse(g.wait(board("done", r), r), nullptr, false);
@@ -318,7 +318,7 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
       bytes += done.value("bytes", int64_t{0});
     }
     b.ingest_and_index(files, computed, bytes);
-    b.finish_split();
+    b.finish();
   }
   BuildReport report = b.report();
   report.ranks = world;
@@ -330,9 +330,8 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
 BuildReport follow(const BuildOptions& options, BuildGroup& g) {
   const int rank = g.rank();
   SplitBuild b(options);
-  b.load_inputs();
   b.key_samples();
-  g.set(board("inputs", rank), inputs_of(b).dump());
+  g.set(board("inputs", rank), inputs_of(b, options).dump());
   const json plan = json::parse(g.wait(board("plan"), 0), nullptr, false);
   if (!plan.is_object()) throw std::runtime_error("rank 0's plan is malformed");
   if (!plan.value("unchanged", false)) {
@@ -349,8 +348,9 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
     }
     const std::vector<std::vector<int64_t>> batches =
         decode_batches(g.wait(board("batches"), 0),
-                       b.counters().samples * std::max<int64_t>(1, b.views()));
-    const Staged own = compute_share(b, batches, rank, g.world(), run_dir);
+                       static_cast<int64_t>(b.plan().keys().size()) *
+                           std::max<int64_t>(1, b.inputs().views()));
+    const Staged own = compute_share(b, options, batches, rank, g.world(), run_dir);
     g.set(board("done", rank), staged_json(own).dump());
   }
   const BuildReport report = report_from_json(g.wait(board("final"), 0));

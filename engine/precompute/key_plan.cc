@@ -2,7 +2,6 @@
 #include "engine/precompute/key_plan.h"
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -50,10 +49,20 @@ void KeyPlan::plan(std::vector<IndexEntry> existing, const std::vector<int64_t>&
   next_ = 0;
 }
 
-void KeyPlan::plan_every_sample(size_t n) {
-  todo_.resize(n);
-  std::iota(todo_.begin(), todo_.end(), int64_t{0});
-  next_ = 0;
+void KeyPlan::add_chunk(const std::vector<Key>& keys, const std::vector<int64_t>& labels,
+                        size_t* begin, size_t* end) {
+  *begin = todo_.size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int64_t pos = static_cast<int64_t>(keys_.size());
+    keys_.push_back(keys[i]);
+    const IndexEntry want{keys[i], labels[i]};
+    if (pos >= static_cast<int64_t>(existing_.size()) || !(existing_[pos] == want)) {
+      todo_.push_back(pos);
+    }
+  }
+  keyed_ = true;
+  *end = todo_.size();
+  next_ = *end;
 }
 
 bool KeyPlan::next_chunk(size_t size, size_t* begin, size_t* end) {
@@ -91,6 +100,7 @@ void KeyPlan::find_missing(size_t begin, size_t end, const ActivationStore& stor
     if (found[u].ok()) {
       present_.insert(unknown[u]);
     } else if (found[u].is_not_found()) {
+      present_.insert(unknown[u]);  // computed by the caller
       pos->push_back(unknown_pos[u]);
       keys->push_back(unknown[u]);
       if (views_ > 0) view_of->push_back(unknown_view[u]);

@@ -3,7 +3,7 @@
 // the chunk loop: the positions whose index entry must be written (todo), chunk by chunk, and per
 // chunk the distinct record keys (a sample's key, or its K view keys) that have no stored record.
 // SplitBuild (build_stages.h) owns one; the single-process loop, a distributed build's rank 0
-// (plan_batches) and recycle-predict (every sample, keyed as it goes) read it. No LibTorch; not
+// (plan_batches) and the library's CacheWriter (engine/jobs/cache_writer.cc: add_chunk) read it. No LibTorch; not
 // thread safe (the build's thread calls it).
 #pragma once
 
@@ -40,8 +40,11 @@ class KeyPlan {
   // nothing: it holds only what this run wrote). Rewinds the chunk loop.
   void plan(std::vector<IndexEntry> existing, const std::vector<int64_t>& labels,
             bool stored_complete, bool had_records);
-  // Instead of plan: todo is every one of n samples, in order (recycle-predict).
-  void plan_every_sample(size_t n);
+  // A split fed chunk by chunk (CacheWriter): plan with no keys first, then each chunk's keys
+  // and labels appended here; the chunk's positions whose entry is missing or differs join
+  // todo, as todo()[*begin, *end) (for find_missing). The chunk loop is the caller's.
+  void add_chunk(const std::vector<Key>& keys, const std::vector<int64_t>& labels, size_t* begin,
+                 size_t* end);
   const std::vector<IndexEntry>& existing() const { return existing_; }
   const std::vector<int64_t>& todo() const { return todo_; }
   bool unchanged() const { return unchanged_; }
@@ -57,12 +60,11 @@ class KeyPlan {
   // The distinct record keys of the samples todo()[begin, end) that are not stored, in order,
   // into *keys, with each one's sample position (*pos) and, with views, its view (*view_of):
   // those known to be stored are skipped, and the store is asked about the rest (one MultiGet)
-  // when it held records. Keys it has are remembered as stored.
+  // when it held records. Keys it has are remembered as stored, and so are the keys listed:
+  // the caller computes them, so later chunks do not list them again.
   void find_missing(size_t begin, size_t end, const ActivationStore& store,
                     std::vector<int64_t>* pos, std::vector<Key>* keys,
                     std::vector<int64_t>* view_of);
-  // Remembers `key`'s record as stored (written, or being computed by an earlier chunk).
-  void mark_present(const Key& key) { present_.insert(key); }
   // A record to compute as one number (a distributed build's batches): the position, or with
   // views position * views + view; and back, as find_missing gives them.
   int64_t compute_item(int64_t pos, int64_t view) const;

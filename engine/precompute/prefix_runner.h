@@ -1,9 +1,7 @@
-// PrefixRunner: the frozen prefix on its device, the LibTorch side of a SplitBuild
-// (engine/precompute/build_stages.h keeps LibTorch out). Batches go in on the device, outputs
-// come out float32 and contiguous on the CPU, where the records are encoded: recycle-build's
-// chunks, and recycle-predict's misses (which then go through the head). Include it (it brings
-// <torch/torch.h>) to call SplitBuild's tensor steps (chunk_inputs, chunk_prefix_outputs,
-// encode_chunk_outputs).
+// PrefixRunner: the frozen prefix on its device, what a ChunkEncoder (chunk_encoder.h) runs its
+// chunks through. Batches go in on the device, outputs come out float32 and contiguous on the
+// CPU, where the records are encoded: recycle-build's chunks, and recycle-predict's misses
+// (which then go through the head).
 //
 // What runs: for images the folded prefix (engine/models/inference_prefix.h: batch norms
 // folded, within kInferencePrefixTolerance of the plain prefix, whose weights make the cache's
@@ -32,7 +30,6 @@
 #include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/precision.h"
-#include "engine/precompute/build_stages.h"
 
 namespace recycle {
 

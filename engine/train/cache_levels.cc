@@ -12,11 +12,14 @@
 #include "engine/models/encoder_spec.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"
+#include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/cache_input.h"
+#include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/split_inputs.h"
 #include "engine/train/batch_sources.h"
 #include "engine/util/atomic_file.h"
 #include "recycle/content_hasher.h"
@@ -213,14 +216,13 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
     bo.progress = o.progress;
     bo.device = o.device.str();
     bo.data.split = name;
-    SplitBuild b(bo);
     CacheBuildInputs in;
     in.input = std::make_unique<LevelSplitInput>(*from, from_m, name, o.device);
     in.data = info.data;
     in.blocks = &added;
     in.head = head;
     in.manifest = want;
-    b.load_cache_input(std::move(in));
+    SplitBuild b(bo, std::move(in));
     const BuildReport r = b.run();
     level.computed += r.computed;
     level.samples += r.samples;
@@ -276,16 +278,17 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   bool reused = true;
   for (const DatasetOptions& d : splits) {
     bo.data = d;
-    // The level's directory is named by the identity load_inputs asks for (input shape and
+    // The level's directory is named by the identity the encoder asks for (input shape and
     // record layout included), so it is known only once the first split is loaded.
-    bo.cache_dir = level.dir.empty() ? levels_dir : level.dir;
-    SplitBuild b(bo);
-    b.load_inputs();
+    auto inputs = std::make_unique<SplitInputs>(with_encoder_input(bo.data, bo.model), bo.keyer,
+                                                bo.augment, bo.views);
+    auto encoder = std::make_unique<ChunkEncoder>(*inputs, bo);
     if (level.dir.empty()) {
-      level.dir = level_dir(levels_dir, b.manifest().identity());
-      level.fingerprint = b.manifest().fingerprint;
+      level.dir = level_dir(levels_dir, encoder->requested().identity());
+      level.fingerprint = encoder->requested().fingerprint;
     }
-    b.set_cache_dir(level.dir);
+    bo.cache_dir = level.dir;
+    SplitBuild b(bo, std::move(inputs), std::move(encoder));
     const BuildReport r = b.run();
     reused = reused && r.computed == 0 && r.index_written == 0;
     level.computed += r.computed;

@@ -16,7 +16,7 @@
 // levels made before sit in directories of other names: a rerun derives them again.
 //
 // Deriving a level is a build whose source is another cache: per split of level k, the build's
-// stages (engine/precompute/build_stages.h, SplitBuild::load_cache_input in cache_input.h,
+// stages (engine/precompute/build_stages.h, SplitBuild from CacheBuildInputs in cache_input.h,
 // then run) with level k's split as the samples and the newly frozen blocks as the
 // prefix. A chunk of `batch` samples at a time is read from level k (CachedBatches: MultiGet
 // and decode), pushed through the blocks (eval mode, no grad, batch norms folded as
@@ -80,7 +80,7 @@ struct DeriveOptions {
 // Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
 // `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
 // parameters no longer requiring grad: they are frozen from now on). The head blob is the
-// model's head after to_blocks. Each split is a build (SplitBuild::load_cache_input,
+// model's head after to_blocks. Each split is a build (SplitBuild from CacheBuildInputs,
 // then run: engine/precompute/cache_input.h). A complete level of the same identity is
 // reused (level.reused). An incomplete one (a derivation that died) is deleted and derived
 // again. Throws
@@ -97,10 +97,10 @@ struct RawLevelOptions : BuildOptions {
   std::string eval_split;  // also built (all of it, as the run evaluates it); "" = none
 };
 
-// The first level of a run that started on raw data: recycle-build's stages (load_inputs, then
-// SplitBuild::run) over the training split and the evaluation split, with `model` as it is
+// The first level of a run that started on raw data: recycle-build's stages (SplitInputs and
+// ChunkEncoder, then SplitBuild::run) over the training split and the evaluation split, with `model` as it is
 // now split after `to_blocks` (its weights go to a temporary file in levels_dir, removed
-// afterwards). The level's directory is named from the identity load_inputs asks for. A rerun
+// afterwards). The level's directory is named from the identity the encoder asks for. A rerun
 // with the same weights finds the level complete (level.reused).
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& options);

@@ -285,7 +285,7 @@ struct BuildOptions {
 
   // The model options, a batch of at least 1, a cache directory, views with an augmentation
   // (and neither without the other). Throws std::invalid_argument
-  // with one line naming the flag. run_build's first stage (load_inputs) calls it.
+  // with one line naming the flag. SplitBuild's constructor calls it.
   void validate() const;
 };
 

@@ -4,6 +4,9 @@
 // per-chunk output-shape check, an int8 build against an fp32 one, and --compression.
 #include "engine/precompute/build_stages.h"
 
+#include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/split_inputs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,20 +25,6 @@
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
-
-namespace recycle {
-// The state a test corrupts on purpose (SplitBuild's friend).
-class SplitBuildTestAccess {
- public:
-  static void set_record_shapes(SplitBuild& b, std::vector<std::vector<int64_t>> shapes) {
-    b.manifest_.record_shapes = std::move(shapes);
-  }
-  static void close_store(SplitBuild& b) {  // releases the cache's writer lock
-    b.opening_.reset();
-    b.store_.reset();
-  }
-};
-}  // namespace recycle
 
 namespace {
 
@@ -65,25 +54,20 @@ BuildOptions options_for(const TempDir& dir, const std::string& cache, int64_t b
   return o;
 }
 
-void start(SplitBuild& s) {
-  s.load_inputs();
-  s.reconcile_manifest();
-  s.plan_split();
-}
+void start(SplitBuild& s) { s.open(); }
 
 // Runs up to max_chunks chunks of a changed split (every chunk when max_chunks < 0) and
 // finishes the split when none is left.
 void run_chunks(SplitBuild& s, int max_chunks = -1) {
-  if (s.unchanged()) return;
-  if (s.writes() == 0) s.begin_split();
+  if (s.plan().unchanged()) return;
+  if (!s.split().writer().begun()) s.begin();
   BuildChunk chunk;
   for (int done = 0; max_chunks < 0 || done < max_chunks; ++done) {
     if (!s.next_chunk(&chunk)) {
-      s.finish_split();
+      s.finish();
       return;
     }
-    s.find_missing(&chunk);
-    s.compute_chunk(&chunk);
+    s.encoder().compute(&chunk);
     s.write_chunk(&chunk);
   }
 }
@@ -113,18 +97,18 @@ TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
   {
     SplitBuild s(options_for(dir, dir.file("cache")));
     start(s);
-    EXPECT_FALSE(s.unchanged());
-    EXPECT_TRUE(s.existing().empty());
-    EXPECT_EQ(s.todo().size(), 40u);
-    EXPECT_EQ(s.counters().samples, 40);
-    EXPECT_EQ(s.counters().unique, 30);
+    EXPECT_FALSE(s.plan().unchanged());
+    EXPECT_TRUE(s.plan().existing().empty());
+    EXPECT_EQ(s.plan().todo().size(), 40u);
+    EXPECT_EQ(s.report().samples, 40);
+    EXPECT_EQ(s.report().unique, 30);
     run_chunks(s);
     const recycle::BuildReport r = s.report();
     expect_counts(r, {30, 40, 10, 30});
     EXPECT_GT(r.bytes, 0);
     // The opening write, one per chunk of 8, the closing one.
-    EXPECT_EQ(s.writes(), 1 + 5 + 1);
-    keys = s.keys();
+    EXPECT_EQ(s.split().writer().writes(), 1 + 5 + 1);
+    keys = s.plan().keys();
   }  // the state is dropped: the store closes
 
   const CacheContents c = read_cache(dir.file("cache"));
@@ -170,11 +154,11 @@ TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
   {
     SplitBuild s(options_for(dir, cache));
     start(s);
-    EXPECT_TRUE(s.unchanged());
-    EXPECT_TRUE(s.todo().empty());
-    EXPECT_EQ(s.existing().size(), 25u);
+    EXPECT_TRUE(s.plan().unchanged());
+    EXPECT_TRUE(s.plan().todo().empty());
+    EXPECT_EQ(s.plan().existing().size(), 25u);
     run_chunks(s);
-    EXPECT_EQ(s.writes(), 0);
+    EXPECT_EQ(s.split().writer().writes(), 0);
     const recycle::BuildReport r = s.report();
     expect_counts(r, {0, 0, 25, 20});
     EXPECT_EQ(r.bytes, 0);
@@ -201,8 +185,8 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
     SplitBuild s(options_for(dir, resumed));
     start(s);
     run_chunks(s, 2);  // 16 samples written, then the state is dropped
-    EXPECT_EQ(s.next(), 16u);
-    computed_first = s.counters().computed;
+    EXPECT_EQ(s.plan().next(), 16u);
+    computed_first = s.report().computed;
     EXPECT_EQ(computed_first, 16);
   }
   {
@@ -215,9 +199,9 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
   {
     SplitBuild s(options_for(dir, resumed));
     start(s);
-    EXPECT_FALSE(s.unchanged());
-    ASSERT_EQ(s.todo().size(), 32u);  // the resume point: what the index holds already is kept
-    EXPECT_EQ(s.todo().front(), 16);
+    EXPECT_FALSE(s.plan().unchanged());
+    ASSERT_EQ(s.plan().todo().size(), 32u);  // the resume point: what the index holds already is kept
+    EXPECT_EQ(s.plan().todo().front(), 16);
     run_chunks(s);
     expect_counts(s.report(), {40 - computed_first, 32, 48 - (40 - computed_first), 40});
   }
@@ -238,9 +222,8 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
   BuildOptions o = options_for(dir, cache);
   o.codec = recycle::Codec::kFp32;
   SplitBuild s(o);
-  s.load_inputs();
   try {
-    s.reconcile_manifest();
+    s.open();
     FAIL() << "another codec was accepted";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
@@ -249,8 +232,7 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
                         "this run asks for fp32 (use --rebuild to start over)");
     EXPECT_EQ(what.find('\n'), std::string::npos);
   }
-  EXPECT_EQ(s.writes(), 0);
-  recycle::SplitBuildTestAccess::close_store(s);
+  EXPECT_THROW(s.split(), std::logic_error);  // refused: the cache was closed again
   const CacheContents after = read_cache(cache);
   EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
 }
@@ -260,14 +242,13 @@ TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
   write_pattern_images(dir.path().string(), patterns(10, 0));
   SplitBuild s(options_for(dir, dir.file("cache")));
   start(s);
-  s.begin_split();
-  recycle::SplitBuildTestAccess::set_record_shapes(s, {{4, 14, 14}});  // another prefix's
+  s.begin();
+  s.encoder().set_record_shape({4, 14, 14});  // another prefix's
   BuildChunk chunk;
   ASSERT_TRUE(s.next_chunk(&chunk));
-  s.find_missing(&chunk);
   ASSERT_EQ(chunk.compute_keys.size(), 8u);
   try {
-    s.compute_chunk(&chunk);
+    s.encoder().compute(&chunk);
     FAIL() << "the shape check did not fire";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -275,7 +256,7 @@ TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
               "records are 4x14x14 per sample");
   }
   EXPECT_TRUE(chunk.records.empty());
-  EXPECT_EQ(s.counters().computed, 0);
+  EXPECT_EQ(s.report().computed, 0);
 }
 
 }  // namespace
@@ -366,17 +347,15 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
   write_pattern_images(dir.path().string(), patterns(12, 0));
   SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
-  s.begin_split();
-  BuildChunk chunk;
-  ASSERT_TRUE(s.next_chunk(&chunk));
-  s.find_missing(&chunk);
-  s.compute_chunk(&chunk);
-  recycle::StagedWrite w = s.stage_write(&chunk);
+  s.begin();
+  recycle::SplitWriter& split_writer = s.split().writer();
+  recycle::StagedWrite w = split_writer.stage();
+  split_writer.seal(&w);
   // A batch of another cache: the store refuses it with an error.
   std::unique_ptr<ActivationStore> other;
   ASSERT_OK(ActivationStore::open(dir.file("other"), recycle::StoreOptions(), &other));
   w.batch = std::make_unique<ActivationStore::Batch>(*other);
-  recycle::ChunkWriter writer(s);
+  recycle::ChunkWriter writer(split_writer, nullptr);
   writer.submit(std::move(w));
   EXPECT_THROW(writer.finish(), std::invalid_argument);  // "batch belongs to another cache"
   writer.finish();  // nothing pending any more
@@ -386,7 +365,7 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
 
 namespace {
 
-// The build streams its images: after load_inputs no pixel is in memory, the keys of the
+// The build streams its images: once its inputs are loaded no pixel is in memory, the keys of the
 // streamed split are the keys of the split loaded whole, and so is the cache it builds.
 TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
   TempDir dir;
@@ -394,27 +373,23 @@ TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
   BuildOptions o = options_for(dir, dir.file("streamed"), 3);
   o.data.classes = "1-8";
   SplitBuild s(o);
-  s.load_inputs();
-  EXPECT_TRUE(s.streamed().streamed());
-  EXPECT_TRUE(s.data().pixels.empty());
+  EXPECT_TRUE(s.inputs().streamed().streamed());
+  EXPECT_TRUE(s.inputs().data().pixels.empty());
   s.key_samples();
   const recycle::Dataset whole = recycle::load_dataset(o.data);
-  ASSERT_EQ(s.keys().size(), whole.size());
+  ASSERT_EQ(s.plan().keys().size(), whole.size());
   for (size_t i = 0; i < whole.size(); ++i) {
     recycle::TensorView view;
-    EXPECT_EQ(s.keys()[i], s.keyer().key(whole.key_input(i, &view))) << i;
+    EXPECT_EQ(s.plan().keys()[i], s.inputs().keyer().key(whole.key_input(i, &view))) << i;
   }
-  s.reconcile_manifest();
-  s.plan_split();
+  s.open();
   run_chunks(s);
 
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
   SplitBuild w(ow);
-  w.load_inputs();
-  w.use_samples_in_memory(whole);  // pixels in memory: compute_chunk reads them there
-  w.reconcile_manifest();
-  w.plan_split();
+  w.inputs().use_samples_in_memory(whole);  // pixels in memory: the encoder reads them there
+  w.open();
   run_chunks(w);
 
   const CacheContents a = read_cache(dir.file("streamed"));
@@ -443,11 +418,9 @@ TEST(BuildStages, ReadAheadBuildsTheCacheOfTheStagesRunOneByOne) {
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
   SplitBuild w(ow);
-  w.load_inputs();
-  w.use_samples_in_memory(recycle::load_dataset(o.data));
-  w.reconcile_manifest();
-  w.plan_split();
-  EXPECT_FALSE(w.had_records());
+  w.inputs().use_samples_in_memory(recycle::load_dataset(o.data));
+  w.open();
+  EXPECT_FALSE(w.plan().had_records());
   run_chunks(w);
 
   const CacheContents a = read_cache(dir.file("ahead"));
@@ -462,8 +435,8 @@ TEST(BuildStages, ChunkReaderRefusesAChunkOutOfOrder) {
   write_pattern_images(dir.path().string(), patterns(12, 0));
   SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
-  s.begin_split();
-  recycle::ChunkReader reader(s);
+  s.begin();
+  recycle::ChunkReader reader(s.inputs(), s.plan().todo(), 0, 4);
   BuildChunk first, second;
   ASSERT_TRUE(s.next_chunk(&first));
   ASSERT_TRUE(s.next_chunk(&second));
@@ -478,8 +451,8 @@ TEST(BuildStages, ARerunOnACacheWithRecordsLooksThemUp) {
   recycle::run_build(o);
   SplitBuild s(o);
   start(s);
-  EXPECT_TRUE(s.had_records());
-  EXPECT_TRUE(s.unchanged());
+  EXPECT_TRUE(s.plan().had_records());
+  EXPECT_TRUE(s.plan().unchanged());
 }
 
 }  // namespace
@@ -567,15 +540,12 @@ TEST(BuildStages, PrefixRunsFinishInTheOrderTheyStarted) {
   write_pattern_images(dir.path().string(), patterns(12, 0));
   SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
-  s.begin_split();
+  s.begin();
   std::vector<torch::Tensor> inputs;
   BuildChunk chunk;
-  while (s.next_chunk(&chunk)) {
-    s.find_missing(&chunk);
-    inputs.push_back(s.chunk_inputs(&chunk));
-  }
+  while (s.next_chunk(&chunk)) inputs.push_back(s.encoder().inputs(chunk));
   ASSERT_EQ(inputs.size(), 3u);
-  recycle::PrefixRunner& p = s.prefix();
+  recycle::PrefixRunner& p = s.encoder().prefix();
   std::vector<torch::Tensor> alone;
   for (const torch::Tensor& in : inputs) alone.push_back(p.run(in));
   for (const torch::Tensor& in : inputs) p.start(in);

@@ -17,6 +17,7 @@
 #include "engine/models/weights_io.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
+#include "engine/precompute/chunk_encoder.h"
 #include "recycle/errors.h"
 #include "tests/data/image_files.h"
 #include "tests/data/npy_files.h"
@@ -89,19 +90,16 @@ TEST(ImageFolderBuild, PngExportOfAnIdxSplitBuildsItsKeysAndRecords) {
 std::string build_with_a_change_after_keying(const BuildOptions& o, const std::function<void()>& change) {
   try {
     recycle::SplitBuild b(o);
-    b.load_inputs();
     b.key_samples();
     change();
-    b.reconcile_manifest();
-    b.plan_split();
-    b.begin_split();
+    b.open();
+    b.begin();
     recycle::BuildChunk chunk;
     while (b.next_chunk(&chunk)) {
-      b.find_missing(&chunk);
-      b.compute_chunk(&chunk);
+      b.encoder().compute(&chunk);
       b.write_chunk(&chunk);
     }
-    b.finish_split();
+    b.finish();
   } catch (const std::exception& e) {
     return e.what();
   }

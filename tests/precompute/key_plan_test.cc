@@ -92,13 +92,44 @@ TEST(KeyPlan, ViewsAreTheRecordsAndItemsRoundTrip) {
   EXPECT_EQ(pos2, pos);
   EXPECT_EQ(views2, views);
   EXPECT_EQ(keys2, keys);
-  // A record remembered as stored is not computed again.
-  for (const Key& key : keys) plan.mark_present(key);
+  // A record listed once (the caller computes it) is not listed again.
   plan.rewind();
   ASSERT_TRUE(plan.next_chunk(10, &begin, &end));
   plan.find_missing(begin, end, *store, &pos, &keys, &views);
   EXPECT_TRUE(pos.empty());
   EXPECT_THROW(plan.from_items({7}, &pos2, &keys2, &views2), std::runtime_error);
+}
+
+// A split fed chunk by chunk (CacheWriter): each chunk's positions join todo where the stored
+// index differs, and each chunk computes only the keys no chunk before it listed and the store
+// lacks.
+TEST(KeyPlan, ChunksAddedOneByOnePlanAsTheWholeSplitDoes) {
+  TempDir tmp;
+  auto store = open_store(tmp.file("cache"));
+  ASSERT_NE(store, nullptr);
+  {
+    recycle::ActivationStore::Batch batch(*store);
+    batch.put_record(k(1), "one");
+    ASSERT_OK(store->write(&batch));
+  }
+  KeyPlan plan;
+  plan.plan({IndexEntry{k(1), 0}, IndexEntry{k(2), 0}}, {}, false, /*had_records=*/true);
+  size_t begin = 0, end = 0;
+  std::vector<int64_t> pos, views;
+  std::vector<Key> keys;
+  plan.add_chunk({k(1), k(5), k(5)}, {0, 1, 1}, &begin, &end);  // position 0 as stored
+  EXPECT_EQ(std::vector<int64_t>(plan.todo().begin() + begin, plan.todo().begin() + end),
+            (std::vector<int64_t>{1, 2}));
+  plan.find_missing(begin, end, *store, &pos, &keys, &views);
+  EXPECT_EQ(pos, (std::vector<int64_t>{1}));  // k(5) once
+  EXPECT_EQ(keys, (std::vector<Key>{k(5)}));
+  plan.add_chunk({k(5), k(1), k(6)}, {1, 0, 0}, &begin, &end);
+  EXPECT_EQ(std::vector<int64_t>(plan.todo().begin() + begin, plan.todo().begin() + end),
+            (std::vector<int64_t>{3, 4, 5}));
+  plan.find_missing(begin, end, *store, &pos, &keys, &views);
+  EXPECT_EQ(pos, (std::vector<int64_t>{5}));  // k(5) listed before, k(1) stored
+  EXPECT_EQ(keys, (std::vector<Key>{k(6)}));
+  EXPECT_EQ(plan.keys().size(), 6u);
 }
 
 }  // namespace

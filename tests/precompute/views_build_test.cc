@@ -15,6 +15,7 @@
 #include "cache/activation_store.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
+#include "engine/precompute/chunk_encoder.h"
 #include "engine/train/batch_sources.h"
 #include "keyers/view_key.h"
 #include "recycle/cache.h"
@@ -146,18 +147,15 @@ TEST(ViewsBuild, StoppedMidwayAndResumedEqualsBuildInOneGo) {
   recycle::run_build(views_options(dir, whole));
   {
     recycle::SplitBuild s(views_options(dir, resumed));
-    s.load_inputs();
-    s.reconcile_manifest();
-    s.plan_split();
-    s.begin_split();
+    s.open();
+    s.begin();
     recycle::BuildChunk chunk;
     for (int i = 0; i < 3 && s.next_chunk(&chunk); ++i) {  // chunks of 8 / 3 = 2 samples
-      s.find_missing(&chunk);
       EXPECT_EQ(chunk.compute_views.size(), chunk.compute_keys.size());
-      s.compute_chunk(&chunk);
+      s.encoder().compute(&chunk);
       s.write_chunk(&chunk);
     }
-    EXPECT_EQ(s.next(), 6u);
+    EXPECT_EQ(s.plan().next(), 6u);
   }  // dropped midway, as a killed build
   EXPECT_EQ(read_cache(resumed).records.size(), 18u);
   const recycle::BuildReport rest = recycle::run_build(views_options(dir, resumed));
