@@ -67,17 +67,23 @@ class ActivationStore {
     ~Batch();
     void put_record(const Key& key, std::string_view record);
     void delete_record(const Key& key);
-    // Throws std::invalid_argument for a negative position.
-    void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
-    // Deletes the split's index entries at positions >= from (every entry when from <= 0).
-    void truncate_index(const std::string& split, int64_t from);
-    void put_manifest(const Manifest& manifest);
     void put_blob(const std::string& name, std::string_view bytes);
     size_t count() const;
     size_t record_bytes() const { return record_bytes_; }
 
    private:
+    // The index and the manifest are written by the writers of cache/split_writer.h only (and
+    // by ActivationStore's ingest); tests reach them through StoreTestAccess.
     friend class ActivationStore;
+    friend class SplitWriter;
+    friend struct StagedWrite;
+    friend class StoreTestAccess;
+    // Throws std::invalid_argument for a negative position.
+    void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
+    // Deletes the split's index entries at positions >= from (every entry when from <= 0).
+    void truncate_index(const std::string& split, int64_t from);
+    void put_manifest(const Manifest& manifest);
+
     const ActivationStore& store_;
     std::unique_ptr<rocksdb::WriteBatch> batch_;
     size_t record_bytes_ = 0;

@@ -1,6 +1,7 @@
 // cache/split_writer.h: the writes of a split, and the free-space check before each.
 #include "cache/split_writer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -41,8 +42,16 @@ void StagedWrite::put_record(const Key& key, std::string_view record) {
   ++records;
 }
 
+void StagedWrite::delete_record(const Key& key, int64_t bytes) {
+  require_open(*this, "delete_record");
+  batch->delete_record(key);
+  --records;
+  deleted_bytes += bytes;
+}
+
 void StagedWrite::put_index(int64_t position, const IndexEntry& entry) {
   require_open(*this, "put_index");
+  if (split.empty()) throw std::logic_error("StagedWrite::put_index: a writer of no split");
   batch->put_index(split, position, entry);
   ++entries;
 }
@@ -56,6 +65,7 @@ SplitWriter::SplitWriter(ActivationStore* store, Manifest* manifest, std::string
 void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries,
                         ActivationStore::Batch* opening) {
   if (begun_) throw std::logic_error("SplitWriter::begin: the split is begun already");
+  if (split_.empty()) throw std::logic_error("SplitWriter::begin: a writer of no split");
   SplitInfo& entry = manifest_->splits[split_];
   entry = info;
   entry.complete = false;
@@ -78,7 +88,8 @@ StagedWrite SplitWriter::stage() const {
 void SplitWriter::seal(StagedWrite* w) {
   require_open(*w, "seal");
   manifest_->records += w->records;
-  manifest_->record_bytes += static_cast<int64_t>(w->record_bytes());
+  manifest_->record_bytes = std::max<int64_t>(
+      0, manifest_->record_bytes + static_cast<int64_t>(w->record_bytes()) - w->deleted_bytes);
   w->batch->put_manifest(*manifest_);  // counts stay consistent with the data after a crash
   w->sealed = true;
 }
@@ -97,6 +108,10 @@ void SplitWriter::write(StagedWrite* w) {
 }
 
 void SplitWriter::finish() {
+  if (split_.empty()) {
+    store_->flush().throw_if_error();
+    return;
+  }
   manifest_->splits[split_].complete = true;
   ActivationStore::Batch last(*store_);
   last.put_manifest(*manifest_);

@@ -1,7 +1,10 @@
 // SplitWriter: the one way records, a split's index and the manifest reach a cache. Every writer
 // calls it: recycle-build's chunk loop and its distributed build's rank 0
 // (engine/precompute/build_stages.cc), the library's CacheWriter (engine/jobs/cache_writer.cc,
-// and through it recycle.build in Python) and recycle-predict's --write-back. What decides which
+// and through it recycle.build in Python), recycle-predict's --write-back and recycle-inspect
+// --compact (both records only: a writer of no split). ActivationStore::Batch keeps the index
+// and manifest writes private to this file's classes (and to ActivationStore's ingest of record
+// files, which WritableSplit calls): a new writer cannot appear without one. What decides which
 // samples need a record (the plan) stays with them; how a write is made, and what a crash may
 // leave, is here:
 //
@@ -46,18 +49,22 @@ namespace recycle {
 struct StagedWrite {
   std::unique_ptr<ActivationStore::Batch> batch;
   std::string split;     // the split whose index entries it holds
-  int64_t records = 0;   // records put
+  int64_t records = 0;   // records put (less those deleted)
+  int64_t deleted_bytes = 0;  // bytes of the records deleted
   int64_t entries = 0;   // index entries put (a build's progress step)
   bool sealed = false;   // SplitWriter::seal: the manifest is in it; nothing more may be put
 
   void put_record(const Key& key, std::string_view record);
-  void put_index(int64_t position, const IndexEntry& entry);
+  // Removes a stored record of `bytes` bytes (recycle-inspect --compact): the counts go down.
+  void delete_record(const Key& key, int64_t bytes);
+  void put_index(int64_t position, const IndexEntry& entry);  // not for a writer of no split
   uint64_t record_bytes() const { return batch ? batch->record_bytes() : 0; }
 };
 
 class SplitWriter {
  public:
-  // `store` (open for writing) and `manifest` must outlive the writer.
+  // `store` (open for writing) and `manifest` must outlive the writer. `split` "": a writer of
+  // records and counts only (no split's index or entry; begin is refused, finish only flushes).
   SplitWriter(ActivationStore* store, Manifest* manifest, std::string split);
   SplitWriter(const SplitWriter&) = delete;
   SplitWriter& operator=(const SplitWriter&) = delete;
@@ -82,7 +89,8 @@ class SplitWriter {
   // std::runtime_error below the reserve: what was written is kept). Flushes per
   // set_flush_seconds.
   void write(StagedWrite* w);
-  // Marks the split complete (unlogged) and flushes the memtables.
+  // Marks the split complete (unlogged) and flushes the memtables; a writer of no split only
+  // flushes them.
   void finish();
 
   // Writes made so far (begin, chunks, finish).

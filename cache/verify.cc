@@ -1,5 +1,3 @@
-#include "recycle/cache.h"
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +8,8 @@
 #include "cache/activation_store.h"
 #include "cache/open_for_read.h"
 #include "cache/record.h"
+#include "cache/split_writer.h"
+#include "recycle/cache.h"
 
 namespace recycle {
 
@@ -222,22 +222,19 @@ CompactReport compact_cache(const std::string& dir) {
        })
       .throw_if_error();
   constexpr size_t kPerBatch = 1024;
+  SplitWriter writer(store.get(), &m, "");  // records and counts only
   for (size_t begin = 0; begin < orphans.size(); begin += kPerBatch) {
-    ActivationStore::Batch batch(*store);
-    int64_t bytes = 0;
-    for (size_t i = begin; i < std::min(orphans.size(), begin + kPerBatch); ++i) {
-      batch.delete_record(orphans[i].first);
-      bytes += orphans[i].second;
-    }
-    report.removed += static_cast<int64_t>(batch.count());
-    report.removed_bytes += bytes;
     // Counts change in the same batch as the records, so a kill leaves them consistent.
-    m.records -= static_cast<int64_t>(batch.count());
-    m.record_bytes = std::max<int64_t>(0, m.record_bytes - bytes);
-    batch.put_manifest(m);
-    store->write(&batch).throw_if_error();
+    StagedWrite w = writer.stage();
+    for (size_t i = begin; i < std::min(orphans.size(), begin + kPerBatch); ++i) {
+      w.delete_record(orphans[i].first, orphans[i].second);
+    }
+    report.removed -= w.records;
+    report.removed_bytes += w.deleted_bytes;
+    writer.seal(&w);
+    writer.write(&w);
   }
-  store->flush().throw_if_error();
+  writer.finish();
   store->compact_records().throw_if_error();
   report.records = m.records;
   return report;

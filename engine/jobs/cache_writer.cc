@@ -3,8 +3,10 @@
 // incomplete in its first write, each chunk's records, index entries and the manifest's counts
 // in one batch without the write-ahead log, the split marked complete and the memtables flushed
 // at the end.
-// What differs: the samples arrive in order, a chunk at a time, so the plan is made chunk by
-// chunk against the stored index instead of for the whole split first.
+// The cache is opened as recycle-build opens it (cache/writable_split.h) and planned by the same
+// KeyPlan (engine/precompute/key_plan.h). What differs: the samples arrive in order, a chunk at a
+// time, so the plan is made chunk by chunk (KeyPlan::add_chunk) against the stored index instead
+// of for the whole split first. What is its own: checking the caller's tensors.
 #include "recycle/writer.h"
 
 #include <torch/torch.h>

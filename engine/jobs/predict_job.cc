@@ -432,9 +432,10 @@ PredictReport run_predict(const PredictOptions& given) {
   BuildChunk c;
   std::vector<Key> keys;
   Lookup l;
-  // --write-back's writes: records and the manifest's counts, flushed at the end.
+  // --write-back's writes: records and the manifest's counts (a writer of no split: the index
+  // of no split changes), flushed at the end.
   std::unique_ptr<SplitWriter> back;
-  if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, bo.data.split);
+  if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, "");
   torch::NoGradGuard no_grad;
   int64_t chunks = 0;
   double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
@@ -511,7 +512,7 @@ PredictReport run_predict(const PredictOptions& given) {
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
   out.close();
   out_file.commit();
-  if (o.write_back && report.written_back > 0) store->flush().throw_if_error();
+  if (back && report.written_back > 0) back->finish();
 
   report.samples = n;
   report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;

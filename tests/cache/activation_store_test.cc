@@ -19,6 +19,7 @@
 #include "recycle/options.h"  // parse_compression
 #include "recycle/status.h"
 #include "tests/cache/open_store.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -60,9 +61,9 @@ void write_sample_cache(recycle::ActivationStore* store, int n) {
   recycle::ActivationStore::Batch batch(*store);
   for (int i = 0; i < n; ++i) {
     batch.put_record(key_of(i), record_of(i));
-    batch.put_index("train", i, {key_of(i), 10 + i});
+    recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), 10 + i});
   }
-  batch.put_manifest(manifest_of("resnet18"));
+  recycle::StoreTestAccess::put_manifest(batch, manifest_of("resnet18"));
   batch.put_blob("head", std::string("\x00\x01head-weights\xff", 15));
   ASSERT_OK(store->write(&batch));
 }
@@ -135,11 +136,11 @@ TEST(ActivationStore, BatchWritesAtomicallyAndReadsBack) {
     batch.put_record(key_of(i), record_of(i));
   }
   // Index entries out of position order, and one key used at two positions.
-  batch.put_index("train", 2, {key_of(2), 7});
-  batch.put_index("train", 0, {key_of(0), 3});
-  batch.put_index("train", 1, {key_of(4), -1});
-  batch.put_index("train", 3, {key_of(0), 3});
-  batch.put_manifest(manifest_of("resnet18"));
+  recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(2), 7});
+  recycle::StoreTestAccess::put_index(batch, "train", 0, {key_of(0), 3});
+  recycle::StoreTestAccess::put_index(batch, "train", 1, {key_of(4), -1});
+  recycle::StoreTestAccess::put_index(batch, "train", 3, {key_of(0), 3});
+  recycle::StoreTestAccess::put_manifest(batch, manifest_of("resnet18"));
   batch.put_blob("head", "weights");
   EXPECT_EQ(batch.count(), 5u + 4u + 1u + 1u);
   size_t bytes = 0;
@@ -177,8 +178,8 @@ TEST(ActivationStore, LaterWritesReplaceEarlierOnes) {
   write_sample_cache(store.get(), 3);
   recycle::ActivationStore::Batch batch(*store);
   batch.put_record(key_of(1), "new");
-  batch.put_index("train", 2, {key_of(0), 99});
-  batch.put_manifest(manifest_of("transformer"));
+  recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(0), 99});
+  recycle::StoreTestAccess::put_manifest(batch, manifest_of("transformer"));
   batch.put_blob("head", "");
   ASSERT_OK(store->write(&batch));
   std::string value;
@@ -277,13 +278,14 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
     recycle::ActivationStore::Batch batch(*store);
     // Splits whose names share a prefix with "train", or sort right next to it.
     for (const std::string split : {"train", "train2", "trai", "train.x", "test"}) {
-      for (int i = 0; i < 10; ++i) batch.put_index(split, i, {key_of(i), 10 + i});
+      for (int i = 0; i < 10; ++i)
+        recycle::StoreTestAccess::put_index(batch, split, i, {key_of(i), 10 + i});
     }
     ASSERT_OK(store->write(&batch));
   }
   {
     recycle::ActivationStore::Batch batch(*store);
-    batch.truncate_index("train", 6);
+    recycle::StoreTestAccess::truncate_index(batch, "train", 6);
     ASSERT_OK(store->write(&batch));
   }
   EXPECT_EQ(read_index(*store, "train"), entries(0, 6));
@@ -294,8 +296,8 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
   // Truncate and rewrite in one batch: the rewrite wins.
   {
     recycle::ActivationStore::Batch batch(*store);
-    batch.truncate_index("train", 2);
-    batch.put_index("train", 2, {key_of(50), 50});
+    recycle::StoreTestAccess::truncate_index(batch, "train", 2);
+    recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(50), 50});
     ASSERT_OK(store->write(&batch));
   }
   std::vector<recycle::IndexEntry> want = entries(0, 2);
@@ -305,8 +307,8 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
   // Past the end: nothing changes. From 0: the split is gone.
   {
     recycle::ActivationStore::Batch batch(*store);
-    batch.truncate_index("test", 10);
-    batch.truncate_index("train2", 0);
+    recycle::StoreTestAccess::truncate_index(batch, "test", 10);
+    recycle::StoreTestAccess::truncate_index(batch, "train2", 0);
     ASSERT_OK(store->write(&batch));
   }
   EXPECT_EQ(read_index(*store, "test"), entries(0, 10));
@@ -321,7 +323,7 @@ TEST(ActivationStore, ReadIndexReportsAGapAsCorruption) {
   auto store = open_store(tmp.file("cache"));
   ASSERT_NE(store, nullptr);
   recycle::ActivationStore::Batch batch(*store);
-  for (int i : {0, 1, 3}) batch.put_index("train", i, {key_of(i), i});
+  for (int i : {0, 1, 3}) recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), i});
   ASSERT_OK(store->write(&batch));
   std::vector<recycle::IndexEntry> out;
   const recycle::Status st = store->read_index("train", &out);
@@ -435,9 +437,9 @@ TEST(ActivationStore, WritingThroughAReadOnlyStoreFails) {
   ASSERT_NE(reader, nullptr);
   recycle::ActivationStore::Batch batch(*reader);
   batch.put_record(key_of(7), "x");
-  batch.put_index("train", 2, {key_of(7), 0});
-  batch.truncate_index("train", 0);
-  batch.put_manifest(manifest_of("other"));
+  recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(7), 0});
+  recycle::StoreTestAccess::truncate_index(batch, "train", 0);
+  recycle::StoreTestAccess::put_manifest(batch, manifest_of("other"));
   batch.put_blob("head", "y");
   const recycle::Status st = reader->write(&batch);
   EXPECT_TRUE(st.is_invalid_argument()) << st.to_string();
@@ -589,11 +591,13 @@ TEST(ActivationStore, NegativePositionsAreRejectedOrClamped) {
   std::unique_ptr<recycle::ActivationStore> s;
   ASSERT_OK(recycle::ActivationStore::open(tmp.file("c"), {}, &s));
   recycle::ActivationStore::Batch b(*s);
-  for (int i = 0; i < 3; ++i) b.put_index("train", i, {recycle::Key{1, 2}, 0});
-  EXPECT_THROW(b.put_index("train", -1, {recycle::Key{1, 2}, 0}), std::invalid_argument);
+  for (int i = 0; i < 3; ++i)
+    recycle::StoreTestAccess::put_index(b, "train", i, {recycle::Key{1, 2}, 0});
+  EXPECT_THROW(recycle::StoreTestAccess::put_index(b, "train", -1, {recycle::Key{1, 2}, 0}),
+               std::invalid_argument);
   ASSERT_OK(s->write(&b));
   recycle::ActivationStore::Batch t(*s);
-  t.truncate_index("train", -1);
+  recycle::StoreTestAccess::truncate_index(t, "train", -1);
   ASSERT_OK(s->write(&t));
   std::vector<recycle::IndexEntry> out;
   ASSERT_OK(s->read_index("train", &out));

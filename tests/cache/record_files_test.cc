@@ -2,7 +2,6 @@
 // staging_dir): files of records made outside the writer and ingested in one step, the
 // manifest's counts across an ingest that failed or was cut short, and the staging area.
 #include <gtest/gtest.h>
-
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
@@ -20,6 +19,7 @@
 #include "recycle/key.h"
 #include "recycle/options.h"  // parse_compression
 #include "tests/cache/open_store.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -60,7 +60,7 @@ Manifest write_records(ActivationStore* store, int n) {
   ActivationStore::Batch batch(*store);
   for (int i = 0; i < n; ++i) batch.put_record(key_of(i), record_of(i));
   Manifest m = manifest_with(n, static_cast<int64_t>(batch.record_bytes()));
-  batch.put_manifest(m);
+  recycle::StoreTestAccess::put_manifest(batch, m);
   EXPECT_OK(store->write(&batch));
   return m;
 }

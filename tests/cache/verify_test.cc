@@ -3,7 +3,6 @@
 // and a damaged records file is counted in `corrupt`, as many as the problems say could not be
 // read.
 #include <gtest/gtest.h>
-
 #include <xxhash.h>
 
 #include <cmath>
@@ -23,6 +22,7 @@
 #include "cache/record.h"
 #include "recycle/cache.h"
 #include "recycle/key.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -69,7 +69,7 @@ void make_cache(const std::string& dir, Codec codec, int n,
     std::string r = record_of(codec, i);
     if (patch) r = patch(i, std::move(r));
     batch.put_record(key_of(i), r);
-    batch.put_index("test", i, IndexEntry{key_of(i), i % 2});
+    recycle::StoreTestAccess::put_index(batch, "test", i, IndexEntry{key_of(i), i % 2});
   }
   Manifest m;
   m.model = "resnet18:width=4,in_channels=1";
@@ -90,7 +90,7 @@ void make_cache(const std::string& dir, Codec codec, int n,
   info.complete = true;
   info.data = "test data";
   m.splits["test"] = info;
-  batch.put_manifest(m);
+  recycle::StoreTestAccess::put_manifest(batch, m);
   ASSERT_TRUE(store->write(&batch).ok());
   ASSERT_TRUE(store->flush().ok());
 }

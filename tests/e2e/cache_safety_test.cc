@@ -5,7 +5,6 @@
 #include <rocksdb/db.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
-
 #include <xxhash.h>
 
 #include <cstring>
@@ -14,9 +13,10 @@
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
 #include "cache/record.h"
-#include "engine/train/batch_sources.h"
 #include "engine/models/block_model.h"
+#include "engine/train/batch_sources.h"
 #include "engine/train/trainer.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -63,7 +63,8 @@ TEST(CacheSafety, CompleteSplitWithMissingIndexEntriesIsRefused) {
     std::unique_ptr<ActivationStore> store;
     ASSERT_OK(ActivationStore::open(cache, recycle::StoreOptions(), &store));
     ActivationStore::Batch cut(*store);
-    cut.truncate_index("test", 60);  // a torn view: 60 entries, the manifest says 100
+    recycle::StoreTestAccess::truncate_index(cut, "test",
+                                             60);  // a torn view: 60 entries, the manifest says 100
     ASSERT_OK(store->write(&cut));
   }
   const ToolRun t = run(dir, "recycle-train", "--cache " + cache + " --split test --epochs 1 "
@@ -105,7 +106,7 @@ TEST(CacheSafety, AnotherInputShapeIsRefused) {
     ASSERT_OK(store->read_manifest(&m));
     m.input_shape.clear();
     ActivationStore::Batch b(*store);
-    b.put_manifest(m);
+    recycle::StoreTestAccess::put_manifest(b, m);
     ASSERT_OK(store->write(&b));
   }
   r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d28") + common);

@@ -18,6 +18,7 @@
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "engine/train/batch_sources.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -107,7 +108,7 @@ struct CodecCache {
       const std::vector<float> v = values_of(i, 36, 4);
       const recycle::Key key{7, static_cast<uint64_t>(i)};
       batch.put_record(key, recycle::encode_record(codec, {{v.data(), {4, 3, 3}}}));
-      batch.put_index("train", i, {key, i % 3});
+      recycle::StoreTestAccess::put_index(batch, "train", i, {key, i % 3});
     }
     manifest.codec = recycle::codec_name(codec);
     manifest.record_shapes = {{4, 3, 3}};
@@ -117,7 +118,7 @@ struct CodecCache {
     info.samples = info.unique = n;
     info.complete = true;
     manifest.splits["train"] = info;
-    batch.put_manifest(manifest);
+    recycle::StoreTestAccess::put_manifest(batch, manifest);
     EXPECT_OK(store->write(&batch));
   }
 };

@@ -10,6 +10,7 @@
 
 #include "engine/data/sampler.h"
 #include "engine/train/batch_sources.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 #include "tests/train/small_cache.h"
 
@@ -85,14 +86,15 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
       for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 100 + k);
       batch.put_record({2, static_cast<uint64_t>(i)},
                        recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {3, 2, 5}}}));
-      batch.put_index("train", i, {{2, static_cast<uint64_t>(i)}, i % 2});
+      recycle::StoreTestAccess::put_index(batch, "train", i,
+                                          {{2, static_cast<uint64_t>(i)}, i % 2});
     }
     recycle::Manifest m;
     m.codec = "fp32";
     m.record_shapes = {{3, 2, 5}};
     m.class_names = {"even", "odd"};
     m.splits["train"] = {"test data", 9, 9, true};
-    batch.put_manifest(m);
+    recycle::StoreTestAccess::put_manifest(batch, m);
     ASSERT_OK(store->write(&batch));
   }
   recycle::Manifest m;

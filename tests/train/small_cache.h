@@ -9,6 +9,7 @@
 
 #include "cache/activation_store.h"
 #include "cache/record.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace recycle::testing {
@@ -21,14 +22,14 @@ inline std::unique_ptr<ActivationStore> write_small_cache(const std::string& dir
     std::vector<float> v(6);
     std::iota(v.begin(), v.end(), static_cast<float>(i * 10));
     batch.put_record({1, static_cast<uint64_t>(i)}, encode_record(Codec::kFp32, {{v.data(), {2, 3}}}));
-    batch.put_index("train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
+    recycle::StoreTestAccess::put_index(batch, "train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
   }
   Manifest m;
   m.codec = "fp32";
   m.record_shapes = {{2, 3}};
   m.class_names = {"even", "odd"};
   m.splits["train"] = {"test data", n, n, true};
-  batch.put_manifest(m);
+  recycle::StoreTestAccess::put_manifest(batch, m);
   EXPECT_OK(store->write(&batch));
   return store;
 }

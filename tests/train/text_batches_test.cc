@@ -2,8 +2,9 @@
 // build writes) round-trip exactly through the store and batch assembly, padded at batch time
 // with the mask rebuilt from the lengths; int and bool tensors of a variable length come back
 // exactly; raw text batches tokenize and pad.
-#include <gtest/gtest.h>
+#include "engine/train/text_batches.h"
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -13,9 +14,9 @@
 
 #include "cache/activation_store.h"
 #include "cache/record.h"
-#include "engine/precompute/build_stages.h"
 #include "engine/data/byte_tokenizer.h"
-#include "engine/train/text_batches.h"
+#include "engine/precompute/build_stages.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace recycle {
@@ -34,7 +35,7 @@ Manifest write_cache(ActivationStore& store, ActivationStore::Batch& batch,
   m.record_layout = layout;
   m.class_names = classes;
   m.splits["train"] = {"test data", n, n, true};
-  batch.put_manifest(m);
+  recycle::StoreTestAccess::put_manifest(batch, m);
   EXPECT_OK(store.write(&batch));
   Manifest read;
   EXPECT_OK(store.read_manifest(&read));
@@ -65,7 +66,7 @@ TEST(TextBatchesTest, VariableLengthRecordsRoundTripExactly) {
                                                                        {lengths[i], kDim},
                                                                        Codec::kFp32),
                                                  TypedArrayRef::exact(&lengths[i], {})}));
-      batch.put_index("train", i, {key_of(i), i % 3});
+      recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), i % 3});
     }
     const Manifest read =
         write_cache(*store, batch, text_record_layout(kDim, Codec::kFp32), {"a", "b", "c"}, n);
@@ -123,7 +124,7 @@ TEST(TextBatchesTest, IntAndBoolTensorsOfVariableLengthAreExact) {
     batch.put_record(key_of(i), encode_record({TypedArrayRef::exact(ids[i].data(), {len}),
                                                TypedArrayRef::exact(masks[i].get(), {len}),
                                                TypedArrayRef::exact(bytes[i].data(), {len})}));
-    batch.put_index("train", i, {key_of(i), 0});
+    recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), 0});
   }
   const Manifest read = write_cache(*store, batch,
                                     {{"ids", Dtype::kInt32, {kVariableDim}, kRawCodecName},
@@ -157,7 +158,7 @@ TEST(TextBatchesTest, NotATextCacheIsAClearError) {
   ActivationStore::Batch batch(*store);
   const float v[2] = {1, 2};
   batch.put_record(key_of(0), encode_record(Codec::kFp32, {{v, {2}}}));
-  batch.put_index("train", 0, {key_of(0), 0});
+  recycle::StoreTestAccess::put_index(batch, "train", 0, {key_of(0), 0});
   const Manifest read = write_cache(*store, batch, layout_from_shapes({{2}}, "fp32"), {"only"}, 1);
   CachedBatches cached(*store, read, "train", torch::kCPU);
   TextFeatureBatches source(cached);

@@ -1,7 +1,9 @@
 // The train room in process: batches, batch sources over a cache and over raw data, and the
 // trainer with its hooks (no child processes).
-#include <gtest/gtest.h>
+#include "engine/train/trainer.h"
+
 #include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -14,11 +16,11 @@
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/data/sampler.h"
+#include "engine/models/precision.h"
 #include "engine/models/preprocess.h"
 #include "engine/models/torch_compat.h"
 #include "engine/train/batch_sources.h"
-#include "engine/models/precision.h"
-#include "engine/train/trainer.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 #include "tests/train/small_cache.h"
 
@@ -445,7 +447,7 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
                      recycle::encode_record({TypedArrayRef::floats(hidden.data(), {len, 2}, recycle::Codec::kFp16),
                                              TypedArrayRef::exact(&length, {1}),
                                              TypedArrayRef::exact(mask.get(), {len})}));
-    batch.put_index("train", i, {{2, static_cast<uint64_t>(i)}, 0});
+    recycle::StoreTestAccess::put_index(batch, "train", i, {{2, static_cast<uint64_t>(i)}, 0});
   }
   recycle::Manifest m;
   m.codec = "fp16";
@@ -454,7 +456,7 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
                      {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}, "raw"}};
   m.class_names = {"only"};
   m.splits["train"] = {"test data", 3, 3, true};
-  batch.put_manifest(m);
+  recycle::StoreTestAccess::put_manifest(batch, m);
   ASSERT_OK(store->write(&batch));
 
   recycle::Manifest read;
