@@ -56,9 +56,6 @@ class Augment {
   std::vector<Step> steps_;
 };
 
-// The largest --views: views multiply a split's records (and its build time).
-constexpr int64_t kMaxViews = 256;
-
 // The view a sample at `position` reads in `epoch` of a split with `views` views: views
 // consecutive epochs read each of its views once, in an order that differs from sample to
 // sample (an offset drawn from `seed` and the position). 0 <= result < views.

@@ -150,19 +150,6 @@ std::string bad_file_policy_name(BadFilePolicy policy) {
 
 std::vector<std::string> bad_file_policy_names() { return {"fail", "skip"}; }
 
-void DatasetOptions::validate() const {
-  std::string path;
-  if (find_data_source(spec, &path) == nullptr) {
-    throw std::invalid_argument("unknown data '" + spec + "' (expected " + data_source_usages() +
-                                ")");
-  }
-  if (limit < 0) throw std::invalid_argument("--limit must be 0 (all) or positive");
-  if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
-    throw std::invalid_argument("shard " + std::to_string(shard_index) + " of " +
-                                std::to_string(shard_count) + " does not exist");
-  }
-}
-
 void report_skipped(const std::string& where,
                     const std::vector<std::pair<int64_t, std::string>>& skipped) {
   if (skipped.empty()) return;

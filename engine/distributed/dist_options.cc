@@ -7,7 +7,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "base/range_check.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -80,59 +79,12 @@ void parse_throttle(const std::string& spec, DistOptions* dist) {
                : -1;
   };
   const int r = number(rank), m = number(ms);
-  if (r < 0 || m < 1 || m > 60000) {
-    throw InvalidArgument("--throttle must be RANK:MS with MS of 1..60000, not '" + spec + "'");
+  if (r < 0 || m < 1 || m > kMaxThrottleMs) {
+    throw InvalidArgument("--throttle must be RANK:MS with MS of 1.." +
+                          std::to_string(kMaxThrottleMs) + ", not '" + spec + "'");
   }
   dist->throttle_rank = r;
   dist->throttle_ms = m;
-}
-
-void DistOptions::validate() const {
-  const DistOptions& o = *this;
-  check_range("--nproc", o.nproc, 0, 256);  // 0: no launcher (the flag itself takes 1..256)
-  check_range("--world-size", o.world_size, 1, 65536);
-  if (o.world_size > 1 && o.master.empty()) {
-    throw InvalidArgument("--world-size above 1 needs --master HOST:PORT");
-  }
-  if (o.rank < 0 || o.rank >= o.world_size) {
-    throw InvalidArgument("--rank must be in 0.." + std::to_string(o.world_size - 1) + ", not " +
-                          std::to_string(o.rank));
-  }
-  if (!o.master.empty()) parse_master(o.master);
-  check_range("--timeout", o.timeout_seconds, 1, 86400);
-  // An average:K with K below 1 is refused as its flag would be; a period of another kind (a
-  // Sync filled by hand) as not what the kind reads.
-  if (parse_sync(sync_name(o.sync)) != o.sync) {
-    throw InvalidArgument("--sync " + sync_name(o.sync) +
-                          " sets a period of another kind (average_every belongs to average:K, "
-                          "push_every and fetch_every to async)");
-  }
-  if (o.sync.kind == Sync::Kind::kAverage && o.grad_compression != GradCompression::kNone) {
-    throw InvalidArgument(
-        "--grad-compression applies to --sync allreduce and async only (average:K "
-        "sends parameters in fp32)");
-  }
-  check_positive_up_to("--bucket-mb", o.bucket_mb, 1024.0);
-  const bool async = o.sync.kind == Sync::Kind::kAsync;
-  if (!async && o.servers != 1) {
-    throw InvalidArgument("--servers applies to --sync async only (a parameter server)");
-  }
-  if (!async && o.max_staleness != -1) {
-    throw InvalidArgument("--max-staleness applies to --sync async only");
-  }
-  check_range("--servers", o.servers, 1, 65536);
-  if (o.max_staleness < -1) {
-    throw InvalidArgument("--max-staleness must be 0 or more (or -1: no bound)");
-  }
-  const int world = o.nproc > 1 ? o.nproc : o.world_size;
-  if (async && world > 1 && o.servers > world) {
-    throw InvalidArgument("--servers must be at most the number of ranks (" +
-                          std::to_string(world) + "): servers are ranks 0..S-1");
-  }
-  if (o.throttle_rank >= world) {
-    throw InvalidArgument("--throttle names rank " + std::to_string(o.throttle_rank) +
-                          ", the job has ranks 0.." + std::to_string(world - 1));
-  }
 }
 
 }  // namespace recycle

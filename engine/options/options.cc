@@ -1,5 +1,7 @@
 // The name tables of the options' closed sets (include/recycle/options.h). One table per enum;
-// parse, name and the list of names all read it.
+// parse, name and the list of names all read it. And the home of the options structs'
+// validate(): TrainHyper's, ModelOptions' and BuildOptions' here (the room recycle_options),
+// every other struct's beside this file (see the section at the end).
 #include "recycle/options.h"
 
 #include <cmath>
@@ -262,15 +264,18 @@ FreezeRule parse_freeze_rule(const std::string& spec) {
 }  // namespace recycle
 
 // ---- validate() of the option structs below the jobs ------------------------------------------
+// The others live beside this file, one per struct, each compiled into the room that has what
+// it checks with: dataset_validate.cc (data/), dist_validate.cc (distributed/),
+// train_validate.cc, predict_validate.cc, writer_validate.cc, reader_validate.cc (jobs/).
 
 namespace recycle {
 
 void TrainHyper::validate() const {
   check_range("--epochs", epochs, int64_t{1}, kMaxEpochs);
   check_range("--batch", batch, int64_t{1}, kMaxBatch);
-  check_positive_up_to("--lr", lr, 10.0);
-  check_range("--momentum", momentum, 0.0, 0.999);
-  check_range("--weight-decay", weight_decay, 0.0, 1.0);
+  check_positive_up_to("--lr", lr, kMaxLr);
+  check_range("--momentum", momentum, 0.0, kMaxMomentum);
+  check_range("--weight-decay", weight_decay, 0.0, kMaxWeightDecay);
   // A value outside its enum (a cast) is refused by its name's lookup.
   optimizer_name(optimizer);
   schedule_name(schedule);
@@ -283,8 +288,8 @@ void TrainHyper::validate() const {
 }
 
 void ModelOptions::validate() const {
-  if (width != 0) check_range("--width", width, int64_t{1}, int64_t{1024});
-  if (max_tokens != 0) check_range("--max-tokens", max_tokens, int64_t{1}, int64_t{8192});
+  if (width != 0) check_range("--width", width, int64_t{1}, kMaxWidth);
+  if (max_tokens != 0) check_range("--max-tokens", max_tokens, int64_t{1}, kMaxTokensPerText);
   if (width > 0 && !weights.empty()) {
     throw InvalidArgument(
         "--width applies only without --weights (the weights file sets "
@@ -294,16 +299,14 @@ void ModelOptions::validate() const {
 
 void BuildOptions::validate() const {
   model.validate();
-  if (recycle >= 0) check_range("--recycle", recycle, 0.0, 1.0);
+  if (recycle != kNoRecycle) check_range("--recycle", recycle, 0.0, 1.0);
   check_range("--batch", batch, int64_t{1}, kMaxBatch);
   check_range("--threads", threads, 0, kMaxThreads);
   if (cache_dir.empty()) throw InvalidArgument("--cache DIR is required");
   codec_name(codec);  // throws for a value outside the enum
   compression_name(compression);
   precision_name(precision);
-  if (views < 0 || views > kMaxViews) {
-    throw InvalidArgument("--views must be in 0-" + std::to_string(kMaxViews));
-  }
+  check_range("--views", views, int64_t{0}, kMaxViews);
   if (views > 0 && augment.empty()) throw InvalidArgument("--views needs --augment SPEC");
   if (views == 0 && !augment.empty()) {
     throw InvalidArgument("--augment needs --views K (the views stored per sample)");

@@ -264,7 +264,7 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
     named.options.clear();
     bo.model.encoder = named.to_string();
   }
-  bo.recycle = -1.0;
+  bo.recycle = kNoRecycle;
   bo.split_at = split.split_at;
   bo.keyer = default_keyer_spec(/*text_data=*/false);
   bo.rebuild = false;

@@ -1,5 +1,6 @@
 // The options a user fills to build a cache (BuildOptions) or to train (TrainOptions), with what
-// they embed (DatasetOptions, ModelOptions, TrainHyper, DistOptions), each with one validate();
+// they embed (DatasetOptions, ModelOptions, TrainHyper, DistOptions), each with one validate()
+// (every options struct's is defined in engine/options/, its numeric bounds named here);
 // and the closed sets of the options (optimizer, schedule, precision, memory format,
 // gradient sync and compression, codec, RocksDB compression), each an enum with one table of
 // names: parse_X(name) -> X (std::invalid_argument naming the choices otherwise), X_name(X) and
@@ -113,10 +114,14 @@ std::vector<std::string> compression_names();
 
 // ---- the option structs -----------------------------------------------------------------------
 
-// Bounds of numeric options that validate() checks, "--batch must be in 1..65536, not 0".
-inline constexpr int64_t kMaxEpochs = 100000;
+// Bounds of numeric options that validate() checks through check_range (base/range_check.h):
+// "--batch must be in 1..65536, not 0". The tools' help texts are made from them. Each struct's
+// own bounds stand next to it below; these are shared.
 inline constexpr int64_t kMaxBatch = int64_t{1} << 16;  // samples per step or per prefix forward
-inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxThreads = 1024;                 // threads; 0 = every core
+// The fraction of blocks recycled (--recycle) is in 0..1; kNoRecycle, the default, says it was
+// not given (the split point is split_at's, or the mode's).
+inline constexpr double kNoRecycle = -1.0;
 
 // One option as its command-line flag and its value in text ("--lr", "0.05"), and whether the
 // ranks of a data-parallel job must all give the same value (it changes the math or the number
@@ -164,9 +169,13 @@ struct DatasetOptions {
   std::string text_field = "text";    // jsonl, csv: the field (column) holding the text
   std::string label_field = "label";  // jsonl, csv: the field holding the label
 
-  // Throws std::invalid_argument with one line (defined with the readers, engine/data/).
+  // Throws std::invalid_argument with one line (engine/options/dataset_validate.cc).
   void validate() const;
 };
+
+// Bounds of ModelOptions' numbers (when given: 0 is the model's own).
+inline constexpr int64_t kMaxWidth = 1024;         // --width: channels of the first stage
+inline constexpr int64_t kMaxTokensPerText = 8192;  // --max-tokens
 
 // Which encoder to make or load.
 struct ModelOptions {
@@ -179,6 +188,12 @@ struct ModelOptions {
   // A width only without weights. Throws std::invalid_argument with one line.
   void validate() const;
 };
+
+// Bounds of TrainHyper's numbers.
+inline constexpr int64_t kMaxEpochs = 100000;
+inline constexpr double kMaxLr = 10.0;  // --lr: above 0, at most this
+inline constexpr double kMaxMomentum = 0.999;
+inline constexpr double kMaxWeightDecay = 1.0;
 
 // The hyper-parameters of a training run.
 struct TrainHyper {
@@ -204,6 +219,14 @@ struct TrainHyper {
   // one line naming the flag.
   void validate() const;
 };
+
+// Bounds of DistOptions' numbers.
+inline constexpr int kMaxNproc = 256;  // --nproc: local workers (0: no launcher)
+inline constexpr int kMaxWorldSize = 65536;
+inline constexpr int kMaxTimeoutSeconds = 86400;
+inline constexpr double kMaxBucketMb = 1024.0;  // --bucket-mb: above 0, at most this
+inline constexpr int kMaxServers = kMaxWorldSize;
+inline constexpr int kMaxThrottleMs = 60000;    // --throttle RANK:MS
 
 // How one process takes part in a data-parallel job.
 struct DistOptions {
@@ -247,15 +270,18 @@ struct DistOptions {
   // Checks the options together (rank below world size, a master for a world above 1, a
   // timeout, compression only with allreduce or async, a positive bucket cap, --servers and
   // --max-staleness with async only, servers fewer than the world). Throws
-  // std::invalid_argument with one line.
+  // std::invalid_argument with one line (engine/options/dist_validate.cc).
   void validate() const;
 };
+
+// The largest --views: views multiply a split's records (and its build time).
+inline constexpr int64_t kMaxViews = 256;
 
 // A build (run_build, build.h): dataset -> keys -> prefix forward -> codec -> cache.
 struct BuildOptions {
   DatasetOptions data;
   ModelOptions model;
-  double recycle = -1.0;       // fraction of blocks in the prefix, (0, 1]; < 0 = use split_at
+  double recycle = kNoRecycle;  // fraction of blocks in the prefix, (0, 1]; kNoRecycle: split_at
   std::string split_at;        // name of the prefix's last block (instead of recycle)
   std::string keyer;           // keyer spec; "" = xxh3 for images, text for text data
   Codec codec = Codec::kFp16;  // fp32 | fp16 | bf16 | int8
@@ -286,11 +312,17 @@ struct BuildOptions {
   // The model options, a batch of at least 1, a cache directory, views with an augmentation
   // (and neither without the other). Throws std::invalid_argument
   // with one line naming the flag. SplitBuild's constructor calls it.
+  // (engine/options/options.cc, with ModelOptions' and TrainHyper's.)
   void validate() const;
 };
 
 // TrainOptions::eval_split's word for no evaluation (--eval-split none).
 inline constexpr char kNoEvalSplit[] = "none";
+
+// Bounds of TrainOptions' own numbers.
+inline constexpr int64_t kMinMemoryBudgetMb = 16;
+inline constexpr int64_t kMaxMemoryBudgetMb = int64_t{1} << 20;
+inline constexpr int64_t kMaxPrefetch = 64;  // --prefetch: batches ahead (-1: auto)
 
 // A training run (run_train, train.h): from a cache (cache_dir), or from raw data (data).
 struct TrainOptions {
@@ -312,7 +344,7 @@ struct TrainOptions {
   // freezes the prefix but recomputes it every step.
   DatasetOptions data;
   ModelOptions model;
-  double recycle = -1.0;
+  double recycle = kNoRecycle;
   std::string split_at;
   bool no_cache = false;
   // Raw-data modes: online augmentation (engine/data/augment.h spec), a fresh random view of
@@ -364,13 +396,13 @@ struct TrainOptions {
   // rank 0 an output file (--save-head, --save-model) that cannot be written
   // (util/atomic_file.h: output_path_problem), so that none is found only after training.
   // Throws std::invalid_argument with one line. run_train calls it first; the command line
-  // calls it before it launches workers.
+  // calls it before it launches workers. (engine/options/train_validate.cc)
   void validate(const std::set<std::string>& given = {}) const;
 
   // Every option above as (flag, value, same_on_every_rank), in a fixed order: the data-parallel
   // ranks compare those marked same_on_every_rank at rendezvous (DistContext), so that ranks
   // started with different options stop with "ranks disagree on --X". A new option is added
-  // here too, marked as it must be. Defined with validate() (engine/jobs/train_options.cc).
+  // here too, marked as it must be. Defined in engine/jobs/train_options.cc.
   std::vector<FlagValue> flag_values() const;
 };
 

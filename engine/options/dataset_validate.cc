@@ -1,0 +1,23 @@
+// DatasetOptions::validate (include/recycle/options.h): what needs no file. Compiled into the
+// data/ room (recycle_data), whose load_dataset calls it and whose registry of sources it asks.
+#include <string>
+
+#include "base/range_check.h"
+#include "engine/data/data_source.h"
+#include "recycle/errors.h"
+#include "recycle/options.h"
+
+namespace recycle {
+
+void DatasetOptions::validate() const {
+  std::string path;
+  if (find_data_source(spec, &path) == nullptr) {
+    throw InvalidArgument("unknown data '" + spec + "' (expected " + data_source_usages() + ")");
+  }
+  check_at_least("--limit", limit, int64_t{0});  // 0: all
+  // A shard is no flag (the progressive launcher sets it).
+  check_at_least("shard_count", shard_count, 1);
+  check_range("shard_index", shard_index, 0, shard_count - 1);
+}
+
+}  // namespace recycle
