@@ -85,20 +85,11 @@ std::string output_target(const PredictOptions& o) {
 
 }  // namespace
 
-void PredictOptions::validate() const {
-  auto need = [](const std::string& value, const char* flag) {
-    if (value.empty()) throw InvalidArgument(std::string(flag) + " is required");
-  };
-  need(cache_dir, "--cache DIR");
-  need(head, "--head FILE");
-  need(data.spec, "--data SPEC");
-  need(out, "--out FILE.jsonl|FILE.csv");
-  data.validate();
-  output_format(out);  // throws for another extension
-  output_target(*this);  // throws for an output that is an input or inside the cache
-  if (batch < 1) throw InvalidArgument("--batch must be at least 1");
-  if (top_k < 0) throw InvalidArgument("--top-k must be 0 (every class) or more");
-  if (threads < 0) throw InvalidArgument("--threads must be 0 (every core) or more");
+// The checks of --out that need this file's output_target (engine/jobs/option_checks.h);
+// PredictOptions::validate (engine/options/predict_validate.cc) calls them.
+void check_predict_output(const PredictOptions& o) {
+  output_format(o.out);  // throws for another extension
+  output_target(o);  // throws for an output that is an input or inside the cache
 }
 
 std::string PredictReport::to_json() const {

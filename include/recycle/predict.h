@@ -33,8 +33,10 @@ struct PredictOptions {
   std::string device = "cpu";
 
   PredictOptions() { data.split = "test"; }
-  // --cache, --head, --data and --out given; --out ends in .jsonl or .csv; batch and top_k in
-  // range. Throws std::invalid_argument with one line naming the flag.
+  // --cache, --head, --data and --out given; --out ends in .jsonl or .csv, is none of the
+  // inputs and is outside the cache; batch (1..kMaxBatch), threads (0..kMaxThreads) and top_k
+  // (0 or more) in range. Throws std::invalid_argument with one line naming the flag.
+  // (engine/options/predict_validate.cc)
   void validate() const;
 };
 

@@ -95,7 +95,7 @@ struct WriterOptions {
   // flush_seconds a number >= 0, the split's name, the codec, the compression, the keyer spec,
   // the layout (known dtypes, dimensions >= 1, distinct names), and an engine model's class
   // names and split point. Throws InvalidArgument with one line naming the option. CacheWriter
-  // starts with the same checks.
+  // starts with the same checks. (engine/options/writer_validate.cc)
   void validate() const;
 };
 
