@@ -25,15 +25,12 @@ namespace recycle {
 
 namespace {
 
-// The store at `dir`, opened read-only with a block cache of `block_cache_mb` MiB, and its
-// manifest.
-void open_read_only(const std::string& dir, int64_t block_cache_mb,
-                    std::unique_ptr<ActivationStore>* store, Manifest* manifest) {
-  if (dir.empty()) throw InvalidArgument("a cache directory is required");
-  if (block_cache_mb < 1) {
-    throw InvalidArgument("block_cache_mb must be at least 1, not " + std::to_string(block_cache_mb));
-  }
-  *store = open_cache_for_read(dir, manifest, static_cast<size_t>(block_cache_mb) << 20);
+// The store at `o.cache_dir`, opened read-only with a block cache of `o.block_cache_mb` MiB, and
+// its manifest; the options checked first.
+void open_read_only(const ReaderOptions& o, std::unique_ptr<ActivationStore>* store,
+                    Manifest* manifest) {
+  o.validate();
+  *store = open_cache_for_read(o.cache_dir, manifest, static_cast<size_t>(o.block_cache_mb) << 20);
 }
 
 // The store, its manifest and the split's index, checked: what the split readers start from.
@@ -45,8 +42,7 @@ struct OpenSplit {
   bool complete = false;
 
   explicit OpenSplit(const ReaderOptions& o) {
-    ActivationStore::check_split_name(o.split).throw_if_error();
-    open_read_only(o.cache_dir, o.block_cache_mb, &store, &manifest);
+    open_read_only(o, &store, &manifest);
     const SplitInfo& info = require_split(*store, manifest, o.split, o.allow_partial, "allow_partial");
     complete = info.complete;
     store->read_split_index(o.split, info, &index).throw_if_error();
@@ -122,7 +118,7 @@ struct CacheLoader::Impl {
   Batch current;
 
   explicit Impl(const LoaderOptions& options)
-      : o(options),
+      : o(checked(options)),
         open(options.reader),
         cached(*open.store, open.manifest, options.reader.split,
                usable_device(options.device, "device")),
@@ -145,17 +141,13 @@ struct CacheLoader::Impl {
     if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch, cached.device());
   }
 
+  static const LoaderOptions& checked(const LoaderOptions& o) {
+    o.validate();
+    return o;
+  }
+
+  // What the options need of the split (validate() checked them alone).
   static int64_t check(const LoaderOptions& o, int64_t size) {
-    if (o.batch_size < 1) {
-      throw InvalidArgument("batch_size must be at least 1, not " + std::to_string(o.batch_size));
-    }
-    if (o.prefetch < 0) {
-      throw InvalidArgument("prefetch must be 0 or more, not " + std::to_string(o.prefetch));
-    }
-    if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-      throw InvalidArgument("rank " + std::to_string(o.rank) + " is not in a world of " +
-                            std::to_string(o.world_size));
-    }
     if (size < o.world_size) {
       throw InvalidArgument("split of " + std::to_string(size) + " samples cannot be shared by " +
                             std::to_string(o.world_size) + " ranks");
@@ -219,7 +211,10 @@ KeyedReader::KeyedReader(const std::string& cache_dir, int64_t block_cache_mb)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.dir = cache_dir;
-  open_read_only(cache_dir, block_cache_mb, &m.store, &m.manifest);
+  ReaderOptions ro;
+  ro.cache_dir = cache_dir;
+  ro.block_cache_mb = block_cache_mb;
+  open_read_only(ro, &m.store, &m.manifest);
   m.manifest_json = m.manifest.to_json_string();
   m.layout = m.manifest.layout();
   if (m.layout.empty()) throw std::runtime_error("cache " + cache_dir + " has no record layout");

@@ -37,6 +37,11 @@ struct ReaderOptions {
   // are read: a split smaller than it costs its own size. SplitReader's default is small, for
   // DataLoader workers that each open one; CacheLoader's is larger (below).
   int64_t block_cache_mb = 32;
+
+  // Checks what needs no file: the split's name, a cache directory, block_cache_mb at least 1.
+  // Throws InvalidArgument with one line naming the field. SplitReader starts with it.
+  // (engine/options/reader_validate.cc)
+  void validate() const;
 };
 
 // One split, by position. Thread safe: reads from several threads are served one at a time.
@@ -88,6 +93,13 @@ struct LoaderOptions {
   // float tensors of a compact codec (fp16, bf16, int8) sent as stored and widened on the GPU
   // (engine/train/compact_batch.h). InvalidArgument for a device this process cannot use.
   std::string device = "cpu";
+
+  // The reader's options, batch_size at least 1, prefetch at least 0, world_size at least 1
+  // with rank in 0..world_size-1, and a device this process can use (usable_device_name); what
+  // needs the split (enough samples for the ranks) and a GPU for pin_memory are checked when
+  // the loader opens it. Throws InvalidArgument with one line naming the field. CacheLoader
+  // starts with it. (engine/options/reader_validate.cc)
+  void validate() const;
 };
 
 // The rule of every device a program names (LoaderOptions::device, the tools' --device): "cpu",

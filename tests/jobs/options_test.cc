@@ -9,6 +9,8 @@
 #include "engine/jobs/train_job.h"
 #include "engine/precompute/build_pipeline.h"
 #include "recycle/options.h"
+#include "recycle/predict.h"
+#include "recycle/reader.h"
 #include "recycle/writer.h"
 #include "tests/test_util.h"
 
@@ -173,6 +175,115 @@ TEST(Options, NumericBoundsAreCheckedByTheLibrary) {
   d.world_size = 1;
   d.nproc = 300;
   EXPECT_EQ(refusal([&] { d.validate(); }), "--nproc must be in 0..256, not 300");
+}
+
+// Every options struct's bounds go through check_range (or check_at_least where there is no
+// largest value), in one form: "--X must be in A..B, not V".
+TEST(Options, EveryStructsBoundsSpeakInOneForm) {
+  recycle::BuildOptions b;
+  b.cache_dir = "cache";
+  b.recycle = recycle::kNoRecycle;  // not given: the split point is --split-at's
+  EXPECT_EQ(refusal([&] { b.validate(); }), "");
+  b.recycle = -0.5;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--recycle must be in 0..1, not -0.5");
+  b.recycle = 0.5;
+  b.augment = "hflip";
+  b.views = recycle::kMaxViews + 1;
+  EXPECT_EQ(refusal([&] { b.validate(); }), "--views must be in 0..256, not 257");
+
+  recycle::TrainOptions t;
+  t.cache_dir = "cache";
+  t.prefetch = recycle::kMaxPrefetch + 1;
+  EXPECT_EQ(refusal([&] { t.validate(); }), "--prefetch must be in 0..64, not 65");
+  t.prefetch = -1;  // auto
+  t.memory_budget_mb = recycle::kMinMemoryBudgetMb - 1;
+  EXPECT_EQ(refusal([&] { t.validate(); }), "--memory-budget must be in 16..1048576, not 15");
+
+  recycle::DistOptions d;
+  d.world_size = 2;
+  d.master = "127.0.0.1:1";
+  d.rank = 2;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "--rank must be in 0..1, not 2");
+  d.rank = 0;
+  d.sync = recycle::parse_sync("async");
+  d.max_staleness = -2;
+  EXPECT_EQ(refusal([&] { d.validate(); }), "--max-staleness must be at least -1, not -2");
+
+  recycle::DatasetOptions data;
+  data.spec = "fashion-mnist";
+  EXPECT_EQ(refusal([&] { data.validate(); }), "");
+  data.limit = -1;
+  EXPECT_EQ(refusal([&] { data.validate(); }), "--limit must be at least 0, not -1");
+  data.limit = 0;
+  data.shard_count = 2;
+  data.shard_index = 2;
+  EXPECT_EQ(refusal([&] { data.validate(); }), "shard_index must be in 0..1, not 2");
+}
+
+// PredictOptions' bounds are the build's and training's (--batch, --threads) and --top-k's own.
+TEST(Options, PredictOptionsValidate) {
+  recycle::testing::TempDir dir;
+  recycle::PredictOptions p;
+  p.cache_dir = dir.file("cache");
+  p.head = dir.file("head.pt");
+  p.data.spec = "fashion-mnist";
+  p.out = dir.file("rows.csv");
+  EXPECT_EQ(refusal([&] { p.validate(); }), "");
+  p.batch = 0;
+  EXPECT_EQ(refusal([&] { p.validate(); }), "--batch must be in 1..65536, not 0");
+  p.batch = 256;
+  p.top_k = -1;
+  EXPECT_EQ(refusal([&] { p.validate(); }), "--top-k must be at least 0, not -1");
+  p.top_k = 0;
+  p.threads = recycle::kMaxThreads + 1;
+  EXPECT_EQ(refusal([&] { p.validate(); }), "--threads must be in 0..1024, not 1025");
+  p.threads = 0;
+  p.out = dir.file("rows.txt");
+  EXPECT_NE(refusal([&] { p.validate(); }).find("--out"), std::string::npos);
+  p.out = p.cache_dir + "/rows.csv";
+  EXPECT_NE(refusal([&] { p.validate(); }).find("is inside the cache"), std::string::npos);
+}
+
+// ReaderOptions and LoaderOptions refuse what SplitReader and CacheLoader would before opening
+// anything, naming the field; no file is needed (the cache need not exist).
+TEST(Options, ReaderAndLoaderOptionsValidateNeedNoFile) {
+  recycle::ReaderOptions r;
+  EXPECT_EQ(refusal([&] { r.validate(); }), "a cache directory is required");
+  r.cache_dir = ::testing::TempDir() + "/reader-options-never-made";
+  EXPECT_EQ(refusal([&] { r.validate(); }), "");
+  r.block_cache_mb = 0;
+  EXPECT_EQ(refusal([&] { r.validate(); }), "block_cache_mb must be at least 1, not 0");
+  r.block_cache_mb = 32;
+  r.split = "a/b";
+  EXPECT_NE(refusal([&] { r.validate(); }), "");
+  r.split = "train";
+
+  recycle::LoaderOptions l;
+  l.reader = r;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "");
+  l.batch_size = 0;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "batch_size must be at least 1, not 0");
+  l.batch_size = 8;
+  l.prefetch = -1;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "prefetch must be at least 0, not -1");
+  l.prefetch = 2;
+  l.world_size = 0;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "world_size must be at least 1, not 0");
+  l.world_size = 2;
+  l.rank = 2;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "rank must be in 0..1, not 2");
+  l.rank = 1;
+  l.device = "cpu:0";
+  EXPECT_NE(refusal([&] { l.validate(); }).find("device cpu:0"), std::string::npos);
+  l.device = "cpu";
+  l.reader.block_cache_mb = 0;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "block_cache_mb must be at least 1, not 0");
+  // The readers start with the same checks.
+  EXPECT_EQ(refusal([&] { recycle::CacheLoader loader(l); }),
+            "block_cache_mb must be at least 1, not 0");
+  EXPECT_EQ(refusal([&] { recycle::SplitReader reader(l.reader); }),
+            "block_cache_mb must be at least 1, not 0");
+  EXPECT_FALSE(std::filesystem::exists(r.cache_dir));
 }
 
 TEST(Options, BuildOptionsValidate) {
