@@ -58,11 +58,16 @@ int build_main(int argc, char** argv) {
                  "with --views K: store K augmented views of every sample instead of the sample "
                  "(ops applied in order: hflip, crop=P, resized-crop=S, rotate=D, jitter=B; "
                  "e.g. hflip,crop=4; docs/augmentation.md)");
-  app.add_option("--views", o.views, "augmented views stored per sample (with --augment)")
-      ->check(CLI::Range(int64_t{1}, kMaxViews));
-  app.add_option("--batch", o.batch, "samples per prefix forward and write batch, 1..65536")
+  // The bounds are BuildOptions::validate()'s; --views 0, the library's "no views", is not typed.
+  app.add_option("--views", o.views,
+                 "augmented views stored per sample (with --augment), " +
+                     range_text(int64_t{1}, kMaxViews))
+      ->check(kOneOrMore);
+  app.add_option("--batch", o.batch,
+                 "samples per prefix forward and write batch, " + range_text(int64_t{1}, kMaxBatch))
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "threads, 0..1024 (0 = every core)")
+  app.add_option("--threads", o.threads,
+                 "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->capture_default_str();
   add_seed_flag(app, &o.model.seed, "initialisation seed when there are no --weights");
   app.add_flag("--rebuild", o.rebuild, "delete the cache in --cache first and start over");

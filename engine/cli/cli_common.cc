@@ -177,19 +177,22 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
                      "), or torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md)")
       ->check(encoder_spec);
   app.add_option("--width", model->width,
-                 "channels of the first stage, 1..1024 (default: the model's; not with --weights)");
+                 "channels of the first stage, " + range_text(int64_t{1}, kMaxWidth) +
+                     " (default: the model's; not with --weights)");
   app.add_option("--max-tokens", model->max_tokens,
                  "text models: tokens (UTF-8 bytes) kept per text, longer texts keep their "
-                 "first N bytes, 1..8192 (default: the model's, 128; not with --weights)");
+                 "first N bytes, " + range_text(int64_t{1}, kMaxTokensPerText) +
+                     " (default: the model's, 128; not with --weights)");
   app.add_option("--weights", model->weights, "weights saved by recycle-train --save-model")
       ->check(CLI::ExistingFile)
       ->check(kNotEmpty);
 }
 
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at) {
+  // The bounds are the options' validate()'s (BuildOptions, TrainOptions).
   CLI::Option* r = app.add_option("--recycle", *recycle,
-                                  "fraction of encoder blocks frozen and cached (0.25, 0.5, 0.75, 1)")
-                       ->check(CLI::Range(0.0, 1.0));  // negative is the library's "not given"
+                                  "fraction of encoder blocks frozen and cached, " +
+                                      range_text(0, 1) + " (e.g. 0.25, 0.5, 0.75, 1)");
   CLI::Option* s = app.add_option("--split-at", *split_at,
                                   "name of the last frozen block (e.g. layer2.1), instead of --recycle");
   r->excludes(s);
@@ -201,16 +204,19 @@ CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_
 namespace recycle {
 
 void add_dist_flags(CLI::App& app, DistOptions* dist) {
+  // The bounds are DistOptions::validate()'s; 0, the library's "no launcher", is not typed.
   app.add_option("--nproc", dist->nproc,
-                 "start N local workers (data-parallel; --threads is split between them)")
-      ->check(CLI::Range(1, 256));  // 0 is the library's "no launcher"
+                 "start N local workers, " + range_text(1, kMaxNproc) +
+                     " (data-parallel; --threads is split between them)")
+      ->check(kOneOrMore);
   app.add_option("--rank", dist->rank, "this process's rank in a job across machines");
-  app.add_option("--world-size", dist->world_size, "number of processes in the job, 1..65536");
+  app.add_option("--world-size", dist->world_size,
+                 "number of processes in the job, " + range_text(1, kMaxWorldSize));
   app.add_option("--master", dist->master,
                  "HOST:PORT of the job's store (rank 0 hosts it when there is no launcher)");
   app.add_option("--timeout", dist->timeout_seconds,
-                 "seconds a collective may wait for a rank before the job ends naming it, "
-                 "1..86400")
+                 "seconds a collective may wait for a rank before the job ends naming it, " +
+                     range_text(1, kMaxTimeoutSeconds))
       ->capture_default_str();
 }
 

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,10 +26,25 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 
 // Validators: a non-empty string; a whole number >= 0 or >= 1 (the message says so, where
 // CLI11's NonNegativeNumber names its upper bound, a 309-digit double). The bounds of numbers are
-// the library's (validate(), base/range_check.h).
+// the library's (validate(), base/range_check.h): the command line declares no range; kZeroOrMore
+// and kOneOrMore only say a count's sign as it is parsed, and keep the library's words for "not
+// given" (--nproc 0, --views 0, --prefetch -1) from being typed.
 extern const CLI::Validator kNotEmpty;
 extern const CLI::Validator kZeroOrMore;
 extern const CLI::Validator kOneOrMore;
+
+// A number in a help text as check_range prints it ("0.999", "65536"), and a range
+// ("1..65536"): help texts are made from the bounds validate() checks (include/recycle/*.h).
+template <typename T>
+std::string number_text(T value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+template <typename T>
+std::string range_text(T least, T most) {
+  return number_text(least) + ".." + number_text(most);
+}
 
 // --cache DIR (refuses an empty path as bad usage).
 CLI::Option* add_cache_flag(CLI::App& app, std::string* dir, const std::string& help);
@@ -52,7 +68,7 @@ CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E* value,
 void add_data_flags(CLI::App& app, DatasetOptions* data);
 // --model, --width, --weights
 void add_model_flags(CLI::App& app, ModelOptions* model);
-// --recycle (0..1) and --split-at; returns the --recycle option.
+// --recycle and --split-at; returns the --recycle option.
 CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_at);
 
 // --nproc, --rank, --world-size, --master, --timeout (data-parallel jobs; see

@@ -38,10 +38,12 @@ int predict_main(int argc, char** argv) {
   app.add_flag("--compare-full", o.compare_full,
                "also run the full model (no cache) over the same samples and report its time "
                "and the agreement (benchmarks)");
-  app.add_option("--batch", o.batch, "samples per chunk (keyed, looked up and predicted together)")
+  app.add_option("--batch", o.batch,
+                 "samples per chunk (keyed, looked up and predicted together), " +
+                     range_text(int64_t{1}, kMaxBatch))
       ->check(kOneOrMore)
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "threads (0 = every core)")
+  app.add_option("--threads", o.threads, "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->check(kZeroOrMore)
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();

@@ -34,13 +34,15 @@ void add_source_flags(CLI::App& app, TrainFlags* f) {
   app.add_option("--memory-budget", o->memory_budget_mb,
                  "MiB for the data with --cache: the batches held, the --preload split, the "
                  "samples' index and RocksDB's block cache share it (LibTorch and the model "
-                 "come on top), 16..1048576")
+                 "come on top), " + range_text(kMinMemoryBudgetMb, kMaxMemoryBudgetMb))
       ->capture_default_str();
+  // Its bound is TrainOptions::validate()'s; -1, the library's "auto", is typed as auto.
   app.add_option("--prefetch", f->prefetch,
-                 "with --cache: batches loaded ahead on a background thread (0: each batch "
-                 "loaded on the training thread, across --threads; auto: 2 when the machine "
-                 "has a core beyond --threads, else 0)")
-      ->check(CLI::IsMember({"auto"}) | CLI::Range(int64_t{0}, int64_t{64}))
+                 "with --cache: batches loaded ahead on a background thread, " +
+                     range_text(int64_t{0}, kMaxPrefetch) +
+                     " (0: each batch loaded on the training thread, across --threads; auto: 2 "
+                     "when the machine has a core beyond --threads, else 0)")
+      ->check(CLI::IsMember({"auto"}) | kZeroOrMore)
       ->capture_default_str();
   app.add_flag("--preload", o->preload,
                "with --cache: decode the whole training split into memory first (it must fit "
@@ -65,15 +67,19 @@ void add_source_flags(CLI::App& app, TrainFlags* f) {
 
 // How the head trains: epochs, batches, the optimizer and its schedule, the seed.
 void add_hyper_flags(CLI::App& app, TrainOptions* o) {
-  app.add_option("--epochs", o->hyper.epochs, "1..100000")->capture_default_str();
-  app.add_option("--batch", o->hyper.batch, "samples per step, 1..65536")
+  // The bounds are TrainHyper::validate()'s.
+  app.add_option("--epochs", o->hyper.epochs, range_text(int64_t{1}, kMaxEpochs))
       ->capture_default_str();
-  app.add_option("--lr", o->hyper.lr, "peak learning rate, in (0, 10]")->capture_default_str();
+  app.add_option("--batch", o->hyper.batch, "samples per step, " + range_text(int64_t{1}, kMaxBatch))
+      ->capture_default_str();
+  app.add_option("--lr", o->hyper.lr, "peak learning rate, in (0, " + number_text(kMaxLr) + "]")
+      ->capture_default_str();
   add_enum_option(app, "--optimizer", &o->hyper.optimizer, optimizer_names(), parse_optimizer,
                   optimizer_name(o->hyper.optimizer));
-  app.add_option("--momentum", o->hyper.momentum, "SGD momentum (Nesterov), 0..0.999")
+  app.add_option("--momentum", o->hyper.momentum,
+                 "SGD momentum (Nesterov), " + range_text(0.0, kMaxMomentum))
       ->capture_default_str();
-  app.add_option("--weight-decay", o->hyper.weight_decay, "0..1")
+  app.add_option("--weight-decay", o->hyper.weight_decay, range_text(0.0, kMaxWeightDecay))
       ->capture_default_str();
   add_enum_option(app, "--schedule", &o->hyper.schedule, schedule_names(), parse_schedule,
                   schedule_name(o->hyper.schedule), "learning-rate schedule");
@@ -96,7 +102,7 @@ void add_run_flags(CLI::App& app, TrainOptions* o) {
                  "with --cache: resume from FILE when it exists (written by the same job), and "
                  "write it after every epoch: the head, its optimizer's state, the epochs done "
                  "(under --sync async the servers' parameters; their optimizer state starts over)");
-  app.add_option("--threads", o->threads, "threads, 0..1024 (0 = every core)")
+  app.add_option("--threads", o->threads, "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->capture_default_str();
   app.add_option("--device", o->device, "LibTorch device")->capture_default_str();
   add_enum_option(app, "--memory-format", &o->hyper.memory_format, memory_format_names(),
@@ -147,17 +153,20 @@ void add_data_parallel_flags(CLI::App& app, TrainFlags* f) {
                  "every K local steps) or async[:PUSH[:FETCH]] (Downpour SGD: push gradients to "
                  "a parameter server every PUSH steps, fetch parameters every FETCH steps)")
       ->capture_default_str();
-  app.add_option("--bucket-mb", o->dist.bucket_mb, "gradient bucket cap in MiB, in (0, 1024]")
+  app.add_option("--bucket-mb", o->dist.bucket_mb,
+                 "gradient bucket cap in MiB, in (0, " + number_text(kMaxBucketMb) + "]")
       ->capture_default_str();
   app.add_option("--servers", o->dist.servers,
-                 "with --sync async: ranks 0..S-1 serve the parameters, by bucket")
+                 "with --sync async: ranks 0..S-1 serve the parameters, by bucket (S in " +
+                     range_text(1, kMaxServers) + ", at most the ranks)")
       ->capture_default_str();
   app.add_option("--max-staleness", o->dist.max_staleness,
                  "with --sync async: a worker more than K server versions behind fetches before "
                  "it goes on (-1: no bound)")
       ->capture_default_str();
   app.add_option("--throttle", f->throttle,
-                 "RANK:MS: rank RANK sleeps MS ms every step (for measuring stragglers)");
+                 "RANK:MS: rank RANK sleeps MS ms every step, MS in " +
+                     range_text(1, kMaxThrottleMs) + " (for measuring stragglers)");
 }
 
 // Every flag, in the order --help lists them.

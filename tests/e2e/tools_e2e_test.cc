@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "recycle/options.h"
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
 
@@ -221,6 +222,14 @@ TEST(Tools, BadFlagsGiveOneLineAndNonZeroExit) {
       {"recycle-build", "--data fashion-mnist:/nonexistent --recycle 0.5 " + cache, 1,
        "/nonexistent"},
       {"recycle-build", "--data fashion-mnist --recycle 0.5 --codec int3 " + cache, 2, "--codec"},
+      // The bounds are the library's (validate()), in its words; the command line has none.
+      {"recycle-build", "--data fashion-mnist --recycle -0.5 " + cache, 2,
+       "--recycle must be in 0..1, not -0.5"},
+      {"recycle-build", "--data fashion-mnist --recycle 0.5 --augment hflip --views 300 " + cache,
+       2, "--views must be in 0..256, not 300"},
+      {"recycle-build", "--data fashion-mnist --recycle 0.5 --nproc 300 " + cache, 2,
+       "--nproc must be in 0..256, not 300"},
+      {"recycle-train", cache + " --prefetch 65", 2, "--prefetch must be in 0..64, not 65"},
       {"recycle-build", "--data fashion-mnist --recycle 0.5 --keyer md5 --limit 5 " + cache, 2,
        "unknown keyer"},
       {"recycle-train", cache, 1, "no cache at"},
@@ -299,6 +308,29 @@ TEST(Tools, HelpPrintsUsageAndExitsZero) {
     EXPECT_EQ(r.code, 0) << describe(r);
     EXPECT_NE(r.out.find("--cache"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--json"), std::string::npos) << r.out;
+  }
+}
+
+// The help texts give the bounds validate() checks, made from the same constants.
+TEST(Tools, HelpTextsShowTheLibrarysBounds) {
+  using namespace recycle;
+  TempDir dir;
+  const auto range = [](auto least, auto most) {
+    return std::to_string(least) + ".." + std::to_string(most);
+  };
+  ToolRun r = run(dir, "recycle-build", "--help");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  for (const std::string& bound :
+       {range(1, kMaxBatch), range(0, kMaxThreads), range(1, kMaxViews), range(1, kMaxWidth),
+        range(1, kMaxNproc), range(1, kMaxTimeoutSeconds), std::string("0..1 ")}) {
+    EXPECT_NE(r.out.find(bound), std::string::npos) << bound << "\n" << r.out;
+  }
+  r = run(dir, "recycle-train", "--help");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  for (const std::string& bound :
+       {range(1, kMaxEpochs), range(0, kMaxPrefetch), range(kMinMemoryBudgetMb, kMaxMemoryBudgetMb),
+        range(1, kMaxWorldSize), range(1, kMaxThrottleMs), std::string("0..0.999")}) {
+    EXPECT_NE(r.out.find(bound), std::string::npos) << bound << "\n" << r.out;
   }
 }
 
