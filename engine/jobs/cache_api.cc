@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "cache/activation_store.h"
-#include "cache/open_for_read.h"
+#include "cache/open_existing.h"
 #include "recycle/cache.h"
 
 namespace recycle {

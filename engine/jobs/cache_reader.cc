@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
-#include "cache/open_for_read.h"
+#include "cache/open_existing.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/data/sampler.h"

@@ -20,7 +20,7 @@
 
 #include "base/strings.h"
 #include "cache/activation_store.h"
-#include "cache/open_for_read.h"
+#include "cache/open_existing.h"
 #include "cache/record.h"
 #include "cache/split_writer.h"
 #include "engine/jobs/head_file.h"

@@ -17,7 +17,7 @@
 #include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
-#include "cache/open_for_read.h"
+#include "cache/open_existing.h"
 #include "engine/distributed/async_sgd.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"

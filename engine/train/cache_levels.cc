@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "cache/activation_store.h"
-#include "cache/open_for_read.h"
+#include "cache/open_existing.h"
 #include "engine/models/encoder_spec.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/inference_prefix.h"

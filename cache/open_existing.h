@@ -1,6 +1,7 @@
-// The opening every reader of a cache makes: the store read-only (or as its writer, to add to it)
-// with its manifest, and the split it reads checked (present, complete), with one message for
-// each way it can fail.
+// The opening of an existing cache: read-only for every reader (open_cache_for_read), or as its
+// writer for one that adds records to it (open_cache_to_add: recycle-predict --write-back), with
+// its manifest, and the split it reads checked (present, complete), with one message for each
+// way it can fail. (A build opens a cache, new or not, through cache/writable_split.h.)
 #pragma once
 
 #include <cstddef>

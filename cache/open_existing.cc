@@ -1,5 +1,5 @@
-// cache/open_for_read.h: a cache opened for reading and its split checked.
-#include "cache/open_for_read.h"
+// cache/open_existing.h: an existing cache opened to read it (or to add to it), its split checked.
+#include "cache/open_existing.h"
 
 #include <stdexcept>
 
