@@ -78,7 +78,9 @@ torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::Sc
   if (samples.empty()) return torch::empty({0}, dtype);
   std::vector<int64_t> shape = samples.front().sizes().vec();
   for (const torch::Tensor& t : samples) {
-    for (size_t d = 0; d < shape.size(); ++d) shape[d] = std::max(shape[d], t.size(static_cast<int64_t>(d)));
+    for (size_t d = 0; d < shape.size(); ++d) {
+      shape[d] = std::max(shape[d], t.size(static_cast<int64_t>(d)));
+    }
   }
   shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
   torch::Tensor out = torch::zeros(shape, dtype);
@@ -144,6 +146,103 @@ void CachedBatches::set_pinned(bool pinned) {
   pinned_ = pinned;
 }
 
+namespace {
+
+// The keys (views' keys on a split of views) and labels of samples indices[0, n) of a split of
+// `entries`; throws std::out_of_range on an index outside it.
+void look_up_samples(const std::vector<IndexEntry>& entries, const SplitInfo& split,
+                     const int64_t* indices, int64_t n, Key* keys, int64_t* labels) {
+  const int64_t size = static_cast<int64_t>(entries.size());
+  const int64_t views = std::max<int64_t>(1, split.views);
+  for (int64_t i = 0; i < n; ++i) {
+    if (indices[i] < 0 || indices[i] >= size * views) {
+      throw std::out_of_range("sample index " + std::to_string(indices[i]) +
+                              " is outside a split of " + std::to_string(size) + " samples" +
+                              (split.views > 0 ? " of " + std::to_string(views) + " views" : ""));
+    }
+    const IndexEntry& e = entries[indices[i] % size];
+    keys[i] = split.views > 0 ? view_key(e.key, split.augment, indices[i] / size) : e.key;
+    labels[i] = e.label;
+  }
+}
+
+// A fixed layout tensor's [n, ...] rows of a batch: `had` (what the last batch held) when it
+// fits, else new ones.
+torch::Tensor batch_rows(const TensorLayout& layout, int64_t n, const torch::Tensor* had,
+                         bool pinned, c10::MemoryFormat format) {
+  std::vector<int64_t> shape = {n};
+  shape.insert(shape.end(), layout.shape.begin(), layout.shape.end());
+  return reuse_or_empty(had, shape, torch::dtype(torch_dtype(layout.dtype)).pinned_memory(pinned),
+                        format);
+}
+
+// One record's tensor decoded into row i (of `row_bytes`) of `rows`; in [H, W, C] order through
+// `sample` (scratch) when `chw` (its [C, H, W] shape) is given: a channels-last batch.
+void decode_row(const RecordTensor& rt, const torch::Tensor& rows, int64_t i, int64_t row_bytes,
+                const std::vector<int64_t>* chw, std::vector<float>* sample) {
+  char* row = static_cast<char*>(rows.data_ptr()) + i * row_bytes;
+  if (chw == nullptr) {
+    decode_into(rt, row);
+    return;
+  }
+  const std::vector<int64_t>& s = *chw;
+  sample->resize(static_cast<size_t>(s[0] * s[1] * s[2]));
+  decode_tensor(rt, sample->data());
+  to_channels_last(sample->data(), s[0], s[1] * s[2], reinterpret_cast<float*>(row));
+}
+
+// One record's tensor of a variable layout, decoded into a tensor of its own.
+torch::Tensor decode_sample(const RecordTensor& rt) {
+  torch::Tensor t = torch::empty(rt.shape, torch_dtype(rt.dtype));
+  decode_into(rt, t.data_ptr());
+  return t;
+}
+
+// Splits samples [0, n) into parts of at least 8 samples, up to `threads` of them, and runs
+// load_part(parts[p], begin, end) on each, in ATen's team when there are several. Returns the
+// count of parts (part p begins at n * p / count); `parts` grows to it.
+template <typename Part, typename LoadPart>
+int64_t load_in_parts(int64_t n, int64_t threads, std::vector<Part>* parts,
+                      const LoadPart& load_part) {
+  const int64_t count = std::clamp<int64_t>(n / 8, 1, threads);
+  if (static_cast<int64_t>(parts->size()) < count) parts->resize(static_cast<size_t>(count));
+  auto bound = [&](int64_t p) { return n * p / count; };
+  if (count == 1) {
+    load_part((*parts)[0], 0, n);
+  } else {
+    at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) load_part((*parts)[p], bound(p), bound(p + 1));
+    });
+  }
+  return count;
+}
+
+// Throws what went wrong reading a part of a batch of cache `dir`: the record it could not
+// decode (`error`), else the first of its MultiGet `statuses` that is not ok (`keys`: the part's).
+void throw_if_part_failed(const std::string& dir, const std::string& error,
+                          const std::vector<Status>& statuses, const Key* keys) {
+  if (!error.empty()) throw CorruptRecordError("corrupt cache " + dir + ": " + error);
+  for (size_t k = 0; k < statuses.size(); ++k) {
+    if (statuses[k].is_not_found()) {
+      throw CorruptRecordError("corrupt cache " + dir + ": the samples index points to " +
+                               keys[k].to_hex() + ", which has no record");
+    }
+    if (statuses[k].is_corruption()) {  // a block that failed its checksum
+      throw CorruptRecordError("cache " + dir + ": " + statuses[k].to_string());
+    }
+    if (!statuses[k].ok()) {
+      throw std::runtime_error("cache " + dir + ": " + statuses[k].to_string());
+    }
+  }
+}
+
+// `t` on `device`: itself on the CPU, else copied (asynchronously from pinned memory).
+torch::Tensor on_device(const torch::Tensor& t, const torch::Device& device) {
+  return device.is_cpu() ? t : t.to(device, /*non_blocking=*/t.is_pinned());
+}
+
+}  // namespace
+
 void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
   // Fixed layouts decode straight into the batch's tensors (those `out` holds when nothing
   // else refers to them, on the CPU in pageable memory: a pinned block is the allocator's to
@@ -164,31 +263,16 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
       fixed.emplace_back();
       continue;
     }
-    std::vector<int64_t> shape = {n};
-    shape.insert(shape.end(), layout_[j].shape.begin(), layout_[j].shape.end());
     const torch::Tensor* had = reuse ? find_input(*out, layout_[j].name) : nullptr;
-    fixed.push_back(reuse_or_empty(had, shape,
-                                   torch::dtype(torch_dtype(layout_[j].dtype)).pinned_memory(pinned),
-                                   channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
+    fixed.push_back(batch_rows(layout_[j], n, had, pinned,
+                               channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
     row_bytes[j] = n > 0 ? static_cast<int64_t>(fixed.back().nbytes()) / n : 0;
   }
   torch::Tensor y = reuse_or_empty(reuse ? &out->labels : nullptr, {n},
                                    torch::dtype(torch::kInt64).pinned_memory(pinned));
   out->clear();  // drops the references `fixed` and `y` took over
-  int64_t* yp = y.data_ptr<int64_t>();
   keys_.resize(static_cast<size_t>(n));
-  const int64_t size = static_cast<int64_t>(entries_.size());
-  const int64_t views = std::max<int64_t>(1, split_.views);
-  for (int64_t i = 0; i < n; ++i) {
-    if (indices[i] < 0 || indices[i] >= size * views) {
-      throw std::out_of_range("sample index " + std::to_string(indices[i]) +
-                              " is outside a split of " + std::to_string(size) + " samples" +
-                              (split_.views > 0 ? " of " + std::to_string(views) + " views" : ""));
-    }
-    const IndexEntry& e = entries_[indices[i] % size];
-    keys_[i] = split_.views > 0 ? view_key(e.key, split_.augment, indices[i] / size) : e.key;
-    yp[i] = e.label;
-  }
+  look_up_samples(entries_, split_, indices, n, keys_.data(), y.data_ptr<int64_t>());
   // Samples [begin, end) of the batch: read with one MultiGet, decoded into their rows.
   auto load_part = [&](Part& part, int64_t begin, int64_t end) {
     part.error.clear();
@@ -206,67 +290,34 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
           for (size_t j = 0; j < part.tensors.size(); ++j) {
             const RecordTensor& rt = part.tensors[j];
             if (variable_) {
-              torch::Tensor t = torch::empty(rt.shape, torch_dtype(rt.dtype));
-              decode_into(rt, t.data_ptr());
-              per_sample[j][i] = std::move(t);
-              continue;
-            }
-            if (compact(j)) {
+              per_sample[j][i] = decode_sample(rt);
+            } else if (compact(j)) {
               copy_payload(rt, i, &compacts[j]);
-              continue;
-            }
-            char* row = static_cast<char*>(fixed[j].data_ptr()) + i * row_bytes[j];
-            if (channels_last(j)) {
-              const std::vector<int64_t>& chw = layout_[j].shape;
-              part.sample.resize(static_cast<size_t>(chw[0] * chw[1] * chw[2]));
-              decode_tensor(rt, part.sample.data());
-              to_channels_last(part.sample.data(), chw[0], chw[1] * chw[2],
-                               reinterpret_cast<float*>(row));
             } else {
-              decode_into(rt, row);
+              decode_row(rt, fixed[j], i, row_bytes[j],
+                         channels_last(j) ? &layout_[j].shape : nullptr, &part.sample);
             }
           }
         },
         &part.statuses);
   };
   // A few samples are not worth a thread: parts of at least 8.
-  const int64_t count = std::clamp<int64_t>(n / 8, 1, load_threads_);
-  if (static_cast<int64_t>(parts_.size()) < count) parts_.resize(static_cast<size_t>(count));
-  auto bound = [&](int64_t p) { return n * p / count; };
-  if (count == 1) {
-    load_part(parts_[0], 0, n);
-  } else {
-    at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
-      for (int64_t p = first; p < last; ++p) load_part(parts_[p], bound(p), bound(p + 1));
-    });
-  }
+  const int64_t count = load_in_parts(n, load_threads_, &parts_, load_part);
   for (int64_t p = 0; p < count; ++p) {
-    const Part& part = parts_[p];
-    if (!part.error.empty()) throw CorruptRecordError("corrupt cache " + store_.dir() + ": " + part.error);
-    for (size_t k = 0; k < part.statuses.size(); ++k) {
-      if (part.statuses[k].is_not_found()) {
-        throw CorruptRecordError("corrupt cache " + store_.dir() + ": the samples index points to " +
-                                 keys_[bound(p) + static_cast<int64_t>(k)].to_hex() +
-                                 ", which has no record");
-      }
-      if (part.statuses[k].is_corruption()) {  // a block that failed its checksum
-        throw CorruptRecordError("cache " + store_.dir() + ": " + part.statuses[k].to_string());
-      }
-      if (!part.statuses[k].ok()) {
-        throw std::runtime_error("cache " + store_.dir() + ": " + part.statuses[k].to_string());
-      }
-    }
+    throw_if_part_failed(store_.dir(), parts_[p].error, parts_[p].statuses,
+                         keys_.data() + n * p / count);
   }
   for (size_t j = 0; j < layout_.size(); ++j) {
+    const c10::MemoryFormat format = channels_last(j) ? format_ : c10::MemoryFormat::Contiguous;
     if (compact(j)) {
-      out->set(layout_[j].name, expand_compact(compacts[j], device_,
-                                               channels_last(j) ? format_ : c10::MemoryFormat::Contiguous));
+      out->set(layout_[j].name, expand_compact(compacts[j], device_, format));
       continue;
     }
-    torch::Tensor t = variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
-    out->set(layout_[j].name, device_.is_cpu() ? t : t.to(device_, /*non_blocking=*/t.is_pinned()));
+    torch::Tensor t =
+        variable_ ? pad_and_stack(per_sample[j], torch_dtype(layout_[j].dtype)) : fixed[j];
+    out->set(layout_[j].name, on_device(t, device_));
   }
-  out->labels = device_.is_cpu() ? y : y.to(device_, /*non_blocking=*/y.is_pinned());
+  out->labels = on_device(y, device_);
 }
 
 RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device)
