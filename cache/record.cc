@@ -199,6 +199,71 @@ std::string encode_record(Codec codec, const std::vector<FloatArrayRef>& tensors
   return encode_record(refs);
 }
 
+namespace {
+
+// Reads the header of tensor i of a record (`body`: its bytes before the checksum) at *pos into
+// *tensor (dtype, codec, shape; no payload yet), moving *pos past it.
+Status parse_tensor_header(std::string_view bytes, size_t body, size_t i, size_t* pos,
+                           RecordTensor* tensor) {
+  if (*pos + 4 > body) return Status::corruption("record header is cut short");
+  RecordTensor& t = *tensor;
+  t.codec = Codec::kFp32;
+  t.payload = nullptr;
+  auto which = [i] { return "record tensor " + std::to_string(i); };
+  const uint8_t dtype_byte = static_cast<uint8_t>(bytes[*pos]);
+  const uint8_t codec_byte = static_cast<uint8_t>(bytes[*pos + 1]);
+  if (!dtype_from_byte(dtype_byte, &t.dtype)) {
+    return Status::corruption(which() + " has an unknown dtype " + std::to_string(dtype_byte));
+  }
+  if (t.dtype == Dtype::kFloat32) {
+    if (!codec_from_byte(codec_byte, &t.codec)) {
+      return Status::corruption(which() + " has an unknown codec " + std::to_string(codec_byte));
+    }
+  } else if (codec_byte != kCodecRawByte) {
+    return Status::corruption(which() + " has dtype " + dtype_name(t.dtype) +
+                              " and codec byte " + std::to_string(codec_byte) +
+                              " (only float32 tensors have a codec)");
+  }
+  const size_t ndim = static_cast<uint8_t>(bytes[*pos + 2]);
+  if (ndim > kMaxRank) return Status::corruption(which() + " rank over 8");
+  *pos += 4;
+  if (*pos + 4 * ndim > body) return Status::corruption("record header is cut short");
+  t.shape.resize(ndim);
+  uint64_t numel = 1;
+  for (size_t d = 0; d < ndim; ++d) {
+    t.shape[d] = get_le32(bytes.data() + *pos + 4 * d);
+    if (t.shape[d] < 1 || t.shape[d] > std::numeric_limits<int32_t>::max()) {
+      return Status::corruption(which() + " has a bad dimension");
+    }
+    numel *= static_cast<uint64_t>(t.shape[d]);
+    if (numel > body) return Status::corruption(which() + " larger than the record");
+  }
+  *pos += 4 * ndim;
+  return Status();
+}
+
+// Checks the payload of tensor i of a record, [t.payload, end): a float32 codec's (its int8
+// scales), a bool tensor's bytes (0 or 1).
+Status check_tensor_payload(const RecordTensor& t, size_t i, const char* end) {
+  if (t.dtype == Dtype::kFloat32) {
+    const std::string problem = check_payload(t.codec, t.payload, channels_of(t.shape));
+    if (!problem.empty()) {
+      return Status::corruption("record tensor " + std::to_string(i) + ": " + problem);
+    }
+  }
+  if (t.dtype == Dtype::kBool) {
+    for (const char* p = t.payload; p != end; ++p) {
+      if (*p != 0 && *p != 1) {
+        return Status::corruption("record tensor " + std::to_string(i) +
+                                  " is bool with a byte other than 0 or 1");
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) {
   if (bytes.size() < kPrefixBytes + kChecksumBytes) {
     return Status::corruption("record of " + std::to_string(bytes.size()) + " bytes is too short");
@@ -223,40 +288,9 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
   // another into one vector allocates nothing once it has held the largest.
   tensors->resize(n);
   for (size_t i = 0; i < n; ++i) {
-    if (pos + 4 > body) return Status::corruption("record header is cut short");
     RecordTensor& t = (*tensors)[i];
-    t.codec = Codec::kFp32;
-    t.payload = nullptr;
-    auto which = [i] { return "record tensor " + std::to_string(i); };
-    const uint8_t dtype_byte = static_cast<uint8_t>(bytes[pos]);
-    const uint8_t codec_byte = static_cast<uint8_t>(bytes[pos + 1]);
-    if (!dtype_from_byte(dtype_byte, &t.dtype)) {
-      return Status::corruption(which() + " has an unknown dtype " + std::to_string(dtype_byte));
-    }
-    if (t.dtype == Dtype::kFloat32) {
-      if (!codec_from_byte(codec_byte, &t.codec)) {
-        return Status::corruption(which() + " has an unknown codec " + std::to_string(codec_byte));
-      }
-    } else if (codec_byte != kCodecRawByte) {
-      return Status::corruption(which() + " has dtype " + dtype_name(t.dtype) + " and codec byte " +
-                                std::to_string(codec_byte) +
-                                " (only float32 tensors have a codec)");
-    }
-    const size_t ndim = static_cast<uint8_t>(bytes[pos + 2]);
-    if (ndim > kMaxRank) return Status::corruption(which() + " rank over 8");
-    pos += 4;
-    if (pos + 4 * ndim > body) return Status::corruption("record header is cut short");
-    t.shape.resize(ndim);
-    uint64_t numel = 1;
-    for (size_t d = 0; d < ndim; ++d) {
-      t.shape[d] = get_le32(bytes.data() + pos + 4 * d);
-      if (t.shape[d] < 1 || t.shape[d] > std::numeric_limits<int32_t>::max()) {
-        return Status::corruption(which() + " has a bad dimension");
-      }
-      numel *= static_cast<uint64_t>(t.shape[d]);
-      if (numel > body) return Status::corruption(which() + " larger than the record");
-    }
-    pos += 4 * ndim;
+    const Status st = parse_tensor_header(bytes, body, i, &pos, &t);
+    if (!st.ok()) return st;
     payload += stored_payload_bytes(t.dtype, t.codec, t.shape);
   }
   if (pos + payload != body) {
@@ -267,20 +301,8 @@ Status parse_record(std::string_view bytes, std::vector<RecordTensor>* tensors) 
     RecordTensor& t = (*tensors)[i];
     t.payload = bytes.data() + pos;
     pos += t.payload_bytes();
-    if (t.dtype == Dtype::kFloat32) {
-      const std::string problem = check_payload(t.codec, t.payload, channels_of(t.shape));
-      if (!problem.empty()) {
-        return Status::corruption("record tensor " + std::to_string(i) + ": " + problem);
-      }
-    }
-    if (t.dtype == Dtype::kBool) {
-      for (const char* p = t.payload; p != bytes.data() + pos; ++p) {
-        if (*p != 0 && *p != 1) {
-          return Status::corruption("record tensor " + std::to_string(i) +
-                                    " is bool with a byte other than 0 or 1");
-        }
-      }
-    }
+    const Status st = check_tensor_payload(t, i, bytes.data() + pos);
+    if (!st.ok()) return st;
   }
   return Status();
 }
