@@ -55,6 +55,44 @@ Status ActivationStore::destroy(const std::string& dir) {
   return Status();
 }
 
+namespace {
+
+// Creates an empty RocksDB database with the cache's column families `cfs` at `path` and closes
+// it: the files of a new cache `dir` (the name its error gives).
+Status create_empty_db(const rocksdb::DBOptions& db_options, const std::string& path,
+                       const std::vector<rocksdb::ColumnFamilyDescriptor>& cfs,
+                       const std::string& dir) {
+  rocksdb::DBOptions create = db_options;
+  create.create_if_missing = true;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* fresh = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(create, path, cfs, &handles, &fresh);
+  if (s.ok()) {
+    for (auto* h : handles) fresh->DestroyColumnFamilyHandle(h);
+    s = fresh->Close();
+    delete fresh;
+  }
+  return from_rocks(s, "cannot create cache " + dir);
+}
+
+// Opens the database at `real` read-only, trying again (up to 20 times, 25 ms apart) on the
+// errors of a file system that reports a transient one.
+rocksdb::Status open_read_only(const rocksdb::DBOptions& db_options, const std::string& real,
+                               const std::vector<rocksdb::ColumnFamilyDescriptor>& cfs,
+                               std::vector<rocksdb::ColumnFamilyHandle*>* handles,
+                               rocksdb::DB** db) {
+  rocksdb::Status s;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    handles->clear();
+    s = rocksdb::DB::OpenForReadOnly(db_options, real, cfs, handles, db);
+    if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return s;
+}
+
+}  // namespace
+
 Status ActivationStore::open(const std::string& dir, const StoreOptions& options,
                              std::unique_ptr<ActivationStore>* out) {
   const rocksdb::CompressionType compression = compression_of(options.compression);
@@ -74,17 +112,7 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
 
   if (!exists) {
     st = create_cache_dir(dir, real, [&](const std::string& path) {
-      rocksdb::DBOptions create = db_options;
-      create.create_if_missing = true;
-      std::vector<rocksdb::ColumnFamilyHandle*> handles;
-      rocksdb::DB* fresh = nullptr;
-      rocksdb::Status s = rocksdb::DB::Open(create, path, cfs, &handles, &fresh);
-      if (s.ok()) {
-        for (auto* h : handles) fresh->DestroyColumnFamilyHandle(h);
-        s = fresh->Close();
-        delete fresh;
-      }
-      return from_rocks(s, "cannot create cache " + dir);
+      return create_empty_db(db_options, path, cfs, dir);
     });
     if (!st.ok()) return st;
   }
@@ -105,12 +133,7 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   if (options.read_only) {
     // Retries cover file systems that report a transient error; the open lock already keeps
     // this process's writers from deleting files under the open.
-    for (int attempt = 0; attempt < 20; ++attempt) {
-      store->handles_.clear();
-      s = rocksdb::DB::OpenForReadOnly(db_options, real, cfs, &store->handles_, &db);
-      if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
+    s = open_read_only(db_options, real, cfs, &store->handles_, &db);
   } else {
     s = rocksdb::DB::Open(db_options, real, cfs, &store->handles_, &db);
     if (s.ok()) {
@@ -131,7 +154,8 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
     }
   }
   if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
-  if (s.IsInvalidArgument() && s.ToString().find("Column family not found") != std::string::npos) {
+  if (s.IsInvalidArgument() &&
+      s.ToString().find("Column family not found") != std::string::npos) {
     return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
   }
   if (!s.ok()) return from_rocks(s, "cannot open cache " + dir);
