@@ -85,7 +85,9 @@ class FolderReader : public PixelReader {
     for (int64_t i = 0; i < n; ++i) {
       if (errors[i].empty()) continue;
       if (fatal[i]) throw std::runtime_error(errors[i]);
-      if (!skip) throw std::runtime_error(errors[i] + " (--on-bad-file skip leaves such files out)");
+      if (!skip) {
+        throw std::runtime_error(errors[i] + " (--on-bad-file skip leaves such files out)");
+      }
     }
     for (int64_t i = 0; i < n; ++i) {
       if (!errors[i].empty()) skipped_.push_back(SkippedRow{rows[i], errors[i]});
@@ -137,16 +139,14 @@ class FolderPixels : public PixelSource {
   std::shared_ptr<const FolderFiles> files_;
 };
 
-SourceData load(const std::string& path, const DatasetOptions& options, bool /*stream*/) {
-  auto files = std::make_shared<FolderFiles>();
-  files->transform = ImageTransform::parse(options.transform, options.encoder_input);
-  files->on_bad_file = options.on_bad_file;
+// The folder of split `split` of imagefolder:`path`: PATH/SPLIT when it exists, else PATH when
+// the split is train or PATH is named SPLIT; refuses any other split, and a PATH that is no folder.
+fs::path split_folder(const std::string& path, const std::string& split) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     throw std::runtime_error("imagefolder:" + path + " is not a folder");
   }
   fs::path root = path;
-  const std::string& split = options.split;
   const bool named = !split.empty() && split.find('/') == std::string::npos && split != "." &&
                      split != "..";
   const fs::path normal = root.lexically_normal();  // "DIR/" -> its name from the parent
@@ -172,17 +172,51 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
         "images in " + (root / split).string() + "/<class>/, or give the split's own folder, "
         "named " + split + ", as --data imagefolder:PATH/" + split);
   }
-  files->root = root.string();
+  return root;
+}
 
+// The class folders of split folder `root` (named `root_name`), in sorted order; throws where
+// there is none.
+std::vector<std::string> class_folders(const fs::path& root, const std::string& root_name) {
   std::vector<std::string> classes;
   for (const fs::directory_entry& e : fs::directory_iterator(root)) {
     if (e.is_directory()) classes.push_back(e.path().filename().string());
   }
   std::sort(classes.begin(), classes.end());
   if (classes.empty()) {
-    throw std::runtime_error("imagefolder " + files->root +
-                             " has no class folders (expected " + files->root + "/<class>/<image>)");
+    throw std::runtime_error("imagefolder " + root_name + " has no class folders (expected " +
+                             root_name + "/<class>/<image>)");
   }
+  return classes;
+}
+
+// The image files under class folder `dir` by the folder that holds them (`dir` itself always
+// listed), their names unsorted; other files are counted in *ignored, the first named.
+std::map<std::string, std::vector<std::string>> images_by_folder(const fs::path& dir,
+                                                                 int64_t* ignored,
+                                                                 std::string* first_ignored) {
+  std::map<std::string, std::vector<std::string>> by_folder;
+  by_folder[dir.string()];
+  for (auto it =
+           fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink);
+       it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_directory()) continue;
+    if (!is_image_name(it->path())) {
+      if ((*ignored)++ == 0) *first_ignored = it->path().string();
+      continue;
+    }
+    by_folder[it->path().parent_path().string()].push_back(it->path().filename().string());
+  }
+  return by_folder;
+}
+
+SourceData load(const std::string& path, const DatasetOptions& options, bool /*stream*/) {
+  auto files = std::make_shared<FolderFiles>();
+  files->transform = ImageTransform::parse(options.transform, options.encoder_input);
+  files->on_bad_file = options.on_bad_file;
+  const fs::path root = split_folder(path, options.split);
+  files->root = root.string();
+  const std::vector<std::string> classes = class_folders(root, files->root);
   SourceData out;
   out.canonical = "imagefolder:" + path;
   Dataset& d = out.data;
@@ -192,19 +226,8 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
   for (size_t c = 0; c < classes.size(); ++c) {
     // As torchvision's sorted(os.walk(class folder)): folders in sorted order, each one's
     // files sorted by name.
-    const fs::path dir = root / classes[c];
-    std::map<std::string, std::vector<std::string>> by_folder;
-    by_folder[dir.string()];
-    for (auto it = fs::recursive_directory_iterator(
-             dir, fs::directory_options::follow_directory_symlink);
-         it != fs::recursive_directory_iterator(); ++it) {
-      if (it->is_directory()) continue;
-      if (!is_image_name(it->path())) {
-        if (ignored++ == 0) first_ignored = it->path().string();
-        continue;
-      }
-      by_folder[it->path().parent_path().string()].push_back(it->path().filename().string());
-    }
+    std::map<std::string, std::vector<std::string>> by_folder =
+        images_by_folder(root / classes[c], &ignored, &first_ignored);
     const size_t before = files->files.size();
     for (auto& [folder, names] : by_folder) {
       std::sort(names.begin(), names.end());
