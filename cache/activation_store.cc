@@ -174,7 +174,8 @@ void ActivationStore::multi_get(const Key* keys, size_t n,
 Status ActivationStore::read_index(const std::string& split, std::vector<IndexEntry>* out) const {
   out->clear();
   const std::string prefix = index_prefix(split);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[kSamples]));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[kSamples]));
   int64_t expected = 0;
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const rocksdb::Slice k = it->key();
@@ -248,9 +249,13 @@ uint64_t ActivationStore::disk_bytes() const {
   return total;
 }
 
-Status ActivationStore::write(Batch* batch, bool sync) { return apply(batch, sync, /*logged=*/true); }
+Status ActivationStore::write(Batch* batch, bool sync) {
+  return apply(batch, sync, /*logged=*/true);
+}
 
-Status ActivationStore::write_unlogged(Batch* batch) { return apply(batch, false, /*logged=*/false); }
+Status ActivationStore::write_unlogged(Batch* batch) {
+  return apply(batch, false, /*logged=*/false);
+}
 
 Status ActivationStore::apply(Batch* batch, bool sync, bool logged) {
   if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");

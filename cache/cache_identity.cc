@@ -116,7 +116,9 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
     id.preprocess = j.at("preprocess").get<std::string>();
     if (j.contains("prefix_precision")) {
       id.prefix_precision = j.at("prefix_precision").get<std::string>();
-      if (id.prefix_precision.empty()) return Status::corruption("manifest: an empty prefix precision");
+      if (id.prefix_precision.empty()) {
+        return Status::corruption("manifest: an empty prefix precision");
+      }
     }
     if (j.contains("input_shape") && !read_shape(j.at("input_shape"), false, &id.input_shape)) {
       return Status::corruption("manifest: the input shape is not positive integers");

@@ -16,7 +16,9 @@ std::string Manifest::to_json_string(int indent) const {
   j["class_names"] = class_names;
   j["classifier"] = classifier;
   if (!weights_file.empty()) j["weights_file"] = weights_file;
-  if (!derived_blocks.empty()) j["derived_from"] = {{"cache", derived_from}, {"blocks", derived_blocks}};
+  if (!derived_blocks.empty()) {
+    j["derived_from"] = {{"cache", derived_from}, {"blocks", derived_blocks}};
+  }
   j["records"] = records;
   j["record_bytes"] = record_bytes;
   j["splits"] = splits_to_json();

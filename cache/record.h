@@ -20,8 +20,8 @@
 // wrote; dtypes 2-5 were added within version 1 (an older reader refuses them as an unknown
 // dtype); so was codec 4 (int8), which an older reader refuses as an unknown codec. Records
 // of codecs 1-3 are unchanged by it. An int8 tensor whose scale or offset is not finite, or
-// whose scale is negative, is corruption. Tensor names are not stored: a record's tensors are matched to the cache's
-// RecordLayout (cache/record_layout.h) by position.
+// whose scale is negative, is corruption. Tensor names are not stored: a record's tensors are
+// matched to the cache's RecordLayout (cache/record_layout.h) by position.
 //
 // Everything here is a pure function of its arguments; thread safe.
 #pragma once

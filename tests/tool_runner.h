@@ -92,7 +92,8 @@ inline int count_lines(const std::string& s) {
 // Starts a built tool in the background, its stdout and stderr to the files named (discarded
 // by default); returns its pid.
 inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>& args,
-                        const std::string& out = "/dev/null", const std::string& err = "/dev/null") {
+                        const std::string& out = "/dev/null",
+                        const std::string& err = "/dev/null") {
   std::fflush(nullptr);  // else the child's freopen writes the parent's buffered output again
   const pid_t pid = fork();
   if (pid == 0) {

@@ -165,7 +165,9 @@ void jitter(uint8_t* p, int64_t c, int64_t h, int64_t w, double brightness, doub
   for (int64_t i = 0; i < n; ++i) p[i] = clamp_byte(p[i] * brightness);
   double sum = 0;
   if (c == 3) {
-    for (int64_t i = 0; i < hw; ++i) sum += 0.299 * p[i] + 0.587 * p[hw + i] + 0.114 * p[2 * hw + i];
+    for (int64_t i = 0; i < hw; ++i) {
+      sum += 0.299 * p[i] + 0.587 * p[hw + i] + 0.114 * p[2 * hw + i];
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) sum += p[i];
   }
@@ -267,10 +269,12 @@ void Augment::check_image(int64_t h, int64_t w) const {
     if (s.op != Op::kCrop) continue;
     const int64_t pad = static_cast<int64_t>(s.value);
     if (2 * pad > std::min(h, w)) {
-      throw std::invalid_argument(
-          "--augment crop=" + std::to_string(pad) + " is too large for images of " +
-          std::to_string(h) + "x" + std::to_string(w) + ": a view would be mostly padding (give "
-          "crop=P with P at most " + std::to_string(std::min(h, w) / 2) + ", half the smaller side)");
+      throw std::invalid_argument("--augment crop=" + std::to_string(pad) +
+                                  " is too large for images of " + std::to_string(h) + "x" +
+                                  std::to_string(w) +
+                                  ": a view would be mostly padding (give "
+                                  "crop=P with P at most " +
+                                  std::to_string(std::min(h, w) / 2) + ", half the smaller side)");
     }
   }
 }

@@ -1,9 +1,9 @@
 // The data sources behind --data SPEC: one entry per kind of spec ("fashion-mnist[:DIR]",
-// "tsv:PATH", "imagefolder:DIR", "npy:DIR", "jsonl:PATH", "csv:PATH"), each in its own file (source_<name>.cc) that defines its
-// entry function. load_dataset (dataset.cc) picks the entry by the spec's name, calls its load,
-// then applies what every source shares: the class filter, the limit, the shard and the
-// description. A new source is one file plus one line in data_sources() (data_source.cc) and
-// one in CMakeLists.txt. No LibTorch here.
+// "tsv:PATH", "imagefolder:DIR", "npy:DIR", "jsonl:PATH", "csv:PATH"), each in its own file
+// (source_<name>.cc) that defines its entry function. load_dataset (dataset.cc) picks the entry by
+// the spec's name, calls its load, then applies what every source shares: the class filter, the
+// limit, the shard and the description. A new source is one file plus one line in data_sources()
+// (data_source.cc) and one in CMakeLists.txt. No LibTorch here.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,7 @@
 // Datasets: the samples a build or a training run reads, held in memory. No LibTorch here.
-//   fashion-mnist[:DIR]  Debian's IDX .gz files (DIR defaults to /usr/share/datasets/fashion-mnist);
-//                        split "train" reads train-*, "test" reads t10k-*.
+//   fashion-mnist[:DIR]  Debian's IDX .gz files (DIR defaults to
+//                        /usr/share/datasets/fashion-mnist); split "train" reads train-*,
+//                        "test" reads t10k-*.
 //   tsv:FILE             `label<TAB>text` lines (see tsv_reader.h); the split only names it.
 //   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
 //   imagefolder:DIR      torchvision's ImageFolder layout, PNG and JPEG (source_imagefolder.cc).

@@ -22,10 +22,10 @@ constexpr uint64_t kMaxPixels = 89478485;
 
 void check_pixels(const std::string& path, const char* format, uint64_t w, uint64_t h) {
   if (w * h > kMaxPixels) {
-    throw std::runtime_error(path + ": a " + format + " of " + std::to_string(w) + "x" +
-                             std::to_string(h) + " pixels (declared in its header) is more than the " +
-                             std::to_string(kMaxPixels) +
-                             " pixels an image may have (a decompression bomb, or resize it first)");
+    throw std::runtime_error(
+        path + ": a " + format + " of " + std::to_string(w) + "x" + std::to_string(h) +
+        " pixels (declared in its header) is more than the " + std::to_string(kMaxPixels) +
+        " pixels an image may have (a decompression bomb, or resize it first)");
   }
 }
 
@@ -47,7 +47,9 @@ DecodedImage decode_png(const std::string& bytes, const std::string& path) {
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (!ctx) fail(path, "out of memory for the PNG decoder");
   auto check = [&](int err, const char* step) {
-    if (err != 0) fail(path, std::string("not a valid PNG (") + step + ": " + spng_strerror(err) + ")");
+    if (err != 0) {
+      fail(path, std::string("not a valid PNG (") + step + ": " + spng_strerror(err) + ")");
+    }
   };
   check(spng_set_image_limits(ctx.get(), kMaxSide, kMaxSide), "limits");
   check(spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size()), "buffer");
@@ -102,7 +104,8 @@ DecodedImage decode_jpeg(const std::string& bytes, const std::string& path) {
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     fail(path, "is a CMYK JPEG, which is not supported (convert it to RGB or grayscale)");
   }
-  if (w < 1 || h < 1 || static_cast<uint32_t>(w) > kMaxSide || static_cast<uint32_t>(h) > kMaxSide) {
+  if (w < 1 || h < 1 || static_cast<uint32_t>(w) > kMaxSide ||
+      static_cast<uint32_t>(h) > kMaxSide) {
     fail(path, "JPEG of " + std::to_string(w) + "x" + std::to_string(h) +
                    " pixels (at most " + std::to_string(kMaxSide) + " per side)");
   }

@@ -41,7 +41,9 @@ std::vector<std::pair<int64_t, std::string>> ImageStream::skipped() const {
   std::vector<std::pair<int64_t, std::string>> out;
   for (const SkippedRow& r : reader_->skipped()) {
     const auto at = std::lower_bound(images_.rows.begin(), images_.rows.end(), r.row);
-    if (at != images_.rows.end() && *at == r.row) out.emplace_back(at - images_.rows.begin(), r.what);
+    if (at != images_.rows.end() && *at == r.row) {
+      out.emplace_back(at - images_.rows.begin(), r.what);
+    }
   }
   return out;
 }

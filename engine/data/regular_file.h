@@ -42,13 +42,17 @@ inline std::string read_regular_file(const std::string& path, uint64_t max_bytes
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) throw std::runtime_error(path + " cannot be read: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) {
+    throw std::runtime_error(path + " cannot be read: " + std::strerror(errno));
+  }
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + ": is not a regular file");
   auto too_large = [&](uint64_t bytes) {
     return std::runtime_error(path + " is " + std::to_string(bytes >> 20) + " MiB, more than the " +
                               std::to_string(max_bytes >> 20) + " MiB it may be");
   };
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_large(static_cast<uint64_t>(st.st_size));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    throw too_large(static_cast<uint64_t>(st.st_size));
+  }
   std::string bytes;
   bytes.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];

@@ -18,8 +18,8 @@ Sampler::Sampler(int64_t size, bool shuffle, uint64_t seed, int rank, int world)
                                 std::to_string(world));
   }
   if (size < world) {
-    throw std::invalid_argument("a split of " + std::to_string(size) + " samples cannot be shared by " +
-                                std::to_string(world) + " ranks");
+    throw std::invalid_argument("a split of " + std::to_string(size) +
+                                " samples cannot be shared by " + std::to_string(world) + " ranks");
   }
 }
 

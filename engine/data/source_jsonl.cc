@@ -41,7 +41,8 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
     } catch (const nlohmann::json::parse_error& e) {
       std::string why = e.what();
       const size_t colon = why.rfind(": ");
-      throw std::runtime_error(at + "not JSON (" + (colon == std::string::npos ? why : why.substr(colon + 2)) + ")");
+      throw std::runtime_error(at + "not JSON (" +
+                               (colon == std::string::npos ? why : why.substr(colon + 2)) + ")");
     }
     if (!j.is_object()) throw std::runtime_error(at + "not a JSON object");
     RawTextSample s;

@@ -119,7 +119,8 @@ void check_size(const std::string& path, const NpyHeader& h, int64_t item) {
   uint64_t want = static_cast<uint64_t>(item);
   for (int64_t d : h.shape) {
     // Checked: a shape whose byte count passes 2^63 would wrap and could seem to fit the file.
-    if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want) || want > (uint64_t{1} << 62)) {
+    if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want) ||
+        want > (uint64_t{1} << 62)) {
       std::string dims;
       for (int64_t e : h.shape) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
       bad(path, "npy shape " + dims + " is larger than any file (its byte count overflows)");
@@ -148,7 +149,9 @@ class NpyReader : public PixelReader {
       while (left > 0) {
         const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(left), static_cast<off_t>(at));
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) bad(path_, got < 0 ? std::string("read error: ") + std::strerror(errno) : "ends early");
+        if (got <= 0) {
+          bad(path_, got < 0 ? std::string("read error: ") + std::strerror(errno) : "ends early");
+        }
         dst += got;
         at += static_cast<uint64_t>(got);
         left -= got;
@@ -165,8 +168,9 @@ class NpyReader : public PixelReader {
       uint32_t bits;
       std::memcpy(&bits, bytes + k, 4);  // little-endian float32 (checked with the header)
       if (((bits >> 23) & 0xffu) == 0xffu) {
-        bad(path_, "sample " + std::to_string(row) + " holds " + ((bits & 0x7fffffu) ? "NaN" : "an infinity") +
-                       " at value " + std::to_string(k / 4) + " (non-finite inputs are refused)");
+        bad(path_, "sample " + std::to_string(row) + " holds " +
+                       ((bits & 0x7fffffu) ? "NaN" : "an infinity") + " at value " +
+                       std::to_string(k / 4) + " (non-finite inputs are refused)");
       }
     }
   }
@@ -216,7 +220,9 @@ std::vector<int64_t> read_labels(const std::string& path) {
     uint64_t u = 0;
     for (int64_t b = size; b-- > 0;) u = (u << 8) | p[b];  // little-endian
     int64_t v = static_cast<int64_t>(u);
-    if (t[1] == 'i' && size < 8 && (u >> (size * 8 - 1)) & 1) v = static_cast<int64_t>(u) - (int64_t{1} << (size * 8));
+    if (t[1] == 'i' && size < 8 && (u >> (size * 8 - 1)) & 1) {
+      v = static_cast<int64_t>(u) - (int64_t{1} << (size * 8));
+    }
     const std::string problem = class_id_problem(v, static_cast<int64_t>(i));
     if (!problem.empty()) bad(path, problem);
     labels[i] = v;

@@ -17,8 +17,8 @@ std::string tsv_path(const std::string& path, const std::string& split) {
   }
   const std::string file = (std::filesystem::path(path) / (split + ".tsv")).string();
   if (!std::filesystem::exists(file)) {
-    throw std::runtime_error("tsv:" + path + " is a folder without " + split + ".tsv (for --split " +
-                             split + ")");
+    throw std::runtime_error("tsv:" + path + " is a folder without " + split +
+                             ".tsv (for --split " + split + ")");
   }
   return file;
 }
@@ -33,7 +33,9 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
   d.labels = std::move(tsv.labels);
   d.class_names = std::move(tsv.class_names);
   d.ids.resize(d.labels.size());
-  for (size_t i = 0; i < d.ids.size(); ++i) d.ids[i] = "line/" + std::to_string(tsv.line_numbers[i]);
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    d.ids[i] = "line/" + std::to_string(tsv.line_numbers[i]);
+  }
   return out;
 }
 

@@ -167,7 +167,8 @@ bool is_header_line(const std::string& line) {
   static const char kHeader[] = "label\ttext";
   if (line.size() != sizeof(kHeader) - 1) return false;
   for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] - 'A' + 'a') : line[i];
+    const char c =
+        line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] - 'A' + 'a') : line[i];
     if (c != kHeader[i]) return false;
   }
   return true;

@@ -169,7 +169,8 @@ void Server::watch() {
   std::vector<int64_t> last(world, -2);
   std::vector<std::chrono::steady_clock::time_point> seen(world, std::chrono::steady_clock::now());
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!watch_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return watch_stop_; })) {
+  while (
+      !watch_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return watch_stop_; })) {
     lock.unlock();
     std::vector<int64_t> beats;
     try {

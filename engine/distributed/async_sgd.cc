@@ -54,7 +54,8 @@ AsyncReport train_async(DistContext& context, Trainer& trainer, BatchSource& tra
   // Chunks of at most kChunkBatches, and at least 4 per worker and epoch, so that a slow
   // worker's last chunks are a small part of an epoch; a multiple of PUSH.
   const int64_t batches_per_epoch = (sampler.size() + h.batch - 1) / h.batch;
-  const int64_t wanted = std::clamp<int64_t>(batches_per_epoch / (4 * context.world()), 1, kChunkBatches);
+  const int64_t wanted =
+      std::clamp<int64_t>(batches_per_epoch / (4 * context.world()), 1, kChunkBatches);
   const int64_t push = o.sync.push_every;
   const int64_t chunk_batches = (wanted + push - 1) / push * push;
 

@@ -23,9 +23,10 @@
 // the push's bytes when it pushes, then a reply header and, when it fetches, the shard's
 // parameters: fp32, or under --grad-compression fp16|topk what the worker's copy lacks, encoded
 // the push's way (FetchEncoder in param_server.h; a server's own rank's worker reads the shard
-// itself). A worker's goodbye carries its totals to rank 0 (steps, samples, bytes over links). A worker that dies resets its connections: the server thread serving it ends,
-// and rank 0 deals the chunks it held to the others, so each epoch still trains every sample
-// once. A server that dies ends every worker's job with one line naming its rank.
+// itself). A worker's goodbye carries its totals to rank 0 (steps, samples, bytes over links). A
+// worker that dies resets its connections: the server thread serving it ends, and rank 0 deals the
+// chunks it held to the others, so each epoch still trains every sample once. A server that dies
+// ends every worker's job with one line naming its rank.
 #pragma once
 
 #include <cstdint>

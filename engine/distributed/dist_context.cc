@@ -456,8 +456,8 @@ void DistContext::open_store(const MasterAddress& address) {
     store_ = make_tcp_store(address.host, address.port, server, resolved.text, resolved.family,
                             timeout);
   } catch (const NotAStoreError& e) {
-    throw std::runtime_error("the service at " + options_.master + " is not a recycle job's store (" +
-                             e.what() + ")");
+    throw std::runtime_error("the service at " + options_.master +
+                             " is not a recycle job's store (" + e.what() + ")");
   } catch (const std::exception& e) {
     const std::string what = first_line(e.what());
     if (server && what.find("ddress already in use") != std::string::npos) {

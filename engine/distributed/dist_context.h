@@ -35,9 +35,9 @@ class DistContext {
   // `must_agree` lists the options every rank must give alike (TrainOptions::flag_values; only
   // entries marked same_on_every_rank are compared; --world-size always is). Before any
   // collective: every rank presents the job's token (RECYCLE_JOB_TOKEN from the environment;
-  // required with a TCP --master, std::invalid_argument without one), rank 0 checks the tokens, that no rank
-  // joined twice and that the options agree, and every rank stops with the same one line when
-  // not. Throws std::invalid_argument for a bad rank, world size or master address,
+  // required with a TCP --master, std::invalid_argument without one), rank 0 checks the tokens,
+  // that no rank joined twice and that the options agree, and every rank stops with the same one
+  // line when not. Throws std::invalid_argument for a bad rank, world size or master address,
   // std::runtime_error with one line otherwise (a port in use, a host that does not resolve, a
   // --master that is no job's store, ranks that never came within the timeout, ...). Leaves no
   // thread behind when it throws. `gpu`: the job trains on a GPU, so the group sends CUDA

@@ -371,7 +371,8 @@ int launch_local_workers(const LaunchOptions& o, const std::vector<std::string>&
 
 std::string launcher_reported_failure(const std::string& master) {
   static const std::string kFile = "file:", kStore = "/store";
-  if (master.compare(0, kFile.size(), kFile) != 0 || master.size() <= kFile.size() + kStore.size() ||
+  if (master.compare(0, kFile.size(), kFile) != 0 ||
+      master.size() <= kFile.size() + kStore.size() ||
       master.compare(master.size() - kStore.size(), kStore.size(), kStore) != 0) {
     return "";
   }

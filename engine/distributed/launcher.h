@@ -7,9 +7,10 @@
 //
 // When an essential worker fails (non-zero exit or a signal) the launcher prints one line naming
 // its rank, leaves that line beside the store (launcher_reported_failure) for the others to
-// find, gives them --timeout seconds to notice and exit on their own, then kills what is left. Another worker's failure is one line, and the job goes on.
-// Only rank 0's stdout reaches the launcher's stdout; every worker's stderr does, each line
-// prefixed with "[rank R] " except rank 0's.
+// find, gives them --timeout seconds to notice and exit on their own, then kills what is left.
+// Another worker's failure is one line, and the job goes on. Only rank 0's stdout reaches the
+// launcher's stdout; every worker's stderr does, each line prefixed with "[rank R] " except rank
+// 0's.
 #pragma once
 
 #include <string>

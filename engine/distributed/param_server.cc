@@ -70,8 +70,8 @@ int64_t ParamShard::current_version() const {
 
 int64_t ParamShard::apply(const torch::Tensor& grad, int64_t steps) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const double lr =
-      scheduled_lr(hyper_, local_steps_ / world_, sync_steps_) * steps / static_cast<double>(world_);
+  const double lr = scheduled_lr(hyper_, local_steps_ / world_, sync_steps_) * steps /
+                    static_cast<double>(world_);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   param_.mutable_grad() = grad.to(torch::kFloat).reshape_as(param_);
   optimizer_->step();
@@ -164,7 +164,9 @@ torch::Tensor decode_shard(GradCompression compression, const ParamLayout& layou
                                                           : torch::empty({n}, torch::kFloat);
   switch (compression) {
     case GradCompression::kNone:
-      if (size != n * static_cast<int64_t>(sizeof(float))) bad_push(std::to_string(size) + " bytes");
+      if (size != n * static_cast<int64_t>(sizeof(float))) {
+        bad_push(std::to_string(size) + " bytes");
+      }
       std::memcpy(g.data_ptr<float>(), bytes, static_cast<size_t>(size));
       return g;
     case GradCompression::kFp16: {

@@ -7,9 +7,9 @@
 // demand, so a fast worker trains on more of an epoch than a slow one: nobody waits for a
 // straggler. A worker may hold a second chunk (to load it ahead) only while at least one
 // undealt chunk is left per worker: at the end of the job a chunk waits for nobody's current
-// one, and a slow worker ends with at most its current chunk. When a worker is lost, the chunks it took and did not finish go back to the head
-// of the queue, so every sample of every epoch is trained by somebody (none is skipped, none
-// is counted twice). Thread safe.
+// one, and a slow worker ends with at most its current chunk. When a worker is lost, the chunks it
+// took and did not finish go back to the head of the queue, so every sample of every epoch is
+// trained by somebody (none is skipped, none is counted twice). Thread safe.
 #pragma once
 
 #include <chrono>

@@ -43,7 +43,8 @@ struct OpenSplit {
 
   explicit OpenSplit(const ReaderOptions& o) {
     open_read_only(o, &store, &manifest);
-    const SplitInfo& info = require_split(*store, manifest, o.split, o.allow_partial, "allow_partial");
+    const SplitInfo& info =
+        require_split(*store, manifest, o.split, o.allow_partial, "allow_partial");
     complete = info.complete;
     store->read_split_index(o.split, info, &index).throw_if_error();
     manifest_json = manifest.to_json_string();
@@ -83,7 +84,9 @@ SplitReader::SplitReader(const ReaderOptions& options) : impl_(std::make_unique<
 SplitReader::~SplitReader() = default;
 
 int64_t SplitReader::size() const { return impl_->batches.size(); }
-std::vector<std::string> SplitReader::tensor_names() const { return names_of(impl_->open.manifest); }
+std::vector<std::string> SplitReader::tensor_names() const {
+  return names_of(impl_->open.manifest);
+}
 std::string SplitReader::manifest_json() const { return impl_->open.manifest_json; }
 const std::vector<int64_t>& SplitReader::labels() const { return impl_->labels; }
 bool SplitReader::complete() const { return impl_->open.complete; }
@@ -94,8 +97,8 @@ void SplitReader::read(const int64_t* positions, int64_t n, std::vector<at::Tens
   if (n < 0) throw InvalidArgument("a negative number of samples to read");
   for (int64_t i = 0; i < n; ++i) {
     if (positions[i] < 0 || positions[i] >= size) {
-      throw std::out_of_range("sample " + std::to_string(positions[i]) + " is outside the split's " +
-                              std::to_string(size) + " samples");
+      throw std::out_of_range("sample " + std::to_string(positions[i]) +
+                              " is outside the split's " + std::to_string(size) + " samples");
     }
   }
   Batch batch;  // fresh tensors: the caller keeps them
@@ -138,7 +141,9 @@ struct CacheLoader::Impl {
         throw InvalidArgument(std::string("pin_memory: ") + e.what());
       }
     }
-    if (o.prefetch > 0) ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch, cached.device());
+    if (o.prefetch > 0) {
+      ahead = std::make_unique<PrefetchedBatches>(cached, o.prefetch, cached.device());
+    }
   }
 
   static const LoaderOptions& checked(const LoaderOptions& o) {
@@ -177,7 +182,9 @@ int64_t CacheLoader::batches() const {
   const int64_t n = samples_per_rank(), b = impl_->o.batch_size;
   return impl_->o.drop_last ? n / b : (n + b - 1) / b;
 }
-std::vector<std::string> CacheLoader::tensor_names() const { return names_of(impl_->open.manifest); }
+std::vector<std::string> CacheLoader::tensor_names() const {
+  return names_of(impl_->open.manifest);
+}
 std::string CacheLoader::manifest_json() const { return impl_->open.manifest_json; }
 
 void CacheLoader::start_epoch(int64_t epoch) {

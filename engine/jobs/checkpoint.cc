@@ -100,7 +100,8 @@ int64_t load_checkpoint(const std::string& path, const std::string& job, const M
     const auto it = was.find(flag);
     const std::string before = it == was.end() ? "(not set)" : shown(it->second);
     if (before != shown(value)) {
-      diffs.push_back(flag + ": " + before + " in the checkpoint, " + shown(value) + " in this run");
+      diffs.push_back(flag + ": " + before + " in the checkpoint, " + shown(value) +
+                      " in this run");
     }
   }
   for (const std::string& d : head_differences(file.identity(), cache)) diffs.push_back(d);

@@ -122,7 +122,9 @@ std::vector<std::string> head_differences(const HeadIdentity& head, const Manife
 
 HeadFile::HeadFile(const std::string& path) : path_(path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw std::runtime_error("head file " + path + " does not exist");
+  if (!std::filesystem::exists(path, ec)) {
+    throw std::runtime_error("head file " + path + " does not exist");
+  }
   require_regular_file(path);
   try {
     verify_zip_checksums(path);
@@ -160,7 +162,8 @@ void HeadFile::load_into(BlockStack& head) {
   for (const torch::Tensor& p : head->parameters()) same = same && p.sizes().vec() == before[i++];
   for (const torch::Tensor& b : head->buffers()) same = same && b.sizes().vec() == before[i++];
   if (!same) {
-    throw std::runtime_error("head file " + path_ + " holds tensors of other shapes than a head of " +
+    throw std::runtime_error("head file " + path_ +
+                             " holds tensors of other shapes than a head of " +
                              identity_.identity.model + " after " + identity_.identity.split_at);
   }
 }

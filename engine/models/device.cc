@@ -36,8 +36,10 @@ c10::Device usable_device(const std::string& name, const std::string& option) {
     throw InvalidArgument(flag + ": expected cpu, cuda or cuda:N");
   }
   if (!libtorch_has_cuda()) {
-    throw InvalidArgument(flag + ": this program's LibTorch has no CUDA (Debian's LibTorch 1.13 is "
-                          "CPU-only; build recycle against pip's torch in a venv: docs/pytorch2.md)");
+    throw InvalidArgument(
+        flag +
+        ": this program's LibTorch has no CUDA (Debian's LibTorch 1.13 is "
+        "CPU-only; build recycle against pip's torch in a venv: docs/pytorch2.md)");
   }
   const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
   if (gpus == 0) {

@@ -38,15 +38,16 @@ const Entry& entry(const std::string& name) {
   for (const Entry& e : registry()) {
     if (e.info.name == name) return e;
   }
-  throw std::invalid_argument("unknown model '" + name + "' (known: " + join(encoder_names(), ", ") +
-                              ")");
+  throw std::invalid_argument("unknown model '" + name +
+                              "' (known: " + join(encoder_names(), ", ") + ")");
 }
 
 // Sets spec->file to its absolute path and spec->digest to the XXH3-128 of its bytes; throws
 // std::runtime_error when a digest was given and the file's differs.
 void resolve_file(const std::string& text, EncoderSpec* spec) {
   if (spec->file.empty()) {
-    throw std::invalid_argument("model spec '" + text + "' names no file (" + spec->name + ":FILE)");
+    throw std::invalid_argument("model spec '" + text + "' names no file (" + spec->name +
+                                ":FILE)");
   }
   // A device or FIFO would be read without end, and the whole file is read into memory here:
   // only regular files, of at most kMaxModelFileBytes.

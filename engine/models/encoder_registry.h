@@ -52,9 +52,9 @@ const EncoderInfo& encoder_info(const std::string& name);
 // result is canonical ("resnet18" -> "resnet18:width=16,in_channels=1") and round-trips.
 EncoderSpec resolve_encoder_spec(const std::string& text);
 
-// A randomly initialised encoder (or one loaded from the spec's file) with a classifier of `classes` outputs (initialisation drawn
-// from torch's global generator). model.spec is the canonical spec. Throws
-// std::invalid_argument for a bad spec or classes < 1.
+// A randomly initialised encoder (or one loaded from the spec's file) with a classifier of
+// `classes` outputs (initialisation drawn from torch's global generator). model.spec is the
+// canonical spec. Throws std::invalid_argument for a bad spec or classes < 1.
 BlockModel make_encoder(const std::string& spec, int64_t classes);
 
 }  // namespace recycle

@@ -59,9 +59,13 @@ EncoderSpec EncoderSpec::parse(const std::string& text) {
     }
     first = false;
     if (name == "xxh3") {
-      if (!spec.digest.empty()) throw std::invalid_argument("model spec '" + text + "': xxh3 is given twice");
+      if (!spec.digest.empty()) {
+        throw std::invalid_argument("model spec '" + text + "': xxh3 is given twice");
+      }
       spec.digest = item.substr(eq + 1);
-      if (spec.digest.empty()) throw std::invalid_argument("model spec '" + text + "': xxh3 is empty");
+      if (spec.digest.empty()) {
+        throw std::invalid_argument("model spec '" + text + "': xxh3 is empty");
+      }
       continue;
     }
     int64_t value = 0;
@@ -72,8 +76,12 @@ EncoderSpec EncoderSpec::parse(const std::string& text) {
     } catch (const std::exception&) {
       throw std::invalid_argument("model spec '" + text + "': '" + item + "' is not name=integer");
     }
-    if (name.empty()) throw std::invalid_argument("model spec '" + text + "': an option has no name");
-    if (spec.has(name)) throw std::invalid_argument("model spec '" + text + "': " + name + " is given twice");
+    if (name.empty()) {
+      throw std::invalid_argument("model spec '" + text + "': an option has no name");
+    }
+    if (spec.has(name)) {
+      throw std::invalid_argument("model spec '" + text + "': " + name + " is given twice");
+    }
     spec.options.emplace_back(name, value);
   }
   return spec;

@@ -25,8 +25,12 @@ void hash_tensor(ContentHasher& hasher, const std::string& name, const torch::Te
 
 std::string module_fingerprint(const nn::Module& module) {
   ContentHasher hasher;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) hash_tensor(hasher, p.key(), p.value());
-  for (const auto& b : module.named_buffers(/*recurse=*/true)) hash_tensor(hasher, b.key(), b.value());
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    hash_tensor(hasher, p.key(), p.value());
+  }
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) {
+    hash_tensor(hasher, b.key(), b.value());
+  }
   return hasher.digest().to_hex();
 }
 

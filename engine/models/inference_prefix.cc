@@ -92,15 +92,15 @@ struct FoldedConv {
     const auto& o = conv->options;
     const torch::ExpandingArray<2>& pad = *explicit_padding();
     padding.assign(pad->begin(), pad->end());
-    mkldnn_weight = at::mkldnn_reorder_conv2d_weight(conv->weight.contiguous().to_mkldnn(),
-                                                     padding, *o.stride(), *o.dilation(), o.groups());
+    mkldnn_weight = at::mkldnn_reorder_conv2d_weight(conv->weight.contiguous().to_mkldnn(), padding,
+                                                     *o.stride(), *o.dilation(), o.groups());
     mkldnn_bias = conv->bias.to_mkldnn();
   }
   torch::Tensor operator()(const torch::Tensor& x) {
     if (!mkldnn_weight.defined()) return conv->forward(x);
     const auto& o = conv->options;
-    return at::mkldnn_convolution(x, mkldnn_weight, mkldnn_bias, padding, *o.stride(), *o.dilation(),
-                                  o.groups());
+    return at::mkldnn_convolution(x, mkldnn_weight, mkldnn_bias, padding, *o.stride(),
+                                  *o.dilation(), o.groups());
   }
 };
 
@@ -173,7 +173,8 @@ bool fold_stem(const nn::Module& module, torch::MemoryFormat format, InferencePr
 
 }  // namespace
 
-InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks, PrefixLayout layout)
+InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
+                                 PrefixLayout layout)
     : layout_(layout) {
   if (prefix_blocks < 0 || prefix_blocks > model.num_blocks()) {
     throw std::invalid_argument("a prefix of " + std::to_string(prefix_blocks) +
@@ -196,7 +197,9 @@ InferencePrefix::InferencePrefix(const BlockModel& model, int64_t prefix_blocks,
   // oneDNN's layout is for the CPU and a prefix folded throughout; otherwise channels last.
   bool on_cpu = true;
   for (int64_t i = 0; i < prefix_blocks; ++i) {
-    for (const torch::Tensor& p : model.blocks[i].ptr()->parameters()) on_cpu = on_cpu && p.device().is_cpu();
+    for (const torch::Tensor& p : model.blocks[i].ptr()->parameters()) {
+      on_cpu = on_cpu && p.device().is_cpu();
+    }
   }
   const bool ready =
       std::all_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->mkldnn_ready(); });

@@ -38,8 +38,8 @@ AutocastScope::~AutocastScope() {
   if (!active_) return;
   compat::set_autocast_enabled(device_, was_enabled_);
   compat::set_autocast_dtype(device_, previous_dtype_);
-  // The bf16 or fp16 copies of the weights were made for this forward; the next one casts the updated
-  // weights again.
+  // The bf16 or fp16 copies of the weights were made for this forward; the next one casts the
+  // updated weights again.
   if (!was_enabled_) at::autocast::clear_cache();
 }
 

@@ -2,9 +2,9 @@
 // runs the convolutions, linear layers and matrix products of the forward in bfloat16 or
 // float16 (so their backward too), while the parameters (and in training their gradients, the
 // optimizer and the loss) stay fp32. A training step takes fp32 or bf16; a build's prefix any
-// of the three (PrefixRunner, engine/precompute/prefix_runner.h). On CPUs with bf16 instructions (AVX512_BF16, AMX) oneDNN's bf16
-// convolutions are faster than its fp32 ones; elsewhere oneDNN emulates them and they are
-// slower. No LibTorch operators here.
+// of the three (PrefixRunner, engine/precompute/prefix_runner.h). On CPUs with bf16 instructions
+// (AVX512_BF16, AMX) oneDNN's bf16 convolutions are faster than its fp32 ones; elsewhere oneDNN
+// emulates them and they are slower. No LibTorch operators here.
 #pragma once
 
 #include <c10/core/DeviceType.h>  // small: no LibTorch operators or modules
@@ -19,8 +19,8 @@ bool cpu_has_bf16_instructions();
 
 // While it lives, operations on `device` run under autocast to bf16 or fp16 as `precision`
 // says (nothing changes for kFp32). Throws InvalidArgument for fp16 on the CPU with LibTorch
-// 1.13, whose CPU autocast knows bf16 only. The thread's previous autocast state is restored when it
-// goes, and the casts of the weights it cached are dropped. Not for nesting with another
+// 1.13, whose CPU autocast knows bf16 only. The thread's previous autocast state is restored when
+// it goes, and the casts of the weights it cached are dropped. Not for nesting with another
 // autocast scope on the same thread.
 class AutocastScope {
  public:

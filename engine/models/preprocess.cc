@@ -45,8 +45,10 @@ torch::Tensor image_batch(const Dataset& data, const int64_t* indices, int64_t n
     }
     return t.reshape({1, channels, 1, 1}).to(raw.device());
   };
-  torch::Tensor x =
-      raw.to(torch::kFloat32).div_(255.0f).sub_(per_channel(data.norm_mean)).div_(per_channel(data.norm_std));
+  torch::Tensor x = raw.to(torch::kFloat32)
+                        .div_(255.0f)
+                        .sub_(per_channel(data.norm_mean))
+                        .div_(per_channel(data.norm_std));
   return x.to(device);
 }
 

@@ -15,8 +15,9 @@ constexpr float kPixelMean = 0.2860f;
 constexpr float kPixelStd = 0.3530f;
 std::string preprocess_spec();
 // The preprocessing of `data`'s images as a cache identity stores it: "float32 as stored" for
-// float pixels, preprocess_spec() for uint8 pixels read as stored (IDX, npy), else "files:" + data.transform (the canonical --transform spec)
-// followed, without a normalize op, by ";" and preprocess_spec().
+// float pixels, preprocess_spec() for uint8 pixels read as stored (IDX, npy), else "files:" +
+// data.transform (the canonical --transform spec) followed, without a normalize op, by ";" and
+// preprocess_spec().
 std::string preprocess_spec(const Dataset& data);
 
 // Samples `indices[0..n)` of an image dataset as a float32 tensor [n, C, H, W] on `device`:

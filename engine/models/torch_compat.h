@@ -40,7 +40,8 @@ inline bool autocast_enabled(c10::DeviceType device) {
 #if TORCH_VERSION_MAJOR >= 2
   return at::autocast::is_autocast_enabled(device);
 #else
-  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled()
+                                        : at::autocast::is_enabled();
 #endif
 }
 inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {

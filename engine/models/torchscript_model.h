@@ -47,8 +47,8 @@ BlockModel make_torchscript(const EncoderSpec& spec, int64_t classes);
 // is: its parameters and buffers are the head's, under their names in the file. A BlockStack
 // of one block, "script"; its forward_all passes a record's several tensors (a batch of each,
 // in the record layout's order) as the module's forward arguments. *digest: the XXH3-128 of
-// the file's bytes (what the ranks of a job compare). Throws std::invalid_argument for a file that is missing, not a regular file, not a
-// TorchScript module or without parameters.
+// the file's bytes (what the ranks of a job compare). Throws std::invalid_argument for a file that
+// is missing, not a regular file, not a TorchScript module or without parameters.
 BlockStack load_script_head(const std::string& file, std::string* digest);
 
 // Writes the TorchScript module behind a head that load_script_head made, with its parameters

@@ -104,11 +104,12 @@ EncoderInfo transformer_info() {
   EncoderInfo info;
   info.name = "transformer";
   info.input = EncoderInput::kText;
-  info.options = {{"d_model", 64, 8, 1024, "width of the hidden states"},
-                  {"layers", 4, 1, 48, "transformer layers (the blocks)"},
-                  {"heads", 4, 1, 64, "attention heads (must divide d_model)"},
-                  {"ff", 256, 8, 8192, "width of each layer's feed-forward part"},
-                  {"max_tokens", 128, 1, 8192, "tokens (bytes) kept per text; longer texts are cut"}};
+  info.options = {
+      {"d_model", 64, 8, 1024, "width of the hidden states"},
+      {"layers", 4, 1, 48, "transformer layers (the blocks)"},
+      {"heads", 4, 1, 64, "attention heads (must divide d_model)"},
+      {"ff", 256, 8, 8192, "width of each layer's feed-forward part"},
+      {"max_tokens", 128, 1, 8192, "tokens (bytes) kept per text; longer texts are cut"}};
   info.help = "pre-norm transformer over UTF-8 bytes, mask-aware mean pooling";
   return info;
 }
@@ -164,7 +165,8 @@ torch::Tensor masked_self_attention(const torch::Tensor& x, const torch::Tensor&
   } else {
     scores = torch::bmm(qkv[0] * scale, keys);
   }
-  const torch::Tensor attended = torch::bmm(torch::softmax(scores, -1), qkv[2]);  // [N*heads, L, hd]
+  const torch::Tensor attended =
+      torch::bmm(torch::softmax(scores, -1), qkv[2]);  // [N*heads, L, hd]
   const torch::Tensor joined =
       attended.view({n, heads, length, head_dim}).transpose(1, 2).reshape({n, length, d});
   return torch::linear(joined, out_weight, out_bias);

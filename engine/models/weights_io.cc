@@ -67,7 +67,9 @@ BlockModel load_block_model(const std::string& path) {
                              e.what());
   }
   if (archive.try_read("recycle.class_names", names_value)) {
-    for (const c10::IValue& n : names_value.toListRef()) model.class_names.push_back(n.toStringRef());
+    for (const c10::IValue& n : names_value.toListRef()) {
+      model.class_names.push_back(n.toStringRef());
+    }
   }
   try {
     model.as_stack()->load(archive);

@@ -41,7 +41,9 @@ void verify_zip_checksums(const std::string& path) {
   const uint32_t entries = u16(b, eocd + 10);
   const uint32_t dir_size = u32(b, eocd + 12), dir_offset = u32(b, eocd + 16);
   if (entries == 0xFFFF || dir_offset == 0xFFFFFFFF) return;  // zip64: not checked
-  if (static_cast<uint64_t>(dir_offset) + dir_size > eocd) throw broken("zip directory out of range");
+  if (static_cast<uint64_t>(dir_offset) + dir_size > eocd) {
+    throw broken("zip directory out of range");
+  }
   size_t at = dir_offset;
   for (uint32_t i = 0; i < entries; ++i) {
     if (at + 46 > eocd || u32(b, at) != kCentralEntry) throw broken("bad zip directory entry");
@@ -56,7 +58,8 @@ void verify_zip_checksums(const std::string& path) {
     if (static_cast<uint64_t>(local) + 30 > b.size() || u32(b, local) != kLocalHeader) {
       throw broken("entry " + name + " has no local header");
     }
-    const uint64_t data = static_cast<uint64_t>(local) + 30 + u16(b, local + 26) + u16(b, local + 28);
+    const uint64_t data =
+        static_cast<uint64_t>(local) + 30 + u16(b, local + 26) + u16(b, local + 28);
     if (data + size > b.size()) throw broken("entry " + name + " runs past the end of the file");
     const uLong got = crc32(crc32(0L, Z_NULL, 0),
                             reinterpret_cast<const Bytef*>(b.data() + data), size);

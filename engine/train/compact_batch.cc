@@ -35,7 +35,8 @@ CompactTensor make_compact(Codec codec, const std::vector<int64_t>& shape, int64
   c.codes = torch::empty(full, torch::dtype(code_dtype(codec)).pinned_memory(pinned));
   if (codec == Codec::kInt8) {
     const int64_t channels = static_cast<int64_t>(channels_of(shape));
-    c.scale_offset = torch::empty({n, channels, 2}, torch::dtype(torch::kFloat32).pinned_memory(pinned));
+    c.scale_offset =
+        torch::empty({n, channels, 2}, torch::dtype(torch::kFloat32).pinned_memory(pinned));
   }
   return c;
 }

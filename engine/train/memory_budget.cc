@@ -40,10 +40,10 @@ MemoryPlan plan_memory(int64_t budget_bytes, const MemoryNeeds& needs) {
   p.index_bytes = needs.index_bytes;
   p.block_cache_bytes = budget_bytes - p.queue_bytes - p.preload_bytes - p.index_bytes;
   if (p.block_cache_bytes < kMinBlockCacheBytes) {
-    std::string what = mb(p.queue_bytes) + " for " +
-                       (eval_larger ? "the evaluation's batch of " + std::to_string(needs.eval_batch)
-                                    : std::to_string(held) + " batches of " +
-                                          std::to_string(needs.batch));
+    std::string what =
+        mb(p.queue_bytes) + " for " +
+        (eval_larger ? "the evaluation's batch of " + std::to_string(needs.eval_batch)
+                     : std::to_string(held) + " batches of " + std::to_string(needs.batch));
     if (needs.preload_samples > 0) {
       what += ", " + mb(p.preload_bytes) + " for the " + std::to_string(needs.preload_samples) +
               " preloaded samples";

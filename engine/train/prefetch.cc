@@ -123,7 +123,9 @@ void PrefetchedBatches::cancel(std::unique_lock<std::mutex>& lock) {
   planned_ = false;
   failed_ = false;
   for (Slot& s : ready_) {
-    if (!s.error && static_cast<int64_t>(free_.size()) <= depth_) free_.push_back(std::move(s.batch));
+    if (!s.error && static_cast<int64_t>(free_.size()) <= depth_) {
+      free_.push_back(std::move(s.batch));
+    }
   }
   ready_.clear();
   cv_.wait(lock, [&] { return !busy_; });

@@ -8,8 +8,9 @@
 // again (the inner source reuses a Batch's tensors when nothing else refers to them), so an
 // epoch allocates no new batch memory once it runs. Planning the plan under way again before
 // any of its batches was taken keeps what was loaded ahead: Trainer::fit plans the next
-// epoch during the last step of an epoch, so its first batches load behind that step. A load that does not follow the plan
-// (other indices, another size, no plan) cancels it and is served on the calling thread.
+// epoch during the last step of an epoch, so its first batches load behind that step. A load that
+// does not follow the plan (other indices, another size, no plan) cancels it and is served on the
+// calling thread.
 //
 // Errors: an exception the inner source throws on the background thread (a missing or corrupt
 // record) is thrown again, the same object, by the load() that asks for that batch; loading

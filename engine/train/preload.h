@@ -61,8 +61,12 @@ class AlternatingBatches final : public BatchSource {
     current_ = phase == 1 || phase == 2 ? &second_ : &first_;
     selected_.push_back(current_ == &second_);
   }
-  void load(const int64_t* indices, int64_t n, Batch* out) override { current_->load(indices, n, out); }
-  void plan(const std::vector<int64_t>& order, int64_t batch) override { current_->plan(order, batch); }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    current_->load(indices, n, out);
+  }
+  void plan(const std::vector<int64_t>& order, int64_t batch) override {
+    current_->plan(order, batch);
+  }
   std::string explain_non_finite(int64_t index) const override {
     return current_->explain_non_finite(index);
   }

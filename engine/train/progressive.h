@@ -38,8 +38,12 @@ class SwappableBatches final : public BatchSource {
  public:
   explicit SwappableBatches(BatchSource* inner) : inner_(inner) {}
   int64_t size() const override { return inner_->size(); }
-  void load(const int64_t* indices, int64_t n, Batch* out) override { inner_->load(indices, n, out); }
-  void plan(const std::vector<int64_t>& order, int64_t batch) override { inner_->plan(order, batch); }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    inner_->load(indices, n, out);
+  }
+  void plan(const std::vector<int64_t>& order, int64_t batch) override {
+    inner_->plan(order, batch);
+  }
   std::string explain_non_finite(int64_t index) const override {
     return inner_->explain_non_finite(index);
   }

@@ -24,7 +24,9 @@ class TextFeatureBatches final : public BatchSource {
   explicit TextFeatureBatches(BatchSource& source) : source_(source) {}
   int64_t size() const override { return source_.size(); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
-  void plan(const std::vector<int64_t>& order, int64_t batch) override { source_.plan(order, batch); }
+  void plan(const std::vector<int64_t>& order, int64_t batch) override {
+    source_.plan(order, batch);
+  }
   std::string explain_non_finite(int64_t index) const override {
     return source_.explain_non_finite(index);
   }

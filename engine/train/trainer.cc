@@ -85,7 +85,9 @@ Trainer::Trainer(BlockStack module, const TrainHyper& hyper)
 
 Trainer::~Trainer() = default;
 
-void Trainer::add_epoch_start_hook(EpochHook hook) { epoch_start_hooks_.push_back(std::move(hook)); }
+void Trainer::add_epoch_start_hook(EpochHook hook) {
+  epoch_start_hooks_.push_back(std::move(hook));
+}
 void Trainer::add_epoch_end_hook(EpochHook hook) { epoch_end_hooks_.push_back(std::move(hook)); }
 void Trainer::add_after_backward_hook(StepHook hook) {
   after_backward_hooks_.push_back(std::move(hook));

@@ -151,7 +151,8 @@ void remove_orphaned_temporaries(const std::string& dir, const std::string& pref
   const pid_t self = ::getpid();
   while (const struct dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+    if (name.size() <= prefix.size() + suffix.size() ||
+        name.compare(0, prefix.size(), prefix) != 0 ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }

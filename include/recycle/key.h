@@ -33,7 +33,9 @@ struct Key {
 };
 
 struct KeyHash {
-  size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ULL)); }
+  size_t operator()(const Key& k) const noexcept {
+    return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ULL));
+  }
 };
 
 }  // namespace recycle

@@ -45,7 +45,8 @@ struct PredictReport {
   int64_t samples = 0;
   int64_t hits = 0;     // samples whose record was in the cache
   int64_t misses = 0;   // samples that ran the prefix
-  int64_t written_back = 0;  // records stored by --write-back (distinct keys; not the rows of --out)
+  int64_t written_back =
+      0;  // records stored by --write-back (distinct keys; not the rows of --out)
   int64_t correct = 0;
   double accuracy = -1;  // correct / samples; -1 when the data has no labels
   double seconds = 0;    // wall time of run_predict (loading the model and data included)

@@ -71,9 +71,10 @@ void expect_within_bound(const std::vector<float>& x, size_t channels) {
     const double want_scale = (static_cast<double>(hi) - lo) / 255.0;
     EXPECT_LE(scale, static_cast<float>(want_scale)) << c;
     EXPECT_GE(scale, want_scale * (1 - 1e-5) - std::numeric_limits<float>::denorm_min()) << c;
-    const double slack = std::numeric_limits<float>::epsilon() *
-                             (std::max(std::fabs(lo), std::fabs(hi)) + (static_cast<double>(hi) - lo)) +
-                         std::numeric_limits<float>::denorm_min();  // subnormal products
+    const double slack =
+        std::numeric_limits<float>::epsilon() *
+            (std::max(std::fabs(lo), std::fabs(hi)) + (static_cast<double>(hi) - lo)) +
+        std::numeric_limits<float>::denorm_min();  // subnormal products
     for (size_t i = c * per; i < (c + 1) * per; ++i) {
       ASSERT_TRUE(std::isfinite(y[i])) << i;
       ASSERT_LE(std::fabs(static_cast<double>(y[i]) - x[i]), scale / 2.0 + slack)

@@ -489,7 +489,8 @@ TEST(Record, BadHeadersWithValidChecksumAreCorruption) {
   EXPECT_TRUE(contains(corruption_of(with(8, 2)), "dtype"));
   EXPECT_TRUE(contains(corruption_of(with(9, 0)), "codec"));
   EXPECT_TRUE(contains(corruption_of(with(9, 5)), "codec"));
-  EXPECT_TRUE(contains(corruption_of(with(9, 4)), "is 10 bytes, header says 24"));  // int8: 2 + 2 x 8
+  EXPECT_TRUE(
+      contains(corruption_of(with(9, 4)), "is 10 bytes, header says 24"));  // int8: 2 + 2 x 8
   EXPECT_TRUE(contains(corruption_of(with(10, 9)), "rank"));
   EXPECT_TRUE(contains(corruption_of(with(12, 0)), "bad dimension"));
   EXPECT_TRUE(contains(corruption_of(with(27, 0x80)), "bad dimension"));             // 2^31 + 3

@@ -41,13 +41,16 @@ Key key_of(uint64_t i) { return {i * 0x9E3779B97F4A7C15ULL, ~i}; }
 
 std::vector<float> values_of(uint64_t i) {
   std::vector<float> v(kValues);
-  for (int64_t j = 0; j < kValues; ++j) v[j] = std::sin(0.37f * static_cast<float>(i * kValues + j));
+  for (int64_t j = 0; j < kValues; ++j) {
+    v[j] = std::sin(0.37f * static_cast<float>(i * kValues + j));
+  }
   return v;
 }
 
 std::string record_of(Codec codec, uint64_t i) {
   const std::vector<float> v = values_of(i);
-  return recycle::encode_record(codec, {recycle::FloatArrayRef{v.data(), {kChannels, kSide, kSide}}});
+  return recycle::encode_record(codec,
+                                {recycle::FloatArrayRef{v.data(), {kChannels, kSide, kSide}}});
 }
 
 // The record's checksum made right again after its bytes were changed.

@@ -31,7 +31,8 @@ TEST(Augment, SpecsParseToCanonicalFormsAndBadOnesAreRefused) {
   EXPECT_EQ(Augment::parse("crop=4,hflip").spec(), "crop=4,hflip");  // order kept: it matters
   EXPECT_EQ(Augment::parse("resized-crop=0.50,rotate=10.0,jitter=.2").spec(),
             "resized-crop=0.5,rotate=10,jitter=0.2");
-  const std::string canonical = Augment::parse("hflip,crop=2,resized-crop=0.3,rotate=15,jitter=1").spec();
+  const std::string canonical =
+      Augment::parse("hflip,crop=2,resized-crop=0.3,rotate=15,jitter=1").spec();
   EXPECT_EQ(Augment::parse(canonical).spec(), canonical);
   for (const char* bad : {"flip", "hflip=1", "crop", "crop=0", "crop=2.5", "crop=65",
                           "resized-crop=1", "resized-crop=0", "rotate=0", "rotate=181",
@@ -91,7 +92,8 @@ TEST(Augment, CropShiftsTheImageByAtMostItsPaddingAndFillsWithZeros) {
         for (int64_t y = 0; y < h && ok; ++y) {
           for (int64_t c = 0; c < w && ok; ++c) {
             const int64_t sy = y + dy, sx = c + dx;
-            const uint8_t want = (sy < 0 || sy >= h || sx < 0 || sx >= w) ? 0 : original[sy * w + sx];
+            const uint8_t want =
+                (sy < 0 || sy >= h || sx < 0 || sx >= w) ? 0 : original[sy * w + sx];
             ok = x[y * w + c] == want;
           }
         }
@@ -116,7 +118,8 @@ TEST(Augment, CropLargerThanHalfTheImageIsRefused) {
     a.check_image(27, 40);
     FAIL() << "crop=14 on 27x40 accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("crop=14 is too large for images of 27x40"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("crop=14 is too large for images of 27x40"),
+              std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("at most 13"), std::string::npos) << e.what();
   }

@@ -30,7 +30,9 @@ inline std::string png_bytes(uint32_t w, uint32_t h, uint8_t color_type, uint8_t
   size_t size = 0;
   void* buf = err == 0 ? spng_get_png_buffer(enc, &size, &err) : nullptr;
   spng_ctx_free(enc);
-  if (err != 0 || buf == nullptr) throw std::runtime_error(std::string("spng: ") + spng_strerror(err));
+  if (err != 0 || buf == nullptr) {
+    throw std::runtime_error(std::string("spng: ") + spng_strerror(err));
+  }
   std::string out(static_cast<const char*>(buf), size);
   std::free(buf);
   return out;

@@ -51,7 +51,8 @@ std::string make_folder(const TempDir& dir, const std::string& name, int per_cla
   for (const char* cls : {"b", "a", "c"}) {
     fs::create_directories(root / cls);
     for (int k = 0; k < per_class; ++k) {
-      write_gray_png((root / cls / (std::to_string(k) + ".png")).string(), 6, 5, pattern(30, seed++));
+      write_gray_png((root / cls / (std::to_string(k) + ".png")).string(), 6, 5,
+                     pattern(30, seed++));
     }
   }
   return root.string();

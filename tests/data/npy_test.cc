@@ -85,7 +85,8 @@ TEST(Npy, NonFiniteInputsAreRefusedNamingTheSample) {
     write_file(dir.file("train_x.npy"), npy_bytes("<f4", {3, 1, 1, 3}, x.data(), x.size() * 4));
     write_file(dir.file("train_y.npy"), npy_bytes("|u1", {3}, y.data(), 3));
     const std::string e = error_of([&] { load_dataset(npy_options(dir)); });
-    EXPECT_NE(e.find("train_x.npy: sample 1 holds " + what + " at value 2"), std::string::npos) << e;
+    EXPECT_NE(e.find("train_x.npy: sample 1 holds " + what + " at value 2"), std::string::npos)
+        << e;
     // Streamed (recycle-build's way): the same refusal when the row is read.
     StreamedImages images;
     const Dataset lean = load_dataset(npy_options(dir), &images);
@@ -119,10 +120,13 @@ TEST(Npy, BadFilesAreNamed) {
   e = error_of([&] { load_dataset(npy_options(dir, "val")); });
   EXPECT_NE(e.find("val_x.npy: cannot read"), std::string::npos) << e;
   // A byte count past 64 bits (2^32 x 2^32 x 2^4 x 1 here wraps to 0): named, not wrapped.
-  write_file(dir.file("train_x.npy"), npy_bytes("|u1", {4294967296, 1, 4294967296, 16}, x.data(), 0));
+  write_file(dir.file("train_x.npy"),
+             npy_bytes("|u1", {4294967296, 1, 4294967296, 16}, x.data(), 0));
   e = error_of([&] { load_dataset(npy_options(dir)); });
-  EXPECT_NE(e.find("train_x.npy: npy shape 4294967296 x 1 x 4294967296 x 16 is larger than any file"),
-            std::string::npos) << e;
+  EXPECT_NE(
+      e.find("train_x.npy: npy shape 4294967296 x 1 x 4294967296 x 16 is larger than any file"),
+      std::string::npos)
+      << e;
   const std::vector<int8_t> neg = {0, -1};
   write_file(dir.file("train_x.npy"), npy_bytes("|u1", {2, 1, 2, 2}, x.data(), 8));
   write_file(dir.file("train_y.npy"), npy_bytes("|i1", {2}, neg.data(), 2));

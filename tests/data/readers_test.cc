@@ -405,7 +405,9 @@ TEST(Dataset, AdoptClassNamesMapsLabelsByName) {
   EXPECT_EQ(d.class_names, (std::vector<std::string>{"ant", "bee", "cat"}));
   d.class_names = {"ant", "dog"};
   d.labels = {0, 1};
-  EXPECT_EQ(error_of([&] { recycle::adopt_class_names(&d, {"ant", "bee"}, "test", "split train"); }),
+  EXPECT_EQ(error_of([&] {
+              recycle::adopt_class_names(&d, {"ant", "bee"}, "test", "split train");
+            }),
             "split test holds class 'dog' that split train does not (classes come from the "
             "training split and --classes: another split may hold fewer, not others)");
 }
@@ -629,7 +631,9 @@ TEST(ImageStream, ReadsWhatLoadDatasetLoadsAfterClassesAndLimit) {
   const int n = 50;
   std::vector<uint8_t> pixels, labels;
   for (int i = 0; i < n; ++i) {
-    for (int q = 0; q < 28 * 28; ++q) pixels.push_back(static_cast<uint8_t>((i * 31 + q * 7) % 253));
+    for (int q = 0; q < 28 * 28; ++q) {
+      pixels.push_back(static_cast<uint8_t>((i * 31 + q * 7) % 253));
+    }
     labels.push_back(static_cast<uint8_t>((i * 3) % 10));
   }
   testing::write_idx(dir.file("train-images-idx3-ubyte.gz"), {n, 28, 28}, pixels);

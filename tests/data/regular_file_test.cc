@@ -39,11 +39,13 @@ TEST(RegularFile, RefusesWhatIsNotARegularFileNamingThePath) {
   const std::string fifo = dir.file("fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(error_of(fifo), fifo + ": is a FIFO, not a regular file");  // and does not block
-  EXPECT_EQ(error_of(dir.path().string()), dir.path().string() + ": is a directory, not a regular file");
+  EXPECT_EQ(error_of(dir.path().string()),
+            dir.path().string() + ": is a directory, not a regular file");
   EXPECT_EQ(error_of(dir.file("missing")),
             dir.file("missing") + " cannot be read: No such file or directory");
   write_file(dir.file("big"), std::string((2u << 20) + 1, 'x'));
-  EXPECT_EQ(error_of(dir.file("big"), 1u << 20), dir.file("big") + " is 2 MiB, more than the 1 MiB it may be");
+  EXPECT_EQ(error_of(dir.file("big"), 1u << 20),
+            dir.file("big") + " is 2 MiB, more than the 1 MiB it may be");
 }
 
 }  // namespace

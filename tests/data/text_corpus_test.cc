@@ -42,7 +42,8 @@ TEST(MailText, KeepsSubjectAndFromUnfoldedAndDropsOtherHeaders) {
   EXPECT_EQ(parts.subject, "Cheap pills now");
   EXPECT_EQ(parts.from, "Bob <bob@example.com>");
   EXPECT_EQ(parts.body, "Hello,\r\n\r\n  buy\tnow!\r\n");
-  EXPECT_EQ(mail_to_text(mail, 1000), "subject: Cheap pills now | from: Bob <bob@example.com> | Hello, buy now!");
+  EXPECT_EQ(mail_to_text(mail, 1000),
+            "subject: Cheap pills now | from: Bob <bob@example.com> | Hello, buy now!");
 }
 
 TEST(MailText, AMailWithoutBlankLineOrHeadersStillGivesALine) {
@@ -84,8 +85,10 @@ class SmallCorpus {
   SmallCorpus() {
     for (const SpamAssassinGroup& g : spam_assassin_groups()) {
       fs::create_directories(dir_.path() / "data" / g.name);
-      for (int id = 1; id <= 10; ++id) add(g.name, id, "Subject: " + g.label + " " + std::to_string(id) +
-                                                           "\nFrom: x\n\nbody of " + g.name);
+      for (int id = 1; id <= 10; ++id) {
+        add(g.name, id,
+            "Subject: " + g.label + " " + std::to_string(id) + "\nFrom: x\n\nbody of " + g.name);
+      }
     }
   }
   void add(const std::string& group, int id, const std::string& text) {
@@ -120,17 +123,20 @@ TEST(SpamAssassin, WritesBothTasksWithAFixedTestSplitInAMixedOrder) {
   EXPECT_EQ(counts[1].samples, 6);
   EXPECT_EQ(counts[2].samples, 16);
   EXPECT_EQ(counts[3].samples, 4);
-  EXPECT_EQ(counts[1].per_label,
-            (std::vector<std::pair<std::string, int64_t>>{{"easy-ham", 2}, {"hard-ham", 2}, {"spam", 2}}));
+  EXPECT_EQ(counts[1].per_label, (std::vector<std::pair<std::string, int64_t>>{
+                                     {"easy-ham", 2}, {"hard-ham", 2}, {"spam", 2}}));
   const TsvData test = read_tsv_file(corpus.out() + "/finetune/test.tsv");
   EXPECT_EQ(test.class_names, (std::vector<std::string>{"ham", "spam"}));
   for (const std::string& text : test.texts) {
-    EXPECT_TRUE(text.find(" 5 |") != std::string::npos || text.find(" 10 |") != std::string::npos) << text;
+    EXPECT_TRUE(text.find(" 5 |") != std::string::npos || text.find(" 10 |") != std::string::npos)
+        << text;
   }
   // The classes are mixed, not one block after another, and a rerun writes the same bytes.
   const TsvData train = read_tsv_file(corpus.out() + "/pretrain/train.tsv");
   int changes = 0;
-  for (size_t i = 1; i < train.labels.size(); ++i) changes += train.labels[i] != train.labels[i - 1];
+  for (size_t i = 1; i < train.labels.size(); ++i) {
+    changes += train.labels[i] != train.labels[i - 1];
+  }
   EXPECT_GT(changes, 2);
   const std::string before = read_file(corpus.out() + "/pretrain/train.tsv");
   write_spam_assassin_task(corpus.data(), corpus.out(), small_options());
@@ -153,9 +159,11 @@ TEST(SpamAssassin, RefusesABadCorpusAndKeepsTheFilesOfAnEarlierRun) {
   write_file(corpus.file("data/spam-2/00011.abc.json"), "{not json");
   EXPECT_NE(error().find("00011.abc.json: not JSON"), std::string::npos) << error();
   corpus.add("spam-2", 11, "ok");
-  write_file(corpus.file("data/spam-2/00012.abc.json"), R"({"id":"00012","group":"spam-1","text":"x"})");
+  write_file(corpus.file("data/spam-2/00012.abc.json"),
+             R"({"id":"00012","group":"spam-1","text":"x"})");
   EXPECT_NE(error().find("group 'spam-1' in folder spam-2"), std::string::npos) << error();
-  write_file(corpus.file("data/spam-2/00012.abc.json"), R"({"id":"12a","group":"spam-2","text":"x"})");
+  write_file(corpus.file("data/spam-2/00012.abc.json"),
+             R"({"id":"12a","group":"spam-2","text":"x"})");
   EXPECT_NE(error().find("id '12a' is not a decimal number"), std::string::npos) << error();
   write_file(corpus.file("data/spam-2/00012.abc.json"), R"({"id":"00012","group":"spam-2"})");
   EXPECT_NE(error().find("no string field 'text'"), std::string::npos) << error();
@@ -197,7 +205,8 @@ TEST(RecycleCorpus, RefusesACorpusOfOtherSizesWithOneLineAndWritesNothing) {
   SmallCorpus corpus;
   TempDir io;
   // The published sizes do not hold for this small corpus.
-  ToolRun r = run_tool(io, "recycle-corpus", "spam-assassin --corpus " + corpus.data() + " --out " + corpus.out());
+  ToolRun r = run_tool(io, "recycle-corpus",
+                       "spam-assassin --corpus " + corpus.data() + " --out " + corpus.out());
   EXPECT_EQ(r.code, 1) << describe(r);
   EXPECT_NE(r.err.find("10 messages, the corpus holds 2500"), std::string::npos) << describe(r);
   EXPECT_EQ(count_lines(r.err), 1) << describe(r);

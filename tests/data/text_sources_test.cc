@@ -94,15 +94,18 @@ TEST(Csv, MalformedFilesAreNamedByFileAndLine) {
     const std::string e = error_of([&] { load("csv:" + f, text_field); });
     EXPECT_NE(e.find(part), std::string::npos) << e;
   };
-  expect_error("label,text\n1,\"never\nends\n", f + ":2: a quoted field that starts here never ends");
+  expect_error("label,text\n1,\"never\nends\n",
+               f + ":2: a quoted field that starts here never ends");
   expect_error("label,text\n1,\"a\"b\n", f + ":2: text after a quoted field's closing quote");
   expect_error("label,text\n1,a\"b\n", f + ":2: a quote inside an unquoted field");
   expect_error("label,text\n1,a,extra\n", f + ":2: 3 fields, the header has 2");
-  expect_error("label,body\n1,a\n", f + ":1: no column 'text' (--text-field; the columns: label, body)");
+  expect_error("label,body\n1,a\n",
+               f + ":1: no column 'text' (--text-field; the columns: label, body)");
   expect_error("label,text\n1,\n", f + ":2: empty text");
   expect_error("", f + ": is empty");
   expect_error("label,text\n", f + ": has no samples");
-  expect_error("label,text,text\n1,a,b\n", f + ":1: the header names column 'text' twice (columns 2 and 3)");
+  expect_error("label,text,text\n1,a,b\n",
+               f + ":1: the header names column 'text' twice (columns 2 and 3)");
   expect_error("label,text\n1,a\nlabel,text\n0,b\n", f + ":3: repeats the header row");
 }
 

@@ -1,6 +1,6 @@
 // Runs a function as every rank of an in-process Gloo group: one thread per rank, each with its
-// own Gloo process group (make_gloo_group) over 127.0.0.1, all sharing one HashStore. For tests of what goes
-// over a process group without starting processes.
+// own Gloo process group (make_gloo_group) over 127.0.0.1, all sharing one HashStore. For tests of
+// what goes over a process group without starting processes.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -16,8 +16,8 @@
 namespace recycle::testing {
 
 // Calls body(rank, group) on `world` threads at once and rethrows the first exception.
-inline void run_gloo_group(int world,
-                           const std::function<void(int, c10::intrusive_ptr<c10d::ProcessGroup>)>& body) {
+inline void run_gloo_group(
+    int world, const std::function<void(int, c10::intrusive_ptr<c10d::ProcessGroup>)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;

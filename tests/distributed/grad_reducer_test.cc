@@ -42,7 +42,8 @@ TEST(GradReducer, BucketsInReverseOrderAndAveragesEveryRanksGradients) {
     torch::nn::Sequential model = small_model();
     torch::nn::Sequential reference = small_model();  // no hooks: the expected average
     // 64-byte buckets: the 4 parameters (30, 5, 15, 3 floats) make 4 buckets.
-    GradReducer reducer(model->parameters(), make_comm_hook(recycle::GradCompression::kNone, group), 64);
+    GradReducer reducer(model->parameters(), make_comm_hook(recycle::GradCompression::kNone, group),
+                        64);
     EXPECT_EQ(reducer.buckets(), 4);
     EXPECT_EQ(reducer.bucket_params().front(), std::vector<int64_t>{3});  // last layer's bias first
     for (int step = 0; step < 3; ++step) {

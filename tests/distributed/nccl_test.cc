@@ -41,7 +41,8 @@ TEST(GpuNccl, AGroupSendsCudaTensorsToNcclAndCpuTensorsToGloo) {
                              std::chrono::seconds(30));
   EXPECT_EQ(group->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
   EXPECT_EQ(group->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
-  std::vector<torch::Tensor> gpu = {torch::arange(6, torch::dtype(torch::kFloat32).device(torch::kCUDA))};
+  std::vector<torch::Tensor> gpu = {
+      torch::arange(6, torch::dtype(torch::kFloat32).device(torch::kCUDA))};
   group->allreduce(gpu)->wait();
   EXPECT_TRUE(torch::equal(gpu[0].cpu(), torch::arange(6, torch::kFloat32)));
   std::vector<torch::Tensor> cpu = {torch::ones({3})};

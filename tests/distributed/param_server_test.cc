@@ -18,7 +18,8 @@ TEST(ParamLayout, DealsBucketsRoundTheServersAndGatherScatterRoundTrip) {
   EXPECT_EQ(layout.shard_size(0), 6);
   EXPECT_EQ(layout.shard_size(1), 4);
   const torch::Tensor flat = torch::arange(10, torch::kFloat);
-  EXPECT_TRUE(torch::equal(layout.gather(flat, 0), torch::tensor({0, 1, 2, 6, 7, 8}, torch::kFloat)));
+  EXPECT_TRUE(
+      torch::equal(layout.gather(flat, 0), torch::tensor({0, 1, 2, 6, 7, 8}, torch::kFloat)));
   EXPECT_TRUE(torch::equal(layout.gather(flat, 1), torch::tensor({3, 4, 5, 9}, torch::kFloat)));
   torch::Tensor back = torch::zeros({10});
   layout.scatter(layout.gather(flat, 0), 0, back);
@@ -64,7 +65,8 @@ TEST(ParamShard, TwoWorkersPushesMatchOneSynchronousStepOfTheirAverage) {
   // Plain SGD: pushes of g1 and g2 by two workers (1 step each) equal one step of their mean
   // at the full learning rate, which is what allreduce does.
   ParamShard shard(torch::zeros({3}), plain_sgd(0.5), 2, 10, 1);
-  const torch::Tensor g1 = torch::tensor({1.0f, 0.0f, 2.0f}), g2 = torch::tensor({3.0f, 1.0f, 0.0f});
+  const torch::Tensor g1 = torch::tensor({1.0f, 0.0f, 2.0f}),
+                      g2 = torch::tensor({3.0f, 1.0f, 0.0f});
   shard.apply(g1, 1);
   shard.apply(g2, 1);
   EXPECT_TRUE(torch::allclose(shard.snapshot(nullptr), -0.5 * (g1 + g2) / 2));
@@ -76,15 +78,15 @@ TEST(PushEncoder, Fp32AndFp16PushesDecodeToTheGradient) {
   PushEncoder fp32(GradCompression::kNone, layout, 1);
   std::vector<uint8_t> bytes = fp32.encode(grad);
   EXPECT_EQ(bytes.size(), static_cast<size_t>(grad.numel()) * 4);
-  EXPECT_TRUE(torch::equal(
-      decode_shard(GradCompression::kNone, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
-      grad));
+  EXPECT_TRUE(torch::equal(decode_shard(GradCompression::kNone, layout, 1, bytes.data(),
+                                        static_cast<int64_t>(bytes.size())),
+                           grad));
   PushEncoder fp16(GradCompression::kFp16, layout, 1);
   bytes = fp16.encode(grad);
   EXPECT_EQ(bytes.size(), static_cast<size_t>(grad.numel()) * 2);
-  EXPECT_TRUE(torch::allclose(
-      decode_shard(GradCompression::kFp16, layout, 1, bytes.data(), static_cast<int64_t>(bytes.size())),
-      grad, 1e-3, 1e-3));
+  EXPECT_TRUE(torch::allclose(decode_shard(GradCompression::kFp16, layout, 1, bytes.data(),
+                                           static_cast<int64_t>(bytes.size())),
+                              grad, 1e-3, 1e-3));
   // A push of another size is refused, not read past its end.
   EXPECT_THROW(decode_shard(GradCompression::kFp16, layout, 0, bytes.data(),
                            static_cast<int64_t>(bytes.size())),
@@ -140,7 +142,8 @@ FetchTrace trace_fetches(GradCompression compression) {
     if (i < kMoves) shard -= 0.01 * torch::randn_like(shard);  // a push
     const std::vector<uint8_t> bytes = fetches.encode(shard);
     if (i < kMoves) bytes_total += static_cast<int64_t>(bytes.size());
-    apply_fetch(compression, layout, server, bytes.data(), static_cast<int64_t>(bytes.size()), copy);
+    apply_fetch(compression, layout, server, bytes.data(), static_cast<int64_t>(bytes.size()),
+                copy);
     const double error = ((copy - shard).norm() / (shard - start).norm()).item<double>();
     if (i < kMoves) t.worst_error = std::max(t.worst_error, error);
     t.final_error = error;

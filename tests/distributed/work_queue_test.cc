@@ -106,7 +106,8 @@ TEST(WorkQueue, RandomLossesNeverSkipOrRepeatASample) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 50; ++trial) {
     const int64_t n = 1 + static_cast<int64_t>(rng() % 40), epochs = 1 + rng() % 3;
-    WorkQueue q(n, static_cast<int64_t>(epochs), 1 + static_cast<int64_t>(rng() % 7), /*workers=*/4);
+    WorkQueue q(n, static_cast<int64_t>(epochs), 1 + static_cast<int64_t>(rng() % 7),
+                /*workers=*/4);
     std::map<int, std::vector<Chunk>> held;
     std::set<int> alive = {0, 1, 2, 3};
     while (!q.finished()) {

@@ -33,8 +33,10 @@ TEST(AsyncSgd, TwoWorkersTrainTheHeadAsWellAsAllreduce) {
   TempDir dir;
   const std::string cache = dir.file("cache");
   build_cache(dir, cache, 600);
-  const std::string common = "--cache " + cache + " --epochs 3 --batch 20 --seed 2 --nproc 2 --json ";
-  const ToolRun sync = run_tool(dir, "recycle-train", common + "--sync allreduce --eval-every-epoch");
+  const std::string common =
+      "--cache " + cache + " --epochs 3 --batch 20 --seed 2 --nproc 2 --json ";
+  const ToolRun sync =
+      run_tool(dir, "recycle-train", common + "--sync allreduce --eval-every-epoch");
   ASSERT_EQ(sync.code, 0) << describe(sync);
   ASSERT_EQ(sync.last["epoch_test_acc"].size(), 3u) << sync.last.dump();
   EXPECT_EQ(sync.last["epoch_test_acc"][2], sync.last["test_acc"]);
@@ -126,7 +128,9 @@ class AsyncJob {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
       const std::string store = job_store(tmp_);
-      if (!store.empty() && heartbeat_step(store, rank) >= steps) return worker_of_rank(launcher_, rank);
+      if (!store.empty() && heartbeat_step(store, rank) >= steps) {
+        return worker_of_rank(launcher_, rank);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return -1;
@@ -174,7 +178,9 @@ void expect_survived_losing_rank2(AsyncJob& job, int code) {
   for (int64_t n : samples) EXPECT_EQ(n, 400) << report.dump();
   EXPECT_GT(report["test_acc"].get<double>(), 0.85) << report.dump();
   bool noted = false;
-  for (const auto& note : report["notes"]) noted |= note.get<std::string>().find("lost worker rank 2") == 0;
+  for (const auto& note : report["notes"]) {
+    noted |= note.get<std::string>().find("lost worker rank 2") == 0;
+  }
   EXPECT_TRUE(noted) << report.dump();
 }
 
@@ -268,7 +274,9 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
   // Evaluated as each epoch completed (the servers' parameters then), the last at the end.
   ASSERT_EQ(r.last["epoch_test_acc"].size(), 3u) << r.last.dump();
   EXPECT_EQ(r.last["epoch_test_acc"][2], r.last["test_acc"]);
-  for (const auto& acc : r.last["epoch_test_acc"]) EXPECT_GT(acc.get<double>(), 0.3) << r.last.dump();
+  for (const auto& acc : r.last["epoch_test_acc"]) {
+    EXPECT_GT(acc.get<double>(), 0.3) << r.last.dump();
+  }
   EXPECT_EQ(r.last["sync"], "async:2:8");
   EXPECT_EQ(a["servers"], 2);
   EXPECT_EQ(a["max_staleness"], 0);
@@ -291,12 +299,16 @@ TEST(AsyncSgd, ShardedServersWithTopkPushesAndBoundedStalenessTrain) {
 TEST(AsyncSgd, BadAsyncFlagsAreUsageErrors) {
   TempDir dir;
   for (const std::string& args :
-       {std::string("--cache x --nproc 2 --sync async:0"), std::string("--cache x --nproc 2 --sync async:1:x"),
-        std::string("--cache x --nproc 2 --servers 2"), std::string("--cache x --nproc 2 --max-staleness 3"),
-        std::string("--cache x --sync async"), std::string("--cache x --nproc 2 --sync async --servers 3"),
+       {std::string("--cache x --nproc 2 --sync async:0"),
+        std::string("--cache x --nproc 2 --sync async:1:x"),
+        std::string("--cache x --nproc 2 --servers 2"),
+        std::string("--cache x --nproc 2 --max-staleness 3"), std::string("--cache x --sync async"),
+        std::string("--cache x --nproc 2 --sync async --servers 3"),
         std::string("--cache x --nproc 2 --sync async --max-staleness -2"),
-        std::string("--cache x --nproc 2 --throttle 2:10"), std::string("--cache x --nproc 2 --throttle 1"),
-        std::string("--data fashion-mnist --nproc 2 --sync async --freeze linear:0.25:0.75 --levels lv"),
+        std::string("--cache x --nproc 2 --throttle 2:10"),
+        std::string("--cache x --nproc 2 --throttle 1"),
+        std::string(
+            "--data fashion-mnist --nproc 2 --sync async --freeze linear:0.25:0.75 --levels lv"),
         std::string("--cache x --nproc 2 --sync average:2 --grad-compression topk")}) {
     const ToolRun r = run_tool(dir, "recycle-train", args);
     EXPECT_EQ(r.code, 2) << args << "\n" << describe(r);

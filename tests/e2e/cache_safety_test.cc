@@ -35,7 +35,8 @@ ToolRun run(const TempDir& dir, const std::string& tool, const std::string& args
 }
 
 // A small cache of the test split (width-4 model, so it is quick).
-std::string small_build(const std::string& cache, int limit = 100, const std::string& split = "test") {
+std::string small_build(const std::string& cache, int limit = 100,
+                        const std::string& split = "test") {
   return "--data fashion-mnist --split " + split + " --limit " + std::to_string(limit) +
          " --width 4 --recycle 0.5 --cache " + cache;
 }
@@ -249,7 +250,8 @@ TEST(CacheSafety, SilentSurprisesAreRefusedOrSaid) {
   const ToolRun t = run(dir, "recycle-train", c + "--json");
   ASSERT_EQ(t.code, 0) << describe(t);
   EXPECT_TRUE(t.last["test_acc"].is_null());
-  EXPECT_NE(t.err.find("note: cache " + cache + " has no split 'test'"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("note: cache " + cache + " has no split 'test'"), std::string::npos)
+      << t.err;
   EXPECT_EQ(t.last["notes"].size(), 1u) << t.out;
 }
 
@@ -257,8 +259,10 @@ TEST(CacheSafety, WidthBesideWeightsIsRefused) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
   const std::string enc = dir.file("enc.pt");
-  ToolRun r = run(dir, "recycle-train", "--data fashion-mnist --split test --limit 100 --width 4 "
-                                        "--recycle 0 --epochs 1 --eval-split none --save-model " + enc);
+  ToolRun r = run(dir, "recycle-train",
+                  "--data fashion-mnist --split test --limit 100 --width 4 "
+                  "--recycle 0 --epochs 1 --eval-split none --save-model " +
+                      enc);
   ASSERT_EQ(r.code, 0) << describe(r);
   r = run(dir, "recycle-build", "--data fashion-mnist --split test --limit 10 --weights " + enc +
                                     " --width 8 --recycle 0.5 --cache " + dir.file("c"));
@@ -420,8 +424,10 @@ TEST(CacheSafety, TrainMismatchSuggestsWhatWorks) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
   const std::string enc = dir.file("enc.pt"), cache = dir.file("cache");
-  ToolRun r = run(dir, "recycle-train", "--data fashion-mnist --split test --limit 100 --width 4 "
-                                        "--recycle 0 --epochs 1 --eval-split none --save-model " + enc);
+  ToolRun r = run(dir, "recycle-train",
+                  "--data fashion-mnist --split test --limit 100 --width 4 "
+                  "--recycle 0 --epochs 1 --eval-split none --save-model " +
+                      enc);
   ASSERT_EQ(r.code, 0) << describe(r);
   ASSERT_EQ(run(dir, "recycle-build", small_build(cache)).code, 0);  // other (random) weights
   r = run(dir, "recycle-train", "--cache " + cache + " --weights " + enc + " --epochs 1");
@@ -448,7 +454,8 @@ TEST(CacheSafety, OrphanRecordsAreCountedAndCompacted) {
   EXPECT_EQ(r.last["records"], 60);
   EXPECT_EQ(r.last["checked"], 60);
   // Training still reads every sample.
-  r = run(dir, "recycle-train", "--cache " + cache + " --split test --eval-split none --epochs 1 --json");
+  r = run(dir, "recycle-train",
+          "--cache " + cache + " --split test --eval-split none --epochs 1 --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["train_samples"], 60);
 }

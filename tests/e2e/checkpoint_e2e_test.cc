@@ -78,7 +78,8 @@ TEST(Checkpoint, TwoRanksResumeAFinishedRunAndAnotherJobsCheckpointIsRefused) {
   TempDir dir;
   const std::string cache = dir.file("cache"), ck = dir.file("dp.ckpt");
   build_cache(dir, cache);
-  const std::string job = "--cache " + cache + " --epochs 2 --batch 20 --nproc 2 --json --checkpoint ";
+  const std::string job =
+      "--cache " + cache + " --epochs 2 --batch 20 --nproc 2 --json --checkpoint ";
   const ToolRun first = run_tool(dir, "recycle-train", job + ck);
   ASSERT_EQ(first.code, 0) << describe(first);
   EXPECT_EQ(first.last["resumed_epochs"], 0);
@@ -111,16 +112,20 @@ TEST(Checkpoint, TwoRanksResumeAFinishedRunAndAnotherJobsCheckpointIsRefused) {
   EXPECT_EQ(r1.code, 1) << describe(r1);
   EXPECT_EQ(count_lines(r1.err), 1) << describe(r1);
   EXPECT_EQ(read_file(damaged), bytes.substr(0, bytes.size() / 2));
-  ASSERT_EQ(run_tool(dir, "recycle-train", "--cache " + cache + " --epochs 1 --save-head " + head).code, 0);
+  ASSERT_EQ(
+      run_tool(dir, "recycle-train", "--cache " + cache + " --epochs 1 --save-head " + head).code,
+      0);
   const std::string head_bytes = read_file(head);
-  const ToolRun r2 = run_tool(dir, "recycle-train", "--cache " + cache + " --epochs 1 --checkpoint " + head);
+  const ToolRun r2 =
+      run_tool(dir, "recycle-train", "--cache " + cache + " --epochs 1 --checkpoint " + head);
   EXPECT_EQ(r2.code, 1) << describe(r2);
   EXPECT_NE(r2.err.find("a head file, not a checkpoint"), std::string::npos) << describe(r2);
   EXPECT_EQ(read_file(head), head_bytes);
 
   // What it does not apply to is a usage error.
-  for (const std::string& args : {std::string("--data fashion-mnist --checkpoint ") + ck,
-                                  "--cache " + cache + " --freeze auto --levels l --checkpoint " + ck}) {
+  for (const std::string& args :
+       {std::string("--data fashion-mnist --checkpoint ") + ck,
+        "--cache " + cache + " --freeze auto --levels l --checkpoint " + ck}) {
     const ToolRun r = run_tool(dir, "recycle-train", args);
     EXPECT_EQ(r.code, 2) << args << "\n" << describe(r);
     EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << describe(r);
@@ -132,7 +137,8 @@ TEST(Checkpoint, AnAsynchronousJobKilledMidRunGoesOnFromItsLastCompleteEpoch) {
   TempDir dir;
   const std::string cache = dir.file("cache"), ck = dir.file("async.ckpt");
   build_cache(dir, cache);
-  const std::string job = "--cache " + cache + " --epochs 6 --batch 20 --nproc 2 --sync async --json";
+  const std::string job =
+      "--cache " + cache + " --epochs 6 --batch 20 --nproc 2 --sync async --json";
   // The launcher and its workers killed as soon as the first checkpoint is there.
   const pid_t launcher = spawn_tool("recycle-train", words(job + " --checkpoint " + ck));
   while (!std::filesystem::exists(ck)) {
@@ -162,7 +168,8 @@ TEST(Checkpoint, AnAsynchronousJobKilledMidRunGoesOnFromItsLastCompleteEpoch) {
   if (left > 0) {
     const ToolRun fresh = run_tool(dir, "recycle-train", job);
     ASSERT_EQ(fresh.code, 0) << describe(fresh);
-    EXPECT_LT(resumed.last["epoch_loss"][0].get<double>(), fresh.last["epoch_loss"][0].get<double>())
+    EXPECT_LT(resumed.last["epoch_loss"][0].get<double>(),
+              fresh.last["epoch_loss"][0].get<double>())
         << describe(resumed) << describe(fresh);
   }
 }

@@ -47,8 +47,10 @@ void expect_lost_to_the_lock(int code, const std::string& err, const std::string
   EXPECT_NE(err.find("writer lock"), std::string::npos) << what << ": " << err;
 }
 
-void expect_whole(const TempDir& dir, const std::string& cache, const std::string& split, int samples) {
-  const ToolRun v = recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+void expect_whole(const TempDir& dir, const std::string& cache, const std::string& split,
+                  int samples) {
+  const ToolRun v =
+      recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
   ASSERT_EQ(v.code, 0) << describe(v);
   EXPECT_EQ(v.last["corrupt"], 0);
   EXPECT_EQ(v.last["splits"][split]["samples"], samples) << describe(v);
@@ -89,13 +91,15 @@ TEST(Concurrency, BuildBesideTraining) {
     ++rounds;
     // The complete split trains in full while the build writes another.
     ToolRun t = recycle::testing::run_tool(
-        dir, "recycle-train", "--cache " + cache + " --split test --eval-split none --epochs 1 --json");
+        dir, "recycle-train",
+        "--cache " + cache + " --split test --eval-split none --epochs 1 --json");
     ASSERT_EQ(t.code, 0) << describe(t);
     EXPECT_EQ(t.last["train_samples"], 200);
     ++complete_reads;
     // The split being built is refused, naming the lock, or (once done) read in full.
     t = recycle::testing::run_tool(
-        dir, "recycle-train", "--cache " + cache + " --split train --eval-split none --epochs 1 --json");
+        dir, "recycle-train",
+        "--cache " + cache + " --split train --eval-split none --epochs 1 --json");
     if (t.code == 0) {
       EXPECT_EQ(t.last["train_samples"], 4000) << describe(t);
     } else {
@@ -127,7 +131,8 @@ TEST(Concurrency, RebuildBesideTrainingAndBesideABuild) {
   EXPECT_EQ(rebuilt, 0);
   const int trained = wait_tool(t.pid);
   if (trained == 0) {
-    EXPECT_NE(read_file(t.out).find("\"train_samples\":1000"), std::string::npos) << read_file(t.out);
+    EXPECT_NE(read_file(t.out).find("\"train_samples\":1000"), std::string::npos)
+        << read_file(t.out);
   } else {
     expect_lost_to_the_lock(trained, read_file(t.err), "train beside rebuild");
   }
@@ -147,7 +152,8 @@ TEST(Concurrency, RebuildBesideTrainingAndBesideABuild) {
     expect_lost_to_the_lock(r.code, r.err, "rebuild beside build");
     expect_whole(dir, cache, "train", 20000);
   } else {
-    std::cout << "the build finished before the rebuild came; the rebuild ran: exit " << r.code << "\n";
+    std::cout << "the build finished before the rebuild came; the rebuild ran: exit " << r.code
+              << "\n";
   }
   expect_whole(dir, cache, "test", 1000);
 }

@@ -75,7 +75,8 @@ TEST(DataParallel, TwoRanksOfBatchBGiveTheParametersOfOneRankOfBatch2B) {
   build_cache(dir, cache, 200);
   const std::string common = "--cache " + cache + " --epochs 1 --seed 3 --eval-split none --json ";
   // 200 samples: 10 steps of 20 alone, 10 steps of 10 on each of 2 ranks.
-  const ToolRun one = run_tool(dir, "recycle-train", common + "--batch 20 --save-head " + dir.file("one.pt"));
+  const ToolRun one =
+      run_tool(dir, "recycle-train", common + "--batch 20 --save-head " + dir.file("one.pt"));
   ASSERT_EQ(one.code, 0) << describe(one);
   const ToolRun two = run_tool(dir, "recycle-train",
                                common + "--batch 10 --nproc 2 --save-head " + dir.file("two.pt"));
@@ -96,16 +97,16 @@ TEST(DataParallel, TwoRanksOfBatchBGiveTheParametersOfOneRankOfBatch2B) {
   const ToolRun sgd = run_tool(dir, "recycle-train",
                                common + plain + "--batch 20 --save-head " + dir.file("sgd.pt"));
   ASSERT_EQ(sgd.code, 0) << describe(sgd);
-  const ToolRun avg = run_tool(dir, "recycle-train",
-                               common + plain + "--batch 10 --nproc 2 --sync average:1 --save-head " +
-                                   dir.file("avg.pt"));
+  const ToolRun avg = run_tool(
+      dir, "recycle-train",
+      common + plain + "--batch 10 --nproc 2 --sync average:1 --save-head " + dir.file("avg.pt"));
   ASSERT_EQ(avg.code, 0) << describe(avg);
   EXPECT_EQ(avg.last["sync"], "average:1");
   EXPECT_LT(max_difference(load_head(dir.file("sgd.pt")), load_head(dir.file("avg.pt"))), 1e-5);
 
   // The comparison can fail: 2 ranks of 20 (40 per step, 5 steps) end elsewhere.
-  const ToolRun other = run_tool(dir, "recycle-train",
-                                 common + "--batch 20 --nproc 2 --save-head " + dir.file("other.pt"));
+  const ToolRun other = run_tool(
+      dir, "recycle-train", common + "--batch 20 --nproc 2 --save-head " + dir.file("other.pt"));
   ASSERT_EQ(other.code, 0) << describe(other);
   EXPECT_EQ(other.last["steps"], 5);
   EXPECT_GT(max_difference(head_one, load_head(dir.file("other.pt"))), 1e-4);
@@ -165,7 +166,8 @@ TEST(DataParallel, AKilledWorkerEndsTheJobNamingItsRank) {
   // The launcher names the dead worker; rank 0 names the rank it lost and exits non-zero.
   EXPECT_NE(text.find("rank 1 of 2 (pid " + std::to_string(victim) + ") was killed by signal 9"),
             std::string::npos) << text;
-  EXPECT_TRUE(std::regex_search(text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
       << text;
   EXPECT_NE(text.find("recycle-train: rank 0 exited with code 1"), std::string::npos) << text;
   EXPECT_TRUE(children_of(job.launcher()).empty());
@@ -187,7 +189,8 @@ TEST(DataParallel, AHungWorkerEndsTheJobWithinTheTimeoutNamingItsRank) {
   // Rank 0 gives up after the 4 s timeout and the heartbeat check; the launcher then gives the
   // stopped worker the timeout plus 10 s before it kills it.
   EXPECT_LT(seconds, 4 + 5 + 4 + 10 + 5) << text;
-  EXPECT_TRUE(std::regex_search(text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("recycle-train: error: (lost rank 1 of 2|rank\\(s\\) 1 of 2 never joined)")))
       << text;
   EXPECT_NE(text.find("killed rank(s) 1 that did not stop in time"), std::string::npos) << text;
 }
@@ -219,15 +222,18 @@ TEST(DataParallel, RanksStartedByHandRefuseCachesThatDiffer) {
                                       "--rank", std::to_string(rank), "--world-size", "2",
                                       "--master", master, "--timeout", "20", "--threads", "1"};
     };
-    const pid_t r0 = spawn_tool("recycle-train", args(0, dir.file("a")), "/dev/null", dir.file("r0.err"));
-    const pid_t r1 = spawn_tool("recycle-train", args(1, dir.file("b")), "/dev/null", dir.file("r1.err"));
+    const pid_t r0 =
+        spawn_tool("recycle-train", args(0, dir.file("a")), "/dev/null", dir.file("r0.err"));
+    const pid_t r1 =
+        spawn_tool("recycle-train", args(1, dir.file("b")), "/dev/null", dir.file("r1.err"));
     const int c0 = wait_tool(r0), c1 = wait_tool(r1);
     const std::string e0 = read_file(dir.file("r0.err")), e1 = read_file(dir.file("r1.err"));
     if (e0.find("already in use") != std::string::npos) continue;  // the port was taken
     EXPECT_EQ(c0, 1) << e0;
     EXPECT_EQ(c1, 1) << e1;
     for (const std::string& e : {e0, e1}) {
-      EXPECT_NE(e.find("the ranks disagree on the cache identity: rank 0 has"), std::string::npos) << e;
+      EXPECT_NE(e.find("the ranks disagree on the cache identity: rank 0 has"), std::string::npos)
+          << e;
       EXPECT_NE(e.find("rank(s) 1 have"), std::string::npos) << e;
       EXPECT_EQ(count_lines(e), 1) << e;
     }

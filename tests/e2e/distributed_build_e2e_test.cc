@@ -195,7 +195,8 @@ void kill_and_rerun(int victim_rank) {
   const pid_t first = spawn_build(nproc2_args(whole, kLimit), dir.file("whole.err"), 0, &worker);
   ASSERT_GT(worker, 0);
   const auto started = std::chrono::steady_clock::now();
-  ASSERT_EQ(recycle::testing::wait_tool(first), 0) << recycle::testing::read_file(dir.file("whole.err"));
+  ASSERT_EQ(recycle::testing::wait_tool(first), 0)
+      << recycle::testing::read_file(dir.file("whole.err"));
   const double duration = seconds_since(started);  // from the workers' start to the end
   const Contents want = read_cache(whole);
   ASSERT_FALSE(want.records.empty());
@@ -247,7 +248,9 @@ void kill_and_rerun(int victim_rank) {
   EXPECT_TRUE(staging_is_empty(cache));
   std::cout << "killed rank " << victim_rank << " " << at << " s after it started (a build takes "
             << duration << " s): launcher exit " << code << " " << to_exit << " s later; cache "
-            << (fs::exists(fs::path(cache) / "CURRENT") ? (has_manifest ? "with a manifest" : "without a manifest") : "not there")
+            << (fs::exists(fs::path(cache) / "CURRENT")
+                    ? (has_manifest ? "with a manifest" : "without a manifest")
+                    : "not there")
             << "; rerun computed " << rerun.last.value("computed", -1) << std::endl;
 }
 

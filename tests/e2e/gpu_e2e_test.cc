@@ -52,7 +52,8 @@ class Gpu : public ::testing::Test {
 
 TEST_F(Gpu, ACacheBuiltOnTheGpuHoldsTheCpusRecordsUnderTheSameIdentity) {
   const std::string cpu = dir_.file("cpu"), gpu = dir_.file("gpu");
-  ToolRun r = run(dir_, "recycle-build", data_ + "--codec fp32 --device cpu --cache " + cpu + " --json");
+  ToolRun r =
+      run(dir_, "recycle-build", data_ + "--codec fp32 --device cpu --cache " + cpu + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   r = run(dir_, "recycle-build", data_ + "--codec fp32 --device cuda --cache " + gpu + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
@@ -95,7 +96,8 @@ TEST_F(Gpu, AModelTrainsOnTheGpuAndItsHeadTrainsAndPredictsOnEitherDeviceAlike) 
                                              " --device cuda --epochs 1 --eval-split none "
                                              "--save-model " + encoder + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
-  r = run(dir_, "recycle-build", data_ + "--weights " + encoder + " --device cuda --cache " + cache);
+  r = run(dir_, "recycle-build",
+          data_ + "--weights " + encoder + " --device cuda --cache " + cache);
   ASSERT_EQ(r.code, 0) << describe(r);
   std::vector<double> losses;
   for (const std::string device : {"cpu", "cuda"}) {

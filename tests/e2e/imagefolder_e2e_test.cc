@@ -49,7 +49,8 @@ void export_split(const std::string& root, const std::string& split, int64_t lim
 double build_and_train(const TempDir& dir, const std::string& data, const std::string& cache,
                        const std::string& limits_train, const std::string& limits_test) {
   const std::string build = "--data " + data + " --recycle 0.5 --cache " + cache + " --json";
-  ToolRun r = recycle::testing::run_tool(dir, "recycle-build", build + " --split train" + limits_train);
+  ToolRun r =
+      recycle::testing::run_tool(dir, "recycle-build", build + " --split train" + limits_train);
   EXPECT_EQ(r.code, 0) << describe(r);
   r = recycle::testing::run_tool(dir, "recycle-build", build + " --split test" + limits_test);
   EXPECT_EQ(r.code, 0) << describe(r);
@@ -60,7 +61,9 @@ double build_and_train(const TempDir& dir, const std::string& data, const std::s
 }
 
 TEST(ImageFolderTools, PngExportTrainsLikeTheIdxSplitAndJpegRgbWorksWithOneChannel) {
-  if (!recycle::testing::have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!recycle::testing::have_fashion_mnist()) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
   TempDir dir;
   const std::string png = dir.file("png"), jpg = dir.file("jpg");
   export_split(png, "train", 2000, false);

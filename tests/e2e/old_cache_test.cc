@@ -27,7 +27,8 @@ std::string copy_fixture(const TempDir& dir) {
 TEST(OldCache, VerifiesWithItsIdentity) {
   TempDir dir;
   const std::string cache = copy_fixture(dir);
-  const auto r = recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  const auto r =
+      recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
   ASSERT_EQ(r.code, 0) << recycle::testing::describe(r);
   const json& j = r.last;
   EXPECT_EQ(j.at("model"), "resnet18:width=4,in_channels=1");
@@ -45,7 +46,8 @@ TEST(OldCache, TrainsAsBefore) {
   TempDir dir;
   const std::string cache = copy_fixture(dir);
   const auto r = recycle::testing::run_tool(
-      dir, "recycle-train", "--cache " + cache + " --epochs 2 --threads 1 --seed 1 --batch 8 --json");
+      dir, "recycle-train",
+      "--cache " + cache + " --epochs 2 --threads 1 --seed 1 --batch 8 --json");
   ASSERT_EQ(r.code, 0) << recycle::testing::describe(r);
   const json& j = r.last;
   ASSERT_EQ(j.at("epoch_loss").size(), 2u);
@@ -58,7 +60,9 @@ TEST(OldCache, TrainsAsBefore) {
 // The current build recognises the cache as its own: same model spec, prefix fingerprint,
 // keyer, codec, preprocessing and keys, so a rerun computes and writes nothing.
 TEST(OldCache, RebuildComputesNothing) {
-  if (!recycle::testing::have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!recycle::testing::have_fashion_mnist()) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
   TempDir dir;
   const std::string cache = copy_fixture(dir);
   const auto r = recycle::testing::run_tool(

@@ -43,13 +43,14 @@ class Predict : public ::testing::Test {
                     "--epochs 1 --eval-split none --save-model " + enc_);
     ASSERT_EQ(r.code, 0) << describe(r);
     for (const char* split : {"train --limit 600", "test --limit 300"}) {
-      r = run(*dir_, "recycle-build", data() + " --weights " + enc_ + " --recycle 0.5 --codec fp32 " +
-                                          "--cache " + cache_ + " --json --split " + split);
+      r = run(*dir_, "recycle-build",
+              data() + " --weights " + enc_ + " --recycle 0.5 --codec fp32 " + "--cache " + cache_ +
+                  " --json --split " + split);
       ASSERT_EQ(r.code, 0) << describe(r);
       if (build_out_.empty()) build_out_ = r.out, build_json_ = new json(r.last);
     }
-    r = run(*dir_, "recycle-train", "--cache " + cache_ + " --epochs 2 --eval-split test --save-head " +
-                                        head_ + " --json");
+    r = run(*dir_, "recycle-train",
+            "--cache " + cache_ + " --epochs 2 --eval-split test --save-head " + head_ + " --json");
     ASSERT_EQ(r.code, 0) << describe(r);
     train_acc_ = r.last["test_acc"].get<double>();
   }
@@ -235,10 +236,12 @@ TEST_F(Predict, ACacheOfAnotherModelIsRefusedAsStale) {
   r = run(work, "recycle-build", data() + " --weights " + enc_ + " --recycle 0.75 --codec fp32 " +
                                      "--cache " + r75 + " --split train --limit 100");
   ASSERT_EQ(r.code, 0) << describe(r);
-  r = run(work, "recycle-train", "--cache " + r75 + " --epochs 1 --eval-split none --save-head " + head75);
+  r = run(work, "recycle-train",
+          "--cache " + r75 + " --epochs 1 --eval-split none --save-head " + head75);
   ASSERT_EQ(r.code, 0) << describe(r);
-  r = run(work, "recycle-predict", "--cache " + cache_ + " --head " + head75 + " --weights " + enc_ +
-                                       " " + data() + " --limit 50 --out " + out);
+  r = run(work, "recycle-predict",
+          "--cache " + cache_ + " --head " + head75 + " --weights " + enc_ + " " + data() +
+              " --limit 50 --out " + out);
   EXPECT_EQ(r.code, 1) << describe(r);
   EXPECT_NE(r.err.find("split point"), std::string::npos) << r.err;
 }
@@ -312,9 +315,9 @@ TEST_F(Predict, WriteBackOnAReadOnlyCacheIsRefusedAndReadingStillWorks) {
 TEST_F(Predict, TheCacheSuppliesTheWeightsAndTheClasses) {
   TempDir work;
   const std::string out = work.file("pred.csv");
-  ToolRun r = run(work, "recycle-predict", "--cache " + cache_ + " --head " + head_ +
-                                               " --data fashion-mnist --split test --limit 300 --out " +
-                                               out + " --json");
+  ToolRun r = run(work, "recycle-predict",
+                  "--cache " + cache_ + " --head " + head_ +
+                      " --data fashion-mnist --split test --limit 300 --out " + out + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["hits"], 300);
   EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), train_acc_);
@@ -326,8 +329,10 @@ TEST_F(Predict, TheCacheSuppliesTheWeightsAndTheClasses) {
 
   // A cache built without --weights records none: the flag is asked for, in one line.
   const std::string bare = work.file("bare-cache");
-  r = run(work, "recycle-build", "--data fashion-mnist --split test --limit 50 --width 4 --recycle 0.5 "
-                                 "--cache " + bare);
+  r = run(work, "recycle-build",
+          "--data fashion-mnist --split test --limit 50 --width 4 --recycle 0.5 "
+          "--cache " +
+              bare);
   ASSERT_EQ(r.code, 0) << describe(r);
   r = run(work, "recycle-predict", "--cache " + bare + " --head " + head_ +
                                        " --data fashion-mnist --limit 50 --out " + out);
@@ -365,7 +370,8 @@ TEST_F(Predict, TheBuildReportsThePrefixShareAndTheSpeedupItImplies) {
   EXPECT_GT(s, 0.0);
   EXPECT_LT(s, 1.0);
   EXPECT_NEAR(j["expected_speedup_vs_full"].get<double>(), 1 / (1 - s), 1e-9);
-  EXPECT_NEAR(j["expected_speedup_vs_online"].get<double>(), (s + 3 * (1 - s)) / (3 * (1 - s)), 1e-9);
+  EXPECT_NEAR(j["expected_speedup_vs_online"].get<double>(), (s + 3 * (1 - s)) / (3 * (1 - s)),
+              1e-9);
   EXPECT_NE(build_out_.find("% of the model's forward time (measured); expected epoch speedup"),
             std::string::npos) << build_out_;
   EXPECT_EQ(j["files_left_out"], 0);
@@ -386,7 +392,8 @@ TEST(PredictTool, HelpPrintsUsageAndMissingFlagsAreBadUsage) {
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("--data"), std::string::npos) << r.err;
   // A negative count names its bound in words (CLI11's own check printed a 309-digit one).
-  r = run(dir, "recycle-predict", "--cache c --head h.pt --data fashion-mnist --out p.csv --top-k -1");
+  r = run(dir, "recycle-predict",
+          "--cache c --head h.pt --data fashion-mnist --out p.csv --top-k -1");
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("must be a whole number, 0 or more, got -1"), std::string::npos) << r.err;
   EXPECT_LT(r.err.size(), 200u) << r.err;

@@ -32,8 +32,10 @@ void write_stripes(const std::string& dir, int n) {
       const uint32_t sample = static_cast<uint32_t>(i + (prefix == "train" ? 0 : n) + 1);
       for (int y = 0; y < 28; ++y) {
         for (int x = 0; x < 28; ++x) {
-          const int stripe = label < 2 ? (y / (2 + 2 * label)) % 2 : (x / (2 + 2 * (label - 2))) % 2;
-          const uint32_t noise = (sample * 2654435761u) ^ (static_cast<uint32_t>(y * 28 + x) * 40503u);
+          const int stripe =
+              label < 2 ? (y / (2 + 2 * label)) % 2 : (x / (2 + 2 * (label - 2))) % 2;
+          const uint32_t noise =
+              (sample * 2654435761u) ^ (static_cast<uint32_t>(y * 28 + x) * 40503u);
           images.push_back(static_cast<uint8_t>(stripe * 180 + (noise >> 7) % 60));
         }
       }

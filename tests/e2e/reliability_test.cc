@@ -309,7 +309,8 @@ TEST(Reliability, FlippedBytesAreDetectedAndNeverTrainedOn) {
     EXPECT_EQ(r.code, 1) << recycle::testing::describe(r);
     EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("orrupt"), std::string::npos) << r.err;
-    const auto v = recycle::testing::run_tool(out, "recycle-inspect", "--cache " + copy + " --verify");
+    const auto v =
+        recycle::testing::run_tool(out, "recycle-inspect", "--cache " + copy + " --verify");
     EXPECT_EQ(v.code, 1) << recycle::testing::describe(v);
   }
 }

@@ -85,9 +85,11 @@ bool wait_until_listening(int port, std::chrono::seconds limit) {
 }
 
 // Starts recycle-train once per entry of `args` (each with RECYCLE_JOB_TOKEN set to the entry
-// of `tokens` at the same index, unset when it is "-", "recycle-tests" without one), `stagger` apart (and the others only
-// once the first listens on 127.0.0.1:`first_listens` when that is not 0), and waits for all.
-std::vector<RankRun> run_ranks(const TempDir& dir, const std::vector<std::vector<std::string>>& args,
+// of `tokens` at the same index, unset when it is "-", "recycle-tests" without one), `stagger`
+// apart (and the others only once the first listens on 127.0.0.1:`first_listens` when that is not
+// 0), and waits for all.
+std::vector<RankRun> run_ranks(const TempDir& dir,
+                               const std::vector<std::vector<std::string>>& args,
                                const std::vector<std::string>& tokens = {},
                                std::chrono::milliseconds stagger = std::chrono::milliseconds(0),
                                int first_listens = 0) {
@@ -394,7 +396,8 @@ TEST(Rendezvous, AnIPv6LoopbackMasterWorks) {
   build_cache(dir, cache);
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string master = "[::1]:" + std::to_string(free_port());
-    const auto runs = run_ranks(dir, {rank_args(cache, 0, 2, master), rank_args(cache, 1, 2, master)});
+    const auto runs =
+        run_ranks(dir, {rank_args(cache, 0, 2, master), rank_args(cache, 1, 2, master)});
     if (port_was_taken(runs)) continue;
     for (const RankRun& r : runs) EXPECT_EQ(r.code, 0) << r.err;
     return;
@@ -416,7 +419,8 @@ std::set<std::string> socket_inodes(pid_t pid) {
 
 // The local addresses ("0100007F:1F90", hex as /proc/net/tcp* gives them) of the TCP sockets
 // among `inodes` in `state` ("0A" listening, "01" established).
-std::vector<std::string> tcp_addresses(const std::set<std::string>& inodes, const std::string& state) {
+std::vector<std::string> tcp_addresses(const std::set<std::string>& inodes,
+                                       const std::string& state) {
   std::vector<std::string> found;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream in(table);
@@ -483,7 +487,8 @@ TEST(Rendezvous, ALocalJobListensOnLoopbackOnlyAndHasNoStoreSocket) {
   // 127.0.0.1 in /proc/net/tcp's byte order.
   for (const std::string& local : listening) EXPECT_EQ(local.substr(0, 9), "0100007F:") << local;
   for (const std::string& local : connected) EXPECT_EQ(local.substr(0, 9), "0100007F:") << local;
-  EXPECT_TRUE(launcher_listening.empty()) << "the launcher listens: " << *launcher_listening.begin();
+  EXPECT_TRUE(launcher_listening.empty())
+      << "the launcher listens: " << *launcher_listening.begin();
   EXPECT_TRUE(private_dir) << "store directory '" << store_dir << "'";
   EXPECT_EQ(code, 128 + SIGTERM);
   EXPECT_FALSE(store_dir.empty() || std::filesystem::exists(store_dir))

@@ -34,8 +34,9 @@ std::string corpus(int unique, int copies, int salt) {
   for (int c = 0; c < copies; ++c) {
     for (int i = 0; i < unique; ++i) {
       const bool spam = i % 2 == 0;
-      tsv += spam ? "spam\tWIN cash now, offer " + std::to_string(i * 7 + salt) + " $$$ free money\n"
-                  : "ham\tmeeting notes for monday, item " + std::to_string(i * 7 + salt) + "\n";
+      tsv += spam
+                 ? "spam\tWIN cash now, offer " + std::to_string(i * 7 + salt) + " $$$ free money\n"
+                 : "ham\tmeeting notes for monday, item " + std::to_string(i * 7 + salt) + "\n";
     }
   }
   return tsv;
@@ -76,14 +77,17 @@ TEST(TextTools, RepeatedLinesShareRecordsAndTheHeadTrains) {
   EXPECT_EQ(r.last["record_layout"][1]["name"], "length");
   EXPECT_EQ(r.last["record_layout"][1]["dtype"], "int64");
 
-  r = run(dir, "recycle-train", "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1" + cache);
+  r = run(dir, "recycle-train",
+          "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1" + cache);
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["epochs"], 6);
   // The classes differ in every other word: a head that learnt nothing scores 0.5.
   EXPECT_GE(r.last["test_acc"].get<double>(), 0.9) << describe(r);
   // The text head in bf16 mixed precision (its attention and linear layers under autocast).
-  r = run(dir, "recycle-train",
-          "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1 --precision bf16" + cache);
+  r = run(
+      dir, "recycle-train",
+      "--epochs 6 --optimizer adamw --lr 0.01 --batch 16 --seed 1 --threads 1 --precision bf16" +
+          cache);
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["precision"], "bf16");
   EXPECT_GE(r.last["test_acc"].get<double>(), 0.8) << describe(r);
@@ -93,12 +97,14 @@ TEST(TextTools, RepeatedLinesShareRecordsAndTheHeadTrains) {
     r = run(dir, "recycle-train", std::string("--epochs 1 --threads 1 ") + flag + cache);
     EXPECT_NE(r.code, 0);
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find(std::string(flag) + " needs records of one shape"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(std::string(flag) + " needs records of one shape"), std::string::npos)
+        << r.err;
   }
 
   // Full fine-tuning from raw text (the default model for text, cut to 32 tokens).
-  r = run(dir, "recycle-train", "--data tsv:" + dir.file("train.tsv") +
-                                    " --recycle 0 --max-tokens 32 --epochs 1 --eval-split none --threads 1 --json");
+  r = run(dir, "recycle-train",
+          "--data tsv:" + dir.file("train.tsv") +
+              " --recycle 0 --max-tokens 32 --epochs 1 --eval-split none --threads 1 --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["mode"], "full");
   EXPECT_EQ(r.last["train_samples"], 72);
@@ -112,7 +118,8 @@ TEST(TextTools, KeyerNormalisationMergesAndIsPartOfTheIdentity) {
              "a\thello world\n"
              "b\t  Hello World \n"
              "b\tsomething else\n");
-  const std::string base = "--data tsv:" + dir.file("t.tsv") + " " + kModel + " --recycle 0.25 --json";
+  const std::string base =
+      "--data tsv:" + dir.file("t.tsv") + " " + kModel + " --recycle 0.25 --json";
   ToolRun r = run(dir, "recycle-build", base + " --cache " + dir.file("exact"));
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["unique"], 4);

@@ -123,19 +123,21 @@ TEST(Tools, TransferTaskEndToEnd) {
   EXPECT_EQ(alternate.last["epoch_sources"], json({"cache", "preloaded", "preloaded"}));
   ASSERT_EQ(alternate.last["epoch_loss"].size(), 3u);
   for (size_t e = 0; e < 3; ++e) {
-    EXPECT_NEAR(alternate.last["epoch_loss"][e].get<double>(), r.last["epoch_loss"][e].get<double>(),
-                1e-6)
+    EXPECT_NEAR(alternate.last["epoch_loss"][e].get<double>(),
+                r.last["epoch_loss"][e].get<double>(), 1e-6)
         << "epoch " << e + 1;
   }
   EXPECT_GT(alternate.last["memory"]["preload_bytes"].get<int64_t>(), 0);
   // --precision bf16 trains the same head in bf16 mixed precision: not the same numbers, but
   // as good a head.
   EXPECT_EQ(r.last["precision"], "fp32");
-  ToolRun bf16 = run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --precision bf16 --json");
+  ToolRun bf16 =
+      run(dir, "recycle-train", "--cache " + cache + " --epochs 3 --precision bf16 --json");
   ASSERT_EQ(bf16.code, 0) << describe(bf16);
   EXPECT_EQ(bf16.last["precision"], "bf16");
   EXPECT_NE(bf16.last["epoch_loss"], r.last["epoch_loss"]);
-  EXPECT_NEAR(bf16.last["test_acc"].get<double>(), r.last["test_acc"].get<double>(), 0.05) << bf16.out;
+  EXPECT_NEAR(bf16.last["test_acc"].get<double>(), r.last["test_acc"].get<double>(), 0.05)
+      << bf16.out;
 
   // --memory-budget (256 MiB by default) is divided as reported, the index of both splits
   // included, and the block cache stays within its share.

@@ -32,8 +32,8 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
   const std::string net = dir.file("net.ts"), cache = dir.file("cache");
   save_net(net, 1);
   const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 1 ";
-  const std::string build = data + "--model torchscript:" + net + " --recycle 0.5 --cache " + cache +
-                            " --json";
+  const std::string build =
+      data + "--model torchscript:" + net + " --recycle 0.5 --cache " + cache + " --json";
   ToolRun r = run(dir, "recycle-build", build);
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["samples"], 48);
@@ -166,8 +166,9 @@ TEST(TorchScriptTools, Fp16RefusesActivationsBeyondItsRangeWithOneLine) {
   }
   m.save(big);
   const std::string data = "--data fashion-mnist:" + dir.path().string() + " --threads 2 ";
-  ToolRun r = run(dir, "recycle-build", data + "--model torchscript:" + big +
-                                            " --recycle 0.5 --codec fp16 --cache " + dir.file("fp16"));
+  ToolRun r = run(dir, "recycle-build",
+                  data + "--model torchscript:" + big + " --recycle 0.5 --codec fp16 --cache " +
+                      dir.file("fp16"));
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("sample "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(position "), std::string::npos) << r.err;

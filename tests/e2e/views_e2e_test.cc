@@ -80,7 +80,8 @@ TEST(ViewsTools, TwoProcessesBuildTheViewsOfOneAndTheyVerifyAndTrain) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
   const std::string one = dir.file("one"), two = dir.file("two");
-  ASSERT_EQ(recycle::testing::run_tool(dir, "recycle-build", build_args(one, 150) + kViews).code, 0);
+  ASSERT_EQ(recycle::testing::run_tool(dir, "recycle-build", build_args(one, 150) + kViews).code,
+            0);
   const ToolRun d = recycle::testing::run_tool(dir, "recycle-build",
                                                build_args(two, 150) + kViews + " --nproc 2");
   ASSERT_EQ(d.code, 0) << describe(d);
@@ -93,7 +94,8 @@ TEST(ViewsTools, TwoProcessesBuildTheViewsOfOneAndTheyVerifyAndTrain) {
 
   // A plain test split beside the views, then verify and train.
   ASSERT_EQ(recycle::testing::run_tool(dir, "recycle-build", build_args(two, 60, "test")).code, 0);
-  const ToolRun v = recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + two + " --verify");
+  const ToolRun v =
+      recycle::testing::run_tool(dir, "recycle-inspect", "--cache " + two + " --verify");
   ASSERT_EQ(v.code, 0) << describe(v);
   EXPECT_NE(v.out.find("3 views of hflip,crop=2,rotate=10"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("510 records checked, 0 corrupt"), std::string::npos) << v.out;

@@ -52,7 +52,8 @@ TEST(Options, EachClosedSetParsesItsNamesAndNamesTheChoicesOtherwise) {
             "unknown --optimizer 'lbfgs' (known: sgd, adamw)");
   EXPECT_EQ(refusal([] { parse_compression("snappy"); }),
             "unknown --compression 'snappy' (known: none, lz4, zstd)");
-  EXPECT_EQ(refusal([] { parse_codec("fp8"); }), "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
+  EXPECT_EQ(refusal([] { parse_codec("fp8"); }),
+            "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
   EXPECT_NE(refusal([] { optimizer_name(static_cast<Optimizer>(9)); }), "");
 }
 
@@ -70,9 +71,11 @@ TEST(Options, SyncIsAllreduceAverageEveryKOrAsync) {
   EXPECT_NE(recycle::parse_sync("async:4:2"), recycle::parse_sync("async:4:3"));
   for (const char* bad : {"average:0", "average:", "average:x", "average:1234567", "mean", "",
                           "async:0", "async:1:0", "async:", "async:1:", "async:1:2:3", "async:x"}) {
-    EXPECT_EQ(refusal([&] { recycle::parse_sync(bad); }),
-              "--sync must be allreduce, average:K or async[:PUSH[:FETCH]] with K, PUSH, FETCH >= 1, "
-              "not '" + std::string(bad) + "'");
+    EXPECT_EQ(
+        refusal([&] { recycle::parse_sync(bad); }),
+        "--sync must be allreduce, average:K or async[:PUSH[:FETCH]] with K, PUSH, FETCH >= 1, "
+        "not '" +
+            std::string(bad) + "'");
   }
   recycle::DistOptions d;
   d.sync = Sync{Sync::Kind::kAverage, 0, 0};  // filled by hand, not parsed
@@ -89,7 +92,8 @@ TEST(Options, SyncIsAllreduceAverageEveryKOrAsync) {
   EXPECT_EQ(refusal([&] { d.validate(); }), "");
   d.sync = Sync{};
   d.servers = 2;
-  EXPECT_NE(refusal([&] { d.validate(); }).find("--servers applies to --sync async only"), std::string::npos);
+  EXPECT_NE(refusal([&] { d.validate(); }).find("--servers applies to --sync async only"),
+            std::string::npos);
   d.servers = 1;
   d.max_staleness = 3;
   EXPECT_NE(refusal([&] { d.validate(); }).find("--max-staleness applies to --sync async only"),

@@ -36,7 +36,8 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   EXPECT_EQ(spec.get("in_channels"), 3);
   EXPECT_EQ(spec.to_string(), "resnet18:width=32,in_channels=3");  // canonical order
   EXPECT_EQ(recycle::resolve_encoder_spec(spec.to_string()), spec);
-  EXPECT_EQ(recycle::resolve_encoder_spec("resnet18").to_string(), "resnet18:width=16,in_channels=1");
+  EXPECT_EQ(recycle::resolve_encoder_spec("resnet18").to_string(),
+            "resnet18:width=16,in_channels=1");
   EXPECT_EQ(recycle::encoder_names(),
             (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
   EXPECT_EQ(recycle::default_encoder_name(), "resnet18");

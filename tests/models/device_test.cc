@@ -24,7 +24,8 @@ std::string refusal(const std::string& name) {
 TEST(Device, CpuIsUsableAndOtherSpellingsAreRefused) {
   EXPECT_TRUE(recycle::usable_device("cpu").is_cpu());
   for (const char* name : {"tpu", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1234", "CPU", ""}) {
-    EXPECT_EQ(refusal(name), "--device " + std::string(name) + ": expected cpu, cuda or cuda:N") << name;
+    EXPECT_EQ(refusal(name), "--device " + std::string(name) + ": expected cpu, cuda or cuda:N")
+        << name;
   }
   // What was typed is named on one line, a control character written as its escape.
   EXPECT_EQ(refusal("cpu\ncpu"), "--device cpu\\ncpu: expected cpu, cuda or cuda:N");

@@ -67,7 +67,9 @@ void expect_matches_plain(double ratio, recycle::PrefixLayout layout) {
 TEST(InferencePrefix, MatchesThePlainPrefixInOneDnnLayout) {
   ASSERT_TRUE(at::hasMKLDNN()) << "this LibTorch has no oneDNN: the build would run channels last";
   EXPECT_EQ(InferencePrefix::kDefaultLayout, recycle::PrefixLayout::kMkldnn);
-  for (double ratio : {0.25, 0.5, 0.75}) expect_matches_plain(ratio, recycle::PrefixLayout::kMkldnn);
+  for (double ratio : {0.25, 0.5, 0.75}) {
+    expect_matches_plain(ratio, recycle::PrefixLayout::kMkldnn);
+  }
 }
 
 TEST(InferencePrefix, MatchesThePlainPrefixChannelsLast) {

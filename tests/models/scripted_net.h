@@ -27,7 +27,8 @@ inline torch::jit::Module scripted_module(const std::string& type) {
 
 inline torch::jit::Module scripted_conv(int64_t in, int64_t out, int64_t stride) {
   torch::jit::Module m = scripted_module("Conv");
-  m.register_parameter("weight", torch::randn({out, in, 3, 3}) * (1.5 / std::sqrt(9.0 * in)), false);
+  m.register_parameter("weight", torch::randn({out, in, 3, 3}) * (1.5 / std::sqrt(9.0 * in)),
+                       false);
   m.register_parameter("bias", torch::randn({out}) * 0.1, false);
   m.define("def forward(self, x):\n    return torch.conv2d(x, self.weight, self.bias, [" +
            std::to_string(stride) + ", " + std::to_string(stride) + "], [1, 1])\n");
@@ -57,8 +58,10 @@ inline torch::jit::Module scripted_stage(int64_t in, int64_t out, int64_t stride
   m.register_module("conv", scripted_conv(in, out, stride));
   m.register_module("bn", scripted_bn(out));
   const bool residual = in == out && stride == 1;
-  m.define(std::string("def forward(self, x):\n    y = torch.relu(self.bn.forward(self.conv.forward(x)))\n") +
-           (residual ? "    return y + x\n" : "    return y\n"));
+  m.define(
+      std::string(
+          "def forward(self, x):\n    y = torch.relu(self.bn.forward(self.conv.forward(x)))\n") +
+      (residual ? "    return y + x\n" : "    return y\n"));
   return m;
 }
 

@@ -120,9 +120,10 @@ TEST(TorchScriptModel, SpecHoldsThePathAndDigestAndAChangedFileIsRefused) {
   EXPECT_EQ(recycle::resolve_encoder_spec("torchscript:net.ts").file, path);
   std::filesystem::current_path(cwd);
 
-  for (const std::string& bad : std::vector<std::string>{"torchscript", "torchscript:" + dir.file("missing.ts"),
-                                "torchscript:" + dir.path().string(), "resnet18:" + path,
-                                "torchscript:" + path + ",xxh3=", "torchscript:" + path + ",depth=2"}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "torchscript", "torchscript:" + dir.file("missing.ts"),
+           "torchscript:" + dir.path().string(), "resnet18:" + path,
+           "torchscript:" + path + ",xxh3=", "torchscript:" + path + ",depth=2"}) {
     EXPECT_THROW(recycle::resolve_encoder_spec(bad), std::invalid_argument) << bad;
   }
   // The same path with other weights: the old spec (as a manifest or weights file keeps it)
@@ -145,7 +146,8 @@ TEST(TorchScriptModel, TrainingTheHeadTrainsTheScriptedModulesAndModesReachThem)
   const std::string prefix_before = recycle::module_fingerprint(*split.prefix);
   const torch::Tensor x = inputs(), y = torch::tensor({0, 1, 2, 0, 1, 2});
   // Train mode: the batch norms update their running statistics (the file's buffers).
-  const torch::Tensor mean_before = split.head->named_buffers()["stage3.stage3.bn.running_mean"].clone();
+  const torch::Tensor mean_before =
+      split.head->named_buffers()["stage3.stage3.bn.running_mean"].clone();
   torch::optim::SGD sgd(split.head->parameters(), 0.1);
   const torch::Tensor features = split.prefix->forward(x).detach();
   const torch::Tensor loss0 = torch::cross_entropy_loss(split.head->forward(features), y);
@@ -228,7 +230,8 @@ TEST(TorchScriptModel, AScriptHeadTakesARecordsTensorsAsItsArgumentsInOrder) {
   recycle::BlockStack head = recycle::load_script_head(dir.file("head.pt"), &digest);
   const torch::Tensor x = torch::randn({5, 4});
   const torch::Tensor mask = torch::tensor({1, 0, 1, 1, 0}, torch::kInt64);
-  const torch::Tensor want = torch::matmul(x * mask.unsqueeze(1).to(torch::kFloat), m.attr("weight").toTensor().t());
+  const torch::Tensor want =
+      torch::matmul(x * mask.unsqueeze(1).to(torch::kFloat), m.attr("weight").toTensor().t());
   EXPECT_TRUE(torch::equal(head->forward_all({x, mask}), want));
   // Its gradients reach the module's own parameter.
   head->forward_all({x, mask}).sum().backward();

@@ -103,7 +103,9 @@ TEST(TransformerTest, PaddingDoesNotChangeASamplesOutput) {
   noisy.narrow(2, 0, d).add_(torch::randn({packed.size(0), packed.size(1), d}) *
                              (1 - packed.narrow(2, d, 1)));
   BlockStack rest;
-  for (int64_t b = 1; b < model.num_blocks(); ++b) rest->append(model.block_names[b], model.blocks[b]);
+  for (int64_t b = 1; b < model.num_blocks(); ++b) {
+    rest->append(model.block_names[b], model.blocks[b]);
+  }
   rest->append("fc", torch::nn::AnyModule(model.classifier));
   EXPECT_TRUE(torch::allclose(rest->forward(packed), rest->forward(noisy), 1e-5, 1e-5));
 }
@@ -159,7 +161,8 @@ TEST(TransformerTest, RatiosMapToLayers) {
 TEST(TransformerTest, SplitPrefixThenHeadEqualsTheWholeModel) {
   torch::manual_seed(5);
   BlockModel model = make_encoder(kSmall, 2);
-  const torch::Tensor tokens = token_batch({"one", "two words", "three words here"}, 24, torch::kCPU);
+  const torch::Tensor tokens =
+      token_batch({"one", "two words", "three words here"}, 24, torch::kCPU);
   BlockStack whole = model.as_stack();
   whole->train();
   const torch::Tensor expected = whole->forward(tokens).detach();

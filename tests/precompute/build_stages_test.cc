@@ -325,8 +325,10 @@ TEST(BuildStages, OverlappedWritesLeaveTheCacheTheSerialLoopLeaves) {
   for (int i = 0; i < 60; ++i) p.push_back((i * 7) % 23);  // copies within and across chunks
   write_pattern_images(dir.path().string(), p);
   const recycle::BuildReport serial = build_all(options_for(dir, dir.file("serial"), 6));
-  const recycle::BuildReport overlapped = recycle::run_build(options_for(dir, dir.file("overlapped"), 6));
-  expect_counts(overlapped, {serial.computed, serial.index_written, serial.skipped, serial.records});
+  const recycle::BuildReport overlapped =
+      recycle::run_build(options_for(dir, dir.file("overlapped"), 6));
+  expect_counts(overlapped,
+                {serial.computed, serial.index_written, serial.skipped, serial.records});
   EXPECT_EQ(overlapped.computed, 23);
   EXPECT_GT(overlapped.prefix_seconds, 0.0);
   EXPECT_LE(overlapped.prefix_seconds, overlapped.seconds);
@@ -510,8 +512,9 @@ TEST(BuildStages, Bf16PrefixMakesACacheOfItsOwnWithinBf16OfFp32) {
     build_all(o);
     ADD_FAILURE() << "an fp32 build into a bf16 cache was not refused";
   } catch (const recycle::StaleCacheError& e) {
-    EXPECT_NE(std::string(e.what()).find("prefix precision: the cache has bf16, this run asks for fp32"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("prefix precision: the cache has bf16, this run asks for fp32"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_EQ(read_cache(dir.file("bf16")).records, b.records);

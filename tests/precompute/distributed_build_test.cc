@@ -95,7 +95,8 @@ class MemoryGroup : public recycle::BuildGroup {
   }
   std::string wait(const std::string& key, int from) override {
     std::unique_lock<std::mutex> lock(board_->mutex);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
     board_->changed.wait_until(lock, deadline, [&] {
       return board_->values.count(key) || !board_->failure.empty();
     });

@@ -87,7 +87,8 @@ TEST(ImageFolderBuild, PngExportOfAnIdxSplitBuildsItsKeysAndRecords) {
 // npy:DIR of uint8 goes the IDX path's way: same keys, records and preprocessing.
 // Runs a build's stages with `change` between keying the samples and computing them: the race
 // of a file rewritten while recycle-build runs, made repeatable. Returns the build's error.
-std::string build_with_a_change_after_keying(const BuildOptions& o, const std::function<void()>& change) {
+std::string build_with_a_change_after_keying(const BuildOptions& o,
+                                             const std::function<void()>& change) {
   try {
     recycle::SplitBuild b(o);
     b.key_samples();
@@ -124,7 +125,8 @@ TEST(ImageFolderBuild, ASampleChangedAfterItWasKeyedStopsTheBuildAndARerunStores
     fs::copy_file(other, victim, fs::copy_options::overwrite_existing);
   });
   EXPECT_NE(error.find("changed while the build ran"), std::string::npos) << error;
-  EXPECT_NE(error.find(victim.lexically_relative(png).generic_string()), std::string::npos) << error;
+  EXPECT_NE(error.find(victim.lexically_relative(png).generic_string()), std::string::npos)
+      << error;
   // Swapped back, as in the report that found it: the rerun's cache is a clean build's, record
   // for record (no activation of the other image under the original's key).
   fs::copy_file(original, victim, fs::copy_options::overwrite_existing);
@@ -143,15 +145,17 @@ TEST(ImageFolderBuild, AnNpyRowChangedAfterItWasKeyedStopsTheBuild) {
   const std::vector<int64_t> y = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
   fs::create_directories(dir.path() / "npy");
   const std::string path = dir.file("npy/train_x.npy");
-  recycle::testing::write_file(path, recycle::testing::npy_bytes("|u1", {n, 1, 28, 28}, x.data(), x.size()));
+  recycle::testing::write_file(
+      path, recycle::testing::npy_bytes("|u1", {n, 1, 28, 28}, x.data(), x.size()));
   recycle::testing::write_file(dir.file("npy/train_y.npy"),
                                recycle::testing::npy_bytes("<i8", {n}, y.data(), n * 8));
-  const std::string error =
-      build_with_a_change_after_keying(build_options("npy:" + dir.file("npy"), dir.file("cache")), [&] {
+  const std::string error = build_with_a_change_after_keying(
+      build_options("npy:" + dir.file("npy"), dir.file("cache")), [&] {
         std::vector<uint8_t> changed = x;
         std::fill(changed.begin() + 3 * 784, changed.begin() + 4 * 784, uint8_t{7});  // row 3
-        recycle::testing::write_file(path, recycle::testing::npy_bytes("|u1", {n, 1, 28, 28},
-                                                                       changed.data(), changed.size()));
+        recycle::testing::write_file(
+            path,
+            recycle::testing::npy_bytes("|u1", {n, 1, 28, 28}, changed.data(), changed.size()));
       });
   EXPECT_NE(error.find("sample train/3 changed while the build ran"), std::string::npos) << error;
 }
@@ -179,8 +183,9 @@ TEST(ImageFolderBuild, Uint8NpyOfAnIdxSplitBuildsItsCache) {
   // float32 inputs build too, keyed as float32: other keys.
   fs::create_directories(dir.path() / "npyf");
   std::vector<float> f(d.pixels.begin(), d.pixels.end());
-  recycle::testing::write_file(dir.file("npyf/train_x.npy"),
-                               recycle::testing::npy_bytes("<f4", {n, 1, 28, 28}, f.data(), f.size() * 4));
+  recycle::testing::write_file(
+      dir.file("npyf/train_x.npy"),
+      recycle::testing::npy_bytes("<f4", {n, 1, 28, 28}, f.data(), f.size() * 4));
   recycle::testing::write_file(dir.file("npyf/train_y.npy"),
                                recycle::testing::npy_bytes("<i8", {n}, d.labels.data(), n * 8));
   const recycle::BuildReport r =

@@ -51,7 +51,9 @@ BuildOptions views_options(const TempDir& dir, const std::string& cache, int64_t
 void write_test_split(const TempDir& dir, int n) {
   std::vector<uint8_t> images, labels;
   for (int p = 0; p < n; ++p) {
-    for (int q = 0; q < 28 * 28; ++q) images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
+    for (int q = 0; q < 28 * 28; ++q) {
+      images.push_back(static_cast<uint8_t>((p * 37 + q * 11) % 251));
+    }
     labels.push_back(static_cast<uint8_t>(p % 10));
   }
   recycle::testing::write_idx(dir.file("t10k-images-idx3-ubyte.gz"), {n, 28, 28}, images);

@@ -274,7 +274,9 @@ TEST(Progressive, FreezesAtEpochs2And3TrainOnLevels2And3WithoutRawDataAfterTheFi
   EXPECT_EQ(events[1].trainable_after, head_parameters);
   EXPECT_EQ(recycle::parameter_count(trainer.trainable()), head_parameters);
   size_t in_optimizer = 0;
-  for (const auto& group : trainer.optimizer().param_groups()) in_optimizer += group.params().size();
+  for (const auto& group : trainer.optimizer().param_groups()) {
+    in_optimizer += group.params().size();
+  }
   EXPECT_EQ(in_optimizer, trainer.trainable().size());
   for (int64_t b = 0; b < 3; ++b) {
     for (const auto& p : pm.model.blocks[b].ptr()->parameters()) EXPECT_FALSE(p.requires_grad());

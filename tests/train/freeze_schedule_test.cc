@@ -33,9 +33,10 @@ TEST(FreezeSchedule, ParsesBothRulesAndRoundTripsTheirSpecs) {
 }
 
 TEST(FreezeSchedule, RefusesBadSpecsWithOneLine) {
-  for (const char* bad : {"", "linear", "linear:0.5", "linear:1:0.5", "linear:0.5:0",
-                          "linear:-0.1:0.5", "linear:0.5:1.5", "linear:x:0.5", "linear:0.5:0.5:1",
-                          "auto:0", "auto:2", "auto:nan", "auto:0.1:2", "fixed:0.5", "Linear:0:1"}) {
+  for (const char* bad :
+       {"", "linear", "linear:0.5", "linear:1:0.5", "linear:0.5:0", "linear:-0.1:0.5",
+        "linear:0.5:1.5", "linear:x:0.5", "linear:0.5:0.5:1", "auto:0", "auto:2", "auto:nan",
+        "auto:0.1:2", "fixed:0.5", "Linear:0:1"}) {
     try {
       parse_freeze_rule(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

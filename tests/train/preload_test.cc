@@ -152,7 +152,8 @@ TEST(AlternatingBatches, EpochsGoToTheFirstSecondSecondFirstSourceInTurn) {
   EXPECT_EQ(alternating.size(), 6);
   const std::vector<int64_t> order = {5, 4, 3, 2, 1, 0};
   Batch b;
-  const std::vector<bool> second_serves = {false, true, true, false, false, true, true, false, false};
+  const std::vector<bool> second_serves = {false, true, true,  false, false,
+                                           true,  true, false, false};
   for (int64_t epoch = 0; epoch < 9; ++epoch) {
     alternating.select(epoch);
     alternating.plan(order, 4);

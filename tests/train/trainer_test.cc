@@ -38,7 +38,8 @@ class TensorSource : public recycle::BatchSource {
   TensorSource(torch::Tensor x, torch::Tensor y) : x_(std::move(x)), y_(std::move(y)) {}
   int64_t size() const override { return x_.size(0); }
   void load(const int64_t* indices, int64_t n, Batch* out) override {
-    const torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices), {n}, torch::kInt64).clone();
+    const torch::Tensor idx =
+        torch::from_blob(const_cast<int64_t*>(indices), {n}, torch::kInt64).clone();
     out->clear();
     out->set("activation", x_.index_select(0, idx));
     out->labels = y_.index_select(0, idx);
@@ -106,7 +107,8 @@ TEST(Batch, NamedInputsAndFeatures) {
     b.at("lengths");
     FAIL();
   } catch (const std::out_of_range& e) {
-    EXPECT_NE(std::string(e.what()).find("it has: activation, mask"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("it has: activation, mask"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -166,7 +168,8 @@ TensorSource small_images(int64_t n) {
 BlockStack conv_head(uint64_t seed) {
   torch::manual_seed(seed);
   BlockStack head;
-  head->append("conv", torch::nn::AnyModule(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).padding(1))));
+  head->append("conv", torch::nn::AnyModule(
+                           torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).padding(1))));
   head->append("bn", torch::nn::AnyModule(torch::nn::BatchNorm2d(4)));
   head->append("flat", torch::nn::AnyModule(torch::nn::Flatten()));
   head->append("fc", torch::nn::AnyModule(torch::nn::Linear(4 * 6 * 6, 2)));
@@ -187,7 +190,8 @@ TEST(Trainer, ChannelsLastTrainsLikeContiguousAndIsUndoneAfterFit) {
     Trainer trainer(head, h);
     trainer.add_after_backward_hook([&](Trainer&, int64_t) {
       laid_out = format == "channels_last"
-                     ? conv_weight.is_contiguous(c10::MemoryFormat::ChannelsLast) && !conv_weight.is_contiguous()
+                     ? conv_weight.is_contiguous(c10::MemoryFormat::ChannelsLast) &&
+                           !conv_weight.is_contiguous()
                      : conv_weight.is_contiguous();
     });
     trainer.fit(data, recycle::Sampler(data.size(), true, 0), false);
@@ -393,7 +397,8 @@ TEST(CachedBatches, LoadsInPartsOnATeamWithTheValuesOfOneThread) {
       source->load(pick.data(), 93, &b);
       FAIL();
     } catch (const std::runtime_error& e) {
-      const std::string want = recycle::Key{1, static_cast<uint64_t>(pick[80])}.to_hex() + ", which has no record";
+      const std::string want =
+          recycle::Key{1, static_cast<uint64_t>(pick[80])}.to_hex() + ", which has no record";
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }
@@ -419,7 +424,8 @@ TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
     source.load(&one, 1, &b);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("has shape 2x2, the layout says 2x3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has shape 2x2, the layout says 2x3"), std::string::npos)
+        << e.what();
   }
   try {
     source.load(&two, 1, &b);
@@ -443,10 +449,11 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
     std::unique_ptr<bool[]> mask(new bool[len]);
     for (int64_t t = 0; t < len; ++t) mask[t] = true;
     using recycle::TypedArrayRef;
-    batch.put_record({2, static_cast<uint64_t>(i)},
-                     recycle::encode_record({TypedArrayRef::floats(hidden.data(), {len, 2}, recycle::Codec::kFp16),
-                                             TypedArrayRef::exact(&length, {1}),
-                                             TypedArrayRef::exact(mask.get(), {len})}));
+    batch.put_record(
+        {2, static_cast<uint64_t>(i)},
+        recycle::encode_record(
+            {TypedArrayRef::floats(hidden.data(), {len, 2}, recycle::Codec::kFp16),
+             TypedArrayRef::exact(&length, {1}), TypedArrayRef::exact(mask.get(), {len})}));
     recycle::StoreTestAccess::put_index(batch, "train", i, {{2, static_cast<uint64_t>(i)}, 0});
   }
   recycle::Manifest m;
@@ -473,7 +480,8 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
   EXPECT_EQ(b.at("lengths").scalar_type(), torch::kInt64);
   EXPECT_TRUE(torch::equal(b.at("lengths"), torch::tensor({{3}, {1}}, torch::kInt64)));
   EXPECT_EQ(b.at("mask").scalar_type(), torch::kBool);
-  EXPECT_TRUE(torch::equal(b.at("mask"), torch::tensor({{true, true, true}, {true, false, false}})));
+  EXPECT_TRUE(
+      torch::equal(b.at("mask"), torch::tensor({{true, true, true}, {true, false, false}})));
 }
 
 TEST(RawBatches, PreprocessesImagesWithoutAPrefix) {
@@ -488,7 +496,9 @@ TEST(RawBatches, PreprocessesImagesWithoutAPrefix) {
   source.load(pick.data(), 2, &b);
   EXPECT_EQ(b.inputs[0].first, "input");
   EXPECT_EQ(b.features().sizes(), (std::vector<int64_t>{2, 1, 2, 2}));
-  EXPECT_NEAR(b.features()[0][0][0][0].item<float>(), (1.0f - recycle::kPixelMean) / recycle::kPixelStd, 1e-5);
-  EXPECT_NEAR(b.features()[1][0][0][0].item<float>(), -recycle::kPixelMean / recycle::kPixelStd, 1e-5);
+  EXPECT_NEAR(b.features()[0][0][0][0].item<float>(),
+              (1.0f - recycle::kPixelMean) / recycle::kPixelStd, 1e-5);
+  EXPECT_NEAR(b.features()[1][0][0][0].item<float>(), -recycle::kPixelMean / recycle::kPixelStd,
+              1e-5);
   EXPECT_TRUE(torch::equal(b.labels, torch::tensor({0, 1}, torch::kInt64)));
 }

@@ -36,7 +36,8 @@ TEST(AtomicFile, ReplacesTheFileWhole) {
   });
   EXPECT_EQ(read_file(path), "new content");
   EXPECT_EQ(files_in(tmp.path()), 1u);
-  recycle::write_file_atomically(tmp.file("fresh.pt"), [](const std::string& t) { write_file(t, "x"); });
+  recycle::write_file_atomically(tmp.file("fresh.pt"),
+                                 [](const std::string& t) { write_file(t, "x"); });
   EXPECT_EQ(read_file(tmp.file("fresh.pt")), "x");
 }
 
