@@ -9,12 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
 #include "base/error_cause.h"
-#include "base/stats.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
 #include "cache/open_existing.h"
@@ -45,113 +43,6 @@
 #include "recycle/errors.h"
 
 namespace recycle {
-
-std::string TrainReport::to_json() const {
-  nlohmann::json j = {{"mode", mode},
-                      {"recycle", recycle},
-                      {"epochs", epochs},
-                      {"resumed_epochs", resumed_epochs},
-                      {"train_samples", train_samples},
-                      {"epoch_seconds", epoch_seconds},
-                      {"epoch_loss", epoch_loss},
-                      {"train_samples_per_s", train_samples_per_s},
-                      {"test_samples", test_samples},
-                      {"notes", notes},
-                      {"precision", precision},
-                      {"seconds", seconds},
-                      {"world_size", world_size},
-                      {"sync", sync},
-                      {"grad_compression", grad_compression},
-                      {"steps", steps},
-                      {"buckets", buckets},
-                      {"bytes_per_step", bytes_per_step},
-                      {"fp32_bytes_per_step", fp32_bytes_per_step},
-                      {"compression_ratio", compression_ratio}};
-  j["test_acc"] = test_acc >= 0 ? nlohmann::json(test_acc) : nlohmann::json(nullptr);
-  if (!epoch_test_acc.empty()) j["epoch_test_acc"] = epoch_test_acc;
-  if (views > 0) j["views"] = views;
-  if (mode == "cache") {
-    j["memory"] = {{"queue_bytes", memory.queue_bytes},
-                   {"preload_bytes", memory.preload_bytes},
-                   {"index_bytes", memory.index_bytes},
-                   {"block_cache_bytes", memory.block_cache_bytes},
-                   {"block_cache_used_bytes", block_cache_used}};
-  }
-  if (!comm_phases.empty()) {
-    // Per trainable set: from which epoch (1-based), what travels and how much per step.
-    const int64_t steps_per_epoch = epochs > 0 ? steps / epochs : 0;
-    nlohmann::json phases = nlohmann::json::array();
-    for (const CommPhase& p : comm_phases) {
-      phases.push_back({{"first_epoch", steps_per_epoch ? p.first_step / steps_per_epoch + 1 : 1},
-                        {"steps", p.steps},
-                        {"trainable", p.trainable},
-                        {"buckets", p.buckets},
-                        {"bytes_per_step", p.bytes_per_step()},
-                        {"fp32_bytes_per_step", p.fp32_bytes_per_step()}});
-    }
-    j["comm_phases"] = phases;
-  }
-  if (sync.rfind("async", 0) == 0) {
-    nlohmann::json workers = nlohmann::json::array();
-    for (const AsyncFigures::Worker& w : async.workers) {
-      workers.push_back({{"rank", w.rank},
-                         {"steps", w.steps},
-                         {"samples", w.samples},
-                         {"link_bytes", w.link_bytes}});
-    }
-    j["async"] = {{"servers", async.servers},
-                  {"max_staleness", async.max_staleness},
-                  {"samples", async.samples},
-                  {"pushes", async.pushes},
-                  {"fetches", async.fetches},
-                  {"stale_fetches", async.stale_fetches},
-                  {"push_bytes_per_step", async.push_bytes_per_step},
-                  {"fetch_bytes_per_step", async.fetch_bytes_per_step},
-                  {"server_pushes", async.server_pushes},
-                  {"link_bytes_per_step", async.link_bytes_per_step},
-                  {"workers", workers},
-                  {"lost_workers", async.lost_workers},
-                  {"epoch_samples", async.epoch_samples}};
-  }
-  if (!epoch_sources.empty()) j["epoch_sources"] = epoch_sources;
-  if (!freeze.empty()) {
-    j["freeze"] = freeze;
-    j["level_seconds"] = level_seconds;
-    nlohmann::json events = nlohmann::json::array();
-    for (const FreezeEvent& e : freezes) {
-      const LevelInfo& l = e.level;
-      events.push_back({{"epoch", e.epoch},
-                        {"rule", e.rule},
-                        {"measure", e.measure},
-                        {"from_blocks", e.from_blocks},
-                        {"to_blocks", e.to_blocks},
-                        {"blocks", e.blocks},
-                        {"trainable_before", e.trainable_before},
-                        {"trainable_after", e.trainable_after},
-                        {"level", {{"dir", l.dir},
-                                   {"prefix_blocks", l.prefix_blocks},
-                                   {"split_at", l.split_at},
-                                   {"fingerprint", l.fingerprint},
-                                   {"source", l.source},
-                                   {"reused", l.reused},
-                                   {"computed", l.computed},
-                                   {"samples", l.samples},
-                                   {"seconds", l.seconds}}}});
-    }
-    j["freezes"] = events;
-  }
-  return j.dump();
-}
-
-void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs) {
-  report->epochs = static_cast<int64_t>(epochs.size());
-  for (const EpochResult& e : epochs) {
-    report->epoch_seconds.push_back(e.seconds);
-    report->epoch_loss.push_back(e.loss);
-  }
-  const double med = median(report->epoch_seconds);
-  report->train_samples_per_s = med > 0 ? report->train_samples / med : 0.0;
-}
 
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
                            const torch::Device& device, BlockModel* model) {
@@ -188,63 +79,6 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
 
 namespace {
 
-// What every data-parallel report says: the world, its sync and its compression.
-void fill_world(TrainReport* report, const DistContext& dist, const TrainOptions& o) {
-  report->world_size = dist.world();
-  report->sync = sync_name(o.dist.sync);
-  report->grad_compression = grad_compression_name(o.dist.grad_compression);
-}
-
-}  // namespace
-
-void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
-                      const DataParallelStats& s) {
-  fill_world(report, dist, o);
-  report->steps = s.steps;
-  report->buckets = s.buckets;
-  report->bytes_per_step = s.bytes_per_step();
-  report->fp32_bytes_per_step = s.fp32_bytes_per_step();
-  report->compression_ratio = s.compression_ratio();
-  report->comm_phases = s.phases;
-}
-
-namespace {
-
-void fill_async_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
-                       const AsyncReport& a) {
-  fill_world(report, dist, o);
-  report->steps = a.steps;
-  report->buckets = a.buckets;
-  const double steps = a.steps ? static_cast<double>(a.steps) : 1.0;
-  report->bytes_per_step = (a.push_bytes + a.fetch_bytes) / steps;
-  report->fp32_bytes_per_step = (a.fp32_push_bytes + a.fp32_fetch_bytes) / steps;
-  report->compression_ratio =
-      a.push_bytes + a.fetch_bytes ? report->fp32_bytes_per_step / report->bytes_per_step : 0.0;
-  AsyncFigures& f = report->async;
-  f.servers = std::min(o.dist.servers, dist.world());
-  f.max_staleness = o.dist.max_staleness;
-  f.samples = a.samples;
-  f.pushes = a.pushes;
-  f.fetches = a.fetches;
-  f.stale_fetches = a.stale_fetches;
-  f.push_bytes_per_step = a.push_bytes / steps;
-  f.fetch_bytes_per_step = a.fetch_bytes / steps;
-  f.server_pushes = a.server_pushes;
-  int64_t link_bytes = 0, worker_steps = 0;
-  for (const WorkerTotals& w : a.workers) {
-    f.workers.push_back({w.rank, w.steps, w.samples, w.link_bytes});
-    link_bytes += w.link_bytes;
-    worker_steps += w.steps;
-  }
-  f.link_bytes_per_step = worker_steps ? static_cast<double>(link_bytes) / worker_steps : 0.0;
-  f.lost_workers = a.lost_workers;
-  for (const EpochResult& e : a.epochs) f.epoch_samples.push_back(e.samples);
-  for (size_t i = 0; i < a.lost_workers.size(); ++i) {
-    report->notes.push_back("lost worker rank " + std::to_string(a.lost_workers[i]) + " (" +
-                            a.lost_reasons[i] + "); the others trained its share");
-  }
-}
-
 // The module's parameters and buffers, copied (a snapshot), and put back.
 std::vector<torch::Tensor> copy_state(BlockStack& module) {
   torch::NoGradGuard no_grad;
@@ -268,6 +102,53 @@ struct CheckpointPlan {
   const Manifest* cache = nullptr;
 };
 
+// --checkpoint: the epochs done by the checkpoint the trainer resumes from, its weights and
+// optimizer state loaded into `head` and `trainer` (0 where there is none yet); every rank of
+// `dist` must give the same file. Sets report->resumed_epochs.
+int64_t resume_from_checkpoint(const CheckpointPlan& checkpoint, DistContext* dist,
+                               BlockStack& head, Trainer& trainer, TrainReport* report) {
+  int64_t first_epoch = 0;
+  const std::string digest = checkpoint_digest(checkpoint.path);
+  if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
+  if (digest != kNoCheckpoint) {
+    first_epoch = load_checkpoint(checkpoint.path, checkpoint.job, *checkpoint.cache, head,
+                                  trainer.optimizer());
+  }
+  report->resumed_epochs = first_epoch;
+  return first_epoch;
+}
+
+// The trainer's hooks that change no figure: the alternating source's switch at each epoch's
+// start, --profile's epoch (rank 0), and --throttle's pause on its rank.
+void add_side_hooks(Trainer& trainer, const TrainOptions& o, DistContext* dist,
+                    AlternatingBatches* alternating) {
+  if (alternating) {
+    trainer.add_epoch_start_hook(
+        [alternating](Trainer&, int64_t epoch) { alternating->select(epoch); });
+  }
+  if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
+    profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
+  }
+  if (dist && o.dist.throttle_rank == dist->rank()) {
+    // A straggler on purpose (--throttle RANK:MS): it sleeps before its gradients leave.
+    const auto pause = std::chrono::milliseconds(o.dist.throttle_ms);
+    trainer.add_after_backward_hook(
+        [pause](Trainer&, int64_t) { std::this_thread::sleep_for(pause); });
+  }
+}
+
+// The test accuracy of `head` with each of `snapshots` (copy_state) in turn, onto
+// report->epoch_test_acc; `head` gets its own state back.
+void evaluate_snapshots(BlockStack& head, const std::vector<std::vector<torch::Tensor>>& snapshots,
+                        const std::function<double()>& evaluate, TrainReport* report) {
+  const std::vector<torch::Tensor> last = copy_state(head);
+  for (const auto& s : snapshots) {
+    restore_state(head, s);
+    report->epoch_test_acc.push_back(evaluate());
+  }
+  restore_state(head, last);
+}
+
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
@@ -282,16 +163,8 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
               int64_t draws = 0, const std::function<double()>& evaluate = {},
               const CheckpointPlan* checkpoint = nullptr) {
   Trainer trainer(head, o.hyper);
-  int64_t first_epoch = 0;
-  if (checkpoint) {
-    const std::string digest = checkpoint_digest(checkpoint->path);
-    if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
-    if (digest != kNoCheckpoint) {
-      first_epoch = load_checkpoint(checkpoint->path, checkpoint->job, *checkpoint->cache, head,
-                                    trainer.optimizer());
-    }
-    report->resumed_epochs = first_epoch;
-  }
+  const int64_t first_epoch =
+      checkpoint ? resume_from_checkpoint(*checkpoint, dist, head, trainer, report) : 0;
   // Rank 0 writes the checkpoint once `epochs_done` epochs are done.
   const HeadIdentity identity =
       checkpoint ? head_identity_of_cache(*checkpoint->cache) : HeadIdentity{};
@@ -311,17 +184,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
       if (epoch + 1 < o.hyper.epochs) report->epoch_test_acc.push_back(evaluate());
     });
   };
-  if (alternating) {
-    trainer.add_epoch_start_hook([alternating](Trainer&, int64_t epoch) { alternating->select(epoch); });
-  }
-  if (!o.profile.empty() && (!dist || dist->rank() == 0)) {
-    profile_epoch(trainer, o.profile, epoch_to_profile(o.hyper.epochs));
-  }
-  if (dist && o.dist.throttle_rank == dist->rank()) {
-    // A straggler on purpose (--throttle RANK:MS): it sleeps before its gradients leave.
-    const auto pause = std::chrono::milliseconds(o.dist.throttle_ms);
-    trainer.add_after_backward_hook([pause](Trainer&, int64_t) { std::this_thread::sleep_for(pause); });
-  }
+  add_side_hooks(trainer, o, dist, alternating);
   const bool async = dist && o.dist.sync.kind == Sync::Kind::kAsync;
   // Asynchronous workers take chunks of the one-process order as they are dealt.
   Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist && !async ? dist->rank() : 0,
@@ -340,14 +203,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
       const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
                                         evaluate || checkpoint ? epoch_done : nullptr,
                                         first_epoch);
-      if (!snapshots.empty()) {
-        const std::vector<torch::Tensor> last = copy_state(head);
-        for (const auto& s : snapshots) {
-          restore_state(head, s);
-          report->epoch_test_acc.push_back(evaluate());
-        }
-        restore_state(head, last);
-      }
+      if (!snapshots.empty()) evaluate_snapshots(head, snapshots, evaluate, report);
       fill_report(report, a.epochs);
       fill_async_report(report, *dist, o, a);
     } catch (const CommFailure& e) {
@@ -359,7 +215,8 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     evaluate_epochs();
     checkpoint_epochs();
     fill_report(report, trainer.fit(train, sampler, o.progress, first_epoch));
-    report->steps = report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
+    report->steps =
+        report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
     return;
   }
   // A failure of the group is explained by naming the rank that was lost; a failure of this
@@ -410,7 +267,9 @@ void check_cache_identity(const TrainOptions& o, const Manifest& m) {
 std::string inputs_string(const Batch& b) {
   if (b.inputs.size() == 1) return shape_string(b.features().sizes().vec());
   std::vector<std::string> parts;
-  for (const auto& [name, t] : b.inputs) parts.push_back(name + " " + shape_string(t.sizes().vec()));
+  for (const auto& [name, t] : b.inputs) {
+    parts.push_back(name + " " + shape_string(t.sizes().vec()));
+  }
   return "(" + join(parts, ", ") + ")";
 }
 
@@ -606,7 +465,8 @@ void save_cache_head(const TrainOptions& o, BlockStack& head, bool script, const
   }
 }
 
-TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device, DistContext* dist) {
+TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
+                             DistContext* dist) {
   TrainReport report;
   report.mode = "cache";
   TrainCache c;
@@ -670,7 +530,9 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
   // Text is tokenized (and cut to the model's max_tokens) a batch at a time.
   auto raw_batches = [&](const Dataset& d) -> std::unique_ptr<BatchSource> {
     if (!d.is_text) return std::make_unique<RawBatches>(d, pm.split.prefix, device);
-    if (!o.augment.empty()) throw std::invalid_argument("--augment applies to images; the data holds text");
+    if (!o.augment.empty()) {
+      throw std::invalid_argument("--augment applies to images; the data holds text");
+    }
     return std::make_unique<RawTextBatches>(d, pm.split.prefix,
                                             transformer_max_tokens(pm.model.spec), device);
   };
@@ -698,7 +560,9 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
   }
   std::function<double()> each_epoch;
   if (eval && o.eval_every_epoch) {
-    each_epoch = [&] { return evaluate_module(pm.split.head, *eval, o.hyper.eval_batch()).accuracy; };
+    each_epoch = [&] {
+      return evaluate_module(pm.split.head, *eval, o.hyper.eval_batch()).accuracy;
+    };
   }
   fit_head(pm.split.head, *train, o, dist, &report, nullptr,
            o.augment.empty() ? 0 : o.hyper.epochs, each_epoch);

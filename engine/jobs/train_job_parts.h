@@ -1,5 +1,5 @@
-// Parts of the training job shared by its modes (train_job.cc) and progressive recycling
-// (progressive_job.cc). Internal to engine/jobs.
+// Parts of the training job shared by its modes (train_job.cc), progressive recycling
+// (progressive_job.cc) and its report (train_report.cc). Internal to engine/jobs.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,6 +17,7 @@ namespace recycle {
 
 class DistContext;
 struct DataParallelStats;
+struct AsyncReport;
 
 // Epochs, epoch seconds and losses, and samples/s from the median epoch.
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
@@ -30,6 +31,10 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
 // step, and the traffic of each phase (trainable set).
 void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
                       const DataParallelStats& s);
+// The figures of an asynchronous (parameter-server) run: the world, steps and bytes per step,
+// the servers' counts, each worker's share and the workers lost (a note for each).
+void fill_async_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
+                       const AsyncReport& a);
 // run_train with --freeze (progressive_job.cc): alone (dist null) or as one rank of `dist`.
 TrainReport train_progressive(const TrainOptions& options, const torch::Device& device,
                               DistContext* dist);
