@@ -163,8 +163,9 @@ class ActivationStore {
   // manifest, synced, before the ingest, together with a note of what it added; the note goes
   // after the ingest. If the process dies in between, read_manifest (readers included) gives
   // the counts taken back unless the records are there (one of them is probed; the ingest is
-  // all or nothing), and the next writer's open writes them so and drops the note. On an error the counts are taken back at once, *manifest is left as it
-  // was, and the files stay where they were. No files: nothing happens.
+  // all or nothing), and the next writer's open writes them so and drops the note. On an error the
+  // counts are taken back at once, *manifest is left as it was, and the files stay where they were.
+  // No files: nothing happens.
   Status ingest_records(const std::vector<std::string>& files, Manifest* manifest);
   // Flushes memtables to SST files (used at the end of a build).
   Status flush();

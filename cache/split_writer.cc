@@ -58,7 +58,8 @@ void StagedWrite::put_index(int64_t position, const IndexEntry& entry) {
 
 SplitWriter::SplitWriter(ActivationStore* store, Manifest* manifest, std::string split)
     : store_(store), manifest_(manifest), split_(std::move(split)) {
-  if (!store_ || !manifest_) throw std::logic_error("SplitWriter: a store and a manifest are needed");
+  if (!store_ || !manifest_)
+    throw std::logic_error("SplitWriter: a store and a manifest are needed");
   if (store_->read_only()) throw std::logic_error("SplitWriter: the store is open read-only");
 }
 

@@ -58,7 +58,8 @@ std::string class_list(const std::vector<std::string>& names) {
   for (size_t i = 0; i < names.size(); ++i) plain = plain && names[i] == std::to_string(i);
   if (plain || names.size() > 20) return "";
   std::string out = ":";
-  for (size_t i = 0; i < names.size(); ++i) out += " " + std::to_string(i) + "=" + printable(names[i]);
+  for (size_t i = 0; i < names.size(); ++i)
+    out += " " + std::to_string(i) + "=" + printable(names[i]);
   return out;
 }
 
@@ -83,7 +84,8 @@ std::string InspectReport::to_text() const {
       << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
   for (const auto& [name, s] : manifest.splits) {
     out << "split      " << printable(name) << ": " << s.samples << " samples, " << s.unique
-        << " unique, " << (s.complete ? "complete" : "INCOMPLETE") << " (" << printable(s.data) << ")";
+        << " unique, " << (s.complete ? "complete" : "INCOMPLETE") << " (" << printable(s.data)
+        << ")";
     if (s.views > 0) out << ", " << s.views << " views of " << s.augment;
     out << "\n";
   }
@@ -111,6 +113,53 @@ std::unordered_set<Key, KeyHash> referenced_keys(const ActivationStore& store, c
     }
   }
   return keys;
+}
+
+// A record parsed and checked against the layout, its float values finite: OK, or why not.
+Status check_record(std::string_view bytes, const RecordLayout& layout,
+                    std::vector<RecordTensor>* parts) {
+  Status rs = parse_record(bytes, parts);
+  if (rs.ok()) rs = check_record_layout(*parts, layout);
+  // A value that is not finite (fp32, fp16 or bf16: written by a version that did not refuse
+  // them, or damaged in a way its checksum cannot tell) would make training's loss NaN.
+  for (size_t t = 0; rs.ok() && t < parts->size(); ++t) {
+    const RecordTensor& part = (*parts)[t];
+    if (part.dtype != Dtype::kFloat32) continue;
+    const std::string bad =
+        check_values(part.codec, part.payload, static_cast<size_t>(part.numel()));
+    if (!bad.empty()) {
+      const std::string name = t < layout.size() ? " '" + layout[t].name + "'" : "";
+      rs = Status::corruption("tensor " + std::to_string(t) + name + ": " + bad +
+                              " (values that are not finite, stored by a version of recycle "
+                              "that did not refuse them: rebuild the cache)");
+    }
+  }
+  return rs;
+}
+
+// Every split's index against the records read (`keys`): entries whose record is missing, and
+// labels outside the cache's classes, into *problems.
+void check_split_indexes(const ActivationStore& store, const Manifest& m,
+                         const std::unordered_set<Key, KeyHash>& keys,
+                         std::vector<std::string>* problems) {
+  for (const auto& [name, info] : m.splits) {
+    std::vector<IndexEntry> entries;
+    if (!store.read_index(name, &entries).ok()) continue;  // reported by referenced_keys
+    int64_t missing = 0;
+    for (const IndexEntry& e : entries) {
+      for (const Key& k : info.record_keys(e.key)) missing += keys.count(k) ? 0 : 1;
+      if (e.label < 0 || e.label >= static_cast<int64_t>(m.class_names.size())) {
+        problems->push_back("split " + name + ": label " + std::to_string(e.label) +
+                            " out of range");
+        break;
+      }
+    }
+    if (missing) {
+      problems->push_back("split " + name + ": " + std::to_string(missing) +
+                          (info.views > 0 ? " views of its index entries have no record"
+                                          : " index entries point to no record"));
+    }
+  }
 }
 
 }  // namespace
@@ -142,21 +191,7 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     ++report.checked;
     keys.insert(key);
     if (!referenced.count(key)) ++report.orphans;
-    Status rs = parse_record(bytes, &parts);
-    if (rs.ok()) rs = check_record_layout(parts, layout);
-    // A value that is not finite (fp32, fp16 or bf16: written by a version that did not refuse
-    // them, or damaged in a way its checksum cannot tell) would make training's loss NaN.
-    for (size_t t = 0; rs.ok() && t < parts.size(); ++t) {
-      if (parts[t].dtype != Dtype::kFloat32) continue;
-      const std::string bad =
-          check_values(parts[t].codec, parts[t].payload, static_cast<size_t>(parts[t].numel()));
-      if (!bad.empty()) {
-        const std::string name = t < layout.size() ? " '" + layout[t].name + "'" : "";
-        rs = Status::corruption("tensor " + std::to_string(t) + name + ": " + bad +
-                                " (values that are not finite, stored by a version of recycle "
-                                "that did not refuse them: rebuild the cache)");
-      }
-    }
+    const Status rs = check_record(bytes, layout, &parts);
     if (!rs.ok()) {
       ++report.corrupt;
       report.problems.push_back("record " + key.to_hex() + ": " + rs.to_string());
@@ -168,37 +203,21 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     // are corrupt too (they cannot be read), so `corrupt` agrees with the problems listed.
     const int64_t unread = std::max<int64_t>(0, m.records - report.checked);
     report.corrupt += unread;
-    report.problems.push_back("reading records: " + st.to_string() + " (" + std::to_string(unread) +
-                              " records could not be read)");
+    report.problems.push_back("reading records: " + st.to_string() + " (" +
+                              std::to_string(unread) + " records could not be read)");
   }
   if (report.checked != m.records) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +
                               " records, its manifest says " + std::to_string(m.records));
   }
   report.problems.insert(report.problems.end(), index_problems.begin(), index_problems.end());
-  for (const auto& [name, info] : m.splits) {
-    std::vector<IndexEntry> entries;
-    if (!store->read_index(name, &entries).ok()) continue;  // reported above
-    int64_t missing = 0;
-    for (const IndexEntry& e : entries) {
-      for (const Key& k : info.record_keys(e.key)) missing += keys.count(k) ? 0 : 1;
-      if (e.label < 0 || e.label >= static_cast<int64_t>(m.class_names.size())) {
-        report.problems.push_back("split " + name + ": label " + std::to_string(e.label) +
-                                  " out of range");
-        break;
-      }
-    }
-    if (missing) {
-      report.problems.push_back("split " + name + ": " + std::to_string(missing) +
-                                (info.views > 0 ? " views of its index entries have no record"
-                                                : " index entries point to no record"));
-    }
-  }
+  check_split_indexes(*store, m, keys, &report.problems);
   return report;
 }
 
 std::string CompactReport::to_json() const {
-  return nlohmann::json{{"removed", removed}, {"removed_bytes", removed_bytes}, {"records", records}}
+  return nlohmann::json{
+      {"removed", removed}, {"removed_bytes", removed_bytes}, {"records", records}}
       .dump();
 }
 

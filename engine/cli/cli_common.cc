@@ -116,7 +116,9 @@ void add_data_flags(CLI::App& app, DatasetOptions* data) {
 }
 
 const CLI::Validator kNotEmpty(
-    [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
+    [](std::string& value) {
+      return value.empty() ? std::string("must not be empty") : std::string();
+    },
     "NOT EMPTY");
 
 namespace {
@@ -193,8 +195,9 @@ CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_
   CLI::Option* r = app.add_option("--recycle", *recycle,
                                   "fraction of encoder blocks frozen and cached, " +
                                       range_text(0, 1) + " (e.g. 0.25, 0.5, 0.75, 1)");
-  CLI::Option* s = app.add_option("--split-at", *split_at,
-                                  "name of the last frozen block (e.g. layer2.1), instead of --recycle");
+  CLI::Option* s =
+      app.add_option("--split-at", *split_at,
+                     "name of the last frozen block (e.g. layer2.1), instead of --recycle");
   r->excludes(s);
   return r;
 }

@@ -13,7 +13,8 @@ int corpus_main(int argc, char** argv) {
   std::string data_dir, out_dir;
   size_t max_text_bytes = SpamAssassinOptions().max_text_bytes;
   bool json = false;
-  CLI::App app("Turns a text corpus into label<TAB>text files for --data tsv:DIR.", "recycle-corpus");
+  CLI::App app("Turns a text corpus into label<TAB>text files for --data tsv:DIR.",
+               "recycle-corpus");
   app.require_subcommand(1);
   app.fallthrough();  // --json may come after the subcommand
   CLI::App* spam = app.add_subcommand(
@@ -22,7 +23,8 @@ int corpus_main(int argc, char** argv) {
       "scripts/fetch_spam_corpus.sh fetches it) as the text transfer task: OUT/pretrain/ (the "
       "2002 groups: easy-ham, hard-ham, spam) and OUT/finetune/ (the 2003 groups: ham, spam), "
       "each with train.tsv and test.tsv (ids that are multiples of 5); see docs/text-task.md");
-  spam->add_option("--corpus", data_dir, "the corpus' data folder (it holds easy-ham-1, ..., spam-2)")
+  spam->add_option("--corpus", data_dir,
+                   "the corpus' data folder (it holds easy-ham-1, ..., spam-2)")
       ->required()
       ->check(kNotEmpty);
   spam->add_option("--out", out_dir, "where to write pretrain/ and finetune/")

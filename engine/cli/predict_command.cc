@@ -43,7 +43,8 @@ int predict_main(int argc, char** argv) {
                      range_text(int64_t{1}, kMaxBatch))
       ->check(kOneOrMore)
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
+  app.add_option("--threads", o.threads,
+                 "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->check(kZeroOrMore)
       ->capture_default_str();
   app.add_option("--device", o.device, "LibTorch device")->capture_default_str();

@@ -70,7 +70,8 @@ void add_hyper_flags(CLI::App& app, TrainOptions* o) {
   // The bounds are TrainHyper::validate()'s.
   app.add_option("--epochs", o->hyper.epochs, range_text(int64_t{1}, kMaxEpochs))
       ->capture_default_str();
-  app.add_option("--batch", o->hyper.batch, "samples per step, " + range_text(int64_t{1}, kMaxBatch))
+  app.add_option("--batch", o->hyper.batch,
+                 "samples per step, " + range_text(int64_t{1}, kMaxBatch))
       ->capture_default_str();
   app.add_option("--lr", o->hyper.lr, "peak learning rate, in (0, " + number_text(kMaxLr) + "]")
       ->capture_default_str();
@@ -102,7 +103,8 @@ void add_run_flags(CLI::App& app, TrainOptions* o) {
                  "with --cache: resume from FILE when it exists (written by the same job), and "
                  "write it after every epoch: the head, its optimizer's state, the epochs done "
                  "(under --sync async the servers' parameters; their optimizer state starts over)");
-  app.add_option("--threads", o->threads, "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
+  app.add_option("--threads", o->threads,
+                 "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->capture_default_str();
   app.add_option("--device", o->device, "LibTorch device")->capture_default_str();
   add_enum_option(app, "--memory-format", &o->hyper.memory_format, memory_format_names(),

@@ -49,7 +49,8 @@ void adopt_class_names(Dataset* d, const std::vector<std::string>& class_names,
                        const std::string& split, const std::string& source) {
   if (d->class_names == class_names) return;
   std::unordered_map<std::string, int64_t> id_of;
-  for (size_t i = 0; i < class_names.size(); ++i) id_of.emplace(class_names[i], static_cast<int64_t>(i));
+  for (size_t i = 0; i < class_names.size(); ++i)
+    id_of.emplace(class_names[i], static_cast<int64_t>(i));
   std::vector<int64_t> remap(d->class_names.size(), -1);
   for (size_t c = 0; c < d->class_names.size(); ++c) {
     const auto it = id_of.find(d->class_names[c]);
@@ -141,7 +142,8 @@ void filter_samples(Dataset* d, const std::vector<int64_t>& classes, int64_t lim
 BadFilePolicy parse_bad_file_policy(std::string_view name) {
   if (name == "fail") return BadFilePolicy::kFail;
   if (name == "skip") return BadFilePolicy::kSkip;
-  throw std::invalid_argument("--on-bad-file must be fail or skip, not '" + std::string(name) + "'");
+  throw std::invalid_argument("--on-bad-file must be fail or skip, not '" + std::string(name) +
+                              "'");
 }
 
 std::string bad_file_policy_name(BadFilePolicy policy) {

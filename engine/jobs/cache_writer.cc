@@ -50,9 +50,9 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
   throw std::logic_error("unknown dtype");
 }
 
-// What the options name, parsed: the codec, the compression, the keyer and the record layout. Throws
-// InvalidArgument (one line, naming the option) for options that cannot make a cache; reads no
-// file. WriterOptions::validate and the writer both start here.
+// What the options name, parsed: the codec, the compression, the keyer and the record layout.
+// Throws InvalidArgument (one line, naming the option) for options that cannot make a cache; reads
+// no file. WriterOptions::validate and the writer both start here.
 struct ParsedOptions {
   Codec codec = Codec::kFp16;
   Compression compression = Compression::kNone;
@@ -237,6 +237,12 @@ struct CacheWriter::Impl {
     split->begin(info);
   }
 
+  // The chunk's first computed rows through the engine model's prefix (engine_model): the
+  // program's outputs `out` must be its outputs (InvalidArgument naming the difference).
+  void check_against_engine(const std::vector<torch::Tensor>& out);
+  // One record per computed row of the checked outputs `out`, encoded by the layout's codecs.
+  std::vector<std::string> encode(const std::vector<torch::Tensor>& out) const;
+
   // `sample`: the label's position in the split, for the message.
   void grow_classes(int64_t label, int64_t sample) {
     const std::string problem = class_id_problem(label, sample);  // before 2**40 names are made
@@ -261,24 +267,26 @@ bool CacheWriter::unchanged_so_far() const {
   return impl_->stored_complete && impl_->matched_so_far && !impl_->classes_changed;
 }
 
-std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const at::Tensor& labels_in) {
+std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in,
+                                            const at::Tensor& labels_in) {
   Impl& s = *impl_;
   if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
   if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
   const int64_t n = inputs_in.size(0);
   if (labels_in.dim() != 1 || labels_in.size(0) != n) {
-    throw InvalidArgument("labels must be one per input: " + std::to_string(n) + " inputs, labels of shape " +
-                          shape_string(labels_in.sizes().vec()));
+    throw InvalidArgument("labels must be one per input: " + std::to_string(n) +
+                          " inputs, labels of shape " + shape_string(labels_in.sizes().vec()));
   }
   if (s.next + n > s.o.samples) {
-    throw InvalidArgument("more samples than the " + std::to_string(s.o.samples) + " the split was opened for");
+    throw InvalidArgument("more samples than the " + std::to_string(s.o.samples) +
+                          " the split was opened for");
   }
   const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
   const torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
   const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
   if (!s.o.input_shape.empty() && row_shape != s.o.input_shape) {
-    throw InvalidArgument("inputs of shape " + shape_string(row_shape) + " per sample, the build's are " +
-                          shape_string(s.o.input_shape));
+    throw InvalidArgument("inputs of shape " + shape_string(row_shape) +
+                          " per sample, the build's are " + shape_string(s.o.input_shape));
   }
   key_rows(*s.keyer, inputs, s.next, &s.chunk_keys);
   s.chunk_inputs = inputs;
@@ -301,84 +309,102 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in, const a
   return s.compute;
 }
 
+namespace {
+
+// The program's outputs for m computed rows, checked against the layout (count, shape, dtype)
+// and made [m, ...] contiguous on the CPU in the layout's dtypes.
+std::vector<torch::Tensor> checked_outputs(const std::vector<at::Tensor>& outputs,
+                                           const RecordLayout& layout, int64_t m) {
+  if (outputs.size() != layout.size()) {
+    throw InvalidArgument("the prefix gave " + std::to_string(outputs.size()) +
+                          " tensors, the records hold " + std::to_string(layout.size()) + " (" +
+                          layout_string(layout) + ")");
+  }
+  std::vector<torch::Tensor> out;
+  for (size_t j = 0; j < layout.size(); ++j) {
+    const TensorLayout& l = layout[j];
+    torch::Tensor t = outputs[j].detach();
+    std::vector<int64_t> want = {m};
+    want.insert(want.end(), l.shape.begin(), l.shape.end());
+    if (t.sizes().vec() != want) {
+      throw InvalidArgument("the prefix's output '" + l.name + "' has shape " +
+                            shape_string(t.sizes().vec()) + " for " + std::to_string(m) +
+                            " samples, the records hold " + shape_string(l.shape) +
+                            " per sample");
+    }
+    const std::string is = "the prefix's output '" + l.name + "' is " +
+                           std::string(c10::toString(t.scalar_type()));
+    if (l.dtype == Dtype::kFloat32) {
+      if (!t.is_floating_point()) throw InvalidArgument(is + ", the records hold float32");
+    } else if (t.scalar_type() != torch_dtype(l.dtype)) {
+      throw InvalidArgument(is + ", the records hold " + dtype_name(l.dtype));
+    }
+    out.push_back(t.to(torch::kCPU, torch_dtype(l.dtype)).contiguous());
+  }
+  return out;
+}
+
+}  // namespace
+
+void CacheWriter::Impl::check_against_engine(const std::vector<torch::Tensor>& out) {
+  // The program's outputs must be the engine's prefix: checked on up to 16 computed rows.
+  const int64_t k = std::min<int64_t>(static_cast<int64_t>(compute.size()), 16);
+  const torch::Tensor rows =
+      torch::tensor(std::vector<int64_t>(compute.begin(), compute.begin() + k));
+  torch::Tensor want;
+  {
+    torch::NoGradGuard no_grad;
+    engine->split.prefix->eval();
+    want = engine->split.prefix->forward(chunk_inputs.index_select(0, rows).to(torch::kFloat32))
+               .to(torch::kFloat32);
+  }
+  if (layout.size() != 1 || want.sizes() != out[0].narrow(0, 0, k).sizes()) {
+    throw InvalidArgument("the engine model's prefix makes " + shape_string(want.sizes().vec()) +
+                          ", the program's prefix " + layout_string(layout) + " per sample");
+  }
+  const double scale = std::max(1.0, want.abs().max().item<double>());
+  const double diff = (out[0].narrow(0, 0, k) - want).abs().max().item<double>();
+  if (!(diff <= 1e-3 * scale)) {
+    throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" +
+                          split->manifest().model + " up to " + split->manifest().split_at +
+                          ") by up to " + std::to_string(diff) + ": not the same model or weights");
+  }
+  engine_checked = true;
+}
+
+std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tensor>& out) const {
+  const int64_t m = static_cast<int64_t>(compute.size());
+  std::vector<std::string> records(static_cast<size_t>(m));
+  parallel_loop(m, [&](int64_t r) {
+    std::vector<TypedArrayRef> arrays;
+    for (size_t j = 0; j < layout.size(); ++j) {
+      arrays.push_back(array_of(out[j], layout[j].dtype, layout[j].shape, codec, r));
+      arrays.back().name = layout[j].name;  // a refusal names the tensor
+    }
+    try {
+      records[r] = encode_record(arrays);
+    } catch (const CodecRangeError& e) {
+      throw CodecRangeError("sample at position " + std::to_string(chunk_begin + compute[r]) +
+                                ": " + e.what(),
+                            e.largest());
+    }
+  });
+  return records;
+}
+
 void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
   Impl& s = *impl_;
   if (!s.pending) throw std::logic_error("CacheWriter: add_chunk must come before write_chunk");
   s.pending = false;  // whatever happens, this chunk is over (a failed one ends the build)
   const int64_t m = static_cast<int64_t>(s.compute.size());
-  if (outputs.size() != s.layout.size() && m > 0) {
-    throw InvalidArgument("the prefix gave " + std::to_string(outputs.size()) + " tensors, the records hold " +
-                          std::to_string(s.layout.size()) + " (" + layout_string(s.layout) + ")");
-  }
   std::vector<torch::Tensor> out;  // per layout tensor: [m, ...] contiguous on the CPU
-  if (m > 0) {
-    for (size_t j = 0; j < s.layout.size(); ++j) {
-      const TensorLayout& l = s.layout[j];
-      torch::Tensor t = outputs[j].detach();
-      std::vector<int64_t> want = {m};
-      want.insert(want.end(), l.shape.begin(), l.shape.end());
-      if (t.sizes().vec() != want) {
-        throw InvalidArgument("the prefix's output '" + l.name + "' has shape " + shape_string(t.sizes().vec()) +
-                              " for " + std::to_string(m) + " samples, the records hold " + shape_string(l.shape) +
-                              " per sample");
-      }
-      if (l.dtype == Dtype::kFloat32) {
-        if (!t.is_floating_point()) {
-          throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
-                                ", the records hold float32");
-        }
-      } else if (t.scalar_type() != torch_dtype(l.dtype)) {
-        throw InvalidArgument("the prefix's output '" + l.name + "' is " + c10::toString(t.scalar_type()) +
-                              ", the records hold " + dtype_name(l.dtype));
-      }
-      out.push_back(t.to(torch::kCPU, torch_dtype(l.dtype)).contiguous());
-    }
-  }
-  if (s.engine && !s.engine_checked && m > 0) {
-    // The program's outputs must be the engine's prefix: checked on up to 16 computed rows.
-    const int64_t k = std::min<int64_t>(m, 16);
-    const torch::Tensor rows =
-        torch::tensor(std::vector<int64_t>(s.compute.begin(), s.compute.begin() + k));
-    torch::Tensor want;
-    {
-      torch::NoGradGuard no_grad;
-      s.engine->split.prefix->eval();
-      want = s.engine->split.prefix->forward(s.chunk_inputs.index_select(0, rows).to(torch::kFloat32))
-                 .to(torch::kFloat32);
-    }
-    if (s.layout.size() != 1 || want.sizes() != out[0].narrow(0, 0, k).sizes()) {
-      throw InvalidArgument("the engine model's prefix makes " + shape_string(want.sizes().vec()) +
-                            ", the program's prefix " + layout_string(s.layout) + " per sample");
-    }
-    const double scale = std::max(1.0, want.abs().max().item<double>());
-    const double diff = (out[0].narrow(0, 0, k) - want).abs().max().item<double>();
-    if (!(diff <= 1e-3 * scale)) {
-      throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" +
-                            s.split->manifest().model + " up to " +
-                            s.split->manifest().split_at + ") by up to " +
-                            std::to_string(diff) + ": not the same model or weights");
-    }
-    s.engine_checked = true;
-  }
+  if (m > 0) out = checked_outputs(outputs, s.layout, m);
+  if (s.engine && !s.engine_checked && m > 0) s.check_against_engine(out);
   s.chunk_inputs = torch::Tensor();
   if (s.todo_end == s.todo_begin) return;  // every entry of the chunk is stored already
   SplitWriter& writer = s.split->writer();
   if (!writer.begun()) s.begin();
-  std::vector<std::string> records(static_cast<size_t>(m));
-  parallel_loop(m, [&](int64_t r) {
-    std::vector<TypedArrayRef> arrays;
-    for (size_t j = 0; j < s.layout.size(); ++j) {
-      arrays.push_back(array_of(out[j], s.layout[j].dtype, s.layout[j].shape, s.codec, r));
-      arrays.back().name = s.layout[j].name;  // a refusal names the tensor
-    }
-    try {
-      records[r] = encode_record(arrays);
-    } catch (const CodecRangeError& e) {
-      throw CodecRangeError("sample at position " + std::to_string(s.chunk_begin + s.compute[r]) + ": " +
-                                e.what(),
-                            e.largest());
-    }
-  });
+  std::vector<std::string> records = s.encode(out);
   StagedWrite w = writer.stage();
   for (int64_t r = 0; r < m; ++r) w.put_record(s.chunk_keys[s.compute[r]], records[r]);
   records.clear();

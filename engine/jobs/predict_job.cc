@@ -1,9 +1,9 @@
 // run_predict: the job behind recycle-predict. The samples go through a build's inputs and
 // encoder a chunk at a time (engine/precompute/split_inputs.h: the dataset streamed, read ahead
-// by a ChunkReader, keyed by the cache's keyer; chunk_encoder.h), are looked up in the cache (one MultiGet of the
-// chunk's distinct keys), the misses run the folded prefix (prefix_runner.h), and the head runs
-// on the stored activations and the computed ones together. Memory: one chunk's images,
-// records, activations and rows, plus what a build holds per sample (label, id).
+// by a ChunkReader, keyed by the cache's keyer; chunk_encoder.h), are looked up in the cache (one
+// MultiGet of the chunk's distinct keys), the misses run the folded prefix (prefix_runner.h), and
+// the head runs on the stored activations and the computed ones together. Memory: one chunk's
+// images, records, activations and rows, plus what a build holds per sample (label, id).
 #include <unistd.h>
 
 #include <cerrno>
@@ -117,7 +117,9 @@ std::string PredictReport::to_json() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // The cache, opened for reading, or for writing with --write-back (the writer's lock taken).
 std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m) {
@@ -385,6 +387,99 @@ int64_t write_back(ChunkEncoder& encoder, SplitWriter& writer, const Lookup& l,
 
 }  // namespace
 
+namespace {
+
+// What a run of recycle-predict holds while it goes through its chunks (run_predict).
+struct PredictRun {
+  const PredictOptions& o;
+  const Manifest& m;
+  const ActivationStore& store;
+  SplitInputs& inputs;
+  ChunkEncoder& encoder;
+  BlockStack head;
+  torch::Device device;
+  RowWriter& rows;
+  SplitWriter* back;  // --write-back's writer, or null
+  PredictReport& report;
+  std::vector<int64_t> todo;  // every sample, in order
+  std::vector<Key> keys;      // the chunk's samples' keys
+  Lookup l;
+  double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
+
+  // The full model on every sample of chunk c (--compare-full): its probabilities, its time
+  // counted apart (read_seconds: the chunk's read, which the full model needs too).
+  torch::Tensor full_probs(const BuildChunk& c, double read_seconds) {
+    const auto t = Clock::now();
+    BuildChunk all = c;
+    all.compute_pos.assign(todo.begin() + c.begin, todo.begin() + c.end);
+    all.compute_keys = keys;
+    const double prefix_before = encoder.prefix_seconds();
+    const torch::Tensor features = encoder.prefix_outputs(encoder.inputs(all));
+    full_prefix_seconds += encoder.prefix_seconds() - prefix_before;
+    const auto h = Clock::now();
+    torch::Tensor probs = torch::softmax(head->forward(features.to(device)), 1).to(torch::kCPU);
+    report.full_head_seconds += since(h);
+    report.full_seconds += since(t) + read_seconds;
+    return probs;
+  }
+
+  // Chunk c's hits from the cache, its misses through the prefix (written back with
+  // --write-back), and the head on both: the probabilities, counted in the report.
+  torch::Tensor predict(BuildChunk* c) {
+    look_up(store, *c, keys, &l);
+    c->compute_pos.clear();
+    c->compute_keys.clear();
+    for (size_t k = 0; k < l.distinct.size(); ++k) {
+      if (l.computed[k] < 0) continue;
+      c->compute_pos.push_back(l.first[k]);
+      c->compute_keys.push_back(l.distinct[k]);
+    }
+    torch::Tensor missed;
+    if (!c->compute_pos.empty()) {
+      missed = encoder.prefix_outputs(encoder.inputs(*c));
+      if (back) report.written_back += write_back(encoder, *back, l, missed, c);
+    }
+    const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, inputs.data().is_text);
+    torch::Tensor probs = torch::softmax(head->forward(x.to(device)), 1).to(torch::kCPU);
+    return probs.contiguous();
+  }
+
+  // Chunk c (the index-th): read, keyed, predicted, its rows written; with --compare-full the
+  // full model too, first in even chunks and second in odd ones, so neither side has the warmer
+  // caches throughout.
+  void chunk(BuildChunk* c, ChunkReader& reader, int64_t index) {
+    const auto read_start = Clock::now();
+    reader.read(c);
+    const double read_seconds = since(read_start);
+    const int64_t n = static_cast<int64_t>(c->end - c->begin);
+    const auto key_start = Clock::now();  // keyed before --compare-full, which checks the keys
+    inputs.key_samples(*c, todo.data() + c->begin, n, &keys);
+    const double key_seconds = since(key_start);
+    torch::Tensor full;
+    if (o.compare_full && index % 2 == 0) full = full_probs(*c, read_seconds);
+    const auto t = Clock::now();
+    const torch::Tensor probs = predict(c);
+    const torch::Tensor pred = probs.argmax(1);
+    const int64_t* p = pred.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      report.correct += p[i] == inputs.data().labels[todo[c->begin + i]] ? 1 : 0;
+    }
+    report.predict_seconds += since(t) + read_seconds + key_seconds;
+    const auto w = Clock::now();
+    rows.write(c->begin, inputs.data(), probs, pred, l.slot, l.computed);
+    report.write_seconds += since(w);
+    report.hits += l.hit_samples;
+    report.misses += n - l.hit_samples;
+    if (!o.compare_full) return;
+    if (index % 2 == 1) full = full_probs(*c, read_seconds);
+    report.agree += full.argmax(1).eq(pred).sum().item<int64_t>();
+    report.max_prob_diff =
+        std::max(report.max_prob_diff, (full - probs).abs().max().item<double>());
+  }
+};
+
+}  // namespace
+
 PredictReport run_predict(const PredictOptions& given) {
   const auto start = Clock::now();
   given.validate();
@@ -403,100 +498,33 @@ PredictReport run_predict(const PredictOptions& given) {
   bo.validate();
   set_thread_count(bo.threads);
   SplitInputs inputs(with_encoder_input(bo.data, bo.model), bo.keyer, "", 0);
-  const Dataset& data = inputs.data();
-  const bool text = data.is_text;
   ChunkEncoder encoder(inputs, bo);
-  check_fits(o, m, encoder, data, head_file.identity());
-  PreparedModel& pm = encoder.prefix().model();
-  BlockStack head = pm.split.head;
+  check_fits(o, m, encoder, inputs.data(), head_file.identity());
+  BlockStack head = encoder.prefix().model().split.head;
   head_file.load_into(head);
   head->eval();
-  const torch::Device device = encoder.prefix().device();
 
-  const int64_t n = static_cast<int64_t>(data.size());
-  std::vector<int64_t> todo(static_cast<size_t>(n));  // every sample, in order
-  std::iota(todo.begin(), todo.end(), int64_t{0});
-  const size_t chunk_size = static_cast<size_t>(bo.batch);
+  const int64_t n = static_cast<int64_t>(inputs.data().size());
   RowWriter rows(out, output_format(o.out), m.class_names, o.top_k);
-  Progress progress("predict", n, o.progress);
-  ChunkReader reader(inputs, todo, 0, chunk_size);
-  BuildChunk c;
-  std::vector<Key> keys;
-  Lookup l;
   // --write-back's writes: records and the manifest's counts (a writer of no split: the index
   // of no split changes), flushed at the end.
   std::unique_ptr<SplitWriter> back;
   if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, "");
+  PredictRun run{o,    m,           *store, inputs, encoder, head, encoder.prefix().device(),
+                 rows, back.get(), report};
+  run.todo.resize(static_cast<size_t>(n));
+  std::iota(run.todo.begin(), run.todo.end(), int64_t{0});
+  const size_t chunk_size = static_cast<size_t>(bo.batch);
+  Progress progress("predict", n, o.progress);
+  ChunkReader reader(inputs, run.todo, 0, chunk_size);
   torch::NoGradGuard no_grad;
-  int64_t chunks = 0;
-  double full_prefix_seconds = 0;  // --compare-full's prefix time, not the prediction's
-  for (size_t begin = 0; begin < todo.size(); begin += chunk_size) {
-    c = BuildChunk();
+  int64_t index = 0;
+  for (size_t begin = 0; begin < run.todo.size(); begin += chunk_size, ++index) {
+    BuildChunk c;
     c.begin = begin;
-    c.end = std::min(todo.size(), begin + chunk_size);
-    const auto read_start = Clock::now();
-    reader.read(&c);
-    const double read_seconds = since(read_start);
-    const int64_t rows_in_chunk = static_cast<int64_t>(c.end - c.begin);
-    const auto key_start = Clock::now();  // keyed before --compare-full, which checks the keys
-    inputs.key_samples(c, todo.data() + c.begin, rows_in_chunk, &keys);
-    const double key_seconds = since(key_start);
-
-    // The full model on every sample of the chunk (compare_full), timed apart: first in even
-    // chunks, second in odd ones, so neither side has the warmer caches throughout.
-    torch::Tensor full_probs;
-    auto run_full = [&] {
-      const auto t = Clock::now();
-      BuildChunk all = c;
-      all.compute_pos.assign(todo.begin() + c.begin, todo.begin() + c.end);
-      all.compute_keys = keys;
-      const double prefix_before = encoder.prefix_seconds();
-      const torch::Tensor features = encoder.prefix_outputs(encoder.inputs(all));
-      full_prefix_seconds += encoder.prefix_seconds() - prefix_before;
-      const auto h = Clock::now();
-      full_probs = torch::softmax(head->forward(features.to(device)), 1).to(torch::kCPU);
-      report.full_head_seconds += since(h);
-      report.full_seconds += since(t) + read_seconds;
-    };
-    if (o.compare_full && chunks % 2 == 0) run_full();
-
-    const auto t = Clock::now();
-    look_up(*store, c, keys, &l);
-    c.compute_pos.clear();
-    c.compute_keys.clear();
-    for (size_t k = 0; k < l.distinct.size(); ++k) {
-      if (l.computed[k] < 0) continue;
-      c.compute_pos.push_back(l.first[k]);
-      c.compute_keys.push_back(l.distinct[k]);
-    }
-    torch::Tensor missed;
-    if (!c.compute_pos.empty()) {
-      missed = encoder.prefix_outputs(encoder.inputs(c));
-      if (back) report.written_back += write_back(encoder, *back, l, missed, &c);
-    }
-    const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, text).to(device);
-    const torch::Tensor probs = torch::softmax(head->forward(x), 1).to(torch::kCPU).contiguous();
-    const torch::Tensor pred = probs.argmax(1);
-    const int64_t* p = pred.data_ptr<int64_t>();
-    for (int64_t i = 0; i < rows_in_chunk; ++i) {
-      const int64_t pos = todo[c.begin + i];
-      report.correct += p[i] == data.labels[pos] ? 1 : 0;
-    }
-    report.predict_seconds += since(t) + read_seconds + key_seconds;
-    const auto w = Clock::now();
-    rows.write(c.begin, data, probs, pred, l.slot, l.computed);
-    report.write_seconds += since(w);
-    report.hits += l.hit_samples;
-    report.misses += rows_in_chunk - l.hit_samples;
-
-    if (o.compare_full && chunks % 2 == 1) run_full();
-    if (o.compare_full) {
-      report.agree += full_probs.argmax(1).eq(pred).sum().item<int64_t>();
-      report.max_prob_diff = std::max(report.max_prob_diff,
-                                      (full_probs - probs).abs().max().item<double>());
-    }
-    progress.advance(rows_in_chunk);
-    ++chunks;
+    c.end = std::min(run.todo.size(), begin + chunk_size);
+    run.chunk(&c, reader, index);
+    progress.advance(static_cast<int64_t>(c.end - c.begin));
   }
   progress.finish();
   out.flush();
@@ -507,7 +535,7 @@ PredictReport run_predict(const PredictOptions& given) {
 
   report.samples = n;
   report.accuracy = n > 0 ? static_cast<double>(report.correct) / n : -1;
-  report.prefix_seconds = encoder.prefix_seconds() - full_prefix_seconds;
+  report.prefix_seconds = encoder.prefix_seconds() - run.full_prefix_seconds;
   const double loop = report.predict_seconds + report.write_seconds;
   report.samples_per_s = loop > 0 ? n / loop : 0;
   report.seconds = since(start);

@@ -282,8 +282,9 @@ void TrainHyper::validate() const {
   memory_format_name(memory_format);
   precision_name(precision);
   if (precision == Precision::kFp16) {
-    throw InvalidArgument("--precision fp16 applies to a build's prefix; training runs fp32 or bf16 "
-                          "(fp16 training would need a gradient scaler)");
+    throw InvalidArgument(
+        "--precision fp16 applies to a build's prefix; training runs fp32 or bf16 "
+        "(fp16 training would need a gradient scaler)");
   }
 }
 

@@ -281,7 +281,8 @@ void check_output_files(const TrainOptions& o, const Gave& gave) {
 void check_numbers(const TrainOptions& o) {
   if (o.recycle != kNoRecycle) check_range("--recycle", o.recycle, 0.0, 1.0);
   check_range("--memory-budget", o.memory_budget_mb, kMinMemoryBudgetMb, kMaxMemoryBudgetMb);
-  if (o.prefetch != -1) check_range("--prefetch", o.prefetch, int64_t{0}, kMaxPrefetch);  // -1: auto
+  if (o.prefetch != -1)
+    check_range("--prefetch", o.prefetch, int64_t{0}, kMaxPrefetch);  // -1: auto
   check_range("--threads", o.threads, 0, kMaxThreads);
 }
 

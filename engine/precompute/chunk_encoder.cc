@@ -93,8 +93,9 @@ void encode_text_records(const torch::Tensor& outputs, int64_t d, Codec codec,
   }
   parallel_loop(m, [&](int64_t r) {
     try {
-      (*records)[r] = encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
-                                     TypedArrayRef::exact(len + r, {})});
+      (*records)[r] =
+          encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
+                         TypedArrayRef::exact(len + r, {})});
     } catch (const CodecRangeError& e) {
       throw_for_sample(data, pos[r], e);
     }

@@ -3,8 +3,8 @@
 // the chunk loop: the positions whose index entry must be written (todo), chunk by chunk, and per
 // chunk the distinct record keys (a sample's key, or its K view keys) that have no stored record.
 // SplitBuild (build_stages.h) owns one; the single-process loop, a distributed build's rank 0
-// (plan_batches) and the library's CacheWriter (engine/jobs/cache_writer.cc: add_chunk) read it. No LibTorch; not
-// thread safe (the build's thread calls it).
+// (plan_batches) and the library's CacheWriter (engine/jobs/cache_writer.cc: add_chunk) read it. No
+// LibTorch; not thread safe (the build's thread calls it).
 #pragma once
 
 #include <cstddef>

@@ -59,7 +59,8 @@ PrefixRunner::~PrefixRunner() {
 }
 
 PrefixLayout PrefixRunner::folded_layout() const {
-  return precision_ == Precision::kFp32 ? InferencePrefix::kDefaultLayout : PrefixLayout::kChannelsLast;
+  return precision_ == Precision::kFp32 ? InferencePrefix::kDefaultLayout
+                                        : PrefixLayout::kChannelsLast;
 }
 
 size_t PrefixRunner::in_flight() const { return pending_.size(); }

@@ -101,7 +101,8 @@ void warn_emptied_classes(const Dataset& data, const std::vector<int64_t>& befor
     if (before[c] > 0 && after[c] == 0) {
       std::cerr << "warning: " << where << ": class '" << printable(data.class_names[c])
                 << "' lost all its " << before[c]
-                << " file(s) (left out: not decodable); it has no sample in this split" << std::endl;
+                << " file(s) (left out: not decodable); it has no sample in this split"
+                << std::endl;
     }
   }
 }

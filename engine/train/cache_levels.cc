@@ -50,7 +50,8 @@ BlockModel block_range(const BlockModel& model, int64_t begin, int64_t end) {
 std::string range_fingerprint(const BlockModel& model, int64_t begin, int64_t end) {
   const BlockModel added = block_range(model, begin, end);
   BlockStack stack;  // the blocks alone (as_stack would bring the classifier)
-  for (int64_t i = 0; i < added.num_blocks(); ++i) stack->append(added.block_names[i], added.blocks[i]);
+  for (int64_t i = 0; i < added.num_blocks(); ++i)
+    stack->append(added.block_names[i], added.blocks[i]);
   return module_fingerprint(*stack);
 }
 
@@ -133,7 +134,8 @@ std::string chained_fingerprint(const BlockModel& model, const std::vector<int64
   }
   std::string fingerprint = module_fingerprint(*split_block_model(model, chain.front()).prefix);
   for (size_t i = 1; i < chain.size(); ++i) {
-    fingerprint = derived_fingerprint(fingerprint, range_fingerprint(model, chain[i - 1], chain[i]));
+    fingerprint =
+        derived_fingerprint(fingerprint, range_fingerprint(model, chain[i - 1], chain[i]));
   }
   return fingerprint;
 }
@@ -145,6 +147,39 @@ std::string derived_fingerprint(const std::string& base, const std::string& bloc
   hasher.update_field(blocks);
   return hasher.digest().to_hex();
 }
+
+namespace {
+
+// The manifest of a level derived from `from` (at `from_dir`, k blocks) at to_blocks: the base's
+// with the new split point, fingerprint and record shape (a probe through `blocks`), and what it
+// was made from instead of the base's weights file (whose prefix is not the level's); no splits,
+// no counts.
+Manifest derived_manifest(const Manifest& from, const std::string& from_dir, BlockModel& model,
+                          int64_t k, int64_t to_blocks, const std::string& split_at,
+                          const InferencePrefix& blocks, const torch::Device& device) {
+  Manifest want = from;
+  want.fingerprint = derived_fingerprint(from.fingerprint, range_fingerprint(model, k, to_blocks));
+  want.split_at = split_at;
+  want.prefix_blocks = to_blocks;
+  want.weights_file.clear();
+  want.derived_from = from_dir;
+  if (want.derived_blocks.empty()) want.derived_blocks = {k};
+  want.derived_blocks.push_back(to_blocks);
+  const RecordLayout base_layout = from.layout();
+  std::vector<int64_t> probe_shape = {1};
+  probe_shape.insert(probe_shape.end(), base_layout.at(0).shape.begin(),
+                     base_layout.at(0).shape.end());
+  const torch::Tensor probe = blocks.forward(torch::zeros(probe_shape, device));
+  want.record_shapes = {probe.sizes().slice(1).vec()};
+  want.record_layout = RecordLayout();
+  want.classifier = kClassifierPretrained;  // the head blob holds the classifier as it is now
+  want.splits.clear();
+  want.records = 0;
+  want.record_bytes = 0;
+  return want;
+}
+
+}  // namespace
 
 LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t to_blocks,
                        const std::string& levels_dir, const DeriveOptions& o) {
@@ -165,30 +200,8 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   const BlockModel added = block_range(model, k, to_blocks);
   const InferencePrefix blocks(added, to_blocks - k);
 
-  // The new level's manifest: the base's with the new split point, fingerprint and shapes, and
-  // what it was made from instead of the base's weights file (whose prefix is not the level's).
-  Manifest want = from_m;
-  want.fingerprint = derived_fingerprint(from_m.fingerprint, range_fingerprint(model, k, to_blocks));
-  want.split_at = split.split_at;
-  want.prefix_blocks = to_blocks;
-  want.weights_file.clear();
-  want.derived_from = from_dir;
-  if (want.derived_blocks.empty()) want.derived_blocks = {k};
-  want.derived_blocks.push_back(to_blocks);
-  {
-    const RecordLayout base_layout = from_m.layout();
-    std::vector<int64_t> probe_shape = {1};
-    probe_shape.insert(probe_shape.end(), base_layout.at(0).shape.begin(),
-                       base_layout.at(0).shape.end());
-    const torch::Tensor probe = blocks.forward(torch::zeros(probe_shape, o.device));
-    want.record_shapes = {probe.sizes().slice(1).vec()};
-  }
-  want.record_layout = RecordLayout();
-  want.classifier = kClassifierPretrained;  // the head blob holds the classifier as it is now
-  want.splits.clear();
-  want.records = 0;
-  want.record_bytes = 0;
-
+  const Manifest want = derived_manifest(from_m, from_dir, model, k, to_blocks, split.split_at,
+                                         blocks, o.device);
   LevelInfo level;
   level.dir = level_dir(levels_dir, want);
   level.prefix_blocks = to_blocks;

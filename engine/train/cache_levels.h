@@ -98,10 +98,10 @@ struct RawLevelOptions : BuildOptions {
 };
 
 // The first level of a run that started on raw data: recycle-build's stages (SplitInputs and
-// ChunkEncoder, then SplitBuild::run) over the training split and the evaluation split, with `model` as it is
-// now split after `to_blocks` (its weights go to a temporary file in levels_dir, removed
-// afterwards). The level's directory is named from the identity the encoder asks for. A rerun
-// with the same weights finds the level complete (level.reused).
+// ChunkEncoder, then SplitBuild::run) over the training split and the evaluation split, with
+// `model` as it is now split after `to_blocks` (its weights go to a temporary file in levels_dir,
+// removed afterwards). The level's directory is named from the identity the encoder asks for. A
+// rerun with the same weights finds the level complete (level.reused).
 LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::string& levels_dir,
                                const RawLevelOptions& options);
 

@@ -200,7 +200,8 @@ TEST(BuildStages, BuildStoppedMidwayAndResumedEqualsBuildInOneGo) {
     SplitBuild s(options_for(dir, resumed));
     start(s);
     EXPECT_FALSE(s.plan().unchanged());
-    ASSERT_EQ(s.plan().todo().size(), 32u);  // the resume point: what the index holds already is kept
+    ASSERT_EQ(s.plan().todo().size(),
+              32u);  // the resume point: what the index holds already is kept
     EXPECT_EQ(s.plan().todo().front(), 16);
     run_chunks(s);
     expect_counts(s.report(), {40 - computed_first, 32, 48 - (40 - computed_first), 40});
