@@ -20,6 +20,7 @@ namespace recycle {
 
 namespace {
 
+// "no views", or "K views of 'SPEC'": how a refused views mismatch names each side.
 std::string views_words(int64_t k, const std::string& spec) {
   return k == 0 ? std::string("no views") : std::to_string(k) + " views of '" + spec + "'";
 }
