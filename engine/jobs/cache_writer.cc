@@ -22,6 +22,7 @@
 #include "cache/record_layout.h"
 #include "cache/split_writer.h"
 #include "cache/writable_split.h"
+#include "engine/jobs/option_checks.h"
 #include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
@@ -50,75 +51,23 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
   throw std::logic_error("unknown dtype");
 }
 
-// What the options name, parsed: the codec, the compression, the keyer and the record layout.
-// Throws InvalidArgument (one line, naming the option) for options that cannot make a cache; reads
-// no file. WriterOptions::validate and the writer both start here.
+// What the options name that has no type: the keyer (its spec) and the record layout (checked
+// as a whole). Throws InvalidArgument (one line, naming the option) for options that cannot make
+// a cache (WriterOptions::validate); reads no file.
 struct ParsedOptions {
-  Codec codec = Codec::kFp16;
-  Compression compression = Compression::kNone;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
 };
 
 ParsedOptions parse_options(const WriterOptions& o) {
-  if (o.cache_dir.empty()) throw InvalidArgument("a cache directory is required");
-  if (o.samples < 1) throw InvalidArgument("a split needs at least one sample");
-  if (o.model.empty()) throw InvalidArgument("the model that computes the records must be named");
-  if (!std::isfinite(o.flush_seconds) || o.flush_seconds < 0) {
-    throw InvalidArgument("flush_seconds must be a number of seconds, 0 or more, not " +
-                          std::to_string(o.flush_seconds));
-  }
-  ActivationStore::check_split_name(o.split).throw_if_error();
+  o.validate();
   ParsedOptions p;
-  if (!parse_codec(o.codec, &p.codec)) {
-    throw InvalidArgument("unknown codec '" + o.codec + "' (known: fp32, fp16, bf16, int8)");
-  }
-  try {
-    p.compression = parse_compression(o.compression);
-  } catch (const std::invalid_argument&) {
-    throw InvalidArgument("unknown compression '" + o.compression + "' (known: none, lz4, zstd)");
-  }
-  try {
-    p.keyer = make_keyer(o.keyer);
-  } catch (const std::invalid_argument& e) {
-    throw InvalidArgument(e.what());
-  }
-  if (o.layout.empty()) throw InvalidArgument("a record needs at least one tensor");
-  for (const WriterTensor& t : o.layout) {
-    TensorLayout l;
-    l.name = t.name;
-    if (!parse_dtype(t.dtype, &l.dtype)) {
-      throw InvalidArgument("tensor '" + t.name + "' has dtype '" + t.dtype +
-                            "'; records hold float32, int64, int32, uint8 or bool");
-    }
-    l.shape = t.shape;
-    for (int64_t d : t.shape) {
-      if (d < 1) {
-        throw InvalidArgument("tensor '" + t.name + "' has shape " + shape_string(t.shape) +
-                              " per sample: every dimension must be at least 1");
-      }
-    }
-    l.codec = l.dtype == Dtype::kFloat32 ? codec_name(p.codec) : kRawCodecName;
-    p.layout.push_back(std::move(l));
-  }
-  const Status layout_ok = check_layout(p.layout);
-  if (!layout_ok.ok()) throw InvalidArgument(layout_ok.message());
-  if (!o.engine_model.empty() || !o.engine_weights.empty()) {
-    if (o.class_names.empty()) {
-      throw InvalidArgument("an engine model needs the class names (its classifier's outputs)");
-    }
-    if (o.engine_split_at.empty()) {
-      throw InvalidArgument("an engine model needs the name of the prefix's last block");
-    }
-  }
+  p.keyer = make_keyer(o.keyer);
+  p.layout = writer_record_layout(o);
   return p;
 }
 
 }  // namespace
-
-// What WriterOptions::validate (engine/options/writer_validate.cc) checks: parse_options's
-// checks, without keeping what they parsed (engine/jobs/option_checks.h).
-void check_writer_options(const WriterOptions& o) { (void)parse_options(o); }
 
 struct CacheWriter::Impl {
   WriterOptions o;
@@ -153,12 +102,12 @@ struct CacheWriter::Impl {
 
   explicit Impl(const WriterOptions& options) : o(options) {
     ParsedOptions parsed = parse_options(o);
-    codec = parsed.codec;
+    codec = o.codec;
     keyer = std::move(parsed.keyer);
     layout = std::move(parsed.layout);
     const Manifest wanted = requested_manifest();
     split = std::make_unique<WritableSplit>(
-        WritableSplit::Options{o.cache_dir, o.split, parsed.compression, o.rebuild});
+        WritableSplit::Options{o.cache_dir, o.split, o.compression, o.rebuild});
     const bool new_cache = split->stored() == nullptr;
     if (new_cache) {
       // A new cache of an engine model gets its head's initial weights, as recycle-build's does.

@@ -1,7 +1,10 @@
 // Checks of options that live with the code they share file-private helpers with, for the
 // validate() of their structs (engine/options/*_validate.cc, the one home of every options
 // struct's validate()). Each throws InvalidArgument (errors.h) with one line naming the option.
+// And what a validate() builds that its struct's user needs too.
 #pragma once
+
+#include "cache/record_layout.h"  // RecordLayout
 
 namespace recycle {
 
@@ -12,9 +15,8 @@ struct WriterOptions;
 // links). Defined in engine/jobs/predict_job.cc, beside run_predict's output_target.
 void check_predict_output(const PredictOptions& o);
 
-// Everything parse_options of engine/jobs/cache_writer.cc checks (the cache directory, the
-// samples, the model, flush_seconds, the split's name, the codec, the compression, the keyer,
-// the layout, an engine model's needs); what CacheWriter starts with. Reads no file.
-void check_writer_options(const WriterOptions& o);
+// The record layout WriterOptions' tensors make (float32 ones stored with its codec, the others
+// raw), unchecked: WriterOptions::validate checks it. Defined in engine/options/writer_validate.cc.
+RecordLayout writer_record_layout(const WriterOptions& o);
 
 }  // namespace recycle

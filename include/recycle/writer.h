@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recycle/build.h"  // BuildReport
@@ -42,12 +43,11 @@ inline std::string class_id_problem(int64_t label, int64_t sample) {
          " is not a class id (0 to " + std::to_string(kMaxClassId) + ")";
 }
 
-// One tensor of the records: its name, dtype ("float32", "int64", "int32", "uint8", "bool") and
-// shape per sample (fixed). float32 tensors are stored with the writer's codec, the others
-// exactly.
+// One tensor of the records: its name, dtype and shape per sample (fixed). float32 tensors are
+// stored with the writer's codec, the others exactly.
 struct WriterTensor {
   std::string name;
-  std::string dtype = "float32";
+  Dtype dtype = Dtype::kFloat32;
   std::vector<int64_t> shape;
 };
 
@@ -66,11 +66,11 @@ struct WriterOptions {
   std::string fingerprint;  // of the prefix's weights (tensors_fingerprint)
   std::string split_at = "prefix";
   std::string keyer = "xxh3";  // a keyer spec (keyer.h) that keys a tensor (or an id: the position)
-  std::string codec = "fp16";  // fp32 | fp16 | bf16 | int8
+  Codec codec = Codec::kFp16;  // of the float32 tensors
   std::string preprocess = "none";
   std::vector<int64_t> input_shape;  // one sample's input shape
   std::vector<WriterTensor> layout;  // what each record holds, in order
-  std::string compression = "none";  // RocksDB's: none | lz4 | zstd (not part of the identity)
+  Compression compression = Compression::kNone;  // RocksDB's (not part of the identity)
   bool rebuild = false;              // delete the cache first (only a directory that is a cache)
   // Chunks are written without RocksDB's write-ahead log, as recycle-build's are: a kill loses
   // those not yet flushed to table files. A flush follows the chunk that ends each period of
@@ -92,12 +92,21 @@ struct WriterOptions {
   std::string engine_split_at;
 
   // Checks what needs no file: a cache directory, at least one sample, a model named,
-  // flush_seconds a number >= 0, the split's name, the codec, the compression, the keyer spec,
-  // the layout (known dtypes, dimensions >= 1, distinct names), and an engine model's class
-  // names and split point. Throws InvalidArgument with one line naming the option. CacheWriter
-  // starts with the same checks. (engine/options/writer_validate.cc)
+  // flush_seconds a number >= 0, the split's name, the keyer spec, the layout (at least one
+  // tensor, dimensions >= 1, distinct names), and an engine model's class names and split
+  // point. Throws InvalidArgument with one line naming the option. CacheWriter starts with the
+  // same checks. (engine/options/writer_validate.cc)
   void validate() const;
 };
+
+// The names the edges (the Python package) give the typed fields above, parsed with the one-line
+// messages the writer's users see; each throws InvalidArgument.
+// "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)"
+Codec parse_writer_codec(std::string_view name);
+// "unknown compression 'zip' (known: none, lz4, zstd)"
+Compression parse_writer_compression(std::string_view name);
+// "tensor 'x' has dtype 'float64'; records hold float32, int64, int32, uint8 or bool"
+Dtype parse_writer_dtype(const std::string& tensor, std::string_view dtype);
 
 class CacheWriter {
  public:

@@ -107,7 +107,7 @@ PYBIND11_MODULE(_native, m) {
   py::class_<recycle::WriterTensor>(m, "WriterTensor")
       .def(py::init([](const std::string& name, const std::string& dtype,
                        const std::vector<int64_t>& shape) {
-             return recycle::WriterTensor{name, dtype, shape};
+             return recycle::WriterTensor{name, recycle::parse_writer_dtype(name, dtype), shape};
            }),
            py::arg("name"), py::arg("dtype"), py::arg("shape"));
   py::class_<recycle::WriterOptions>(m, "WriterOptions")
@@ -121,11 +121,20 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("fingerprint", &recycle::WriterOptions::fingerprint)
       .def_readwrite("split_at", &recycle::WriterOptions::split_at)
       .def_readwrite("keyer", &recycle::WriterOptions::keyer)
-      .def_readwrite("codec", &recycle::WriterOptions::codec)
+      .def_property(
+          "codec", [](const recycle::WriterOptions& o) { return recycle::codec_name(o.codec); },
+          [](recycle::WriterOptions& o, const std::string& name) {
+            o.codec = recycle::parse_writer_codec(name);
+          })
       .def_readwrite("preprocess", &recycle::WriterOptions::preprocess)
       .def_readwrite("input_shape", &recycle::WriterOptions::input_shape)
       .def_readwrite("layout", &recycle::WriterOptions::layout)
-      .def_readwrite("compression", &recycle::WriterOptions::compression)
+      .def_property(
+          "compression",
+          [](const recycle::WriterOptions& o) { return recycle::compression_name(o.compression); },
+          [](recycle::WriterOptions& o, const std::string& name) {
+            o.compression = recycle::parse_writer_compression(name);
+          })
       .def_readwrite("rebuild", &recycle::WriterOptions::rebuild)
       .def_readwrite("flush_seconds", &recycle::WriterOptions::flush_seconds)
       .def_readwrite("engine_model", &recycle::WriterOptions::engine_model)

@@ -374,25 +374,27 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   o.cache_dir = ::testing::TempDir() + "/writer-options-never-made";
   o.samples = 3;
   o.model = "python:Prefix";
-  o.layout = {{"features", "float32", {4}}};
+  o.layout = {{"features", recycle::Dtype::kFloat32, {4}}};
   EXPECT_EQ(refusal([&] { o.validate(); }), "");
   EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
   auto refused = [&](recycle::WriterOptions bad) { return refusal([&] { bad.validate(); }); };
+  // The typed fields' names are parsed at the edge (the Python package), in the writer's words.
+  EXPECT_EQ(refusal([] { recycle::parse_writer_codec("fp8"); }),
+            "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
+  EXPECT_EQ(refusal([] { recycle::parse_writer_compression("snappy2"); }),
+            "unknown compression 'snappy2' (known: none, lz4, zstd)");
+  EXPECT_EQ(refusal([] { recycle::parse_writer_dtype("features", "float64"); }),
+            "tensor 'features' has dtype 'float64'; records hold float32, int64, int32, uint8 "
+            "or bool");
+  EXPECT_EQ(recycle::parse_writer_codec("int8"), recycle::Codec::kInt8);
+  EXPECT_EQ(recycle::parse_writer_compression("zstd"), recycle::Compression::kZstd);
+  EXPECT_EQ(recycle::parse_writer_dtype("mask", "bool"), recycle::Dtype::kBool);
   recycle::WriterOptions bad = o;
-  bad.codec = "fp8";
-  EXPECT_EQ(refused(bad), "unknown codec 'fp8' (known: fp32, fp16, bf16, int8)");
-  bad = o;
-  bad.compression = "snappy2";
-  EXPECT_EQ(refused(bad), "unknown compression 'snappy2' (known: none, lz4, zstd)");
-  bad = o;
   bad.flush_seconds = -1;
   EXPECT_NE(refused(bad).find("flush_seconds must be a number of seconds, 0 or more"),
             std::string::npos);
   bad = o;
-  bad.layout = {{"features", "float64", {4}}};
-  EXPECT_NE(refused(bad).find("tensor 'features' has dtype 'float64'"), std::string::npos);
-  bad = o;
-  bad.layout = {{"features", "float32", {4, 0}}};
+  bad.layout = {{"features", recycle::Dtype::kFloat32, {4, 0}}};
   EXPECT_NE(refused(bad).find("every dimension must be at least 1"), std::string::npos);
   bad = o;
   bad.samples = 0;
@@ -411,7 +413,7 @@ TEST(Options, CacheWriterRefusesALabelThatIsNoClassId) {
   o.cache_dir = dir.file("c");
   o.samples = 2;
   o.model = "python:Prefix";
-  o.layout = {{"features", "float32", {4}}};
+  o.layout = {{"features", recycle::Dtype::kFloat32, {4}}};
   recycle::CacheWriter writer(o);
   const torch::Tensor inputs = torch::rand({2, 3});
   const torch::Tensor labels = torch::tensor({int64_t{1}, int64_t{1} << 40});
