@@ -32,6 +32,7 @@ json Manifest::splits_to_json() const {
                {"samples", info.samples},
                {"unique", info.unique},
                {"complete", info.complete}};
+    if (!info.classes.empty()) s[name]["classes"] = info.classes;
     if (info.views > 0) {
       s[name]["augment"] = info.augment;
       s[name]["views"] = info.views;
@@ -39,6 +40,21 @@ json Manifest::splits_to_json() const {
   }
   return s;
 }
+
+namespace {
+
+// The --classes a split's data description names (engine/data/dataset.cc writes
+// "SPEC split=S classes=C limit=N ..."): what a manifest written before SplitInfo::classes
+// existed says of them. "" when it names none.
+std::string classes_in_description(const std::string& data) {
+  const std::string marker = " classes=";
+  const size_t at = data.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t from = at + marker.size();
+  return data.substr(from, data.find(' ', from) - from);
+}
+
+}  // namespace
 
 Status Manifest::from_json_string(const std::string& text, Manifest* out) {
   try {
@@ -62,6 +78,8 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
     for (const auto& [name, s] : j.at("splits").items()) {
       SplitInfo info;
       info.data = s.at("data").get<std::string>();
+      info.classes = s.contains("classes") ? s.at("classes").get<std::string>()
+                                           : classes_in_description(info.data);
       info.samples = json_int(s, "samples");
       info.unique = json_int(s, "unique");
       info.complete = s.at("complete").get<bool>();

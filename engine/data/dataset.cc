@@ -254,6 +254,7 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
                              (options.shard_count > 1 ? std::string(" and sharding") : ""));
   }
   if (rows) streamed->source->settle_shape(streamed->rows, &d.item_shape);
+  d.classes = options.classes;
   d.description = source + " split=" + options.split +
                   (options.classes.empty() ? "" : " classes=" + options.classes) +
                   (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "") +

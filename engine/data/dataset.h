@@ -22,6 +22,7 @@ constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mni
 
 struct Dataset {
   std::string description;  // canonical: spec, split, classes and limit
+  std::string classes;      // the --classes filter it was read with ("" for every class)
   bool is_text = false;
   std::vector<int64_t> item_shape;  // images: {channels, height, width}
   // images: size() * item_bytes() bytes, row-major: uint8 values, or float32 (host order) when

@@ -163,10 +163,8 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
   }
   if (o.data.classes.empty()) {
     for (const auto& [name, split] : m.splits) {
-      const size_t at = split.data.find(" classes=");
-      if (at == std::string::npos) continue;
-      const size_t from = at + 9;
-      o.data.classes = split.data.substr(from, split.data.find(' ', from) - from);
+      if (split.classes.empty()) continue;
+      o.data.classes = split.classes;
       break;
     }
   }

@@ -78,7 +78,7 @@ SplitBuild::SplitBuild(BuildOptions options, CacheBuildInputs in)
   if (o.cache_dir.empty()) throw std::invalid_argument("--cache DIR is required");
   ActivationStore::check_split_name(o.data.split).throw_if_error();
   inputs_ = std::make_unique<SplitInputs>(in.input->index(), std::move(in.data),
-                                          in.manifest.class_names);
+                                          std::move(in.classes), in.manifest.class_names);
   progress_label_ = "derive " + o.data.split + " at " + in.manifest.split_at;
   encoder_ = std::make_unique<ChunkEncoder>(*inputs_, o, std::move(in));
 }
@@ -174,6 +174,7 @@ void SplitBuild::open() {
 void SplitBuild::begin() {
   SplitInfo info;
   info.data = inputs_->data().description;
+  info.classes = inputs_->data().classes;
   info.samples = report_.samples;
   info.unique = report_.unique;
   info.augment = inputs_->augment().spec();

@@ -34,7 +34,8 @@ class CacheInput {
 
 struct CacheBuildInputs {
   std::unique_ptr<CacheInput> input;
-  std::string data;  // what the base split was built from (its SplitInfo::data)
+  std::string data;     // what the base split was built from (its SplitInfo::data)
+  std::string classes;  // the --classes filter it was built with (its SplitInfo::classes)
   // The blocks after the base's split point as a model of their own (modules shared, frozen:
   // eval mode, no grad). Read by the ChunkEncoder's constructor only (it folds its own copy).
   const BlockModel* blocks = nullptr;

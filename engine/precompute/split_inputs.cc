@@ -172,9 +172,10 @@ SplitInputs::SplitInputs(const DatasetOptions& data, const std::string& keyer_sp
 }
 
 SplitInputs::SplitInputs(std::vector<IndexEntry> index, std::string description,
-                         std::vector<std::string> class_names)
+                         std::string classes, std::vector<std::string> class_names)
     : from_cache_(true) {
   data_.description = std::move(description);
+  data_.classes = std::move(classes);
   data_.class_names = std::move(class_names);
   data_.labels.reserve(index.size());
   cache_keys_.reserve(index.size());

@@ -41,8 +41,9 @@ class SplitInputs {
               const std::string& augment, int64_t views);
   // Another cache's split as the samples (a derived level: cache_input.h, whose CacheInput the
   // chunk encoder reads): its `index` (keys and labels), `description` (what that split was
-  // built from) and its classes; no pixels, no texts.
-  SplitInputs(std::vector<IndexEntry> index, std::string description,
+  // built from), `classes` (the --classes filter it was built with) and its class names; no
+  // pixels, no texts.
+  SplitInputs(std::vector<IndexEntry> index, std::string description, std::string classes,
               std::vector<std::string> class_names);
   ~SplitInputs();
   SplitInputs(const SplitInputs&) = delete;

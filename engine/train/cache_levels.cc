@@ -232,6 +232,7 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
     CacheBuildInputs in;
     in.input = std::make_unique<LevelSplitInput>(*from, from_m, name, o.device);
     in.data = info.data;
+    in.classes = info.classes;
     in.blocks = &added;
     in.head = head;
     in.manifest = want;

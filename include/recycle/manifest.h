@@ -124,6 +124,9 @@ struct SplitInfo {
   // to the split's identity: a rebuild with others is refused.
   std::string augment;  // canonical spec (engine/data/augment.h); "" with views 0
   int64_t views = 0;
+  // The --classes filter the split was built with ("" for every class). Manifests written before
+  // it was stored get it from `data` (its " classes=X" part) when read.
+  std::string classes;
 
   // The keys of the records a sample with content key `key` reads: {key} without views, else
   // its K view keys.

@@ -57,6 +57,7 @@ void expect_same_manifest(const recycle::Manifest& a, const recycle::Manifest& b
     EXPECT_EQ(info.samples, it->second.samples) << name;
     EXPECT_EQ(info.unique, it->second.unique) << name;
     EXPECT_EQ(info.complete, it->second.complete) << name;
+    EXPECT_EQ(info.classes, it->second.classes) << name;
   }
 }
 
@@ -531,6 +532,32 @@ TEST(CacheIdentity, PrefixPrecisionIsIdentityAndFp32IsWrittenAsBefore) {
   nlohmann::json empty = marked;
   empty["prefix_precision"] = "";
   EXPECT_TRUE(recycle::Manifest::from_json_string(empty.dump(), &back).is_corruption());
+}
+
+// The --classes a split was built with: written when given (left out otherwise), read back, and
+// for a manifest written before the field existed, read from its data description once.
+TEST(Manifest, SplitClassesAreStoredAndOldManifestsGetThemFromTheDescription) {
+  recycle::Manifest m = full_manifest();
+  m.splits["train"].data = "fashion-mnist split=train classes=5-9 limit=16";
+  m.splits["train"].classes = "5-9";
+  nlohmann::json j = nlohmann::json::parse(m.to_json_string());
+  EXPECT_EQ(j["splits"]["train"]["classes"], "5-9");
+  EXPECT_FALSE(j["splits"]["test-2"].contains("classes"));
+  recycle::Manifest back;
+  ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
+  expect_same_manifest(m, back);
+
+  j["splits"]["train"].erase("classes");  // as a cache made before the field wrote it
+  ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
+  EXPECT_EQ(back.splits.at("train").classes, "5-9");
+  EXPECT_EQ(back.splits.at("test-2").classes, "");
+  j["splits"]["train"]["data"] = "fashion-mnist split=train classes=0,2";  // at the end
+  ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
+  EXPECT_EQ(back.splits.at("train").classes, "0,2");
+
+  j["splits"]["train"]["classes"] = "1-3";  // the stored field, not the description
+  ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
+  EXPECT_EQ(back.splits.at("train").classes, "1-3");
 }
 
 }  // namespace

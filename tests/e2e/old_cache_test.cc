@@ -39,6 +39,9 @@ TEST(OldCache, VerifiesWithItsIdentity) {
   EXPECT_EQ(j.at("checked"), 32);
   EXPECT_EQ(j.at("corrupt"), 0);
   EXPECT_EQ(j.at("record_shapes"), json::parse("[[16,7,7]]"));
+  // Its manifest predates SplitInfo::classes: read from the splits' data descriptions.
+  EXPECT_EQ(j.at("splits").at("train").at("classes"), "5-9");
+  EXPECT_EQ(j.at("splits").at("test").at("classes"), "5-9");
 }
 
 // The same losses and accuracy as the code that made the cache printed.
