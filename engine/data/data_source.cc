@@ -24,10 +24,13 @@ const DataSourceEntry* find_data_source(const std::string& spec, std::string* pa
   return nullptr;
 }
 
-bool is_text_spec(const std::string& spec) {
-  std::string path;
-  const DataSourceEntry* e = find_data_source(spec, &path);
-  return e && e->text;
+std::optional<DataSpec> parse_data_spec(const std::string& spec) {
+  DataSpec d;
+  const DataSourceEntry* e = find_data_source(spec, &d.path);
+  if (e == nullptr) return std::nullopt;
+  d.kind = e->name;
+  d.text = e->text;
+  return d;
 }
 
 std::string data_source_usages() {

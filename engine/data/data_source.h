@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,16 @@ struct DataSourceEntry {
 const std::vector<DataSourceEntry>& data_sources();
 // The entry whose spec this is, with *path set to the part after "name:"; null for none.
 const DataSourceEntry* find_data_source(const std::string& spec, std::string* path);
-// True when `spec` names a source of texts (tsv:, jsonl:, csv:), before anything is read.
-bool is_text_spec(const std::string& spec);
+
+// --data SPEC (KIND[:PATH]) as its parts: what the engine asks of a spec, parsed once here.
+struct DataSpec {
+  std::string kind;   // the source's name: "fashion-mnist", "tsv", "imagefolder", ...
+  std::string path;   // the part after "kind:" ("" for a bare spec)
+  bool text = false;  // its samples are texts (tsv, jsonl, csv), not images
+};
+// The spec's parts; nullopt when no source has it (DatasetOptions::validate refuses it:
+// "unknown data 'X' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR, ...)").
+std::optional<DataSpec> parse_data_spec(const std::string& spec);
 // "fashion-mnist[:DIR], tsv:FILE or tsv:DIR, imagefolder:DIR": the usages, for messages.
 std::string data_source_usages();
 

@@ -23,6 +23,7 @@
 #include "cache/open_existing.h"
 #include "cache/record.h"
 #include "cache/split_writer.h"
+#include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/transformer.h"
@@ -67,8 +68,8 @@ std::string output_target(const PredictOptions& o) {
   const std::string why = " (the rows would replace what this run reads): give another --out";
   if (is(o.head)) throw InvalidArgument("--out " + o.out + " is the --head file" + why);
   if (is(o.weights)) throw InvalidArgument("--out " + o.out + " is the --weights file" + why);
-  const size_t colon = o.data.spec.find(':');
-  if (colon != std::string::npos && is(o.data.spec.substr(colon + 1))) {
+  const std::optional<DataSpec> data = parse_data_spec(o.data.spec);
+  if (data && is(data->path)) {
     throw InvalidArgument("--out " + o.out + " is the --data file" + why);
   }
   std::error_code e;

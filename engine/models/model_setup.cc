@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
 #include "engine/util/cores.h"
@@ -97,7 +98,8 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
 }
 
 DatasetOptions with_encoder_input(DatasetOptions data, const ModelOptions& options) {
-  if (data.spec.rfind("imagefolder:", 0) != 0) return data;
+  const std::optional<DataSpec> spec_of_data = parse_data_spec(data.spec);
+  if (!spec_of_data || spec_of_data->kind != "imagefolder") return data;
   if (options.weights.empty() && options.encoder.empty()) return data;
   const EncoderSpec spec = EncoderSpec::parse(
       options.weights.empty() ? options.encoder : read_weights_spec(options.weights));

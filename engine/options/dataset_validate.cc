@@ -10,8 +10,7 @@
 namespace recycle {
 
 void DatasetOptions::validate() const {
-  std::string path;
-  if (find_data_source(spec, &path) == nullptr) {
+  if (!parse_data_spec(spec)) {
     throw InvalidArgument("unknown data '" + spec + "' (expected " + data_source_usages() + ")");
   }
   check_at_least("--limit", limit, int64_t{0});  // 0: all

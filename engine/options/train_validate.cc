@@ -8,7 +8,7 @@
 
 #include "base/range_check.h"
 #include "engine/data/augment.h"
-#include "engine/data/data_source.h"  // is_text_spec
+#include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/util/atomic_file.h"  // output_path_problem
 #include "recycle/errors.h"
 #include "recycle/options.h"
@@ -217,10 +217,12 @@ void check_evaluation(const TrainOptions& o) {
 
 // Progressive freezing trains image models only.
 void check_freeze_data(const TrainOptions& o) {
-  if (o.freeze.enabled() && is_text_spec(o.data.spec)) {
-    throw InvalidArgument(
-        "--freeze does not apply to text data (" + o.data.spec.substr(0, o.data.spec.find(':')) +
-        ":): progressive freezing trains image models only (docs/progressive.md)");
+  if (!o.freeze.enabled()) return;
+  const std::optional<DataSpec> data = parse_data_spec(o.data.spec);
+  if (data && data->text) {
+    throw InvalidArgument("--freeze does not apply to text data (" + data->kind +
+                          ":): progressive freezing trains image models only "
+                          "(docs/progressive.md)");
   }
 }
 

@@ -76,6 +76,23 @@ TEST(DataSources, EverySpecFindsItsSourceAndUnknownOnesListThem) {
   EXPECT_EQ(path, "/d");
   EXPECT_EQ(find_data_source("tsv:", &path), nullptr);
   EXPECT_EQ(find_data_source("imagefolder", &path), nullptr);
+  // The spec as its parts (parse_data_spec): kind, path, and whether it holds texts.
+  const std::optional<recycle::DataSpec> folder = recycle::parse_data_spec("imagefolder:/d");
+  ASSERT_TRUE(folder);
+  EXPECT_EQ(folder->kind, "imagefolder");
+  EXPECT_EQ(folder->path, "/d");
+  EXPECT_FALSE(folder->text);
+  const std::optional<recycle::DataSpec> bare = recycle::parse_data_spec("fashion-mnist");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->kind, "fashion-mnist");
+  EXPECT_EQ(bare->path, "");
+  const std::optional<recycle::DataSpec> text = recycle::parse_data_spec("jsonl:a:b.jsonl");
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->kind, "jsonl");
+  EXPECT_EQ(text->path, "a:b.jsonl");
+  EXPECT_TRUE(text->text);
+  EXPECT_FALSE(recycle::parse_data_spec("mnist:x"));
+  EXPECT_FALSE(recycle::parse_data_spec(""));
   DatasetOptions o;
   o.spec = "mnist";
   const std::string e = error_of([&] { o.validate(); });
