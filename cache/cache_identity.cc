@@ -97,6 +97,10 @@ Status read_layout(const json& j, CacheIdentity* id) {
 
 }  // namespace
 
+std::string CacheIdentity::prefix_precision_name() const {
+  return prefix_precision.empty() ? "fp32" : prefix_precision;
+}
+
 Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
   try {
     CacheIdentity id;
@@ -176,8 +180,7 @@ std::vector<std::string> CacheIdentity::identity_differences(const CacheIdentity
   check("keyer", keyer, requested.keyer);
   check("codec", codec, requested.codec);
   check("preprocessing", preprocess, requested.preprocess);
-  check("prefix precision", prefix_precision.empty() ? "fp32" : prefix_precision,
-        requested.prefix_precision.empty() ? "fp32" : requested.prefix_precision);
+  check("prefix precision", prefix_precision_name(), requested.prefix_precision_name());
   if (!input_shape.empty() && !requested.input_shape.empty()) {
     check("input shape", shape_string(input_shape), shape_string(requested.input_shape));
   }

@@ -20,9 +20,7 @@ std::string InspectReport::to_json() const {
                       {"recycle", manifest.recycle_ratio()},
                       {"keyer", manifest.keyer},
                       {"codec", manifest.codec},
-                      {"prefix_precision", manifest.prefix_precision.empty()
-                                               ? std::string("fp32")
-                                               : manifest.prefix_precision},
+                      {"prefix_precision", manifest.prefix_precision_name()},
                       {"classifier", manifest.classifier},
                       {"fingerprint", manifest.fingerprint},
                       {"record_shapes", layout_shapes(manifest.layout())},

@@ -86,7 +86,7 @@ json inputs_of(SplitBuild& b, const BuildOptions& o) {
   json manifest = json::parse(b.encoder().requested().to_json_string());
   // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
   // here, a rank's mismatch names both words.
-  if (!manifest.contains("prefix_precision")) manifest["prefix_precision"] = "fp32";
+  manifest["prefix_precision"] = b.encoder().requested().prefix_precision_name();
   return {{"manifest", manifest},
           {"data", b.inputs().data().description},
           {"split", o.data.split},

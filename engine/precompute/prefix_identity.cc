@@ -20,9 +20,8 @@ void set_prefix_precision(Precision precision, CacheIdentity* identity) {
 }
 
 Precision prefix_precision_of(const CacheIdentity& identity, const std::string& cache_dir) {
-  if (identity.prefix_precision.empty()) return Precision::kFp32;
   for (const std::string& name : precision_names()) {
-    if (name == identity.prefix_precision) return parse_precision(name);
+    if (name == identity.prefix_precision_name()) return parse_precision(name);
   }
   throw std::runtime_error("cache " + cache_dir + " was built with a prefix precision ('" +
                            identity.prefix_precision + "') this version does not know");

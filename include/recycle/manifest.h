@@ -66,6 +66,9 @@ struct CacheIdentity {
   // The arithmetic the prefix ran in when not fp32: "bf16" or "fp16" (autocast). Empty: fp32,
   // as in every cache made before it was stored.
   std::string prefix_precision;
+  // prefix_precision as messages and reports say it: "fp32" when empty. The one place that
+  // maps the empty precision to its word.
+  std::string prefix_precision_name() const;
   // Shape of one input sample (e.g. {1, 28, 28}). Empty in caches made before it was stored;
   // such a cache is checked by its record shapes instead.
   std::vector<int64_t> input_shape;

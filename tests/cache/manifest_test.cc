@@ -517,6 +517,8 @@ TEST(CacheIdentity, PrefixPrecisionIsIdentityAndFp32IsWrittenAsBefore) {
   EXPECT_EQ(back.prefix_precision, "bf16");
   EXPECT_EQ(back.identity().digest(), bf16.identity().digest());
   EXPECT_NE(bf16.identity().digest(), fp32.identity().digest());
+  EXPECT_EQ(fp32.prefix_precision_name(), "fp32");  // the empty precision's word
+  EXPECT_EQ(bf16.prefix_precision_name(), "bf16");
   EXPECT_EQ(bf16.identity().identity_differences(fp32),
             (std::vector<std::string>{
                 "prefix precision: the cache has bf16, this run asks for fp32"}));
