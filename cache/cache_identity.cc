@@ -1,9 +1,11 @@
-#include "cache/manifest.h"
-
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "base/strings.h"  // join
+#include "cache/codec.h"   // parse_codec
 #include "cache/json_fields.h"
+#include "cache/manifest.h"
 #include "recycle/content_hasher.h"
 
 namespace recycle {
@@ -17,8 +19,10 @@ RecordLayout CacheIdentity::layout() const {
 json CacheIdentity::record_layout_to_json() const {
   json out = json::array();
   for (const TensorLayout& t : layout()) {
-    out.push_back(
-        {{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"codec", t.codec}});
+    out.push_back({{"name", t.name},
+                   {"dtype", dtype_name(t.dtype)},
+                   {"shape", t.shape},
+                   {"codec", t.codec_word()}});
   }
   return out;
 }
@@ -32,7 +36,7 @@ void CacheIdentity::to_json(json* j) const {
   o["prefix_blocks"] = prefix_blocks;
   o["total_blocks"] = total_blocks;
   o["keyer"] = keyer;
-  o["codec"] = codec;
+  o["codec"] = codec_name(codec);
   o["preprocess"] = preprocess;
   if (!prefix_precision.empty()) o["prefix_precision"] = prefix_precision;
   if (!input_shape.empty()) o["input_shape"] = input_shape;
@@ -81,8 +85,13 @@ Status read_layout(const json& j, CacheIdentity* id) {
       return Status::corruption(which + ": its shape is not positive integers or -1");
     }
     // An exact tensor may leave its codec out or empty: it is "raw".
-    tl.codec = t.contains("codec") ? t.at("codec").get<std::string>() : "";
-    if (tl.dtype != Dtype::kFloat32 && tl.codec.empty()) tl.codec = kRawCodecName;
+    const std::string codec = t.contains("codec") ? t.at("codec").get<std::string>() : "";
+    if (tl.stored_exactly() ? !codec.empty() && codec != kRawCodecName
+                            : !parse_codec(codec, &tl.codec)) {
+      return Status::corruption(which + ": codec '" + codec + "' does not fit dtype " +
+                                dtype_name(tl.dtype) +
+                                (tl.stored_exactly() ? " (raw)" : " (fp32, fp16, bf16, int8)"));
+    }
     layout.push_back(std::move(tl));
   }
   const Status st = check_layout(layout);
@@ -116,7 +125,12 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
     id.prefix_blocks = json_int(j, "prefix_blocks");
     id.total_blocks = json_int(j, "total_blocks");
     id.keyer = j.at("keyer").get<std::string>();
-    id.codec = j.at("codec").get<std::string>();
+    const std::string codec = j.at("codec").get<std::string>();
+    if (!parse_codec(codec, &id.codec)) {
+      return Status::corruption("manifest: the codec '" + codec +
+                                "' is not one this version knows (" + join(codec_names(), ", ") +
+                                ")");
+    }
     id.preprocess = j.at("preprocess").get<std::string>();
     if (j.contains("prefix_precision")) {
       id.prefix_precision = j.at("prefix_precision").get<std::string>();
@@ -151,13 +165,20 @@ Status CacheIdentity::from_json(const json& j, CacheIdentity* out) {
 
 namespace {
 
-// A layout as identity compares it: a float tensor stored with the identity's own codec has
-// its codec replaced by "=", so that a codec change is named once, by the codec line.
-RecordLayout layout_identity(RecordLayout layout, const std::string& identity_codec) {
-  for (TensorLayout& t : layout) {
-    if (t.dtype == Dtype::kFloat32 && t.codec == identity_codec) t.codec = "=";
+// A tensor's codec as identity compares and digests it: "=" for a float tensor stored with the
+// identity's own codec, so that a codec change is named once, by the codec line; else its word.
+std::string compared_codec(const TensorLayout& t, Codec identity_codec) {
+  return !t.stored_exactly() && t.codec == identity_codec ? "=" : t.codec_word();
+}
+
+using ComparedTensor = std::tuple<std::string, Dtype, std::vector<int64_t>, std::string>;
+
+std::vector<ComparedTensor> layout_identity(const RecordLayout& layout, Codec identity_codec) {
+  std::vector<ComparedTensor> out;
+  for (const TensorLayout& t : layout) {
+    out.emplace_back(t.name, t.dtype, t.shape, compared_codec(t, identity_codec));
   }
-  return layout;
+  return out;
 }
 
 }  // namespace
@@ -178,7 +199,7 @@ std::vector<std::string> CacheIdentity::identity_differences(const CacheIdentity
         requested.split_at + " (" + std::to_string(requested.prefix_blocks) + "/" +
             std::to_string(requested.total_blocks) + " blocks)");
   check("keyer", keyer, requested.keyer);
-  check("codec", codec, requested.codec);
+  check("codec", codec_name(codec), codec_name(requested.codec));
   check("preprocessing", preprocess, requested.preprocess);
   check("prefix precision", prefix_precision_name(), requested.prefix_precision_name());
   if (!input_shape.empty() && !requested.input_shape.empty()) {
@@ -195,7 +216,9 @@ std::vector<std::string> CacheIdentity::identity_differences(const CacheIdentity
 std::string CacheIdentity::digest() const {
   ContentHasher hasher;
   hasher.update_u64(static_cast<uint64_t>(format_version));
-  for (const std::string* field : {&model, &fingerprint, &split_at, &keyer, &codec, &preprocess}) {
+  const std::string codec_word = codec_name(codec);
+  for (const std::string* field :
+       {&model, &fingerprint, &split_at, &keyer, &codec_word, &preprocess}) {
     hasher.update_field(*field);
   }
   if (!prefix_precision.empty()) hasher.update_field("prefix_precision=" + prefix_precision);
@@ -206,14 +229,15 @@ std::string CacheIdentity::digest() const {
     for (int64_t d : shape) hasher.update_u64(static_cast<uint64_t>(d));
   };
   update_shape(input_shape);
-  // The layout as identity_differences compares it.
-  const RecordLayout compared = layout_identity(layout(), codec);
-  hasher.update_u64(compared.size());
-  for (const TensorLayout& t : compared) {
+  // The layout as identity_differences compares it: a float tensor in the identity's codec
+  // digests "=" for its codec (the digests of levels on disk depend on it).
+  const RecordLayout l = layout();
+  hasher.update_u64(l.size());
+  for (const TensorLayout& t : l) {
     hasher.update_field(t.name);
     hasher.update_field(dtype_name(t.dtype));
     update_shape(t.shape);
-    hasher.update_field(t.codec);
+    hasher.update_field(compared_codec(t, codec));
   }
   return hasher.digest().to_hex();
 }

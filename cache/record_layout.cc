@@ -7,12 +7,11 @@
 
 namespace recycle {
 
-RecordLayout layout_from_shapes(const std::vector<std::vector<int64_t>>& shapes,
-                                const std::string& codec) {
+RecordLayout layout_from_shapes(const std::vector<std::vector<int64_t>>& shapes, Codec codec) {
   RecordLayout layout;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    layout.push_back({i == 0 ? "activation" : "tensor" + std::to_string(i), Dtype::kFloat32,
-                      shapes[i], codec});
+    layout.push_back(
+        {i == 0 ? "activation" : "tensor" + std::to_string(i), Dtype::kFloat32, shapes[i], codec});
   }
   return layout;
 }
@@ -41,12 +40,6 @@ Status check_layout(const RecordLayout& layout) {
                                         " is neither in [1, 2^31) nor -1 (variable)");
       }
     }
-    Codec codec;
-    if (t.dtype == Dtype::kFloat32 ? !parse_codec(t.codec, &codec) : t.codec != kRawCodecName) {
-      return Status::invalid_argument(
-          which + ": codec '" + t.codec + "' does not fit dtype " + dtype_name(t.dtype) +
-          (t.dtype == Dtype::kFloat32 ? " (fp32, fp16, bf16)" : " (raw)"));
-    }
   }
   return Status();
 }
@@ -72,9 +65,9 @@ Status check_record_layout(const std::vector<RecordTensor>& tensors, const Recor
       return Status::corruption(which + " has shape " + shape_string(t.shape) +
                                 ", the layout says " + shape_string(want.shape));
     }
-    if (t.dtype == Dtype::kFloat32 && codec_name(t.codec) != want.codec) {
+    if (t.dtype == Dtype::kFloat32 && t.codec != want.codec) {
       return Status::corruption(which + " is stored as " + codec_name(t.codec) +
-                                ", the layout says " + want.codec);
+                                ", the layout says " + codec_name(want.codec));
     }
   }
   return Status();
@@ -85,8 +78,8 @@ std::string layout_string(const RecordLayout& layout) {
   std::string s;
   for (size_t i = 0; i < layout.size(); ++i) {
     const TensorLayout& t = layout[i];
-    s += (i ? " + " : "") + t.name + " " + dtype_name(t.dtype) + " " + shape_string(t.shape) +
-         " " + t.codec;
+    s += (i ? " + " : "") + t.name + " " + dtype_name(t.dtype) + " " + shape_string(t.shape) + " " +
+         t.codec_word();
   }
   return s;
 }

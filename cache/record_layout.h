@@ -15,15 +15,14 @@ namespace recycle {
 
 // The layout of a cache made before layouts were stored: one float32 tensor per record shape,
 // each with `codec`; the first is named "activation", further ones "tensor1", "tensor2", ...
-RecordLayout layout_from_shapes(const std::vector<std::vector<int64_t>>& shapes,
-                                const std::string& codec);
+RecordLayout layout_from_shapes(const std::vector<std::vector<int64_t>>& shapes, Codec codec);
 // The shapes of the layout's tensors (what a manifest's record_shapes holds), -1 kept.
 std::vector<std::vector<int64_t>> layout_shapes(const RecordLayout& layout);
 
 // Checks that a layout can describe records: at most 255 tensors, names non-empty and
-// distinct, rank <= 8, each dimension in [1, 2^31) or kVariableDim, and a codec that fits
-// the dtype (a float codec for float32, "raw" for the rest). InvalidArgument naming the
-// tensor and what is wrong.
+// distinct, rank <= 8, each dimension in [1, 2^31) or kVariableDim (a codec always fits: the
+// manifest's reader refuses a codec word that does not fit the dtype). InvalidArgument naming
+// the tensor and what is wrong.
 Status check_layout(const RecordLayout& layout);
 
 // Checks one parsed record against the layout: the number of tensors, each one's dtype,

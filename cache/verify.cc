@@ -19,7 +19,7 @@ std::string InspectReport::to_json() const {
                       {"split_at", manifest.split_at},
                       {"recycle", manifest.recycle_ratio()},
                       {"keyer", manifest.keyer},
-                      {"codec", manifest.codec},
+                      {"codec", codec_name(manifest.codec)},
                       {"prefix_precision", manifest.prefix_precision_name()},
                       {"classifier", manifest.classifier},
                       {"fingerprint", manifest.fingerprint},
@@ -70,14 +70,14 @@ std::string InspectReport::to_text() const {
       << "split at   " << manifest.split_at << " (" << manifest.prefix_blocks << "/"
       << manifest.total_blocks << " blocks recycled)\n"
       << "keyer      " << manifest.keyer << "\n"
-      << "codec      " << manifest.codec << "\n"
+      << "codec      " << codec_name(manifest.codec) << "\n"
       << (manifest.prefix_precision.empty()
               ? ""
               : "precision  " + manifest.prefix_precision + " (the prefix ran under autocast)\n")
       << "classes    " << manifest.class_names.size() << class_list(manifest.class_names) << "\n"
       << "preprocess " << manifest.preprocess << "\n"
-      << "records    " << manifest.records << " (" << manifest.record_bytes
-      << " bytes encoded, " << disk_bytes << " bytes on disk)\n"
+      << "records    " << manifest.records << " (" << manifest.record_bytes << " bytes encoded, "
+      << disk_bytes << " bytes on disk)\n"
       << "orphans    " << orphans << " records no index entry points to"
       << (orphans ? " (recycle-inspect --compact deletes them)" : "") << "\n";
   for (const auto& [name, s] : manifest.splits) {
@@ -89,8 +89,7 @@ std::string InspectReport::to_text() const {
   }
   if (verified) {
     out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
-        << damaged_files << " damaged files, "
-        << problems.size() << " problems\n";
+        << damaged_files << " damaged files, " << problems.size() << " problems\n";
     for (const auto& p : problems) out << "  " << printable(p) << "\n";
   }
   return out.str();
@@ -201,8 +200,8 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     // are corrupt too (they cannot be read), so `corrupt` agrees with the problems listed.
     const int64_t unread = std::max<int64_t>(0, m.records - report.checked);
     report.corrupt += unread;
-    report.problems.push_back("reading records: " + st.to_string() + " (" +
-                              std::to_string(unread) + " records could not be read)");
+    report.problems.push_back("reading records: " + st.to_string() + " (" + std::to_string(unread) +
+                              " records could not be read)");
   }
   if (report.checked != m.records) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +
@@ -233,10 +232,11 @@ CompactReport compact_cache(const std::string& dir) {
   }
   CompactReport report;
   std::vector<std::pair<Key, int64_t>> orphans;
-  store->for_each_record([&](const Key& key, std::string_view bytes) {
-         if (!referenced.count(key)) orphans.emplace_back(key, static_cast<int64_t>(bytes.size()));
-         return true;
-       })
+  store
+      ->for_each_record([&](const Key& key, std::string_view bytes) {
+        if (!referenced.count(key)) orphans.emplace_back(key, static_cast<int64_t>(bytes.size()));
+        return true;
+      })
       .throw_if_error();
   constexpr size_t kPerBatch = 1024;
   SplitWriter writer(store.get(), &m, "");  // records and counts only

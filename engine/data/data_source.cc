@@ -4,8 +4,8 @@ namespace recycle {
 
 const std::vector<DataSourceEntry>& data_sources() {
   static const std::vector<DataSourceEntry> sources = {fashion_mnist_source(), tsv_source(),
-                                                       imagefolder_source(), npy_source(),
-                                                       jsonl_source(),       csv_source()};
+                                                       imagefolder_source(),   npy_source(),
+                                                       jsonl_source(),         csv_source()};
   return sources;
 }
 
@@ -30,6 +30,7 @@ std::optional<DataSpec> parse_data_spec(const std::string& spec) {
   if (e == nullptr) return std::nullopt;
   d.kind = e->name;
   d.text = e->text;
+  d.sized_by_encoder = e->sized_by_encoder;
   return d;
 }
 

@@ -30,6 +30,8 @@ struct DataSourceEntry {
   std::string usage;  // as --help and errors list it, e.g. "tsv:FILE or tsv:DIR"
   bool bare = false;  // the name alone is a spec (fashion-mnist: the default folder)
   bool text = false;  // its samples are texts (tsv, jsonl, csv), not images
+  // Its images take the size of the encoder's input (imagefolder: DatasetOptions::encoder_input).
+  bool sized_by_encoder = false;
   // Loads the split `options.split` of the data at `path` (the spec after "name:", "" for a
   // bare spec). stream: the caller wants the pixels streamed (images may then set `source`
   // and leave data.pixels empty); !stream: images must hold their pixels or set `source`
@@ -45,9 +47,10 @@ const DataSourceEntry* find_data_source(const std::string& spec, std::string* pa
 
 // --data SPEC (KIND[:PATH]) as its parts: what the engine asks of a spec, parsed once here.
 struct DataSpec {
-  std::string kind;   // the source's name: "fashion-mnist", "tsv", "imagefolder", ...
-  std::string path;   // the part after "kind:" ("" for a bare spec)
-  bool text = false;  // its samples are texts (tsv, jsonl, csv), not images
+  std::string kind;               // the source's name: "fashion-mnist", "tsv", "imagefolder", ...
+  std::string path;               // the part after "kind:" ("" for a bare spec)
+  bool text = false;              // its samples are texts (tsv, jsonl, csv), not images
+  bool sized_by_encoder = false;  // its images take the encoder's input size (imagefolder)
 };
 // The spec's parts; nullopt when no source has it (DatasetOptions::validate refuses it:
 // "unknown data 'X' (expected fashion-mnist[:DIR], tsv:FILE or tsv:DIR, ...)").

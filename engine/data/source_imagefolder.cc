@@ -147,8 +147,8 @@ fs::path split_folder(const std::string& path, const std::string& split) {
     throw std::runtime_error("imagefolder:" + path + " is not a folder");
   }
   fs::path root = path;
-  const bool named = !split.empty() && split.find('/') == std::string::npos && split != "." &&
-                     split != "..";
+  const bool named =
+      !split.empty() && split.find('/') == std::string::npos && split != "." && split != "..";
   const fs::path normal = root.lexically_normal();  // "DIR/" -> its name from the parent
   const std::string own_name =
       (normal.has_filename() ? normal.filename() : normal.parent_path().filename()).string();
@@ -166,11 +166,14 @@ fs::path split_folder(const std::string& path, const std::string& split) {
     if (folders.size() > 4) folders.resize(4), folders.push_back("...");
     std::string listed;
     for (const std::string& f : folders) listed += (listed.empty() ? "" : ", ") + f;
-    throw std::invalid_argument(
-        "imagefolder:" + path + " has no folder '" + split + "' (its folders " + listed +
-        " are classes, so split '" + split + "' would be the training images again): put its "
-        "images in " + (root / split).string() + "/<class>/, or give the split's own folder, "
-        "named " + split + ", as --data imagefolder:PATH/" + split);
+    throw std::invalid_argument("imagefolder:" + path + " has no folder '" + split +
+                                "' (its folders " + listed + " are classes, so split '" + split +
+                                "' would be the training images again): put its "
+                                "images in " +
+                                (root / split).string() +
+                                "/<class>/, or give the split's own folder, "
+                                "named " +
+                                split + ", as --data imagefolder:PATH/" + split);
   }
   return root;
 }
@@ -245,8 +248,8 @@ SourceData load(const std::string& path, const DatasetOptions& options, bool /*s
   }
   if (ignored > 0) {
     std::cerr << "imagefolder " << files->root << ": " << ignored
-              << " file(s) without a .png, .jpg or .jpeg name ignored (the first: "
-              << first_ignored << ")" << std::endl;
+              << " file(s) without a .png, .jpg or .jpeg name ignored (the first: " << first_ignored
+              << ")" << std::endl;
   }
   const ImageTransform& t = files->transform;
   d.item_shape = {t.channels, t.has_size() ? t.crop : 0, t.has_size() ? t.crop : 0};
@@ -263,6 +266,7 @@ DataSourceEntry imagefolder_source() {
   DataSourceEntry e;
   e.name = "imagefolder";
   e.usage = "imagefolder:DIR";
+  e.sized_by_encoder = true;
   e.load = load;
   return e;
 }

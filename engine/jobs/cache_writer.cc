@@ -7,8 +7,6 @@
 // KeyPlan (engine/precompute/key_plan.h). What differs: the samples arrive in order, a chunk at a
 // time, so the plan is made chunk by chunk (KeyPlan::add_chunk) against the stored index instead
 // of for the whole split first. What is its own: checking the caller's tensors.
-#include "recycle/writer.h"
-
 #include <torch/torch.h>
 
 #include <chrono>
@@ -33,6 +31,7 @@
 #include "recycle/content_hasher.h"
 #include "recycle/errors.h"
 #include "recycle/keyer.h"
+#include "recycle/writer.h"
 
 namespace recycle {
 
@@ -43,10 +42,14 @@ TypedArrayRef array_of(const torch::Tensor& t, Dtype d, std::vector<int64_t> sha
   switch (d) {
     case Dtype::kFloat32:
       return TypedArrayRef::floats(t[row].data_ptr<float>(), std::move(shape), codec);
-    case Dtype::kInt64: return TypedArrayRef::exact(t[row].data_ptr<int64_t>(), std::move(shape));
-    case Dtype::kInt32: return TypedArrayRef::exact(t[row].data_ptr<int32_t>(), std::move(shape));
-    case Dtype::kUint8: return TypedArrayRef::exact(t[row].data_ptr<uint8_t>(), std::move(shape));
-    case Dtype::kBool: return TypedArrayRef::exact(t[row].data_ptr<bool>(), std::move(shape));
+    case Dtype::kInt64:
+      return TypedArrayRef::exact(t[row].data_ptr<int64_t>(), std::move(shape));
+    case Dtype::kInt32:
+      return TypedArrayRef::exact(t[row].data_ptr<int32_t>(), std::move(shape));
+    case Dtype::kUint8:
+      return TypedArrayRef::exact(t[row].data_ptr<uint8_t>(), std::move(shape));
+    case Dtype::kBool:
+      return TypedArrayRef::exact(t[row].data_ptr<bool>(), std::move(shape));
   }
   throw std::logic_error("unknown dtype");
 }
@@ -80,9 +83,9 @@ struct CacheWriter::Impl {
   std::unique_ptr<WritableSplit> split;
   KeyPlan plan;
   std::unordered_set<Key, KeyHash> seen;  // distinct keys of the split so far
-  bool stored_complete = false;  // the stored split was complete, same data and size
+  bool stored_complete = false;           // the stored split was complete, same data and size
   bool classes_changed = false;
-  bool matched_so_far = true;    // every position so far matched the stored index
+  bool matched_so_far = true;  // every position so far matched the stored index
 
   // The chunk between add_chunk and write_chunk.
   bool pending = false;
@@ -133,7 +136,7 @@ struct CacheWriter::Impl {
     wanted.fingerprint = o.fingerprint;
     wanted.split_at = o.split_at;
     wanted.keyer = keyer->spec();
-    wanted.codec = codec_name(codec);
+    wanted.codec = codec;
     wanted.preprocess = o.preprocess;
     wanted.input_shape = o.input_shape;
     wanted.record_layout = layout;
@@ -167,10 +170,9 @@ struct CacheWriter::Impl {
     refuse_other_identity(stored, wanted, o.cache_dir, "pass rebuild=True to start over");
     if (!o.class_names.empty() && !stored.class_names.empty() &&
         stored.class_names != o.class_names) {
-      throw InvalidArgument("cache " + o.cache_dir + " has " +
-                            std::to_string(stored.class_names.size()) +
-                            " classes named otherwise than this build's " +
-                            std::to_string(o.class_names.size()));
+      throw InvalidArgument(
+          "cache " + o.cache_dir + " has " + std::to_string(stored.class_names.size()) +
+          " classes named otherwise than this build's " + std::to_string(o.class_names.size()));
     }
     if (stored.class_names.empty()) stored.class_names = o.class_names;
     if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
@@ -278,11 +280,10 @@ std::vector<torch::Tensor> checked_outputs(const std::vector<at::Tensor>& output
     if (t.sizes().vec() != want) {
       throw InvalidArgument("the prefix's output '" + l.name + "' has shape " +
                             shape_string(t.sizes().vec()) + " for " + std::to_string(m) +
-                            " samples, the records hold " + shape_string(l.shape) +
-                            " per sample");
+                            " samples, the records hold " + shape_string(l.shape) + " per sample");
     }
-    const std::string is = "the prefix's output '" + l.name + "' is " +
-                           std::string(c10::toString(t.scalar_type()));
+    const std::string is =
+        "the prefix's output '" + l.name + "' is " + std::string(c10::toString(t.scalar_type()));
     if (l.dtype == Dtype::kFloat32) {
       if (!t.is_floating_point()) throw InvalidArgument(is + ", the records hold float32");
     } else if (t.scalar_type() != torch_dtype(l.dtype)) {
@@ -333,9 +334,9 @@ std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tens
     try {
       records[r] = encode_record(arrays);
     } catch (const CodecRangeError& e) {
-      throw CodecRangeError("sample at position " + std::to_string(chunk_begin + compute[r]) +
-                                ": " + e.what(),
-                            e.largest());
+      throw CodecRangeError(
+          "sample at position " + std::to_string(chunk_begin + compute[r]) + ": " + e.what(),
+          e.largest());
     }
   });
   return records;

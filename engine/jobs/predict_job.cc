@@ -6,8 +6,8 @@
 // images, records, activations and rows, plus what a build holds per sample (label, id).
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -26,16 +26,16 @@
 #include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
-#include "engine/models/transformer.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
+#include "engine/models/transformer.h"
 #include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/prefix_identity.h"
 #include "engine/precompute/prefix_runner.h"
 #include "engine/precompute/split_inputs.h"
+#include "engine/train/cache_levels.h"  // chained_fingerprint
 #include "engine/util/atomic_file.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
-#include "engine/precompute/prefix_identity.h"
-#include "engine/train/cache_levels.h"  // chained_fingerprint
 #include "recycle/errors.h"
 #include "recycle/predict.h"
 
@@ -90,7 +90,7 @@ std::string output_target(const PredictOptions& o) {
 // PredictOptions::validate (engine/options/predict_validate.cc) calls them.
 void check_predict_output(const PredictOptions& o) {
   output_format(o.out);  // throws for another extension
-  output_target(o);  // throws for an output that is an input or inside the cache
+  output_target(o);      // throws for an output that is an input or inside the cache
 }
 
 std::string PredictReport::to_json() const {
@@ -179,10 +179,7 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
   b.model.weights = o.weights;
   b.split_at = m.split_at;
   b.keyer = m.keyer;
-  if (!parse_codec(m.codec, &b.codec)) {
-    throw std::runtime_error("cache " + o.cache_dir + " has codec '" + m.codec +
-                             "', which this version does not know");
-  }
+  b.codec = m.codec;
   b.cache_dir = o.cache_dir;
   b.batch = o.batch;
   b.threads = o.threads;
@@ -214,8 +211,8 @@ void check_fits(const PredictOptions& o, const Manifest& m, ChunkEncoder& encode
   }
   const auto diffs = head_differences(head, m);
   if (!diffs.empty()) {
-    throw StaleCacheError("head " + o.head + " was trained for another cache than " +
-                          o.cache_dir + ": " + join(diffs, "; ") +
+    throw StaleCacheError("head " + o.head + " was trained for another cache than " + o.cache_dir +
+                          ": " + join(diffs, "; ") +
                           " (train one from this cache: recycle-train --cache " + o.cache_dir +
                           " --save-head FILE)");
   }
@@ -224,10 +221,10 @@ void check_fits(const PredictOptions& o, const Manifest& m, ChunkEncoder& encode
 // One chunk's lookup: its distinct keys, which hit (their records), which miss.
 struct Lookup {
   std::vector<Key> distinct;
-  std::vector<int64_t> slot;          // per sample of the chunk: its key's index in distinct
-  std::vector<std::string> records;   // per distinct key: the stored record ("" on a miss)
-  std::vector<int64_t> computed;      // per distinct key: its row in the misses' outputs, or -1
-  std::vector<int64_t> first;         // per distinct key: its first sample's split position
+  std::vector<int64_t> slot;         // per sample of the chunk: its key's index in distinct
+  std::vector<std::string> records;  // per distinct key: the stored record ("" on a miss)
+  std::vector<int64_t> computed;     // per distinct key: its row in the misses' outputs, or -1
+  std::vector<int64_t> first;        // per distinct key: its first sample's split position
   int64_t hit_samples = 0;
 };
 
@@ -317,8 +314,7 @@ torch::Tensor text_head_inputs(const Lookup& l, const torch::Tensor& missed, con
   torch::Tensor computed;                             // the misses' packed outputs
   if (missed.defined()) {
     computed = missed.contiguous();
-    const torch::Tensor valid =
-        computed.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
+    const torch::Tensor valid = computed.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
     for (size_t k = 0; k < keys; ++k) {
       if (l.computed[k] < 0) continue;
       lengths[k] = valid.data_ptr<int64_t>()[l.computed[k]];
@@ -509,7 +505,7 @@ PredictReport run_predict(const PredictOptions& given) {
   // of no split changes), flushed at the end.
   std::unique_ptr<SplitWriter> back;
   if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, "");
-  PredictRun run{o,    m,           *store, inputs, encoder, head, encoder.prefix().device(),
+  PredictRun run{o,    m,          *store, inputs, encoder, head, encoder.prefix().device(),
                  rows, back.get(), report};
   run.todo.resize(static_cast<size_t>(n));
   std::iota(run.todo.begin(), run.todo.end(), int64_t{0});

@@ -36,14 +36,16 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
   }
   if (!options.weights.empty() && !options.encoder.empty() &&
       !EncoderSpec::parse(options.encoder).options.empty()) {
-    throw std::invalid_argument("--model options apply only without --weights (the weights file "
-                                "sets them)");
+    throw std::invalid_argument(
+        "--model options apply only without --weights (the weights file "
+        "sets them)");
   }
   if (options.width > 0) spec.set("width", options.width);
   if (options.max_tokens > 0) {
     if (!options.weights.empty()) {
-      throw std::invalid_argument("--max-tokens applies only without --weights (the weights file "
-                                  "sets it)");
+      throw std::invalid_argument(
+          "--max-tokens applies only without --weights (the weights file "
+          "sets it)");
     }
     spec.set("max_tokens", options.max_tokens);
   }
@@ -99,7 +101,7 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
 
 DatasetOptions with_encoder_input(DatasetOptions data, const ModelOptions& options) {
   const std::optional<DataSpec> spec_of_data = parse_data_spec(data.spec);
-  if (!spec_of_data || spec_of_data->kind != "imagefolder") return data;
+  if (!spec_of_data || !spec_of_data->sized_by_encoder) return data;
   if (options.weights.empty() && options.encoder.empty()) return data;
   const EncoderSpec spec = EncoderSpec::parse(
       options.weights.empty() ? options.encoder : read_weights_spec(options.weights));

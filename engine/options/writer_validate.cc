@@ -45,7 +45,7 @@ RecordLayout writer_record_layout(const WriterOptions& o) {
     l.name = t.name;
     l.dtype = t.dtype;
     l.shape = t.shape;
-    l.codec = l.dtype == Dtype::kFloat32 ? codec_name(o.codec) : kRawCodecName;
+    l.codec = o.codec;  // used by float32 tensors only
     layout.push_back(std::move(l));
   }
   return layout;

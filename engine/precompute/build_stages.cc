@@ -47,8 +47,8 @@ void ChunkWriter::finish() {
 }
 
 RecordLayout text_record_layout(int64_t d_model, Codec codec) {
-  return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, d_model}, codec_name(codec)},
-          TensorLayout{"length", Dtype::kInt64, {}, kRawCodecName}};
+  return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, d_model}, codec},
+          TensorLayout{"length", Dtype::kInt64, {}}};
 }
 
 SplitBuild::SplitBuild(BuildOptions options, std::unique_ptr<SplitInputs> inputs,

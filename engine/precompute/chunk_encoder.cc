@@ -37,7 +37,7 @@ Manifest requested_manifest(PreparedModel& pm, const std::string& keyer_spec, Co
   Manifest m;
   set_prefix_identity(pm.model, pm.split, &m);
   m.keyer = keyer_spec;
-  m.codec = codec_name(codec);
+  m.codec = codec;
   m.preprocess = preprocess_spec(data);
   m.input_shape = data.item_shape;
   torch::NoGradGuard no_grad;
@@ -57,7 +57,7 @@ Manifest requested_text_manifest(const PreparedModel& pm, const std::string& key
   Manifest m;
   set_prefix_identity(pm.model, pm.split, &m);
   m.keyer = keyer_spec;
-  m.codec = codec_name(codec);
+  m.codec = codec;
   m.preprocess = byte_tokenizer_spec();
   m.input_shape = {transformer_max_tokens(pm.model.spec)};
   m.record_layout = text_record_layout(resolve_encoder_spec(pm.model.spec).get("d_model"), codec);
@@ -76,9 +76,8 @@ Manifest requested_text_manifest(const PreparedModel& pm, const std::string& key
 
 // Per text of packed outputs [m, L, D + 1]: its valid positions' hidden states and its length
 // (the mask channel's sum), encoded by `codec` into records[r].
-void encode_text_records(const torch::Tensor& outputs, int64_t d, Codec codec,
-                         const Dataset& data, const std::vector<int64_t>& pos,
-                         std::vector<std::string>* records) {
+void encode_text_records(const torch::Tensor& outputs, int64_t d, Codec codec, const Dataset& data,
+                         const std::vector<int64_t>& pos, std::vector<std::string>* records) {
   const int64_t m = outputs.size(0), length = outputs.size(1);
   const torch::Tensor hidden = outputs.narrow(2, 0, d).contiguous();
   const torch::Tensor lengths = outputs.select(2, d).sum(1).round().to(torch::kInt64).contiguous();
@@ -127,10 +126,7 @@ ChunkEncoder::ChunkEncoder(SplitInputs& inputs, const BuildOptions& o)
 
 ChunkEncoder::ChunkEncoder(SplitInputs& inputs, const BuildOptions& o, CacheBuildInputs in)
     : inputs_(inputs) {
-  if (!parse_codec(in.manifest.codec, &codec_)) {
-    throw std::runtime_error("the cache's codec '" + in.manifest.codec +
-                             "' is not one this version knows (" + join(codec_names(), ", ") + ")");
-  }
+  codec_ = in.manifest.codec;
   // The blocks after the other cache's split point run in the arithmetic its prefix ran in.
   prefix_ = std::make_unique<PrefixRunner>(o.device, prefix_precision_of(in.manifest, o.cache_dir));
   prefix_->use_blocks(*in.blocks, std::move(in.head));

@@ -35,12 +35,6 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
   if (layout_.empty()) throw std::runtime_error("cache " + store.dir() + " has no record layout");
   for (const TensorLayout& t : layout_) {
     for (int64_t d : t.shape) variable_ = variable_ || d == kVariableDim;
-    Codec codec = Codec::kFp32;
-    if (t.dtype == Dtype::kFloat32 && !parse_codec(t.codec, &codec)) {
-      throw std::runtime_error("cache " + store.dir() + ": tensor '" + t.name +
-                               "' has an unknown codec '" + t.codec + "'");
-    }
-    codecs_.push_back(codec);
   }
   device_decode_ = device.is_cuda();
   for (const IndexEntry& e : entries_) {
@@ -54,11 +48,16 @@ CachedBatches::CachedBatches(const ActivationStore& store, const Manifest& manif
 
 torch::ScalarType torch_dtype(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kFloat32: return torch::kFloat32;
-    case Dtype::kInt64: return torch::kInt64;
-    case Dtype::kInt32: return torch::kInt32;
-    case Dtype::kUint8: return torch::kUInt8;
-    case Dtype::kBool: return torch::kBool;
+    case Dtype::kFloat32:
+      return torch::kFloat32;
+    case Dtype::kInt64:
+      return torch::kInt64;
+    case Dtype::kInt32:
+      return torch::kInt32;
+    case Dtype::kUint8:
+      return torch::kUInt8;
+    case Dtype::kBool:
+      return torch::kBool;
   }
   throw std::invalid_argument("unknown dtype");
 }
@@ -135,13 +134,14 @@ bool CachedBatches::channels_last(size_t j) const {
 
 bool CachedBatches::compact(size_t j) const {
   return device_decode_ && !variable_ && layout_[j].dtype == Dtype::kFloat32 &&
-         is_compact_codec(codecs_[j]);
+         is_compact_codec(layout_[j].codec);
 }
 
 void CachedBatches::set_pinned(bool pinned) {
   if (pinned && !torch::cuda::is_available()) {
-    throw std::invalid_argument("pinned host memory needs a GPU, and this process has none (a "
-                                "LibTorch without CUDA, or no GPU visible)");
+    throw std::invalid_argument(
+        "pinned host memory needs a GPU, and this process has none (a "
+        "LibTorch without CUDA, or no GPU visible)");
   }
   pinned_ = pinned;
 }
@@ -259,7 +259,7 @@ void CachedBatches::load(const int64_t* indices, int64_t n, Batch* out) {
       continue;
     }
     if (compact(j)) {
-      compacts[j] = make_compact(codecs_[j], layout_[j].shape, n, pinned);
+      compacts[j] = make_compact(layout_[j].codec, layout_[j].shape, n, pinned);
       fixed.emplace_back();
       continue;
     }
@@ -325,7 +325,10 @@ RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Devi
 
 RawBatches::RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device,
                        Augment augment, uint64_t seed)
-    : data_(data), prefix_(std::move(prefix)), device_(device), augment_(std::move(augment)),
+    : data_(data),
+      prefix_(std::move(prefix)),
+      device_(device),
+      augment_(std::move(augment)),
       seed_(seed) {
   if (!augment_.empty() && (data_.is_text || data_.float_pixels || data_.item_shape.size() != 3)) {
     throw std::invalid_argument("--augment needs images of uint8 pixels; this data holds " +

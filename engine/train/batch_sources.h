@@ -114,7 +114,6 @@ class CachedBatches final : public BatchSource {
   int64_t load_threads_ = 1;
   bool pinned_ = false;
   bool device_decode_ = false;
-  std::vector<Codec> codecs_;  // per layout tensor: its codec (float32 tensors)
   std::vector<Key> keys_;  // of the batch being loaded
   std::vector<Part> parts_;
 };
@@ -128,8 +127,8 @@ class CachedBatches final : public BatchSource {
 class RawBatches final : public BatchSource {
  public:
   RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device);
-  RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device,
-             Augment augment, uint64_t seed);
+  RawBatches(const Dataset& data, BlockStack prefix, const torch::Device& device, Augment augment,
+             uint64_t seed);
   int64_t size() const override { return static_cast<int64_t>(data_.size()); }
   void load(const int64_t* indices, int64_t n, Batch* out) override;
 

@@ -31,17 +31,25 @@ namespace recycle {
 
 // A dimension whose size may differ from record to record (any size >= 1).
 constexpr int64_t kVariableDim = -1;
-// The codec name of a tensor stored exactly (every dtype but float32).
+// The codec word of a tensor stored exactly (every dtype but float32), as JSON and messages
+// write it.
 constexpr const char* kRawCodecName = "raw";
 
 struct TensorLayout {
-  std::string name;               // e.g. "activation", "lengths", "mask"; unique in a layout
+  std::string name;  // e.g. "activation", "lengths", "mask"; unique in a layout
   Dtype dtype = Dtype::kFloat32;
-  std::vector<int64_t> shape;     // per sample; each dimension >= 1 or kVariableDim; rank <= 8
-  std::string codec = "fp32";     // float32: "fp32", "fp16" or "bf16"; other dtypes: "raw"
+  std::vector<int64_t> shape;  // per sample; each dimension >= 1 or kVariableDim; rank <= 8
+  // How a float32 tensor is stored. A tensor of any other dtype is stored exactly ("raw") and
+  // its codec is not used.
+  Codec codec = Codec::kFp32;
+
+  // "fp16", or "raw" for a tensor stored exactly: the codec as JSON and messages write it.
+  std::string codec_word() const { return stored_exactly() ? kRawCodecName : codec_name(codec); }
+  bool stored_exactly() const { return dtype != Dtype::kFloat32; }
 
   friend bool operator==(const TensorLayout& a, const TensorLayout& b) {
-    return a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.codec == b.codec;
+    return a.name == b.name && a.dtype == b.dtype && a.shape == b.shape &&
+           (a.stored_exactly() || a.codec == b.codec);
   }
   friend bool operator!=(const TensorLayout& a, const TensorLayout& b) { return !(a == b); }
 };
@@ -60,9 +68,9 @@ struct CacheIdentity {
   std::string split_at;     // name of the last block in the prefix
   int64_t prefix_blocks = 0;
   int64_t total_blocks = 0;
-  std::string keyer;       // keyer spec
-  std::string codec;       // codec name (what the build's --codec asked for its float tensors)
-  std::string preprocess;  // input preprocessing spec
+  std::string keyer;           // keyer spec
+  Codec codec = Codec::kFp32;  // what the build's --codec asked for its float tensors
+  std::string preprocess;      // input preprocessing spec
   // The arithmetic the prefix ran in when not fp32: "bf16" or "fp16" (autocast). Empty: fp32,
   // as in every cache made before it was stored.
   std::string prefix_precision;
@@ -154,7 +162,7 @@ struct Manifest : CacheIdentity {
   CacheIdentity& identity() { return *this; }
 
   // Contents.
-  std::vector<std::string> class_names;             // class_names[label]
+  std::vector<std::string> class_names;  // class_names[label]
   // kClassifierPretrained (kept from the weights), kClassifierNew (initialised per run) or
   // kClassifierNone (a program's prefix, whose head is the program's).
   std::string classifier;
@@ -170,8 +178,8 @@ struct Manifest : CacheIdentity {
   std::string derived_from;
   std::vector<int64_t> derived_blocks;
   std::map<std::string, SplitInfo> splits;
-  int64_t records = 0;      // distinct records stored
-  int64_t record_bytes = 0; // bytes of encoded records written (before RocksDB compression)
+  int64_t records = 0;       // distinct records stored
+  int64_t record_bytes = 0;  // bytes of encoded records written (before RocksDB compression)
 
   double recycle_ratio() const {
     return total_blocks == 0 ? 0.0 : static_cast<double>(prefix_blocks) / total_blocks;

@@ -44,7 +44,7 @@ recycle::Manifest manifest_of(const std::string& model) {
   m.prefix_blocks = 4;
   m.total_blocks = 8;
   m.keyer = "xxh3";
-  m.codec = "fp16";
+  m.codec = recycle::Codec::kFp16;
   m.preprocess = "none";
   m.record_shapes = {{32, 7, 7}};
   m.class_names = {"a", "b"};
@@ -264,7 +264,8 @@ TEST(ActivationStore, ReportsTheMemoryOfItsTableReadersAndOfItsBlockCache) {
   for (int i = 0; i < 64; ++i) keys.push_back(key_of(i));
   std::vector<recycle::Status> statuses;
   size_t bytes = 0;
-  store->multi_get(keys, [&](size_t, std::string_view v) { bytes += v.size(); }, &statuses);
+  store->multi_get(
+      keys, [&](size_t, std::string_view v) { bytes += v.size(); }, &statuses);
   EXPECT_GT(bytes, 0u);
   // The records' blocks were read through the cache and stay there.
   EXPECT_GT(store->block_cache_usage(), before + bytes);

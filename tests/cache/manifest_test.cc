@@ -22,7 +22,7 @@ recycle::Manifest full_manifest() {
   m.prefix_blocks = 4;
   m.total_blocks = 8;
   m.keyer = "xxh3";
-  m.codec = "fp16";
+  m.codec = recycle::Codec::kFp16;
   m.preprocess = "normalize:mean=0.2860,std=0.3530";
   m.record_shapes = {{32, 7, 7}, {1}};
   m.class_names = {"sandal", "shirt", "sneaker", "bag", "ankle boot"};
@@ -143,7 +143,7 @@ TEST(Manifest, IdentityDifferencesNameTheField) {
       {"split point", [](recycle::Manifest* m) { m->prefix_blocks = 6; }, "4/8", "6/8"},
       {"split point", [](recycle::Manifest* m) { m->total_blocks = 12; }, "4/8", "4/12"},
       {"keyer", [](recycle::Manifest* m) { m->keyer = "text:space"; }, "xxh3", "text:space"},
-      {"codec", [](recycle::Manifest* m) { m->codec = "fp32"; }, "fp16", "fp32"},
+      {"codec", [](recycle::Manifest* m) { m->codec = recycle::Codec::kFp32; }, "fp16", "fp32"},
       {"preprocessing", [](recycle::Manifest* m) { m->preprocess = "none"; },
        "normalize:mean=0.2860,std=0.3530", "none"},
   };
@@ -165,7 +165,7 @@ TEST(Manifest, IdentityDifferencesNameTheField) {
   }
   // The documented example, exactly.
   recycle::Manifest run = full_manifest();
-  run.codec = "fp32";
+  run.codec = recycle::Codec::kFp32;
   EXPECT_EQ(cache.identity_differences(run),
             (std::vector<std::string>{"codec: the cache has fp16, this run asks for fp32"}));
 }
@@ -175,7 +175,7 @@ TEST(Manifest, SeveralDifferencesGiveOneLineEach) {
   recycle::Manifest run = full_manifest();
   run.model = "transformer";
   run.keyer = "id";
-  run.codec = "bf16";
+  run.codec = recycle::Codec::kBf16;
   const std::vector<std::string> diffs = cache.identity_differences(run);
   ASSERT_EQ(diffs.size(), 3u);
   EXPECT_TRUE(contains(diffs[0], "model"));
@@ -292,9 +292,9 @@ namespace {
 // A text cache's manifest: hidden states fp16 of variable length, lengths, a mask.
 recycle::Manifest text_manifest() {
   recycle::Manifest m = full_manifest();
-  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {-1, 768}, "fp16"},
-                     {"lengths", recycle::Dtype::kInt64, {1}, "raw"},
-                     {"mask", recycle::Dtype::kBool, {-1}, "raw"}};
+  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {-1, 768}, recycle::Codec::kFp16},
+                     {"lengths", recycle::Dtype::kInt64, {1}},
+                     {"mask", recycle::Dtype::kBool, {-1}}};
   m.record_shapes = recycle::layout_shapes(m.record_layout);
   return m;
 }
@@ -339,7 +339,7 @@ TEST(Manifest, OldManifestWithoutLayoutGetsOneAndTheSameIdentity) {
   recycle::Manifest old;
   ASSERT_OK(recycle::Manifest::from_json_string(old_json, &old));
   EXPECT_EQ(old.record_shapes, (std::vector<std::vector<int64_t>>{{32, 7, 7}}));
-  const recycle::RecordLayout want = {{"activation", recycle::Dtype::kFloat32, {32, 7, 7}, "fp16"}};
+  const recycle::RecordLayout want = {{"activation", recycle::Dtype::kFloat32, {32, 7, 7}, recycle::Codec::kFp16}};
   EXPECT_EQ(old.record_layout, want);
   EXPECT_EQ(old.layout(), want);
 
@@ -369,9 +369,13 @@ TEST(Manifest, LayoutDifferenceIsNamedInOneLine) {
   const Case cases[] = {
       {[](recycle::Manifest* m) { m->record_layout[1].name = "length"; }},
       {[](recycle::Manifest* m) { m->record_layout[1].dtype = recycle::Dtype::kInt32; }},
-      {[](recycle::Manifest* m) { m->record_layout[0].shape = {-1, 512}; }},
-      {[](recycle::Manifest* m) { m->record_layout[0].shape = {128, 768}; }},  // fixed vs variable
-      {[](recycle::Manifest* m) { m->record_layout[0].codec = "bf16"; }},
+      {[](recycle::Manifest* m) {
+        m->record_layout[0].shape = {-1, 512};
+      }},
+      {[](recycle::Manifest* m) {
+        m->record_layout[0].shape = {128, 768};
+      }},  // fixed vs variable
+      {[](recycle::Manifest* m) { m->record_layout[0].codec = recycle::Codec::kBf16; }},
       {[](recycle::Manifest* m) { m->record_layout.pop_back(); }},
   };
   for (const Case& c : cases) {
@@ -394,9 +398,9 @@ TEST(Manifest, LayoutDifferenceIsNamedInOneLine) {
   // A codec change alone is the codec line only, layout set or derived.
   for (recycle::Manifest m : {full_manifest(), text_manifest()}) {
     recycle::Manifest run = m;
-    run.codec = "fp32";
+    run.codec = recycle::Codec::kFp32;
     for (auto& t : run.record_layout) {
-      if (t.dtype == recycle::Dtype::kFloat32) t.codec = "fp32";
+      if (t.dtype == recycle::Dtype::kFloat32) t.codec = recycle::Codec::kFp32;
     }
     EXPECT_EQ(m.identity_differences(run),
               (std::vector<std::string>{"codec: the cache has fp16, this run asks for fp32"}));
@@ -418,13 +422,17 @@ TEST(Manifest, BadLayoutsAreCorruption) {
       {[](nlohmann::json* j) { (*j)["record_layout"][0]["codec"] = "raw"; },
        "codec 'raw' does not fit dtype float32"},
       {[](nlohmann::json* j) { (*j)["record_layout"][0].erase("codec"); }, "dtype float32"},
-      {[](nlohmann::json* j) { (*j)["record_layout"][0]["shape"] = {-2, 768}; },
+      {[](nlohmann::json* j) {
+         (*j)["record_layout"][0]["shape"] = {-2, 768};
+       },
        "not positive integers or -1"},
       {[](nlohmann::json* j) { (*j)["record_layout"][2]["name"] = "hidden"; }, "name repeated"},
       {[](nlohmann::json* j) { (*j)["record_layout"][0].erase("name"); }, "manifest"},
       {[](nlohmann::json* j) { (*j)["record_layout"] = "activation"; }, "not a list"},
       {[](nlohmann::json* j) { (*j)["record_layout"][0] = 3; }, "not an object"},
-      {[](nlohmann::json* j) { (*j)["record_shapes"][0] = {-1, 512}; },
+      {[](nlohmann::json* j) {
+         (*j)["record_shapes"][0] = {-1, 512};
+       },
        "record_shapes disagree with record_layout"},
       {[](nlohmann::json* j) { (*j)["record_shapes"].erase(2); },
        "record_shapes disagree with record_layout"},
@@ -447,12 +455,13 @@ TEST(Manifest, BadLayoutsAreCorruption) {
     }
     recycle::Manifest m;
     ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &m));
-    EXPECT_EQ(m.record_layout[1].codec, "raw");
+    EXPECT_EQ(m.record_layout[1].codec_word(), "raw");
   }
   // An old manifest whose codec cannot describe its records.
   nlohmann::json old = nlohmann::json::parse(old_manifest_json());
   old["codec"] = "int4";
-  EXPECT_TRUE(contains(parse(old.dump()).message(), "codec 'int4' does not fit dtype float32"));
+  EXPECT_TRUE(
+      contains(parse(old.dump()).message(), "the codec 'int4' is not one this version knows"));
 }
 
 // The identity is its own value: the manifest's JSON is the identity's fields plus the
@@ -488,7 +497,7 @@ TEST(CacheIdentity, DigestFollowsTheIdentityAndOnlyIt) {
   others[1].fingerprint = "ff";
   others[2].split_at = "layer3.0";
   others[3].prefix_blocks = 5;
-  others[4].codec = "fp32";
+  others[4].codec = recycle::Codec::kFp32;
   others[5].input_shape = {3, 32, 32};
   others[6].record_shapes = {{32, 7, 7}, {2}};
   others[7].keyer = "dhash";
@@ -519,9 +528,9 @@ TEST(CacheIdentity, PrefixPrecisionIsIdentityAndFp32IsWrittenAsBefore) {
   EXPECT_NE(bf16.identity().digest(), fp32.identity().digest());
   EXPECT_EQ(fp32.prefix_precision_name(), "fp32");  // the empty precision's word
   EXPECT_EQ(bf16.prefix_precision_name(), "bf16");
-  EXPECT_EQ(bf16.identity().identity_differences(fp32),
-            (std::vector<std::string>{
-                "prefix precision: the cache has bf16, this run asks for fp32"}));
+  EXPECT_EQ(
+      bf16.identity().identity_differences(fp32),
+      (std::vector<std::string>{"prefix precision: the cache has bf16, this run asks for fp32"}));
 
   // The digest of an fp32 identity hashes no precision: one made with the field empty is the
   // one a manifest without the field reads back as.

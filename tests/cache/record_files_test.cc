@@ -47,7 +47,7 @@ Manifest manifest_with(int64_t records, int64_t bytes) {
   m.prefix_blocks = 2;
   m.total_blocks = 8;
   m.keyer = "xxh3";
-  m.codec = "fp16";
+  m.codec = recycle::Codec::kFp16;
   m.preprocess = "none";
   m.record_shapes = {{4, 7, 7}};
   m.records = records;
@@ -182,9 +182,9 @@ TEST(RecordFiles, KeysOutOfOrderAndEmptyFilesAreRefused) {
   ASSERT_OK(RecordFileWriter::open(path, recycle::StoreOptions(), &w));
   EXPECT_TRUE(w->finish().is_invalid_argument());
   std::unique_ptr<RecordFileWriter> nowhere;
-  EXPECT_FALSE(RecordFileWriter::open(tmp.file("no/such/dir/a.sst"), recycle::StoreOptions(),
-                                      &nowhere)
-                   .ok());
+  EXPECT_FALSE(
+      RecordFileWriter::open(tmp.file("no/such/dir/a.sst"), recycle::StoreOptions(), &nowhere)
+          .ok());
 }
 
 TEST(RecordFiles, AFailedIngestKeepsTheCountsAndTheFiles) {
@@ -246,8 +246,8 @@ TEST(RecordFiles, TheNextWriterSettlesAnIngestCutShort) {
       ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, cfs, &handles, &raw).ok());
       Manifest ahead = manifest_with(20, 999);
       ASSERT_TRUE(raw->Put({}, handles[0], "manifest", ahead.to_json_string()).ok());
-      const std::string note = "{\"records\":10,\"record_bytes\":300,\"probe\":\"" +
-                               key_of(15).to_hex() + "\"}";
+      const std::string note =
+          "{\"records\":10,\"record_bytes\":300,\"probe\":\"" + key_of(15).to_hex() + "\"}";
       ASSERT_TRUE(raw->Put({}, handles[0], "pending-ingest", note).ok());
       for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
       delete raw;

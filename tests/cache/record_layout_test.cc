@@ -22,9 +22,9 @@ using recycle::RecordTensor;
 
 // hidden states float fp16 [?, 4], the token count int64 [1], a padding mask bool [?].
 RecordLayout text_layout() {
-  return {{"hidden", Dtype::kFloat32, {-1, 4}, "fp16"},
-          {"lengths", Dtype::kInt64, {1}, "raw"},
-          {"mask", Dtype::kBool, {-1}, "raw"}};
+  return {{"hidden", Dtype::kFloat32, {-1, 4}, recycle::Codec::kFp16},
+          {"lengths", Dtype::kInt64, {1}},
+          {"mask", Dtype::kBool, {-1}}};
 }
 
 // A parsed text record of `seq` tokens; `storage` keeps its bytes alive.
@@ -60,14 +60,15 @@ TEST(RecordLayout, StringsShowVariableDimensions) {
 }
 
 TEST(RecordLayout, FromShapesIsTheOldSingleFloatTensor) {
-  const RecordLayout l = recycle::layout_from_shapes({{64, 7, 7}}, "fp16");
+  const RecordLayout l = recycle::layout_from_shapes({{64, 7, 7}}, recycle::Codec::kFp16);
   ASSERT_EQ(l.size(), 1u);
-  EXPECT_EQ(l[0], (recycle::TensorLayout{"activation", Dtype::kFloat32, {64, 7, 7}, "fp16"}));
-  const RecordLayout two = recycle::layout_from_shapes({{3}, {1}}, "bf16");
+  EXPECT_EQ(l[0], (recycle::TensorLayout{
+                      "activation", Dtype::kFloat32, {64, 7, 7}, recycle::Codec::kFp16}));
+  const RecordLayout two = recycle::layout_from_shapes({{3}, {1}}, recycle::Codec::kBf16);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[1].name, "tensor1");
   EXPECT_EQ(recycle::layout_shapes(two), (std::vector<std::vector<int64_t>>{{3}, {1}}));
-  EXPECT_TRUE(recycle::layout_from_shapes({}, "fp16").empty());
+  EXPECT_TRUE(recycle::layout_from_shapes({}, recycle::Codec::kFp16).empty());
 }
 
 TEST(RecordLayout, CheckLayoutNamesWhatIsWrong) {
@@ -81,13 +82,15 @@ TEST(RecordLayout, CheckLayoutNamesWhatIsWrong) {
       {[](RecordLayout* l) { (*l)[1].name = ""; }, "no name"},
       {[](RecordLayout* l) { (*l)[2].name = "hidden"; }, "name repeated"},
       {[](RecordLayout* l) { (*l)[0].shape = std::vector<int64_t>(9, 1); }, "rank over 8"},
-      {[](RecordLayout* l) { (*l)[0].shape = {0, 4}; }, "dimension 0"},
-      {[](RecordLayout* l) { (*l)[0].shape = {-2, 4}; }, "dimension -2"},
+      {[](RecordLayout* l) {
+         (*l)[0].shape = {0, 4};
+       },
+       "dimension 0"},
+      {[](RecordLayout* l) {
+         (*l)[0].shape = {-2, 4};
+       },
+       "dimension -2"},
       {[](RecordLayout* l) { (*l)[0].shape = {int64_t{1} << 31}; }, "dimension 2147483648"},
-      {[](RecordLayout* l) { (*l)[0].codec = "raw"; }, "codec 'raw' does not fit dtype float32"},
-      {[](RecordLayout* l) { (*l)[0].codec = ""; }, "does not fit dtype float32"},
-      {[](RecordLayout* l) { (*l)[1].codec = "fp16"; }, "codec 'fp16' does not fit dtype int64"},
-      {[](RecordLayout* l) { (*l)[2].codec = ""; }, "does not fit dtype bool"},
   };
   for (const Case& c : cases) {
     RecordLayout l = text_layout();
@@ -96,9 +99,10 @@ TEST(RecordLayout, CheckLayoutNamesWhatIsWrong) {
     EXPECT_TRUE(st.is_invalid_argument()) << c.says << ": " << st.to_string();
     EXPECT_TRUE(contains(st.message(), c.says)) << st.message();
   }
-  EXPECT_FALSE(recycle::check_layout(recycle::layout_from_shapes(
-                                         std::vector<std::vector<int64_t>>(256, {1}), "fp32"))
-                   .ok());
+  EXPECT_FALSE(
+      recycle::check_layout(recycle::layout_from_shapes(std::vector<std::vector<int64_t>>(256, {1}),
+                                                        recycle::Codec::kFp32))
+          .ok());
 }
 
 TEST(RecordLayout, VariableDimensionsTakeAnySize) {
@@ -122,11 +126,16 @@ TEST(RecordLayout, RecordsThatDoNotFitAreCorruption) {
       {[](RecordLayout* l) { l->pop_back(); }, "record holds 3 tensors, the layout has 2"},
       {[](RecordLayout* l) { (*l)[1].dtype = Dtype::kInt32; },
        "record tensor 1 (lengths) is int64, the layout says int32"},
-      {[](RecordLayout* l) { (*l)[0].shape = {-1, 8}; },
+      {[](RecordLayout* l) {
+         (*l)[0].shape = {-1, 8};
+       },
        "record tensor 0 (hidden) has shape 5x4, the layout says ?x8"},
-      {[](RecordLayout* l) { (*l)[0].shape = {5, 4, -1}; }, "has shape 5x4, the layout says 5x4x?"},
+      {[](RecordLayout* l) {
+         (*l)[0].shape = {5, 4, -1};
+       },
+       "has shape 5x4, the layout says 5x4x?"},
       {[](RecordLayout* l) { (*l)[2].shape = {4}; }, "record tensor 2 (mask) has shape 5"},
-      {[](RecordLayout* l) { (*l)[0].codec = "bf16"; },
+      {[](RecordLayout* l) { (*l)[0].codec = recycle::Codec::kBf16; },
        "record tensor 0 (hidden) is stored as fp16, the layout says bf16"},
   };
   for (const Case& c : cases) {

@@ -35,7 +35,7 @@ Manifest manifest_for_test() {
   m.fingerprint = "00112233445566778899aabbccddeeff";
   m.split_at = "b1";
   m.keyer = "xxh3";
-  m.codec = "fp32";
+  m.codec = recycle::Codec::kFp32;
   m.preprocess = "none";
   m.record_shapes = {{4}};
   m.class_names = {"a", "b"};
@@ -149,7 +149,7 @@ TEST(SplitWriter, RefusesWritesOutOfOrder) {
   EXPECT_THROW(w.write(&chunk), std::logic_error);  // not sealed: the counts are not in it
   w.seal(&chunk);
   EXPECT_THROW(chunk.put_index(0, IndexEntry{key_of(0), 0}), std::logic_error);  // sealed
-  EXPECT_THROW(w.seal(&chunk), std::logic_error);  // counted once
+  EXPECT_THROW(w.seal(&chunk), std::logic_error);                                // counted once
   EXPECT_EQ(m.records, 1);
   StagedWrite empty;
   EXPECT_THROW(empty.put_record(key_of(0), "r0"), std::logic_error);  // no batch

@@ -81,7 +81,7 @@ void make_cache(const std::string& dir, Codec codec, int n,
   m.prefix_blocks = 2;
   m.total_blocks = 8;
   m.keyer = "xxh3";
-  m.codec = recycle::codec_name(codec);
+  m.codec = codec;
   m.preprocess = "none";
   m.record_shapes = {{kChannels, kSide, kSide}};
   m.class_names = {"a", "b"};

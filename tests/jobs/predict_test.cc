@@ -1,4 +1,6 @@
 // Head files (engine/jobs/head_file.h) and prediction rows (engine/jobs/prediction_rows.h).
+#include "recycle/predict.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,7 +10,6 @@
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/encoder_registry.h"
 #include "recycle/errors.h"
-#include "recycle/predict.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -22,7 +23,7 @@ Manifest cache_manifest(const recycle::BlockModel& model, const recycle::SplitMo
   Manifest m;
   m.identity() = recycle::head_identity_of_model(model, split).identity;
   m.keyer = "xxh3";
-  m.codec = "fp16";
+  m.codec = recycle::Codec::kFp16;
   m.preprocess = "normalize:mean=0.2860,std=0.3530";
   m.record_shapes = {{8, 14, 14}};
   m.class_names = {"a", "b", "c"};
@@ -63,7 +64,7 @@ TEST(HeadFile, AHeadFromAnotherCacheOrPrefixDiffers) {
   const Manifest m = cache_manifest(a.model, a.split);
   HeadIdentity from_cache = recycle::head_identity_of_cache(m);
   Manifest other = m;
-  other.codec = "int8";
+  other.codec = recycle::Codec::kInt8;
   EXPECT_EQ(recycle::head_differences(from_cache, other).size(), 1u);
   other = m;
   other.fingerprint = "ff";
@@ -77,7 +78,7 @@ TEST(HeadFile, AHeadFromAnotherCacheOrPrefixDiffers) {
   EXPECT_FALSE(from_data.from_cache);
   EXPECT_TRUE(recycle::head_differences(from_data, m).empty());
   other = m;
-  other.codec = "int8";
+  other.codec = recycle::Codec::kInt8;
   EXPECT_TRUE(recycle::head_differences(from_data, other).empty());
   other = m;
   other.split_at = "layer3.1";

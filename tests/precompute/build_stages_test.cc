@@ -4,9 +4,6 @@
 // per-chunk output-shape check, an int8 build against an fp32 one, and --compression.
 #include "engine/precompute/build_stages.h"
 
-#include "engine/precompute/chunk_encoder.h"
-#include "engine/precompute/split_inputs.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,8 +16,10 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/prefix_identity.h"
 #include "engine/precompute/prefix_runner.h"
+#include "engine/precompute/split_inputs.h"
 #include "recycle/errors.h"
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
@@ -279,7 +278,7 @@ TEST(BuildStages, Int8BuildIsWithinHalfAScaleOfFp32) {
   o.compression = recycle::Compression::kZstd;
   build_all(o);
   const CacheContents a = read_cache(exact), b = read_cache(small), z = read_cache(zstd);
-  EXPECT_EQ(b.manifest.codec, "int8");
+  EXPECT_EQ(b.manifest.codec, recycle::Codec::kInt8);
   EXPECT_EQ(b.records, z.records);
   ASSERT_EQ(a.records.size(), b.records.size());
   ASSERT_FALSE(a.records.empty());
@@ -361,7 +360,7 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
   recycle::ChunkWriter writer(split_writer, nullptr);
   writer.submit(std::move(w));
   EXPECT_THROW(writer.finish(), std::invalid_argument);  // "batch belongs to another cache"
-  writer.finish();  // nothing pending any more
+  writer.finish();                                       // nothing pending any more
 }
 
 }  // namespace

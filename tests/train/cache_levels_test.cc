@@ -14,9 +14,9 @@
 
 #include "cache/record.h"
 #include "engine/data/dataset.h"
+#include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
-#include "engine/models/inference_prefix.h"
 #include "engine/train/progressive.h"
 #include "engine/train/trainer.h"
 #include "tests/precompute/cache_contents.h"
@@ -179,7 +179,7 @@ TEST(CacheLevels, LevelDirectoryNamesTheWholeIdentity) {
   id.prefix_blocks = 2;
   id.total_blocks = 10;
   id.keyer = "xxh3";
-  id.codec = "fp32";
+  id.codec = recycle::Codec::kFp32;
   id.preprocess = "normalize";
   id.input_shape = {1, 28, 28};
   id.record_shapes = {{4, 7, 7}};
@@ -193,7 +193,7 @@ TEST(CacheLevels, LevelDirectoryNamesTheWholeIdentity) {
   other_layout.record_shapes = {{4, 14, 14}};
   EXPECT_NE(recycle::level_dir("L", other_layout), base);
   recycle::CacheIdentity other_codec = id;
-  other_codec.codec = "fp16";
+  other_codec.codec = recycle::Codec::kFp16;
   EXPECT_NE(recycle::level_dir("L", other_codec), base);
 }
 
@@ -252,8 +252,8 @@ TEST(Progressive, FreezesAtEpochs2And3TrainOnLevels2And3WithoutRawDataAfterTheFi
   EXPECT_EQ(events[0].from_blocks, 0);
   EXPECT_EQ(events[0].to_blocks, 2);
   EXPECT_EQ(events[0].level.source, "raw");  // the only build from raw data
-  EXPECT_EQ(events[0].blocks, (std::vector<std::string>{pm.model.block_names[0],
-                                                        pm.model.block_names[1]}));
+  EXPECT_EQ(events[0].blocks,
+            (std::vector<std::string>{pm.model.block_names[0], pm.model.block_names[1]}));
   EXPECT_EQ(events[1].epoch, 3);
   EXPECT_EQ(events[1].from_blocks, 2);
   EXPECT_EQ(events[1].to_blocks, 3);

@@ -110,7 +110,7 @@ struct CodecCache {
       batch.put_record(key, recycle::encode_record(codec, {{v.data(), {4, 3, 3}}}));
       recycle::StoreTestAccess::put_index(batch, "train", i, {key, i % 3});
     }
-    manifest.codec = recycle::codec_name(codec);
+    manifest.codec = codec;
     manifest.record_shapes = {{4, 3, 3}};
     manifest.class_names = {"a", "b", "c"};
     recycle::SplitInfo info;

@@ -90,7 +90,7 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
                                           {{2, static_cast<uint64_t>(i)}, i % 2});
     }
     recycle::Manifest m;
-    m.codec = "fp32";
+    m.codec = recycle::Codec::kFp32;
     m.record_shapes = {{3, 2, 5}};
     m.class_names = {"even", "odd"};
     m.splits["train"] = {"test data", 9, 9, true};

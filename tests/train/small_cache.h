@@ -26,7 +26,7 @@ inline std::unique_ptr<ActivationStore> write_small_cache(const std::string& dir
     recycle::StoreTestAccess::put_index(batch, "train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
   }
   Manifest m;
-  m.codec = "fp32";
+  m.codec = recycle::Codec::kFp32;
   m.record_shapes = {{2, 3}};
   m.class_names = {"even", "odd"};
   m.splits["train"] = {"test data", n, n, true};

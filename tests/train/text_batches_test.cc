@@ -31,7 +31,7 @@ Key key_of(int i) { return {7, static_cast<uint64_t>(i)}; }
 Manifest write_cache(ActivationStore& store, ActivationStore::Batch& batch,
                      const RecordLayout& layout, const std::vector<std::string>& classes, int n) {
   Manifest m;
-  m.codec = "fp32";
+  m.codec = recycle::Codec::kFp32;
   m.record_layout = layout;
   m.class_names = classes;
   m.splits["train"] = {"test data", n, n, true};
@@ -62,10 +62,10 @@ TEST(TextBatchesTest, VariableLengthRecordsRoundTripExactly) {
       lengths[i] = length_of(rng);
       hidden[i].resize(static_cast<size_t>(lengths[i] * kDim));
       for (float& v : hidden[i]) v = value(rng);
-      batch.put_record(key_of(i), encode_record({TypedArrayRef::floats(hidden[i].data(),
-                                                                       {lengths[i], kDim},
-                                                                       Codec::kFp32),
-                                                 TypedArrayRef::exact(&lengths[i], {})}));
+      batch.put_record(
+          key_of(i),
+          encode_record({TypedArrayRef::floats(hidden[i].data(), {lengths[i], kDim}, Codec::kFp32),
+                         TypedArrayRef::exact(&lengths[i], {})}));
       recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), i % 3});
     }
     const Manifest read =
@@ -83,8 +83,8 @@ TEST(TextBatchesTest, VariableLengthRecordsRoundTripExactly) {
       const torch::Tensor f = b.at("features");
       int64_t longest = 0;
       for (int64_t p : pick) longest = std::max(longest, lengths[p]);
-      ASSERT_EQ(f.sizes().vec(), (std::vector<int64_t>{static_cast<int64_t>(pick.size()), longest,
-                                                       kDim + 1}));
+      ASSERT_EQ(f.sizes().vec(),
+                (std::vector<int64_t>{static_cast<int64_t>(pick.size()), longest, kDim + 1}));
       for (size_t r = 0; r < pick.size(); ++r) {
         const int64_t len = lengths[pick[r]];
         const torch::Tensor row = f[static_cast<int64_t>(r)];
@@ -127,9 +127,9 @@ TEST(TextBatchesTest, IntAndBoolTensorsOfVariableLengthAreExact) {
     recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), 0});
   }
   const Manifest read = write_cache(*store, batch,
-                                    {{"ids", Dtype::kInt32, {kVariableDim}, kRawCodecName},
-                                     {"mask", Dtype::kBool, {kVariableDim}, kRawCodecName},
-                                     {"bytes", Dtype::kUint8, {kVariableDim}, kRawCodecName}},
+                                    {{"ids", Dtype::kInt32, {kVariableDim}},
+                                     {"mask", Dtype::kBool, {kVariableDim}},
+                                     {"bytes", Dtype::kUint8, {kVariableDim}}},
                                     {"only"}, n);
   CachedBatches source(*store, read, "train", torch::kCPU);
   std::vector<int64_t> all(n);
@@ -159,7 +159,8 @@ TEST(TextBatchesTest, NotATextCacheIsAClearError) {
   const float v[2] = {1, 2};
   batch.put_record(key_of(0), encode_record(Codec::kFp32, {{v, {2}}}));
   recycle::StoreTestAccess::put_index(batch, "train", 0, {key_of(0), 0});
-  const Manifest read = write_cache(*store, batch, layout_from_shapes({{2}}, "fp32"), {"only"}, 1);
+  const Manifest read =
+      write_cache(*store, batch, layout_from_shapes({{2}}, recycle::Codec::kFp32), {"only"}, 1);
   CachedBatches cached(*store, read, "train", torch::kCPU);
   TextFeatureBatches source(cached);
   const int64_t pick = 0;

@@ -26,8 +26,8 @@
 
 using recycle::Batch;
 using recycle::BlockStack;
-using recycle::TrainHyper;
 using recycle::Trainer;
+using recycle::TrainHyper;
 using recycle::testing::TempDir;
 
 namespace {
@@ -457,10 +457,10 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
     recycle::StoreTestAccess::put_index(batch, "train", i, {{2, static_cast<uint64_t>(i)}, 0});
   }
   recycle::Manifest m;
-  m.codec = "fp16";
-  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {recycle::kVariableDim, 2}, "fp16"},
-                     {"lengths", recycle::Dtype::kInt64, {1}, "raw"},
-                     {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}, "raw"}};
+  m.codec = recycle::Codec::kFp16;
+  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {recycle::kVariableDim, 2}, recycle::Codec::kFp16},
+                     {"lengths", recycle::Dtype::kInt64, {1}},
+                     {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}}};
   m.class_names = {"only"};
   m.splits["train"] = {"test data", 3, 3, true};
   recycle::StoreTestAccess::put_manifest(batch, m);
