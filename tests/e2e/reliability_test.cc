@@ -159,7 +159,11 @@ TEST(Reliability, KilledBuildsResumeToTheSameCache) {
 
   std::mt19937 rng(20261122);
   std::uniform_real_distribution<double> when(0.0, 1.1);
-  const int trials = 20;
+  // 8 kills: the resumed build's bytes are also checked after kills by ViewsTools,
+  // DistributedBuildTools, BuildStages and test_robustness.py; what only this test checks
+  // (--verify of a cache killed at a random moment, training refusing its incomplete split)
+  // needs a few kills mid-build, not 20.
+  const int trials = 8;
   int no_cache_yet = 0, incomplete = 0, finished = 0, failed_open_or_verify = 0;
   for (int t = 0; t < trials; ++t) {
     const std::string cache = dir.file("kill-" + std::to_string(t));
