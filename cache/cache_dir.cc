@@ -116,6 +116,14 @@ Status create_cache_dir(const std::string& dir, const std::string& real,
   if (ec) {
     discard();
     if (fs::exists(target / "CURRENT")) return Status();  // another process made it first
+    if (fs::is_directory(target) && fs::is_empty(target)) {
+      // An empty directory that rename cannot replace: a mount point (a machine's local disk
+      // is often mounted where its cache goes) or a directory of another file system. The
+      // cache is made in it: RocksDB's lock keeps a second creator out, and the marker,
+      // written last, says the database is whole.
+      st = create_db(target.string());
+      return st.ok() ? write_cache_marker(target.string()) : st;
+    }
     if (fs::exists(target)) {
       return Status::invalid_argument(dir + " exists and is not a cache; not writing into it");
     }

@@ -37,6 +37,12 @@ json Manifest::splits_to_json() const {
       s[name]["augment"] = info.augment;
       s[name]["views"] = info.views;
     }
+    if (info.shard.sharded()) {
+      s[name]["shard"] = {{"index", info.shard.index},
+                          {"count", info.shard.count},
+                          {"rule", info.shard.rule},
+                          {"split_samples", info.shard.split_samples}};
+    }
   }
   return s;
 }
@@ -90,6 +96,20 @@ Status Manifest::from_json_string(const std::string& text, Manifest* out) {
           return Status::corruption("manifest: split " + name + " has views " +
                                     std::to_string(info.views) + " of augmentation '" +
                                     info.augment + "'");
+        }
+      }
+      if (s.contains("shard")) {
+        const json& sh = s.at("shard");
+        info.shard.index = json_int(sh, "index");
+        info.shard.count = json_int(sh, "count");
+        info.shard.rule = sh.at("rule").get<std::string>();
+        info.shard.split_samples = json_int(sh, "split_samples");
+        if (info.shard.count < 1 || info.shard.index < 0 ||
+            info.shard.index >= info.shard.count || info.shard.split_samples < info.samples) {
+          return Status::corruption("manifest: split " + name + " is shard " +
+                                    std::to_string(info.shard.index) + " of " +
+                                    std::to_string(info.shard.count) + " of " +
+                                    std::to_string(info.shard.split_samples) + " samples");
         }
       }
       m.splits[name] = info;

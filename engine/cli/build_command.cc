@@ -7,6 +7,7 @@
 #include "engine/cli/cli_common.h"
 #include "engine/cli/commands.h"
 #include "engine/data/augment.h"
+#include "engine/distributed/dist_options.h"  // check_sharded_cache
 #include "engine/precompute/build_pipeline.h"
 #include "recycle/keyer.h"
 
@@ -78,9 +79,14 @@ int build_main(int argc, char** argv) {
                   "arithmetic of the prefix's forward: fp32, or bf16 / fp16 under LibTorch's "
                   "autocast (part of the cache's identity; the records are stored by --codec)");
   add_dist_flags(app, &dist);
+  app.add_flag("--sharded", dist.sharded,
+               "every rank builds its own shard of the split into its own --cache, which no "
+               "other rank opens (a path on its own machine; with --nproc put {rank} in it); "
+               "docs/scale.md");
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   return run_tool(app, argc, argv, [&] {
     o.validate();
+    check_sharded_cache(dist, o.cache_dir);
     const int launched = launch_if_asked(app, argc, argv, dist, o.threads);
     if (launched >= 0) return launched;
     dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
@@ -91,6 +97,7 @@ int build_main(int argc, char** argv) {
               << (r.views > 0 ? ", " + std::to_string(r.views) + " views each" : std::string())
               << ", " << r.computed << " computed"
               << (r.ranks > 1 ? " by " + std::to_string(r.ranks) + " processes" : std::string())
+              << (r.shards > 0 ? " into " + std::to_string(r.shards) + " shards" : std::string())
               << ", " << r.skipped << " already cached; "
               << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s
               << " samples/s); cache holds " << r.records << " records" << std::endl;

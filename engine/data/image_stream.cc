@@ -1,6 +1,7 @@
 #include "engine/data/image_stream.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -65,6 +66,28 @@ void drop_samples(const std::vector<int64_t>& positions, Dataset* data, Streamed
   }
   data->labels.resize(kept);
   data->ids.resize(kept);
+  if (images != nullptr) images->rows.resize(std::min(images->rows.size(), kept));
+}
+
+void keep_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images) {
+  const size_t item = data->pixels.empty() ? 0 : static_cast<size_t>(data->item_bytes());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    const size_t i = static_cast<size_t>(positions[k]);
+    if (i < k || i >= data->labels.size() || (k > 0 && positions[k - 1] >= positions[k])) {
+      throw std::invalid_argument("keep_samples: positions not ascending within the dataset");
+    }
+    if (i == k) continue;
+    data->labels[k] = data->labels[i];
+    if (!data->ids.empty()) data->ids[k] = std::move(data->ids[i]);
+    if (!data->texts.empty()) data->texts[k] = std::move(data->texts[i]);
+    if (item > 0) std::memmove(&data->pixels[k * item], &data->pixels[i * item], item);
+    if (images != nullptr && i < images->rows.size()) images->rows[k] = images->rows[i];
+  }
+  const size_t kept = positions.size();
+  data->labels.resize(kept);
+  if (!data->ids.empty()) data->ids.resize(kept);
+  if (!data->texts.empty()) data->texts.resize(kept);
+  if (item > 0) data->pixels.resize(kept * item);
   if (images != nullptr) images->rows.resize(std::min(images->rows.size(), kept));
 }
 

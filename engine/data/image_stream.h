@@ -66,6 +66,9 @@ class ImageStream {
 // Removes samples `positions` (ascending) from a dataset without pixels in memory: labels, ids
 // and (images not null) the rows of its stream.
 void drop_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images);
+// Keeps only samples `positions` (ascending, distinct) of a dataset, in that order: labels, ids,
+// texts, pixels in memory and the rows of its stream (images not null).
+void keep_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images);
 
 // Prints on stderr, for what `where` names, how many samples were skipped and the lines of the
 // first ten (ImageStream::skipped()'s). Nothing for none.

@@ -46,6 +46,26 @@ MasterAddress parse_master(const std::string& master) {
   return a;
 }
 
+std::string path_for_rank(const std::string& path, int rank) {
+  std::string out = path;
+  const std::string marker = kRankMarker, value = std::to_string(rank);
+  for (size_t at = out.find(marker); at != std::string::npos;
+       at = out.find(marker, at + value.size())) {
+    out.replace(at, marker.size(), value);
+  }
+  return out;
+}
+
+void check_sharded_cache(const DistOptions& dist, const std::string& cache_dir) {
+  if (!dist.sharded || dist.nproc <= 1) return;
+  if (cache_dir.find(kRankMarker) == std::string::npos) {
+    throw std::invalid_argument(
+        "--sharded with --nproc " + std::to_string(dist.nproc) +
+        " runs every rank on this machine, each with a cache of its own: put {rank} in --cache "
+        "(e.g. --cache " + cache_dir + "-{rank})");
+  }
+}
+
 std::string job_token_from_environment() {
   const char* token = std::getenv(kJobTokenVariable);
   return token ? token : "";

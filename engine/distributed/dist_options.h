@@ -28,6 +28,15 @@ struct MasterAddress {
 // Parses --master. Throws std::invalid_argument naming the flag.
 MasterAddress parse_master(const std::string& master);
 
+// What a sharded job's --cache may hold in place of the rank: with --nproc every rank runs on
+// this machine and needs a directory of its own ("cache-{rank}").
+constexpr const char* kRankMarker = "{rank}";
+// `path` with every kRankMarker replaced by `rank`.
+std::string path_for_rank(const std::string& path, int rank);
+// A sharded job's --cache checked before its workers start: with --nproc above 1 it must hold
+// kRankMarker. Throws std::invalid_argument with one line; nothing for a job not sharded.
+void check_sharded_cache(const DistOptions& dist, const std::string& cache_dir);
+
 // Parses --throttle RANK:MS into dist->throttle_rank and throttle_ms (MS of 1..60000). Throws
 // std::invalid_argument naming the flag.
 void parse_throttle(const std::string& spec, DistOptions* dist);

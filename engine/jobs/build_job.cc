@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/distributed/dist_context.h"
+#include "engine/distributed/dist_options.h"  // path_for_rank
 #include "engine/distributed/launcher.h"  // launcher_reported_failure
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"  // run_distributed_build
@@ -121,10 +122,18 @@ class StoreBuildGroup : public BuildGroup {
 }  // namespace
 
 BuildReport run_build(const BuildOptions& options, const DistOptions& dist) {
-  if (!dist.distributed()) return run_build(options);
+  if (!dist.distributed() && !dist.sharded) return run_build(options);
+  if (!dist.distributed()) {  // one shard: the whole split, in the cache of rank 0
+    BuildOptions o = options;
+    o.cache_dir = path_for_rank(o.cache_dir, 0);
+    return run_build(o);
+  }
   DistContext ctx(dist);
   StoreBuildGroup group(ctx);
-  return run_distributed_build(options, group);
+  if (!dist.sharded) return run_distributed_build(options, group);
+  BuildOptions o = options;
+  o.cache_dir = path_for_rank(o.cache_dir, dist.rank);
+  return run_sharded_build(o, group);
 }
 
 }  // namespace recycle

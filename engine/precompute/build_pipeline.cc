@@ -22,6 +22,14 @@ std::string BuildReport::to_json() const {
                       {"samples_per_s", samples_per_s},
                       {"ranks", ranks}};
   if (views > 0) j["views"] = views;
+  if (shards > 0) {
+    j["shards"] = shards;
+    j["shard"] = shard_index;
+  }
+  if (!per_shard.empty()) {
+    j["per_shard"] = nlohmann::json::array();
+    for (const BuildReport& s : per_shard) j["per_shard"].push_back(nlohmann::json::parse(s.to_json()));
+  }
   if (prefix_share >= 0) {
     j["prefix_share"] = prefix_share;
     j["expected_speedup_vs_full"] = expected_speedup_vs_full();

@@ -21,4 +21,10 @@ class BuildGroup;  // engine/precompute/build_group.h
 // throw std::runtime_error (the failing one its own exception) with one line naming the rank.
 BuildReport run_distributed_build(const BuildOptions& options, BuildGroup& group);
 
+// One rank's part of a sharded build (DistOptions::sharded; see sharded_build.cc): rank r of W
+// builds shard r of W of the split into its own options.cache_dir, which no other rank opens.
+// Every rank returns its own shard's report (shards, shard_index set), rank 0 with the counts of
+// every shard together and each one's report in per_shard. Failures as run_distributed_build's.
+BuildReport run_sharded_build(const BuildOptions& options, BuildGroup& group);
+
 }  // namespace recycle

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "base/strings.h"
+#include "cache/shard_rule.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
 #include "engine/precompute/cache_input.h"
 #include "engine/precompute/chunk_encoder.h"
@@ -23,6 +24,13 @@ namespace {
 // "no views", or "K views of 'SPEC'": how a refused views mismatch names each side.
 std::string views_words(int64_t k, const std::string& spec) {
   return k == 0 ? std::string("no views") : std::to_string(k) + " views of '" + spec + "'";
+}
+
+// "the whole split", or "shard 1 of 3": how a refused shard mismatch names each side.
+std::string shard_words(const SplitShard& s) {
+  if (!s.sharded()) return "the whole split";
+  return "shard " + std::to_string(s.index) + " of " + std::to_string(s.count) +
+         (s.rule == kShardRule ? std::string() : " by rule '" + s.rule + "'");
 }
 
 }  // namespace
@@ -145,18 +153,58 @@ Manifest SplitBuild::reconciled(const Manifest& stored_manifest) {
   const std::string augment = inputs_->augment().spec();
   if (split != stored.splits.end() &&
       (split->second.views != inputs_->views() || split->second.augment != augment)) {
+    throw StaleCacheError(
+        mismatch_message(dir,
+                         {"split " + options_.data.split + ": the cache has " +
+                          views_words(split->second.views, split->second.augment) +
+                          ", this run asks for " + views_words(inputs_->views(), augment)},
+                         "use another --cache, or --rebuild to start over"));
+  }
+  const SplitShard want = shard();
+  if (split != stored.splits.end() &&
+      (split->second.shard.index != want.index || split->second.shard.count != want.count ||
+       split->second.shard.rule != want.rule)) {
     throw StaleCacheError(mismatch_message(
         dir,
-        {"split " + options_.data.split + ": the cache has " +
-         views_words(split->second.views, split->second.augment) + ", this run asks for " +
-         views_words(inputs_->views(), augment)},
+        {"split " + options_.data.split + ": the cache has " + shard_words(split->second.shard) +
+         ", this run asks for " + shard_words(want)},
         "use another --cache, or --rebuild to start over"));
   }
   return stored;
 }
 
+void SplitBuild::keep_shard() {
+  const std::vector<Key>& keys = plan_.keys();
+  split_samples_ = static_cast<int64_t>(keys.size());
+  std::vector<int64_t> keep;
+  std::vector<Key> kept;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (shard_of(keys[i], options_.shard_count) != options_.shard_index) continue;
+    keep.push_back(static_cast<int64_t>(i));
+    kept.push_back(keys[i]);
+  }
+  inputs_->keep_only(keep);
+  report_.samples = static_cast<int64_t>(kept.size());
+  report_.unique =
+      static_cast<int64_t>(std::unordered_set<Key, KeyHash>(kept.begin(), kept.end()).size());
+  report_.shards = static_cast<int>(options_.shard_count);
+  report_.shard_index = static_cast<int>(options_.shard_index);
+  plan_.set_keys(std::move(kept));
+}
+
+SplitShard SplitBuild::shard() const {
+  SplitShard s;
+  if (options_.shard_count == 0) return s;
+  s.index = options_.shard_index;
+  s.count = options_.shard_count;
+  s.rule = kShardRule;
+  s.split_samples = split_samples_;
+  return s;
+}
+
 void SplitBuild::open() {
   if (!plan_.keyed()) key_samples();
+  if (options_.shard_count > 0 && split_samples_ == 0) keep_shard();
   auto split = std::make_unique<WritableSplit>(WritableSplit::Options{
       options_.cache_dir, options_.data.split, options_.compression, options_.rebuild});
   if (const Manifest* stored = split->stored()) {
@@ -179,9 +227,9 @@ void SplitBuild::begin() {
   info.unique = report_.unique;
   info.augment = inputs_->augment().spec();
   info.views = inputs_->views();
+  info.shard = shard();
   split().begin(info);
-  progress_ = std::make_unique<Progress>(progress_label_,
-                                         static_cast<int64_t>(plan_.todo().size()),
+  progress_ = std::make_unique<Progress>(progress_label_, static_cast<int64_t>(plan_.todo().size()),
                                          options_.progress);
 }
 

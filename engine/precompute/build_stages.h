@@ -136,6 +136,11 @@ class SplitBuild {
  private:
   // BuildOptions::validate, the split's name; the thread count set.
   void check_options();
+  // A sharded build's rank (options.shard_count > 0): keeps the samples of its shard, before
+  // the split is planned.
+  void keep_shard();
+  // The shard this build writes (SplitInfo::shard): none unless options.shard_count > 0.
+  SplitShard shard() const;
   // The stored manifest checked against the requested one, as the build writes it on.
   Manifest reconciled(const Manifest& stored);
   // The chunk's write batch (records, index entries, the manifest's counts): the report's
@@ -152,6 +157,7 @@ class SplitBuild {
   std::unique_ptr<Progress> progress_;  // begin
   std::string progress_label_;
   BuildReport report_;  // counters filled along the way, the rest by report()
+  int64_t split_samples_ = 0;  // the whole split's samples (a sharded build keeps fewer)
 };
 
 // Writes staged batches (SplitWriter::write) on a thread of its own, one at a time and in order,

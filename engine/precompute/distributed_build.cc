@@ -30,7 +30,6 @@
 // the ingest nothing in the cache changes but the split's manifest entry (incomplete); a killed
 // build leaves files in the staging area, which the next writer's open removes, and a rerun
 // computes what is still missing.
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +49,7 @@
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/rank_board.h"
 #include "engine/precompute/split_inputs.h"
 #include "engine/util/progress.h"
 
@@ -59,71 +59,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string board(const std::string& name) { return "recycle/build/" + name; }
-std::string board(const std::string& name, int rank) {
-  return board(name) + "/" + std::to_string(rank);
-}
-
-std::string first_line(std::string s) {
-  const size_t nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  return s;
-}
-
-// What every rank must agree on before anything is computed.
-json inputs_of(SplitBuild& b, const BuildOptions& o) {
-  const std::vector<Key>& keys = b.plan().keys();
-  const std::vector<int64_t>& labels = b.inputs().data().labels;
-  std::string bytes;
-  bytes.reserve(keys.size() * (Key::kBytes + 8));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    bytes += keys[i].to_bytes();
-    put_le64(&bytes, static_cast<uint64_t>(labels[i]));
-  }
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  Key digest{h.high64, h.low64};
-  json manifest = json::parse(b.encoder().requested().to_json_string());
-  // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
-  // here, a rank's mismatch names both words.
-  manifest["prefix_precision"] = b.encoder().requested().prefix_precision_name();
-  return {{"manifest", manifest},
-          {"data", b.inputs().data().description},
-          {"split", o.data.split},
-          {"samples", static_cast<int64_t>(keys.size())},
-          {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
-          {"keys and labels", digest.to_hex()}};
-}
-
-// "" when equal, else "FIELD differs (rank 0: A; rank R: B)" for the first field that differs.
-std::string first_difference(const json& mine, const json& theirs, int rank) {
-  auto shorten = [](const json& v) {
-    std::string t = v.is_string() ? v.get<std::string>() : v.dump();
-    if (t.size() > 80) t = t.substr(0, 77) + "...";
-    return t;
-  };
-  for (const auto& [name, value] : mine.items()) {
-    const json other = theirs.contains(name) ? theirs[name] : json();
-    if (value == other) continue;
-    if (value.is_object() && other.is_object()) {
-      json fields = value;  // every field either side has, rank 0's first
-      for (const auto& [field, o] : other.items()) {
-        if (!fields.contains(field)) fields[field] = json();
-      }
-      for (const auto& [field, unused] : fields.items()) {
-        const json v = value.contains(field) ? value[field] : json("(none)");
-        const json o = other.contains(field) ? other[field] : json("(none)");
-        if (v != o) {
-          return field + " differs (rank 0: " + shorten(v) + "; rank " + std::to_string(rank) +
-                 ": " + shorten(o) + ")";
-        }
-      }
-    }
-    return name + " differs (rank 0: " + shorten(value) + "; rank " + std::to_string(rank) + ": " +
-           shorten(other) + ")";
-  }
-  return theirs.size() == mine.size() ? "" : "what it builds differs";
-}
 
 // The batches to compute: [count] then per batch [size] [positions...], 8 bytes each.
 std::string encode_batches(const std::vector<std::vector<int64_t>>& batches) {
@@ -223,29 +158,6 @@ json staged_json(const Staged& st) {
   return {{"files", st.files}, {"computed", st.computed}, {"bytes", st.bytes}};
 }
 
-BuildReport report_from_json(const std::string& text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) throw std::runtime_error("rank 0's report is malformed");
-  BuildReport r;
-  r.cache_dir = j.value("cache", "");
-  r.split = j.value("split", "");
-  r.samples = j.value("samples", int64_t{0});
-  r.unique = j.value("unique", int64_t{0});
-  r.computed = j.value("computed", int64_t{0});
-  r.skipped = j.value("skipped", int64_t{0});
-  r.index_written = j.value("index_written", int64_t{0});
-  r.files_left_out = j.value("files_left_out", int64_t{0});
-  r.bytes = j.value("bytes", int64_t{0});
-  r.records = j.value("records", int64_t{0});
-  r.seconds = j.value("seconds", 0.0);
-  r.prefix_seconds = j.value("prefix_seconds", 0.0);
-  r.samples_per_s = j.value("samples_per_s", 0.0);
-  r.ranks = j.value("ranks", 1);
-  r.views = j.value("views", int64_t{0});
-  r.prefix_share = j.value("prefix_share", -1.0);
-  return r;
-}
-
 std::string new_run_id() {
   std::random_device rd;
   const uint64_t v =
@@ -268,19 +180,7 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
   const int world = g.world();
   SplitBuild b(options);
   b.key_samples();
-  const json mine = inputs_of(b, options);
-  for (int r = 1; r < world; ++r) {
-    const json theirs = json::parse(g.wait(board("inputs", r), r), nullptr, false);
-    const std::string diff = first_difference(mine, theirs, r);
-    if (!diff.empty()) {
-      throw std::invalid_argument("rank " + std::to_string(r) +
-                                  " would build something else "
-                                  "than rank 0: " +
-                                  diff +
-                                  " (every rank needs the same data, "
-                                  "model, weights and options)");
-    }
-  }
+  check_rank_inputs(rank_inputs(b, options, false), g);
   b.open();
   RunDir run;  // destroyed before b: the staging files go while this process holds the cache
   if (b.plan().unchanged()) {
@@ -331,7 +231,7 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
   const int rank = g.rank();
   SplitBuild b(options);
   b.key_samples();
-  g.set(board("inputs", rank), inputs_of(b, options).dump());
+  set_rank_inputs(rank_inputs(b, options, false), g);
   const json plan = json::parse(g.wait(board("plan"), 0), nullptr, false);
   if (!plan.is_object()) throw std::runtime_error("rank 0's plan is malformed");
   if (!plan.value("unchanged", false)) {
@@ -353,7 +253,7 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
     const Staged own = compute_share(b, options, batches, rank, g.world(), run_dir);
     g.set(board("done", rank), staged_json(own).dump());
   }
-  const BuildReport report = report_from_json(g.wait(board("final"), 0));
+  const BuildReport report = report_from_json(g.wait(board("final"), 0), "rank 0's report");
   g.set(board("ack", rank), "1");
   return report;
 }
@@ -361,19 +261,9 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
 }  // namespace
 
 BuildReport run_distributed_build(const BuildOptions& options, BuildGroup& group) {
-  const int rank = group.rank();
-  if (group.world() < 1 || rank < 0 || rank >= group.world()) {
-    throw std::invalid_argument("rank " + std::to_string(rank) + " is not in a group of " +
-                                std::to_string(group.world()));
-  }
-  try {
-    return rank == 0 ? lead(options, group) : follow(options, group);
-  } catch (const std::exception& e) {
-    // The first failure reported is the one every rank names; a rank that only learnt of
-    // another's failure reports nothing new.
-    group.fail("rank " + std::to_string(rank) + ": " + first_line(e.what()));
-    throw;
-  }
+  return run_as_rank(group, [&] {
+    return group.rank() == 0 ? lead(options, group) : follow(options, group);
+  });
 }
 
 }  // namespace recycle

@@ -219,6 +219,12 @@ std::vector<Key> SplitInputs::key_all() {
   return keys;
 }
 
+void SplitInputs::keep_only(const std::vector<int64_t>& positions) {
+  if (from_cache_) throw std::logic_error("keep_only: another cache's split is kept whole");
+  keep_samples(positions, &data_, &streamed_);
+  images_.reset();  // a stream opened on the rows before
+}
+
 ImageStream& SplitInputs::own_stream() {
   if (!images_) images_ = std::make_unique<ImageStream>(data_, streamed_);
   return *images_;

@@ -67,6 +67,9 @@ class SplitInputs {
   // counted by files_left_out(); every file left out is an error.
   std::vector<Key> key_all();
   int64_t files_left_out() const { return files_left_out_; }
+  // Keeps only the samples `positions` (ascending, distinct), after key_all: a sharded build's
+  // shard (SplitBuild::open). Not for another cache's split.
+  void keep_only(const std::vector<int64_t>& positions);
   // Keys of the samples positions[0, n) into *keys (the keys key_all gives them): from
   // chunk.pixels when a ChunkReader read them, else from the dataset in memory, else read
   // from a stream of the inputs' own. Not for another cache's split.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "recycle/options.h"
 
@@ -38,6 +39,13 @@ struct BuildReport {
   double expected_speedup_vs_full() const;
   double expected_speedup_vs_online() const;
   int ranks = 1;                // processes that computed records (1 unless distributed)
+  // A sharded build (DistOptions::sharded): the shard count, and each rank's own report in
+  // rank order (its cache, its shard's samples, what it computed). Every rank returns its own
+  // report with shards set and per_shard empty, except rank 0, whose counts above are every
+  // shard's together (records: in every shard's cache; seconds: the slowest rank's).
+  int shards = 0;
+  int shard_index = 0;
+  std::vector<BuildReport> per_shard;
   std::string to_json() const;  // one line
 };
 

@@ -124,6 +124,23 @@ struct CacheIdentity {
 
 // ---- the manifest: identity and contents ------------------------------------------------------
 
+// Where a split of a sharded build (recycle-build --sharded) lives: this cache holds shard
+// `index` of `count`, the samples whose content key `rule` puts there (cache/shard_rule.h),
+// and `split_samples` is the whole split's count (every shard's together). count 0: the cache
+// holds the whole split.
+struct SplitShard {
+  int64_t index = 0;
+  int64_t count = 0;
+  std::string rule;
+  int64_t split_samples = 0;
+  bool sharded() const { return count > 0; }
+  friend bool operator==(const SplitShard& a, const SplitShard& b) {
+    return a.index == b.index && a.count == b.count && a.rule == b.rule &&
+           a.split_samples == b.split_samples;
+  }
+  friend bool operator!=(const SplitShard& a, const SplitShard& b) { return !(a == b); }
+};
+
 struct SplitInfo {
   std::string data;       // the dataset spec the split was built from
   int64_t samples = 0;    // entries in the samples index
@@ -138,6 +155,8 @@ struct SplitInfo {
   // The --classes filter the split was built with ("" for every class). Manifests written before
   // it was stored get it from `data` (its " classes=X" part) when read.
   std::string classes;
+  // The shard of the split this cache holds (sharded builds only).
+  SplitShard shard;
 
   // The keys of the records a sample with content key `key` reads: {key} without views, else
   // its K view keys.

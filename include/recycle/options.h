@@ -264,6 +264,11 @@ struct DistOptions {
   // Testing stragglers (--throttle RANK:MS): rank throttle_rank sleeps throttle_ms ms a step.
   int throttle_rank = -1;
   int throttle_ms = 0;
+  // --sharded: every rank keeps its own shard of the cache in its own --cache directory (a
+  // path on its own machine; the same string may name another directory on each), and never
+  // opens another's. A build computes and stores only its shard's samples; training reads only
+  // its shard (docs/scale.md).
+  bool sharded = false;
 
   bool distributed() const { return world_size > 1; }
 
@@ -308,6 +313,11 @@ struct BuildOptions {
   // epoch. Images of uint8 pixels only. views 0 and "" (the default): no views.
   std::string augment;
   int64_t views = 0;
+  // One rank's part of a sharded build (run_build with DistOptions::sharded sets it to the
+  // rank and the world size): the cache holds only the samples of shard shard_index of
+  // shard_count (cache/shard_rule.h). shard_count 0: the whole split.
+  int64_t shard_index = 0;
+  int64_t shard_count = 0;
 
   // The model options, a batch of at least 1, a cache directory, views with an augmentation
   // (and neither without the other). Throws std::invalid_argument

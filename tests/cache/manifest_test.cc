@@ -58,6 +58,7 @@ void expect_same_manifest(const recycle::Manifest& a, const recycle::Manifest& b
     EXPECT_EQ(info.unique, it->second.unique) << name;
     EXPECT_EQ(info.complete, it->second.complete) << name;
     EXPECT_EQ(info.classes, it->second.classes) << name;
+    EXPECT_TRUE(info.shard == it->second.shard) << name;
   }
 }
 
@@ -569,6 +570,30 @@ TEST(Manifest, SplitClassesAreStoredAndOldManifestsGetThemFromTheDescription) {
   j["splits"]["train"]["classes"] = "1-3";  // the stored field, not the description
   ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
   EXPECT_EQ(back.splits.at("train").classes, "1-3");
+}
+
+TEST(Manifest, AShardIsStoredWithItsSplitAndAnImpossibleOneIsCorruption) {
+  recycle::Manifest m = full_manifest();
+  recycle::SplitShard& shard = m.splits["train"].shard;
+  shard.index = 1;
+  shard.count = 3;
+  shard.rule = "xxh3_64(key) % count";
+  shard.split_samples = m.splits["train"].samples * 3;
+  nlohmann::json j = nlohmann::json::parse(m.to_json_string());
+  EXPECT_EQ(j["splits"]["train"]["shard"]["count"], 3);
+  EXPECT_FALSE(j["splits"]["test-2"].contains("shard"));  // a whole split says nothing
+  recycle::Manifest back;
+  ASSERT_OK(recycle::Manifest::from_json_string(j.dump(), &back));
+  expect_same_manifest(m, back);
+  EXPECT_FALSE(back.splits.at("test-2").shard.sharded());
+  for (const auto& [field, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"index", 3}, {"index", -1}, {"count", 0}, {"split_samples", 1}}) {
+    nlohmann::json bad = j;
+    bad["splits"]["train"]["shard"][field] = value;
+    const recycle::Status st = parse(bad.dump());
+    EXPECT_TRUE(st.is_corruption()) << field << " " << value;
+    EXPECT_TRUE(contains(st.message(), "split train is shard")) << st.message();
+  }
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
+#include "cache/shard_rule.h"
+#include "engine/precompute/rank_board.h"  // report_from_json
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/models/encoder_registry.h"
@@ -123,9 +125,13 @@ struct RankResult {
   std::string error;  // what the rank threw, "" when it returned
 };
 
-// Runs world ranks as threads; options_of(rank) gives each rank its options.
+using BuildFn = BuildReport (*)(const BuildOptions&, recycle::BuildGroup&);
+
+// Runs world ranks as threads of `build` (a distributed build, or a sharded one); options_of(rank)
+// gives each rank its options.
 std::vector<RankResult> run_ranks(int world, const std::function<BuildOptions(int)>& options_of,
-                                  double timeout_seconds = 60, int ranks_started = -1) {
+                                  double timeout_seconds = 60, int ranks_started = -1,
+                                  BuildFn build = recycle::run_distributed_build) {
   auto board = std::make_shared<Board>();
   std::vector<RankResult> results(world);
   std::vector<std::thread> threads;
@@ -134,7 +140,7 @@ std::vector<RankResult> run_ranks(int world, const std::function<BuildOptions(in
     threads.emplace_back([&, r] {
       MemoryGroup group(board, r, world, timeout_seconds);
       try {
-        results[r].report = recycle::run_distributed_build(options_of(r), group);
+        results[r].report = build(options_of(r), group);
       } catch (const std::exception& e) {
         results[r].error = e.what();
       }
@@ -321,4 +327,123 @@ TEST(DistributedBuild, ARankThatNeverComesEndsTheJobWithinTheTimeout) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(results[0].error.find("lost rank 1"), std::string::npos) << results[0].error;
   EXPECT_LT(seconds, 30);
+}
+
+// ---- the sharded build (engine/precompute/sharded_build.cc) ------------------------------------
+
+namespace {
+
+// A sharded build of `world` ranks as threads, rank r into cache_of(r).
+std::vector<RankResult> run_shards(int world, const std::function<BuildOptions(int)>& options_of) {
+  return run_ranks(world, options_of, 60, -1, recycle::run_sharded_build);
+}
+
+std::string shard_dir(const TempDir& dir, int world, int rank) {
+  return dir.file("w" + std::to_string(world) + "-shard" + std::to_string(rank));
+}
+
+}  // namespace
+
+TEST(ShardedBuild, EachRankHoldsItsShardOfTheCacheOfOneProcessInItsOwnCache) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(50, 12));  // 62 samples, 50 distinct
+  const std::string data = dir.path().string();
+  const BuildReport one = recycle::run_build(options_for(data, dir.file("one")));
+  const CacheContents whole = read_cache(dir.file("one"));
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const auto results =
+        run_shards(world, [&](int r) { return options_for(data, shard_dir(dir, world, r)); });
+    size_t records = 0;
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(results[r].error, "") << "rank " << r;
+      EXPECT_EQ(results[r].report.shards, world);
+      EXPECT_EQ(results[r].report.shard_index, r);
+      const CacheContents shard = read_cache(shard_dir(dir, world, r));
+      // The shard's index: the samples of the whole index whose key the rule puts here, in
+      // order; its records: theirs, byte for byte.
+      std::vector<IndexEntry> mine;
+      for (const IndexEntry& e : whole.index) {
+        if (recycle::shard_of(e.key, world) == r) mine.push_back(e);
+      }
+      EXPECT_TRUE(shard.index == mine) << "rank " << r;
+      for (const auto& [key, bytes] : shard.records) {
+        const auto it = whole.records.find(key);
+        EXPECT_TRUE(it != whole.records.end() && it->second == bytes) << key;
+      }
+      records += shard.records.size();
+      EXPECT_TRUE(shard.manifest.identity_differences(whole.manifest).empty());
+      const recycle::SplitInfo& info = shard.manifest.splits.at("train");
+      EXPECT_TRUE(info.complete);
+      EXPECT_EQ(info.samples, static_cast<int64_t>(mine.size()));
+      EXPECT_EQ(info.shard.index, r);
+      EXPECT_EQ(info.shard.count, world);
+      EXPECT_EQ(info.shard.rule, recycle::kShardRule);
+      EXPECT_EQ(info.shard.split_samples, 62);
+      EXPECT_TRUE(shard.index.size() > 0) << "an empty shard says little";
+    }
+    EXPECT_EQ(records, whole.records.size());  // a key's records are in one shard only
+    // Rank 0 reports the whole job, and each shard's own report.
+    const BuildReport& job = results[0].report;
+    EXPECT_EQ(job.samples, 62);
+    EXPECT_EQ(job.unique, 50);
+    EXPECT_EQ(job.computed, 50);
+    EXPECT_EQ(job.bytes, one.bytes);
+    EXPECT_EQ(job.records, 50);
+    EXPECT_EQ(job.ranks, world);
+    ASSERT_EQ(job.per_shard.size(), static_cast<size_t>(world));
+    EXPECT_EQ(job.per_shard[1].cache_dir, shard_dir(dir, world, 1));
+    const BuildReport back = recycle::report_from_json(job.to_json(), "the report");
+    EXPECT_EQ(back.to_json(), job.to_json());
+  }
+}
+
+TEST(ShardedBuild, ARerunComputesNothingAndAnotherShardCountIsRefused) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(30, 0));
+  const std::string data = dir.path().string();
+  weights_in(data);  // made here, not by the ranks' threads
+  auto options_of = [&](int r) { return options_for(data, shard_dir(dir, 2, r)); };
+  auto results = run_shards(2, options_of);
+  ASSERT_EQ(results[0].error, "");
+  const CacheContents before0 = read_cache(shard_dir(dir, 2, 0));
+  results = run_shards(2, options_of);
+  ASSERT_EQ(results[0].error, "");
+  ASSERT_EQ(results[1].error, "");
+  EXPECT_EQ(results[0].report.computed, 0);
+  EXPECT_EQ(results[0].report.bytes, 0);
+  EXPECT_EQ(results[0].report.index_written, 0);
+  EXPECT_EQ(results[0].report.samples, 30);
+  const CacheContents after0 = read_cache(shard_dir(dir, 2, 0));
+  EXPECT_EQ(after0.manifest.to_json_string(), before0.manifest.to_json_string());
+  EXPECT_TRUE(after0.records == before0.records);
+
+  // Three ranks over the shards of two: the two old shards refuse, nothing is written there.
+  results = run_shards(3, options_of);
+  for (int r = 0; r < 3; ++r) EXPECT_NE(results[r].error, "") << r;
+  const std::string said = results[0].error + " | " + results[1].error;
+  EXPECT_NE(said.find("split train: the cache has shard 0 of 2, this run asks for shard 0 of 3"),
+            std::string::npos)
+      << said;
+  const CacheContents refused0 = read_cache(shard_dir(dir, 2, 0));
+  EXPECT_EQ(refused0.manifest.to_json_string(), before0.manifest.to_json_string());
+}
+
+TEST(ShardedBuild, RanksThatWouldBuildSomethingElseOpenNoCache) {
+  TempDir dir;
+  write_pattern_images(dir.path().string(), patterns(20, 0));
+  const std::string data = dir.path().string();
+  weights_in(data);
+  weights_in(data, 4);
+  const auto results = run_shards(2, [&](int r) {
+    BuildOptions o = options_for(data, shard_dir(dir, 2, r));
+    if (r == 1) o.model.weights = weights_in(data, 4);
+    return o;
+  });
+  EXPECT_NE(results[0].error.find("rank 1 would build something else than rank 0: fingerprint"),
+            std::string::npos)
+      << results[0].error;
+  EXPECT_NE(results[1].error, "");
+  EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 0)));
+  EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 1)));
 }

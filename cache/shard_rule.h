@@ -1,0 +1,22 @@
+// The rule that puts a sample in a shard of a sharded build (recycle-build --sharded): by its
+// content key alone, so that every rank finds its samples without asking another, and a
+// sample's records (its views too) live in one shard. Its name is written in every shard's
+// manifest (SplitShard::rule, recycle/manifest.h), so that a cache of another rule is refused.
+// Pure functions; thread safe.
+#pragma once
+
+#include <cstdint>
+
+#include "recycle/key.h"
+
+namespace recycle {
+
+// SplitShard::rule's word for shard_of.
+inline constexpr char kShardRule[] = "xxh3_64(key) % count";
+
+// The shard of `count` (>= 1) that holds the sample with content key `key`: the XXH3-64 of
+// the key's 16 bytes (Key::to_bytes) modulo count. A hash of the key rather than the key
+// itself, so that a keyer whose keys are not uniform (an id's) still spreads the samples.
+int64_t shard_of(const Key& key, int64_t count);
+
+}  // namespace recycle

@@ -1,0 +1,145 @@
+#include "engine/precompute/rank_board.h"
+
+#include <xxhash.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "base/coding.h"
+#include "base/strings.h"  // first_line
+#include "cache/shard_rule.h"
+#include "engine/precompute/build_group.h"
+#include "engine/precompute/build_stages.h"
+#include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/split_inputs.h"
+
+namespace recycle {
+
+using nlohmann::json;
+
+std::string board(const std::string& name) { return "recycle/build/" + name; }
+std::string board(const std::string& name, int rank) {
+  return board(name) + "/" + std::to_string(rank);
+}
+
+std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
+  const std::vector<Key>& keys = b.plan().keys();
+  const std::vector<int64_t>& labels = b.inputs().data().labels;
+  std::string bytes;
+  bytes.reserve(keys.size() * (Key::kBytes + 8));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    bytes += keys[i].to_bytes();
+    put_le64(&bytes, static_cast<uint64_t>(labels[i]));
+  }
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  Key digest{h.high64, h.low64};
+  json manifest = json::parse(b.encoder().requested().to_json_string());
+  // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
+  // here, a rank's mismatch names both words.
+  manifest["prefix_precision"] = b.encoder().requested().prefix_precision_name();
+  json j = {{"manifest", manifest},
+            {"data", b.inputs().data().description},
+            {"split", o.data.split},
+            {"samples", static_cast<int64_t>(keys.size())},
+            {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
+            {"keys and labels", digest.to_hex()}};
+  if (sharded) j["shard rule"] = kShardRule;
+  return j.dump();
+}
+
+namespace {
+
+// "" when equal, else "FIELD differs (rank 0: A; rank R: B)" for the first field that differs.
+std::string first_difference(const json& mine, const json& theirs, int rank) {
+  auto shorten = [](const json& v) {
+    std::string t = v.is_string() ? v.get<std::string>() : v.dump();
+    if (t.size() > 80) t = t.substr(0, 77) + "...";
+    return t;
+  };
+  for (const auto& [name, value] : mine.items()) {
+    const json other = theirs.contains(name) ? theirs[name] : json();
+    if (value == other) continue;
+    if (value.is_object() && other.is_object()) {
+      json fields = value;  // every field either side has, rank 0's first
+      for (const auto& [field, o] : other.items()) {
+        if (!fields.contains(field)) fields[field] = json();
+      }
+      for (const auto& [field, unused] : fields.items()) {
+        const json v = value.contains(field) ? value[field] : json("(none)");
+        const json o = other.contains(field) ? other[field] : json("(none)");
+        if (v != o) {
+          return field + " differs (rank 0: " + shorten(v) + "; rank " + std::to_string(rank) +
+                 ": " + shorten(o) + ")";
+        }
+      }
+    }
+    return name + " differs (rank 0: " + shorten(value) + "; rank " + std::to_string(rank) + ": " +
+           shorten(other) + ")";
+  }
+  return theirs.size() == mine.size() ? "" : "what it builds differs";
+}
+
+}  // namespace
+
+void set_rank_inputs(const std::string& mine, BuildGroup& g) {
+  g.set(board("inputs", g.rank()), mine);
+}
+
+void check_rank_inputs(const std::string& mine, BuildGroup& g) {
+  const json own = json::parse(mine);
+  for (int r = 1; r < g.world(); ++r) {
+    const json theirs = json::parse(g.wait(board("inputs", r), r), nullptr, false);
+    const std::string diff = first_difference(own, theirs, r);
+    if (!diff.empty()) {
+      throw std::invalid_argument("rank " + std::to_string(r) +
+                                  " would build something else than rank 0: " + diff +
+                                  " (every rank needs the same data, model, weights and options)");
+    }
+  }
+}
+
+BuildReport run_as_rank(BuildGroup& g, const std::function<BuildReport()>& part) {
+  const int rank = g.rank();
+  if (g.world() < 1 || rank < 0 || rank >= g.world()) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is not in a group of " +
+                                std::to_string(g.world()));
+  }
+  try {
+    return part();
+  } catch (const std::exception& e) {
+    // A rank that only learnt of another's failure reports nothing new: the first one stands.
+    g.fail("rank " + std::to_string(rank) + ": " + first_line(e.what()));
+    throw;
+  }
+}
+
+BuildReport report_from_json(const std::string& text, const std::string& whose) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) throw std::runtime_error(whose + " is malformed");
+  BuildReport r;
+  r.cache_dir = j.value("cache", "");
+  r.split = j.value("split", "");
+  r.samples = j.value("samples", int64_t{0});
+  r.unique = j.value("unique", int64_t{0});
+  r.computed = j.value("computed", int64_t{0});
+  r.skipped = j.value("skipped", int64_t{0});
+  r.index_written = j.value("index_written", int64_t{0});
+  r.files_left_out = j.value("files_left_out", int64_t{0});
+  r.bytes = j.value("bytes", int64_t{0});
+  r.records = j.value("records", int64_t{0});
+  r.seconds = j.value("seconds", 0.0);
+  r.prefix_seconds = j.value("prefix_seconds", 0.0);
+  r.samples_per_s = j.value("samples_per_s", 0.0);
+  r.ranks = j.value("ranks", 1);
+  r.views = j.value("views", int64_t{0});
+  r.prefix_share = j.value("prefix_share", -1.0);
+  r.shards = j.value("shards", 0);
+  r.shard_index = j.value("shard", 0);
+  if (j.contains("per_shard") && j["per_shard"].is_array()) {
+    for (const json& s : j["per_shard"]) r.per_shard.push_back(report_from_json(s.dump(), whose));
+  }
+  return r;
+}
+
+}  // namespace recycle

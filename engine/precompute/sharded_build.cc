@@ -1,0 +1,88 @@
+// A sharded build (recycle-build --sharded): every rank builds its own shard of the split into
+// its own cache, a directory no other rank opens (usually on its own machine's disk), and the
+// ranks talk only through the job's c10d store.
+//   1. Every rank loads the inputs (dataset, keyer, model and weights) and keys every sample, as
+//      a distributed build does, and the ranks agree on what they build through the store
+//      (rank_board.h: the identity, the data, the split's samples, their keys and labels as one
+//      hash, the views, the shard rule). No rank opens its cache before rank 0 says they agree.
+//   2. Rank r keeps the samples whose content key the shard rule puts in shard r of W
+//      (cache/shard_rule.h: the same on every rank, from the key alone) and builds them as a
+//      one-process build does, into its own cache: resumable, refusing another identity, and
+//      writing in the split's manifest entry which shard of how many it holds (SplitShard). A
+//      rank killed mid-build leaves its shard as a killed one-process build leaves a cache; the
+//      rerun computes what is missing there.
+//   3. Every rank but 0 publishes its report (board("report", r)); rank 0 adds them up and
+//      publishes the job's (board("final")); every other rank acknowledges it (board("ack", r))
+//      before it exits, since the job's store may live in rank 0's process.
+// A failure on any rank is published (BuildGroup::fail) and ends every rank with one line.
+#include <algorithm>
+#include <string>
+
+#include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/build_stages.h"
+#include "engine/precompute/rank_board.h"
+
+namespace recycle {
+
+namespace {
+
+// The job's report: rank 0's own with every shard's counts added, each rank's in per_shard.
+BuildReport job_report(const BuildReport& own, BuildGroup& g) {
+  BuildReport job = own;
+  job.per_shard.push_back(own);
+  for (int r = 1; r < g.world(); ++r) {
+    const std::string whose = "rank " + std::to_string(r) + "'s report";
+    BuildReport s = report_from_json(g.wait(board("report", r), r), whose);
+    job.samples += s.samples;
+    job.unique += s.unique;
+    job.computed += s.computed;
+    job.skipped += s.skipped;
+    job.index_written += s.index_written;
+    job.files_left_out = std::max(job.files_left_out, s.files_left_out);  // the same files
+    job.bytes += s.bytes;
+    job.records += s.records;
+    job.seconds = std::max(job.seconds, s.seconds);
+    job.prefix_seconds += s.prefix_seconds;
+    job.per_shard.push_back(std::move(s));
+  }
+  job.samples_per_s = job.seconds > 0 ? static_cast<double>(job.samples) / job.seconds : 0;
+  job.ranks = g.world();
+  return job;
+}
+
+BuildReport build_shard(const BuildOptions& options, BuildGroup& g) {
+  BuildOptions o = options;
+  o.shard_index = g.rank();
+  o.shard_count = g.world();
+  SplitBuild b(o);
+  b.key_samples();
+  const std::string mine = rank_inputs(b, o, /*sharded=*/true);
+  if (g.rank() == 0) {
+    check_rank_inputs(mine, g);
+    g.set(board("agreed"), "1");
+  } else {
+    set_rank_inputs(mine, g);
+    g.wait(board("agreed"), 0);
+  }
+  BuildReport own = b.run();
+  own.ranks = g.world();
+  if (g.rank() != 0) {
+    g.set(board("report", g.rank()), own.to_json());
+    g.wait(board("final"), 0);
+    g.set(board("ack", g.rank()), "1");
+    return own;
+  }
+  const BuildReport job = job_report(own, g);
+  g.set(board("final"), job.to_json());
+  for (int r = 1; r < g.world(); ++r) g.wait(board("ack", r), r);
+  return job;
+}
+
+}  // namespace
+
+BuildReport run_sharded_build(const BuildOptions& options, BuildGroup& group) {
+  return run_as_rank(group, [&] { return build_shard(options, group); });
+}
+
+}  // namespace recycle
