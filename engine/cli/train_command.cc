@@ -146,6 +146,10 @@ void add_freeze_flags(CLI::App& app, TrainFlags* f) {
 void add_data_parallel_flags(CLI::App& app, TrainFlags* f) {
   TrainOptions* o = &f->o;
   add_dist_flags(app, &o->dist);
+  app.add_flag("--sharded", o->dist.sharded,
+               "every rank trains on its own shard of the cache (recycle-build --sharded) in its "
+               "own --cache, evaluation summed over the shards (with --nproc put {rank} in "
+               "--cache); docs/scale.md");
   add_enum_option(app, "--grad-compression", &o->dist.grad_compression, grad_compression_names(),
                   parse_grad_compression, grad_compression_name(o->dist.grad_compression),
                   "how gradients travel between ranks: none (fp32), fp16, topk (AdaComp)");
@@ -201,6 +205,7 @@ void finish_options(const CLI::App& app, TrainFlags* f) {
   if (!f->freeze.empty()) o->freeze = parse_freeze_rule(f->freeze);
   if (!f->throttle.empty()) parse_throttle(f->throttle, &o->dist);
   o->validate(given_flags(app));
+  check_sharded_cache(o->dist, o->cache_dir);
 }
 
 // With --nproc N: starts N local workers and returns the launcher's exit code. Otherwise -1: this

@@ -23,7 +23,18 @@ Sampler::Sampler(int64_t size, bool shuffle, uint64_t seed, int rank, int world)
   }
 }
 
-int64_t Sampler::samples_per_rank() const { return (size_ + world_ - 1) / world_; }
+int64_t Sampler::samples_per_rank() const {
+  return padded_ > 0 ? padded_ : (size_ + world_ - 1) / world_;
+}
+
+void Sampler::pad_to(int64_t samples) {
+  if (world_ != 1 || samples < size_) {
+    throw std::invalid_argument("a sampler of " + std::to_string(size_) + " samples on " +
+                                std::to_string(world_) + " ranks cannot pad to " +
+                                std::to_string(samples));
+  }
+  padded_ = samples;
+}
 
 std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
   std::vector<int64_t> global(static_cast<size_t>(size_));
@@ -35,6 +46,7 @@ std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
   std::vector<int64_t> mine;
   if (world_ == 1) {
     mine = std::move(global);
+    for (int64_t i = size_; i < padded_; ++i) mine.push_back(mine[static_cast<size_t>(i % size_)]);
   } else {
     const int64_t per_rank = samples_per_rank();
     mine.reserve(static_cast<size_t>(per_rank));

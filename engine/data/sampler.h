@@ -28,7 +28,13 @@ class Sampler {
   // Views to draw from (0: plain indices, the default). Not thread safe with epoch_order.
   void set_draws(int64_t draws);
   int64_t draws() const { return draws_; }
-  // Samples per epoch on this rank: ceil(size / world).
+  // A rank that trains on its own shard of the split (a sharded job: a sampler of world 1 over
+  // the shard) takes `samples` indices an epoch, the largest shard's size, so that every rank
+  // takes the same number of steps: its shuffled shard, then the first of that order again
+  // until there are `samples` (as DistributedSampler pads). Throws std::invalid_argument for
+  // samples below the size or a sampler of world above 1. Not thread safe with epoch_order.
+  void pad_to(int64_t samples);
+  // Samples per epoch on this rank: ceil(size / world), or pad_to's.
   int64_t samples_per_rank() const;
   int64_t size() const { return size_; }
   int rank() const { return rank_; }
@@ -41,6 +47,7 @@ class Sampler {
   int rank_;
   int world_;
   int64_t draws_ = 0;
+  int64_t padded_ = 0;  // pad_to's samples; 0: none
 };
 
 }  // namespace recycle

@@ -19,6 +19,7 @@
 #include "engine/distributed/async_sgd.h"
 #include "engine/distributed/data_parallel.h"
 #include "engine/distributed/dist_context.h"
+#include "engine/distributed/dist_options.h"  // path_for_rank
 #include "engine/jobs/checkpoint.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
@@ -149,6 +150,19 @@ void evaluate_snapshots(BlockStack& head, const std::vector<std::vector<torch::T
   restore_state(head, last);
 }
 
+// The order of each epoch on this rank: alone, the rank's share of the split, a shard (every
+// rank's as many samples as the largest's), or the one-process order (async workers take
+// chunks of it as they are dealt).
+Sampler epoch_sampler(const BatchSource& train, const TrainOptions& o, DistContext* dist,
+                      bool async, int64_t draws) {
+  const bool shared = dist && !async && !o.dist.sharded;
+  Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, shared ? dist->rank() : 0,
+                  shared ? dist->world() : 1);
+  if (dist && o.dist.sharded) sampler.pad_to(largest_shard(*dist, train.size()));
+  sampler.set_draws(draws);
+  return sampler;
+}
+
 // Trains `head` on `train` for hyper.epochs epochs: alone, or as one rank of `dist` (its share
 // of each epoch's order, gradients or parameters averaged with the others). `alternating`, when
 // given, is `train` and switches source as each epoch starts.
@@ -186,10 +200,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   };
   add_side_hooks(trainer, o, dist, alternating);
   const bool async = dist && o.dist.sync.kind == Sync::Kind::kAsync;
-  // Asynchronous workers take chunks of the one-process order as they are dealt.
-  Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, dist && !async ? dist->rank() : 0,
-                  dist && !async ? dist->world() : 1);
-  sampler.set_draws(draws);
+  Sampler sampler = epoch_sampler(train, o, dist, async, draws);
   if (async) {
     try {
       // The other workers train on while rank 0 would evaluate: it keeps a copy of the head as
@@ -237,11 +248,16 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
 // (its digest: model, weights, split point, keyer, codec, preprocessing, input shape, record
 // layout), named for a reader by its model and split point, and the split's size (not its data
 // string: the ranks of several machines may have built their copies from other paths).
+// A shard counts as its whole split: its size and the rule that made the shards.
 std::string cache_identity(const Manifest& m, const std::string& split) {
   const auto it = m.splits.find(split);
+  const SplitShard shard = it == m.splits.end() ? SplitShard() : it->second.shard;
+  const int64_t samples = it == m.splits.end() ? 0
+                          : shard.sharded()    ? shard.split_samples
+                                               : it->second.samples;
   return "identity " + m.identity().digest() + " (model " + m.model + " split at " + m.split_at +
-         "), " + std::to_string(it == m.splits.end() ? 0 : it->second.samples) + " samples of '" +
-         split + "'";
+         "), " + std::to_string(samples) + " samples of '" + split + "'" +
+         (shard.sharded() ? " in " + std::to_string(shard.count) + " shards" : std::string());
 }
 
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
@@ -334,6 +350,7 @@ void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
     return require_split(*c->store, m, split, o.allow_partial, "--allow-partial");
   };
   split_info(o.data.split);
+  check_split_shard(o, dist, m, o.data.split);
   if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
   std::string& eval_split = c->eval_split;
   eval_split = o.eval_split;
@@ -345,7 +362,10 @@ void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
                               "--eval-split none)");
     }
   }
-  if (eval_split != kNoEvalSplit) split_info(eval_split);
+  if (eval_split != kNoEvalSplit) {
+    split_info(eval_split);
+    check_split_shard(o, dist, m, eval_split);
+  }
 }
 
 // The block cache is what the budget leaves after the batches, the preloaded split and the
@@ -483,10 +503,17 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
       !script && encoder_info(resolve_encoder_spec(c.m.model).name).input == EncoderInput::kText;
   const int64_t views = check_preload(o, c.m, text);
   report.views = views;
-  // Rank 0 evaluates: when training ends, and after every epoch with --eval-every-epoch.
+  // Rank 0 evaluates, or with --sharded every rank its own shard and the counts are summed:
+  // when training ends, and after every epoch with --eval-every-epoch.
+  const bool every_shard = dist && o.dist.sharded;
   CacheEval eval;
-  if ((!dist || dist->rank() == 0) && c.eval_split != kNoEvalSplit) eval.open(c, device, text);
-  auto evaluate = [&] { return evaluate_module(head, eval.source(), o.hyper.eval_batch()); };
+  if ((!dist || dist->rank() == 0 || every_shard) && c.eval_split != kNoEvalSplit) {
+    eval.open(c, device, text);
+  }
+  auto evaluate = [&] {
+    const EvalResult own = evaluate_module(head, eval.source(), o.hyper.eval_batch());
+    return every_shard ? evaluation_of_every_shard(*dist, own) : own;
+  };
   std::function<double()> each_epoch;
   if (eval.batches && o.eval_every_epoch) each_epoch = [&] { return evaluate().accuracy; };
   const CheckpointPlan plan{o.checkpoint, checkpoint_job(o, dist ? dist->world() : 1), &c.m};
@@ -499,14 +526,17 @@ TrainReport train_from_cache(const TrainOptions& o, const torch::Device& device,
     fit_head(head, features, o, dist, &report, nullptr, 0, each_epoch, checkpoint);
   };
   fit_training_split(o, device, c, fit, &report);
+  if (every_shard) report.train_samples = c.m.splits.at(o.data.split).shard.split_samples;
   report.block_cache_used = static_cast<int64_t>(c.store->block_cache_usage());
-  if (dist && dist->rank() != 0) return report;  // rank 0 alone evaluates and writes
+  // Rank 0 alone evaluates (with --sharded every rank takes part) and writes.
+  if (dist && dist->rank() != 0 && !every_shard) return report;
   if (eval.batches) {
     const EvalResult r = evaluate();
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
     if (each_epoch) report.epoch_test_acc.push_back(r.accuracy);
   }
+  if (dist && dist->rank() != 0) return report;
   save_cache_head(o, head, script, c.m);
   return report;
 }
@@ -595,9 +625,12 @@ TrainReport run_train(const TrainOptions& o) {
   if (o.dist.distributed()) {
     dist = std::make_unique<DistContext>(o.dist, o.flag_values(), /*gpu=*/device.is_cuda());
   }
-  TrainReport report = o.freeze.enabled() ? train_progressive(o, device, dist.get())
-                       : from_cache       ? train_from_cache(o, device, dist.get())
-                                          : train_from_data(o, device, dist.get());
+  // --sharded: this rank's own cache ("{rank}" in --cache names it on a machine of several).
+  TrainOptions own = o;
+  if (o.dist.sharded) own.cache_dir = path_for_rank(o.cache_dir, o.dist.rank);
+  TrainReport report = o.freeze.enabled() ? train_progressive(own, device, dist.get())
+                       : from_cache       ? train_from_cache(own, device, dist.get())
+                                          : train_from_data(own, device, dist.get());
   report.precision = precision_name(o.hyper.precision);
   if (bf16 && device.is_cpu() && !cpu_has_bf16_instructions()) {
     report.notes.push_back("this CPU has no bf16 instructions (AVX512_BF16): oneDNN emulates "

@@ -35,6 +35,21 @@ void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainO
 // the servers' counts, each worker's share and the workers lost (a note for each).
 void fill_async_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,
                        const AsyncReport& a);
+// ---- training from shards (--sharded; train_shards.cc) -----------------------------------------
+// Rank r of W trains on the split's shard r of W in its own cache, every rank the same number of
+// steps an epoch, and the evaluation covers every shard.
+
+// Refuses, with one line naming the cache, a split whose shard does not fit the job: a shard of
+// a job that is not sharded, the whole split (or another rule) in a sharded job, or shard i of N
+// where the job has rank r of W. `dist` null: a job of one process.
+void check_split_shard(const TrainOptions& o, const DistContext* dist, const Manifest& m,
+                       const std::string& split);
+// The samples every rank's epoch takes: the largest of the ranks' shards (an allreduce).
+int64_t largest_shard(DistContext& dist, int64_t samples);
+// Every rank's evaluation of its own shard, summed: the accuracy and loss of them all, and
+// their samples (an allreduce; every rank gets the same).
+EvalResult evaluation_of_every_shard(DistContext& dist, const EvalResult& own);
+
 // run_train with --freeze (progressive_job.cc): alone (dist null) or as one rank of `dist`.
 TrainReport train_progressive(const TrainOptions& options, const torch::Device& device,
                               DistContext* dist);

@@ -52,8 +52,10 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--freeze", o.freeze.enabled() ? o.freeze.spec() : std::string(), same},
       {"--levels", o.levels_dir, per_rank},
       {"--level-codec", codec_name(o.level_codec), same},
-      {"--eval-split", o.eval_split, per_rank},  // rank 0 alone evaluates
-      {"--eval-every-epoch", yes_no(o.eval_every_epoch), per_rank},
+      // Rank 0 alone evaluates, except with --sharded, where every rank evaluates its shard.
+      {"--eval-split", o.eval_split, o.dist.sharded ? same : per_rank},
+      {"--eval-every-epoch", yes_no(o.eval_every_epoch), o.dist.sharded ? same : per_rank},
+      {"--sharded", yes_no(o.dist.sharded), same},
       {"--script-head", o.script_head, per_rank},  // its bytes are compared on their own
       {"--epochs", std::to_string(o.hyper.epochs), same},
       {"--batch", std::to_string(o.hyper.batch), same},

@@ -241,6 +241,23 @@ void check_async(const TrainOptions& o) {
   }
 }
 
+// --sharded: every rank trains on its own shard of a cache (recycle-build --sharded).
+void check_sharded(const TrainOptions& o) {
+  if (!o.dist.sharded) return;
+  if (o.cache_dir.empty()) {
+    throw InvalidArgument("--sharded trains each rank on its own shard of a cache: give --cache "
+                          "DIR (built with recycle-build --sharded)");
+  }
+  if (o.freeze.enabled()) {
+    throw InvalidArgument("--sharded does not apply to --freeze yet (its levels are derived from "
+                          "one whole cache)");
+  }
+  if (o.dist.sync.kind == Sync::Kind::kAsync) {
+    throw InvalidArgument("--sharded does not apply to --sync async yet (its workers share one "
+                          "order of the whole split; use --sync allreduce or average:K)");
+  }
+}
+
 // Flags of data-parallel training: refused, not ignored, when there is none.
 void check_data_parallel_flags(const TrainOptions& o, const Gave& gave) {
   if (o.dist.nproc <= 1 && !o.dist.distributed()) {
@@ -308,6 +325,7 @@ void TrainOptions::validate(const std::set<std::string>& given) const {
   check_evaluation(*this);
   check_freeze_data(*this);
   check_async(*this);
+  check_sharded(*this);
   check_data_parallel_flags(*this, gave);
   check_output_files(*this, gave);
   // The embedded options' own checks last, in the order the jobs meet them: the command line's

@@ -79,3 +79,25 @@ TEST(Sampler, RefusesABadRankOrATooSmallSplit) {
   EXPECT_THROW(Sampler(10, true, 0, 0, 0), std::invalid_argument);
   EXPECT_THROW(Sampler(1, true, 0, 0, 2), std::invalid_argument);
 }
+
+TEST(Sampler, AShardPadsItsEpochToTheLargestShardsWithItsOwnSamples) {
+  recycle::Sampler s(5, /*shuffle=*/true, 7);
+  s.pad_to(8);
+  EXPECT_EQ(s.samples_per_rank(), 8);
+  for (int64_t epoch : {0, 1}) {
+    const std::vector<int64_t> order = s.epoch_order(epoch);
+    ASSERT_EQ(order.size(), 8u);
+    // The shuffled shard whole, then its first samples again.
+    std::vector<int64_t> first(order.begin(), order.begin() + 5);
+    std::vector<int64_t> sorted = first;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(std::vector<int64_t>(order.begin() + 5, order.end()),
+              std::vector<int64_t>(first.begin(), first.begin() + 3));
+  }
+  s.pad_to(5);  // the largest shard: nothing added
+  EXPECT_EQ(s.epoch_order(0).size(), 5u);
+  EXPECT_THROW(s.pad_to(4), std::invalid_argument);
+  recycle::Sampler shared(10, true, 7, 1, 2);
+  EXPECT_THROW(shared.pad_to(10), std::invalid_argument);
+}

@@ -1,0 +1,260 @@
+// Sharded builds and training (--sharded) with the real tools, each rank in a mount namespace of
+// its own: its own directory is bind-mounted at the one --cache path every rank is given, and a
+// tmpfs hides every rank's directory (its own too) where it lies, so the same path names
+// another directory on each rank and no rank can reach another's. The ranks meet over
+// 127.0.0.1 through rank 0's TCPStore. A build, a rebuild that computes nothing, training and
+// the evaluation summed over the shards; a rank killed mid-build and the rerun; and, to show
+// that the namespaces do keep the ranks apart, a distributed build that is not sharded, which
+// needs a directory every rank sees, fails there. Needs root (mount namespaces); skipped
+// without.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/activation_store.h"
+#include "cache/shard_rule.h"
+#include "tests/tool_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using recycle::testing::have_fashion_mnist;
+using recycle::testing::read_file;
+using recycle::testing::TempDir;
+
+// A port that was free a moment ago (a job that finds it taken is run again).
+int free_port() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(s);
+  return ntohs(addr.sin_port);
+}
+
+bool can_unshare_mounts() {
+  return std::system("unshare --mount --propagation private true >/dev/null 2>&1") == 0;
+}
+
+// The job's directories: ranks/R (each rank's own, where the test reads it), cache (the path
+// every rank is given: empty, a mount point in each rank's namespace).
+struct Job {
+  TempDir dir;
+  int world;
+  explicit Job(int w) : world(w) {
+    for (int r = 0; r < w; ++r) fs::create_directories(rank_dir(r));
+    fs::create_directories(cache());
+  }
+  std::string rank_dir(int r) const { return dir.file("ranks/" + std::to_string(r)); }
+  std::string cache() const { return dir.file("cache"); }
+  std::string out(int r) const { return dir.file("out-" + std::to_string(r)); }
+  std::string err(int r) const { return dir.file("err-" + std::to_string(r)); }
+};
+
+// Starts rank r of `tool args` in its own mount namespace, its directory at job.cache();
+// returns the tool's pid (the shell and unshare exec into it).
+pid_t spawn_rank(const Job& job, int r, const std::string& tool, const std::string& args,
+                 int port, int timeout_seconds = 60) {
+  const std::string cmd =
+      "exec unshare --mount --propagation private sh -c 'mount --bind " + job.rank_dir(r) + " " +
+      job.cache() + " && mount -t tmpfs none " + job.dir.file("ranks") + " && exec " +
+      recycle::testing::tool_path(tool) + " " + args + " --cache " + job.cache() + " --rank " +
+      std::to_string(r) + " --world-size " + std::to_string(job.world) +
+      " --master 127.0.0.1:" + std::to_string(port) + " --timeout " +
+      std::to_string(timeout_seconds) + " --threads 1 --json' >" +
+      job.out(r) + " 2>" + job.err(r) + " </dev/null";
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+struct RankRun {
+  int code = -1;
+  std::string err;
+  nlohmann::json last;
+};
+
+// Runs every rank of `tool args` to its end (a job whose port was taken meanwhile runs again).
+std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std::string& args) {
+  for (int attempt = 0;; ++attempt) {
+    const int port = free_port();
+    std::vector<pid_t> pids;
+    for (int r = 0; r < job.world; ++r) pids.push_back(spawn_rank(job, r, tool, args, port));
+    std::vector<RankRun> runs(job.world);
+    bool taken = false;
+    for (int r = 0; r < job.world; ++r) {
+      runs[r].code = recycle::testing::wait_tool(pids[r]);
+      runs[r].err = read_file(job.err(r));
+      const std::string out = read_file(job.out(r));
+      const size_t end = out.find_last_not_of('\n');
+      const size_t begin = end == std::string::npos ? 0 : out.rfind('\n', end) + 1;
+      runs[r].last = nlohmann::json::parse(
+          end == std::string::npos ? "" : out.substr(begin, end + 1 - begin), nullptr, false);
+      taken = taken || runs[r].err.find("already in use") != std::string::npos;
+    }
+    if (!taken || attempt == 2) return runs;
+  }
+}
+
+std::string said(const std::vector<RankRun>& runs) {
+  std::string s;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    s += "rank " + std::to_string(r) + ": exit " + std::to_string(runs[r].code) + "\n" +
+         runs[r].err;
+  }
+  return s;
+}
+
+// A small real split: two classes of Fashion-MNIST, a width-8 ResNet-18 cut at 0.5, the same
+// initial weights on every rank (--seed).
+std::string build_args(const std::string& split, int limit) {
+  return "--data fashion-mnist --split " + split + " --classes 0-1 --limit " +
+         std::to_string(limit) + " --model resnet18 --width 8 --recycle 0.5 --batch 64 --sharded";
+}
+
+// Shard r's cache, read where the test sees it: the manifest and the split's index.
+struct Shard {
+  recycle::Manifest manifest;
+  std::vector<recycle::IndexEntry> index;
+};
+Shard read_shard(const Job& job, int r, const std::string& split) {
+  Shard s;
+  std::unique_ptr<recycle::ActivationStore> store;
+  recycle::StoreOptions so;
+  so.read_only = true;
+  EXPECT_OK(recycle::ActivationStore::open(job.rank_dir(r), so, &store));
+  if (!store) return s;
+  EXPECT_OK(store->read_manifest(&s.manifest));
+  if (s.manifest.splits.count(split)) EXPECT_OK(store->read_index(split, &s.index));
+  EXPECT_OK(store->verify_files());
+  return s;
+}
+
+// Every rank's shard of `split` complete, holding the samples the rule gives it, `samples` in
+// all; the path every rank was given is still empty where the test sees it.
+void expect_shards(const Job& job, const std::string& split, int64_t samples) {
+  int64_t total = 0;
+  for (int r = 0; r < job.world; ++r) {
+    const Shard s = read_shard(job, r, split);
+    const recycle::SplitInfo& info = s.manifest.splits.at(split);
+    EXPECT_TRUE(info.complete) << "rank " << r;
+    EXPECT_EQ(info.shard.index, r);
+    EXPECT_EQ(info.shard.count, job.world);
+    EXPECT_EQ(info.shard.split_samples, samples);
+    for (const recycle::IndexEntry& e : s.index) {
+      EXPECT_EQ(recycle::shard_of(e.key, job.world), r) << "a sample of another shard";
+    }
+    total += static_cast<int64_t>(s.index.size());
+  }
+  EXPECT_EQ(total, samples);
+  EXPECT_TRUE(fs::is_empty(job.cache())) << "a rank wrote outside its own directory";
+}
+
+}  // namespace
+
+TEST(ShardedTools, RanksInTheirOwnMountNamespacesBuildRebuildTrainAndEvaluate) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "mount namespaces need root";
+  const auto token = recycle::testing::test_job_token();
+  Job job(2);
+  auto runs = run_job(job, "recycle-build", build_args("train", 400));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("samples", -1), 400) << said(runs);
+  EXPECT_EQ(runs[0].last.value("shards", -1), 2);
+  EXPECT_GT(runs[0].last.value("computed", -1), 0);
+  runs = run_job(job, "recycle-build", build_args("test", 200));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  expect_shards(job, "train", 400);
+  expect_shards(job, "test", 200);
+
+  // A rebuild computes and writes nothing on any rank.
+  runs = run_job(job, "recycle-build", build_args("train", 400));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("computed", -1), 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("index_written", -1), 0);
+  EXPECT_EQ(runs[0].last.value("bytes", -1), 0);
+
+  // Training: every rank on its own shard, the evaluation of both test shards summed.
+  runs = run_job(job, "recycle-train", "--sharded --epochs 2 --batch 32 --eval-every-epoch");
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("test_samples", -1), 200) << said(runs);
+  EXPECT_EQ(runs[0].last.value("train_samples", -1), 400);
+  EXPECT_GT(runs[0].last.value("test_acc", 0.0), 0.8) << said(runs);  // two distinct classes
+  EXPECT_EQ(runs[0].last["epoch_test_acc"].size(), 2u);
+  expect_shards(job, "train", 400);
+
+  // Without --sharded the job needs one cache that every rank sees: here it fails.
+  runs = run_job(job, "recycle-train", "--epochs 1");
+  EXPECT_NE(runs[0].code, 0) << said(runs);
+  EXPECT_NE(said(runs).find("built with recycle-build --sharded"), std::string::npos)
+      << said(runs);
+  Job plain(2);
+  runs = run_job(plain, "recycle-build",
+                 "--data fashion-mnist --split train --classes 0-1 --limit 200 --model resnet18 "
+                 "--width 8 --recycle 0.5 --batch 64");
+  EXPECT_NE(runs[1].code, 0) << said(runs);
+  EXPECT_NE(said(runs).find("does not see rank 0's staging directory"), std::string::npos)
+      << said(runs);
+}
+
+TEST(ShardedTools, ARankKilledMidBuildLeavesAShardTheRerunFinishes) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "mount namespaces need root";
+  const auto token = recycle::testing::test_job_token();
+  Job job(2);
+  const int kLimit = 12000;  // every training sample of the two classes: 6,000 a shard
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    // A short --timeout: rank 0 learns of rank 1's death by its heartbeat (no launcher here).
+    pids.push_back(spawn_rank(job, r, "recycle-build", build_args("train", kLimit), port, 10));
+  }
+  // Rank 1 is killed once its cache exists and its build is under way (records being written).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const fs::path current = fs::path(job.rank_dir(1)) / "CURRENT";
+  int status = 0;
+  while (!fs::exists(current) && std::chrono::steady_clock::now() < deadline &&
+         waitpid(pids[1], &status, WNOHANG) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(fs::exists(current)) << read_file(job.err(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pids[1], SIGKILL);
+  EXPECT_EQ(recycle::testing::wait_tool(pids[1]), -SIGKILL);
+  const int code0 = recycle::testing::wait_tool(pids[0]);
+  const std::string err0 = read_file(job.err(0));
+  EXPECT_NE(code0, 0) << err0;
+  EXPECT_NE(err0.find("rank 1"), std::string::npos) << err0;
+  const recycle::Manifest killed = read_shard(job, 1, "train").manifest;
+  const bool mid_build = !killed.splits.count("train") || !killed.splits.at("train").complete;
+  EXPECT_TRUE(mid_build) << "the kill came after rank 1's build: this test checks nothing";
+
+  // The rerun: rank 0's shard is complete (nothing computed there), rank 1's is finished.
+  const auto runs = run_job(job, "recycle-build", build_args("train", kLimit));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  const nlohmann::json& shards = runs[0].last["per_shard"];
+  ASSERT_EQ(shards.size(), 2u) << said(runs);
+  EXPECT_EQ(shards[0].value("computed", -1), 0);
+  if (mid_build) EXPECT_GT(shards[1].value("computed", -1), 0);
+  expect_shards(job, "train", kLimit);
+  std::cout << "killed rank 1 " << (mid_build ? "mid-build" : "after its shard was complete")
+            << "; the rerun computed " << shards[1].value("computed", -1) << " records there"
+            << std::endl;
+}
