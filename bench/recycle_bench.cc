@@ -12,6 +12,8 @@
 //                  (bench/predict_bench.h);
 //   --augment SPEC caches of augmented views on a small-data task against no augmentation and
 //                  online augmentation (bench/augment_bench.h);
+//   --shards W,... training from W shards (--sharded) against one shared cache at W ranks
+//                  (bench/shard_bench.h);
 //   --decode       the image folder reader and a build over a folder against torchvision's
 //                  ImageFolder + DataLoader (bench/decode_bench.h);
 //   --task minilm  a real pretrained encoder, all-MiniLM-L6-v2, recycled at k of its 6 layers
@@ -32,6 +34,7 @@
 #include "bench/predict_bench.h"
 #include "bench/progressive_bench.h"
 #include "bench/ratio_bench.h"
+#include "bench/shard_bench.h"
 #include "bench/target_bench.h"
 #include "bench/minilm_bench.h"
 #include "bench/transfer_task.h"
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   DecodeBenchOptions decode;
   AugmentBenchOptions augment;
   MinilmBenchOptions minilm;
+  ShardBenchOptions shards;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
   add_decode_flags(&app, &decode);
   add_augment_flags(&app, &augment);
   add_minilm_flags(&app, &minilm);
+  add_shard_flags(&app, &shards);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -137,6 +142,12 @@ int main(int argc, char** argv) {
       return usage_error(e.what());
     }
   }
+  if (shards.selected && (targets.selected || data_parallel || ratio.peer || common.text() ||
+                          progressive.selected || predict.selected || decode.selected ||
+                          augment.selected || common.task == Task::minilm)) {
+    return usage_error("--shards is its own bench on the image task (no --targets, --nproc, "
+                       "--peer, --progressive, --predict, --decode, --augment or --task)");
+  }
   if (targets.selected && data_parallel)
     return usage_error("--targets and --nproc are two different benches");
   if (common.tools_dir.empty())
@@ -159,6 +170,9 @@ int main(int argc, char** argv) {
       progressive.common = common;
       apply_progressive_defaults(app, &progressive);
       run_progressive_bench(progressive);
+    } else if (shards.selected) {
+      shards.common = common;
+      run_shard_bench(shards);
     } else if (augment.selected) {
       augment.common = common;
       apply_augment_defaults(app, &augment);

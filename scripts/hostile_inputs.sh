@@ -161,6 +161,11 @@ case_ "--augment on text data" 2 "" "$bin/recycle-build" --data "tsv:$work/aug.t
 case_ "recycle-train --cache with --augment (views are built)" 2 "$views" "$bin/recycle-train" --cache "$views" --split test --augment hflip
 case_ "recycle-train --preload on a split of views" 2 "$views" "$bin/recycle-train" --cache "$views" --split test --eval-split none --preload
 
+# Shards (--sharded, docs/scale.md).
+case_ "recycle-build --nproc 2 --sharded with one --cache for both ranks" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 0.5 --nproc 2 --sharded --cache "$good"
+case_ "recycle-train --sharded without --cache" 2 "" "$bin/recycle-train" --data fashion-mnist --recycle 0 --sharded
+case_ "recycle-train --sharded --sync async" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --nproc 2 --sharded --sync async
+
 # A byte overwritten in an int8 cache's records file: --verify fails with one line.
 "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec int8 --cache "$work/flipped" >/dev/null 2>&1
 sst=$(ls -S "$work/flipped"/*.sst | head -n 1); size=$(stat -c %s "$sst")
