@@ -28,7 +28,7 @@ struct Row {
   std::vector<double> epoch_median;  // per seed: the median of its epochs
   std::vector<int64_t> test_samples;
   std::string name() const {
-    return std::to_string(world) + (sharded ? " shards, " : " ranks, one cache, ") +
+    return (sharded ? std::to_string(world) + " shards, " : std::string("one cache, ")) +
            std::to_string(world) + " ranks";
   }
 };

@@ -81,6 +81,11 @@ struct LoaderOptions {
   int rank = 0;         // this process's share: every world_size-th sample of the epoch's order,
   int world_size = 1;   // from rank (padded with the first samples to a multiple of world_size)
   bool drop_last = false;  // drop the rank's last batch when it is short
+  // A rank reading its own shard of a sharded cache (recycle-build --sharded; rank 0 and
+  // world_size 1 here): each epoch takes this many samples, the largest shard's, its shuffled
+  // shard and then the first of that order again (Sampler::pad_to), so that every rank takes
+  // as many batches. 0: no padding. At least the split's size.
+  int64_t pad_to = 0;
   // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
   // read on the calling thread when it is asked for.
   int64_t prefetch = 2;

@@ -33,6 +33,29 @@ def _device(device):
     return torch.device(_native.usable_device_name(device, "device"))
 
 
+def _largest_shard(path, split, shard, rank, world_size, size):
+    """The samples every rank's epoch takes when each reads its own shard: the largest shard's
+    size (an all_reduce MAX over torch.distributed). ValueError for a split that is not shard
+    `rank` of `world_size`."""
+    if shard is None:
+        raise ValueError(f"cache {path} holds the whole split {split}, not a shard: sharded=True "
+                         f"reads the shards of recycle-build --sharded")
+    if shard["index"] != rank or shard["count"] != world_size:
+        raise ValueError(f"cache {path} holds shard {shard['index']} of {shard['count']} of split "
+                         f"{split}, and this is rank {rank} of {world_size}")
+    if world_size == 1:
+        return size
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError("sharded=True with world_size > 1 needs torch.distributed initialised: "
+                         "the ranks agree on the largest shard, which every epoch is padded to")
+    # NCCL reduces only CUDA tensors; Gloo (and the rest) CPU ones.
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    largest = torch.tensor([size], dtype=torch.int64, device=on)
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+    return int(largest.item())
+
+
 class CachedLoader:
     """An iterable of (activations, labels) batches of one cache split.
 
@@ -54,11 +77,18 @@ class CachedLoader:
     CPU) is where the batches go: "cuda" has the background thread make them on the GPU, a
     batch or two ahead (pinned on the host, copied with non_blocking, fp16/bf16/int8 records
     sent as stored and widened there); refused with ValueError where no GPU is usable.
+
+    sharded=True reads this rank's own shard of a cache built with recycle-build --sharded
+    (docs/scale.md): "{rank}" in path is replaced by the rank, the split must be shard `rank` of
+    `world_size`, each epoch shuffles within the shard, and every rank takes as many samples
+    as the largest shard holds (its own first samples again, as DistributedSampler pads: the
+    largest is agreed on with an all_reduce, so torch.distributed must be initialised when
+    world_size > 1). A shard read with sharded=False is refused: it holds a part of the split.
     """
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
                  world_size=None, drop_last=False, prefetch=2, allow_partial=False,
-                 block_cache_mb=256, device=None):
+                 block_cache_mb=256, device=None, sharded=False):
         for name, value in (("batch_size", batch_size), ("seed", seed), ("prefetch", prefetch)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an int, not {value!r}")
@@ -66,6 +96,8 @@ class CachedLoader:
             raise ValueError(f"seed must be 0 or more, not {seed}")
         self.device = _device(device)
         rank, world_size = _dist_default(rank, world_size)
+        if sharded:
+            path = str(path).replace("{rank}", str(rank))
         self.path = _path(path)
         self.split = split
         self.batch_size = batch_size
@@ -79,11 +111,21 @@ class CachedLoader:
             batch_size=batch_size, shuffle=bool(shuffle), seed=seed, rank=rank,
             world_size=world_size, drop_last=bool(drop_last), prefetch=prefetch,
             device=str(self.device) if cuda else "cpu")
+        if sharded:  # the shard read whole by this rank, padded to the largest
+            self._options.update(rank=0, world_size=1)
         self._native = self._open()
+        self.manifest = json.loads(self._native.manifest_json())
+        shard = self.manifest["splits"].get(split, {}).get("shard")
+        if sharded:
+            self._options["pad_to"] = _largest_shard(self.path, split, shard, rank, world_size,
+                                                     self._native.size())
+            self._native = self._open()
+        elif shard is not None:
+            raise ValueError(f"cache {self.path} holds shard {shard['index']} of {shard['count']} "
+                             f"of split {split}: read it with sharded=True, each rank its own")
         self._native_in_use = False  # a live iterator reads with self._native
         self.rank, self.world_size = rank, world_size
         self.tensor_names = self._native.tensor_names()
-        self.manifest = json.loads(self._native.manifest_json())
         self._epoch = 0
         self._pid = os.getpid()
 

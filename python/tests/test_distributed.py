@@ -64,3 +64,48 @@ def test_two_ranks_build_one_cache_and_share_an_epoch(tmp_path):
     assert torch.equal(labels, y)
     assert torch.equal(got["a"], torch.tanh(x * 2)) and torch.allclose(got["s"], x.sum(dim=(1, 2, 3)))
     assert recycle.verify(cache)["checked"] == 333
+
+
+# Two ranks read their own shards (recycle-build --nproc 2 --sharded) with CachedLoader: each
+# epoch every rank takes the largest shard's number of samples, its own shard whole first.
+SHARD_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=16, seed=3, sharded=True)
+    labels = torch.cat([l for _, l in loader])
+    refused = ""
+    try:
+        recycle.CachedLoader(sys.argv[1].replace("{rank}", str(dist.get_rank())), "train")
+    except ValueError as e:
+        refused = str(e)
+    print("RESULT " + json.dumps({"rank": dist.get_rank(), "seen": len(labels),
+                                   "shard": loader.samples, "batches": len(loader),
+                                   "refused": refused}), flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_read_their_own_shards_padded_to_the_largest(tmp_path):
+    from conftest import FASHION, run_tool
+    if not (FASHION / "train-images-idx3-ubyte.gz").exists():
+        import pytest
+        pytest.skip("dataset-fashion-mnist is not installed")
+    cache = str(tmp_path / "shard-{rank}")
+    run_tool("recycle-build", "--data", "fashion-mnist", "--classes", "0-1", "--limit", "301",
+             "--model", "resnet18", "--width", "8", "--recycle", "0.5", "--nproc", "2",
+             "--sharded", "--cache", cache, "--threads", "2")
+    script = tmp_path / "job.py"
+    script.write_text(SHARD_SCRIPT)
+    r = subprocess.run(torchrun(2) + [str(script), cache], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = {res["rank"]: res for res in
+               (json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
+                if "RESULT " in line)}
+    assert sorted(results) == [0, 1]
+    shards = [results[0]["shard"], results[1]["shard"]]
+    assert sum(shards) == 301 and min(shards) > 0
+    for res in results.values():
+        assert res["seen"] == max(shards)  # padded to the largest shard
+        assert res["batches"] == (max(shards) + 15) // 16
+        assert "read it with sharded=True" in res["refused"]
