@@ -85,6 +85,10 @@ std::string InspectReport::to_text() const {
         << " unique, " << (s.complete ? "complete" : "INCOMPLETE") << " (" << printable(s.data)
         << ")";
     if (s.views > 0) out << ", " << s.views << " views of " << s.augment;
+    if (s.shard.sharded()) {
+      out << ", shard " << s.shard.index << " of " << s.shard.count << " (" << s.shard.split_samples
+          << " samples in all)";
+    }
     out << "\n";
   }
   if (verified) {

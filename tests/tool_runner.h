@@ -3,7 +3,9 @@
 // or the environment's).
 #pragma once
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +81,21 @@ class ScopedEnv {
   std::string name_, old_;
   bool had_ = false;
 };
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released: the caller runs
+// again when another program took it meanwhile).
+inline int free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
 
 // Ranks started by hand (--master HOST:PORT) need a job token: a test's ranks share this one.
 inline ScopedEnv test_job_token() { return ScopedEnv("RECYCLE_JOB_TOKEN", "recycle-tests"); }

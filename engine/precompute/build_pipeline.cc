@@ -28,7 +28,8 @@ std::string BuildReport::to_json() const {
   }
   if (!per_shard.empty()) {
     j["per_shard"] = nlohmann::json::array();
-    for (const BuildReport& s : per_shard) j["per_shard"].push_back(nlohmann::json::parse(s.to_json()));
+    for (const BuildReport& s : per_shard)
+      j["per_shard"].push_back(nlohmann::json::parse(s.to_json()));
   }
   if (prefix_share >= 0) {
     j["prefix_share"] = prefix_share;

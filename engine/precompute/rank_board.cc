@@ -38,12 +38,13 @@ std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
   // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
   // here, a rank's mismatch names both words.
   manifest["prefix_precision"] = b.encoder().requested().prefix_precision_name();
-  json j = {{"manifest", manifest},
-            {"data", b.inputs().data().description},
-            {"split", o.data.split},
-            {"samples", static_cast<int64_t>(keys.size())},
-            {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
-            {"keys and labels", digest.to_hex()}};
+  json j = {
+      {"manifest", manifest},
+      {"data", b.inputs().data().description},
+      {"split", o.data.split},
+      {"samples", static_cast<int64_t>(keys.size())},
+      {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
+      {"keys and labels", digest.to_hex()}};
   if (sharded) j["shard rule"] = kShardRule;
   return j.dump();
 }

@@ -340,7 +340,8 @@ TEST(Manifest, OldManifestWithoutLayoutGetsOneAndTheSameIdentity) {
   recycle::Manifest old;
   ASSERT_OK(recycle::Manifest::from_json_string(old_json, &old));
   EXPECT_EQ(old.record_shapes, (std::vector<std::vector<int64_t>>{{32, 7, 7}}));
-  const recycle::RecordLayout want = {{"activation", recycle::Dtype::kFloat32, {32, 7, 7}, recycle::Codec::kFp16}};
+  const recycle::RecordLayout want = {
+      {"activation", recycle::Dtype::kFloat32, {32, 7, 7}, recycle::Codec::kFp16}};
   EXPECT_EQ(old.record_layout, want);
   EXPECT_EQ(old.layout(), want);
 

@@ -141,18 +141,6 @@ TEST(Combinations, DataParallelFlagsWithoutDataParallelAreRefused) {
   }
 }
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Ranks started by hand: rank 0 prints the report (and --json), rank 1 prints nothing.
 TEST(Combinations, RanksOtherThanZeroPrintNoReport) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -163,7 +151,7 @@ TEST(Combinations, RanksOtherThanZeroPrintNoReport) {
   ASSERT_EQ(b.code, 0) << describe(b);
   const auto token = recycle::testing::test_job_token();
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+    const std::string master = "127.0.0.1:" + std::to_string(recycle::testing::free_tcp_port());
     auto args = [&](int rank) {
       return std::vector<std::string>{"--cache", dir.file("cache"), "--epochs", "1",
                                       "--eval-split", "none", "--rank", std::to_string(rank),

@@ -195,20 +195,6 @@ TEST(DataParallel, AHungWorkerEndsTheJobWithinTheTimeoutNamingItsRank) {
   EXPECT_NE(text.find("killed rank(s) 1 that did not stop in time"), std::string::npos) << text;
 }
 
-// A free TCP port on 127.0.0.1 (bound, then released: the caller retries if it was taken).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST(DataParallel, RanksStartedByHandRefuseCachesThatDiffer) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -216,7 +202,7 @@ TEST(DataParallel, RanksStartedByHandRefuseCachesThatDiffer) {
   build_cache(dir, dir.file("b"), 240);
   const auto token = recycle::testing::test_job_token();
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+    const std::string master = "127.0.0.1:" + std::to_string(recycle::testing::free_tcp_port());
     auto args = [&](int rank, const std::string& cache) {
       return std::vector<std::string>{"--cache", cache, "--epochs", "1", "--eval-split", "none",
                                       "--rank", std::to_string(rank), "--world-size", "2",

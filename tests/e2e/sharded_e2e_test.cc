@@ -8,9 +8,7 @@
 // needs a directory every rank sees, fails there. Needs root (mount namespaces); skipped
 // without.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,20 +28,6 @@ namespace fs = std::filesystem;
 using recycle::testing::have_fashion_mnist;
 using recycle::testing::read_file;
 using recycle::testing::TempDir;
-
-// A port that was free a moment ago (a job that finds it taken is run again).
-int free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(s);
-  return ntohs(addr.sin_port);
-}
 
 bool can_unshare_mounts() {
   return std::system("unshare --mount --propagation private true >/dev/null 2>&1") == 0;
@@ -94,7 +78,7 @@ struct RankRun {
 // Runs every rank of `tool args` to its end (a job whose port was taken meanwhile runs again).
 std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std::string& args) {
   for (int attempt = 0;; ++attempt) {
-    const int port = free_port();
+    const int port = recycle::testing::free_tcp_port();
     std::vector<pid_t> pids;
     for (int r = 0; r < job.world; ++r) pids.push_back(spawn_rank(job, r, tool, args, port));
     std::vector<RankRun> runs(job.world);
@@ -183,6 +167,11 @@ TEST(ShardedTools, RanksInTheirOwnMountNamespacesBuildRebuildTrainAndEvaluate) {
   for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
   expect_shards(job, "train", 400);
   expect_shards(job, "test", 200);
+  TempDir out;
+  const auto inspect =
+      recycle::testing::run_tool(out, "recycle-inspect", "--cache " + job.rank_dir(1));
+  EXPECT_NE(inspect.out.find(", shard 1 of 2 (400 samples in all)"), std::string::npos)
+      << inspect.out;
 
   // A rebuild computes and writes nothing on any rank.
   runs = run_job(job, "recycle-build", build_args("train", 400));
@@ -220,7 +209,7 @@ TEST(ShardedTools, ARankKilledMidBuildLeavesAShardTheRerunFinishes) {
   const auto token = recycle::testing::test_job_token();
   Job job(2);
   const int kLimit = 12000;  // every training sample of the two classes: 6,000 a shard
-  const int port = free_port();
+  const int port = recycle::testing::free_tcp_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     // A short --timeout: rank 0 learns of rank 1's death by its heartbeat (no launcher here).

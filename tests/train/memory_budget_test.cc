@@ -28,8 +28,9 @@ MemoryNeeds needs(int64_t sample_bytes, int64_t batch, int64_t depth, int64_t pr
 }  // namespace
 
 TEST(MemoryBudget, DecodedSampleBytesCountEveryTensorAndTheLabel) {
-  recycle::RecordLayout layout = {{"activation", recycle::Dtype::kFloat32, {16, 14, 14}, recycle::Codec::kFp16},
-                                  {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}}};
+  recycle::RecordLayout layout = {
+      {"activation", recycle::Dtype::kFloat32, {16, 14, 14}, recycle::Codec::kFp16},
+      {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}}};
   EXPECT_EQ(recycle::decoded_sample_bytes(layout), 16 * 14 * 14 * 4 + 1 + 8);
 }
 

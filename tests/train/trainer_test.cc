@@ -458,9 +458,10 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
   }
   recycle::Manifest m;
   m.codec = recycle::Codec::kFp16;
-  m.record_layout = {{"hidden", recycle::Dtype::kFloat32, {recycle::kVariableDim, 2}, recycle::Codec::kFp16},
-                     {"lengths", recycle::Dtype::kInt64, {1}},
-                     {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}}};
+  m.record_layout = {
+      {"hidden", recycle::Dtype::kFloat32, {recycle::kVariableDim, 2}, recycle::Codec::kFp16},
+      {"lengths", recycle::Dtype::kInt64, {1}},
+      {"mask", recycle::Dtype::kBool, {recycle::kVariableDim}}};
   m.class_names = {"only"};
   m.splits["train"] = {"test data", 3, 3, true};
   recycle::StoreTestAccess::put_manifest(batch, m);
