@@ -383,8 +383,10 @@ if [ "$write_doc" -eq 1 ]; then
     echo "Made by \`bash scripts/hostile_inputs.sh --write-doc\`, which runs every case below with the real"
     echo "tools and checks: a non-zero exit (1 for failures, 2 for bad usage), exactly one line on"
     echo "stderr, and that a cache built before the case still passes \`recycle-inspect --verify\`. The"
-    echo "test suite runs the same script (ctest test \`hostile_inputs\`). TMP stands for a temporary"
-    echo "directory."
+    echo "test suite runs the same script (ctest test \`hostile_inputs\`), without the data-parallel cases"
+    echo "started by hand (from \"a rank started by hand without RECYCLE_JOB_TOKEN\" to \"--master at a host"
+    echo "that does not resolve\"), which tests/e2e/rendezvous_test.cc checks there. TMP stands for a"
+    echo "temporary directory."
     echo
     echo "| input | exit | message (stderr) |"
     echo "| --- | --- | --- |"
