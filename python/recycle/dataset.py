@@ -36,11 +36,22 @@ class CachedDataset(torch.utils.data.Dataset):
     reader sees the batches written before it opened; an incomplete split is refused unless
     allow_partial. Works with DataLoader(num_workers > 0) (each worker opens its own reader)
     and with DistributedSampler. block_cache_mb bounds RocksDB's block cache of each reader.
+
+    A shard of a cache built with recycle-build --sharded holds a part of the split: it is
+    refused unless sharded=True, which reads that shard as a dataset of its own ("{rank}" in
+    path replaced by torch.distributed's rank, 0 when it is not initialised). Each rank then
+    reads its own shard whole: no DistributedSampler (CachedLoader(..., sharded=True) also pads
+    every rank's epoch to the largest shard).
     """
 
-    def __init__(self, path, split="train", allow_partial=False, block_cache_mb=32):
+    def __init__(self, path, split="train", allow_partial=False, block_cache_mb=32,
+                 sharded=False):
         if not isinstance(split, str):
             raise ValueError(f"split must be a string, not {type(split).__name__}")
+        if sharded:
+            dist = torch.distributed
+            rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+            path = str(path).replace("{rank}", str(rank))
         self.path = _path(path)
         self.split = split
         self.allow_partial = bool(allow_partial)
@@ -52,6 +63,10 @@ class CachedDataset(torch.utils.data.Dataset):
         self.tensor_names = reader.tensor_names()
         self.manifest = json.loads(reader.manifest_json())
         self.complete = reader.complete()
+        shard = self.manifest["splits"].get(split, {}).get("shard")
+        if shard is not None and not sharded:
+            raise ValueError(f"cache {self.path} holds shard {shard['index']} of {shard['count']} "
+                             f"of split {split}: read it with sharded=True, each rank its own")
 
     def _open(self):
         pid = os.getpid()

@@ -109,3 +109,8 @@ def test_two_ranks_read_their_own_shards_padded_to_the_largest(tmp_path):
         assert res["seen"] == max(shards)  # padded to the largest shard
         assert res["batches"] == (max(shards) + 15) // 16
         assert "read it with sharded=True" in res["refused"]
+    # A map-style dataset of a shard: refused unless asked for; then the shard, whole.
+    import pytest
+    with pytest.raises(ValueError, match="holds shard 1 of 2 of split train"):
+        recycle.CachedDataset(cache.replace("{rank}", "1"))
+    assert len(recycle.CachedDataset(cache, sharded=True)) == results[0]["shard"]  # rank 0
