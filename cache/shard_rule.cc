@@ -10,4 +10,10 @@ int64_t shard_of(const Key& key, int64_t count) {
   return static_cast<int64_t>(XXH3_64bits(bytes, sizeof bytes) % static_cast<uint64_t>(count));
 }
 
+std::string shard_words(const SplitShard& s) {
+  if (!s.sharded()) return "the whole split";
+  return "shard " + std::to_string(s.index) + " of " + std::to_string(s.count) +
+         (s.rule == kShardRule ? std::string() : " by rule '" + s.rule + "'");
+}
+
 }  // namespace recycle

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "recycle/key.h"
+#include "recycle/manifest.h"  // SplitShard
 
 namespace recycle {
 
@@ -18,5 +20,9 @@ inline constexpr char kShardRule[] = "xxh3_64(key) % count";
 // the key's 16 bytes (Key::to_bytes) modulo count. A hash of the key rather than the key
 // itself, so that a keyer whose keys are not uniform (an id's) still spreads the samples.
 int64_t shard_of(const Key& key, int64_t count);
+
+// "the whole split", or "shard 1 of 3" (with " by rule 'R'" for another rule than kShardRule):
+// a split's shard in messages and recycle-inspect's text.
+std::string shard_words(const SplitShard& shard);
 
 }  // namespace recycle

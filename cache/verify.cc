@@ -8,6 +8,7 @@
 #include "cache/activation_store.h"
 #include "cache/open_existing.h"
 #include "cache/record.h"
+#include "cache/shard_rule.h"  // shard_words
 #include "cache/split_writer.h"
 #include "recycle/cache.h"
 
@@ -86,8 +87,7 @@ std::string InspectReport::to_text() const {
         << ")";
     if (s.views > 0) out << ", " << s.views << " views of " << s.augment;
     if (s.shard.sharded()) {
-      out << ", shard " << s.shard.index << " of " << s.shard.count << " (" << s.shard.split_samples
-          << " samples in all)";
+      out << ", " << shard_words(s.shard) << " (" << s.shard.split_samples << " samples in all)";
     }
     out << "\n";
   }

@@ -179,21 +179,9 @@ void read_whole(Dataset* d, StreamedImages* images) {
   const auto skipped = stream.skipped();
   if (skipped.empty()) return;
   report_skipped(images->file, skipped);
-  std::vector<int64_t> drop;
-  size_t kept = 0, k = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (k < skipped.size() && skipped[k].first == i) {
-      drop.push_back(i);
-      ++k;
-      continue;
-    }
-    if (static_cast<int64_t>(kept) != i) {
-      std::copy_n(d->pixels.begin() + i * item, item, d->pixels.begin() + kept * item);
-    }
-    ++kept;
-  }
-  d->pixels.resize(kept * item);
-  drop_samples(drop, d, nullptr);
+  std::vector<int64_t> drop;  // ascending, as skipped() gives them
+  for (const auto& s : skipped) drop.push_back(s.first);
+  drop_samples(drop, d, nullptr);  // their pixels too
   if (d->size() == 0) throw std::runtime_error(images->file + ": every file was skipped");
 }
 

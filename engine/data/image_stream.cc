@@ -51,22 +51,17 @@ std::vector<std::pair<int64_t, std::string>> ImageStream::skipped() const {
 
 void drop_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images) {
   if (positions.empty()) return;
-  size_t kept = 0, d = 0;
+  std::vector<int64_t> keep;
+  keep.reserve(data->labels.size());
+  size_t d = 0;
   for (size_t i = 0; i < data->labels.size(); ++i) {
     if (d < positions.size() && positions[d] == static_cast<int64_t>(i)) {
       ++d;
-      continue;
+    } else {
+      keep.push_back(static_cast<int64_t>(i));
     }
-    if (kept != i) {
-      data->labels[kept] = data->labels[i];
-      data->ids[kept] = std::move(data->ids[i]);
-      if (images != nullptr && i < images->rows.size()) images->rows[kept] = images->rows[i];
-    }
-    ++kept;
   }
-  data->labels.resize(kept);
-  data->ids.resize(kept);
-  if (images != nullptr) images->rows.resize(std::min(images->rows.size(), kept));
+  keep_samples(keep, data, images);
 }
 
 void keep_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images) {

@@ -63,8 +63,7 @@ class ImageStream {
   std::vector<int64_t> rows_;  // scratch: the rows of a read
 };
 
-// Removes samples `positions` (ascending) from a dataset without pixels in memory: labels, ids
-// and (images not null) the rows of its stream.
+// Removes samples `positions` (ascending) from a dataset: keep_samples of the others.
 void drop_samples(const std::vector<int64_t>& positions, Dataset* data, StreamedImages* images);
 // Keeps only samples `positions` (ascending, distinct) of a dataset, in that order: labels, ids,
 // texts, pixels in memory and the rows of its stream (images not null).

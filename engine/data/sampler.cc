@@ -28,10 +28,13 @@ int64_t Sampler::samples_per_rank() const {
 }
 
 void Sampler::pad_to(int64_t samples) {
-  if (world_ != 1 || samples < size_) {
-    throw std::invalid_argument("a sampler of " + std::to_string(size_) + " samples on " +
-                                std::to_string(world_) + " ranks cannot pad to " +
-                                std::to_string(samples));
+  if (world_ != 1) {
+    throw std::invalid_argument("a share of " + std::to_string(world_) +
+                                " ranks cannot be padded: pad_to pads a rank's own shard");
+  }
+  if (samples < size_) {
+    throw std::invalid_argument("pad_to " + std::to_string(samples) + " is below the split's " +
+                                std::to_string(size_) + " samples");
   }
   padded_ = samples;
 }

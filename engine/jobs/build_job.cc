@@ -122,18 +122,14 @@ class StoreBuildGroup : public BuildGroup {
 }  // namespace
 
 BuildReport run_build(const BuildOptions& options, const DistOptions& dist) {
-  if (!dist.distributed() && !dist.sharded) return run_build(options);
-  if (!dist.distributed()) {  // one shard: the whole split, in the cache of rank 0
-    BuildOptions o = options;
-    o.cache_dir = path_for_rank(o.cache_dir, 0);
-    return run_build(o);
-  }
+  // --sharded: this rank's own cache ("{rank}" in --cache names it on a machine of several);
+  // alone, one shard is the whole split.
+  BuildOptions o = options;
+  if (dist.sharded) o.cache_dir = path_for_rank(o.cache_dir, dist.rank);
+  if (!dist.distributed()) return run_build(o);
   DistContext ctx(dist);
   StoreBuildGroup group(ctx);
-  if (!dist.sharded) return run_distributed_build(options, group);
-  BuildOptions o = options;
-  o.cache_dir = path_for_rank(o.cache_dir, dist.rank);
-  return run_sharded_build(o, group);
+  return dist.sharded ? run_sharded_build(o, group) : run_distributed_build(o, group);
 }
 
 }  // namespace recycle

@@ -5,20 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "cache/shard_rule.h"  // shard_words
 #include "engine/distributed/dist_context.h"
 #include "engine/jobs/train_job_parts.h"
 
 namespace recycle {
-
-namespace {
-
-// "the whole split", or "shard 1 of 3".
-std::string shard_words(const SplitShard& s) {
-  return s.sharded() ? "shard " + std::to_string(s.index) + " of " + std::to_string(s.count)
-                     : std::string("the whole split");
-}
-
-}  // namespace
 
 void check_split_shard(const TrainOptions& o, const DistContext* dist, const Manifest& m,
                        const std::string& split) {

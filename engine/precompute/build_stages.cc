@@ -26,13 +26,6 @@ std::string views_words(int64_t k, const std::string& spec) {
   return k == 0 ? std::string("no views") : std::to_string(k) + " views of '" + spec + "'";
 }
 
-// "the whole split", or "shard 1 of 3": how a refused shard mismatch names each side.
-std::string shard_words(const SplitShard& s) {
-  if (!s.sharded()) return "the whole split";
-  return "shard " + std::to_string(s.index) + " of " + std::to_string(s.count) +
-         (s.rule == kShardRule ? std::string() : " by rule '" + s.rule + "'");
-}
-
 }  // namespace
 
 ChunkWriter::~ChunkWriter() {
