@@ -14,6 +14,8 @@
 //                  online augmentation (bench/augment_bench.h);
 //   --shards W,... training from W shards (--sharded) against one shared cache at W ranks
 //                  (bench/shard_bench.h);
+//   --large GB     a cache of GB gigabytes read cold: an epoch's read rate against the disk's,
+//                  its peak RSS against the budget, the build's write rate (bench/large_bench.h);
 //   --decode       the image folder reader and a build over a folder against torchvision's
 //                  ImageFolder + DataLoader (bench/decode_bench.h);
 //   --task minilm  a real pretrained encoder, all-MiniLM-L6-v2, recycled at k of its 6 layers
@@ -31,6 +33,7 @@
 #include "bench/common_options.h"
 #include "bench/decode_bench.h"
 #include "bench/dist_bench.h"
+#include "bench/large_bench.h"
 #include "bench/predict_bench.h"
 #include "bench/progressive_bench.h"
 #include "bench/ratio_bench.h"
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
   AugmentBenchOptions augment;
   MinilmBenchOptions minilm;
   ShardBenchOptions shards;
+  LargeBenchOptions large;
   add_common_flags(&app, &common);
   add_ratio_flags(&app, &ratio);
   add_dist_flags(&app, &dist);
@@ -79,6 +83,7 @@ int main(int argc, char** argv) {
   add_augment_flags(&app, &augment);
   add_minilm_flags(&app, &minilm);
   add_shard_flags(&app, &shards);
+  add_large_flags(&app, &large);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -148,6 +153,12 @@ int main(int argc, char** argv) {
     return usage_error("--shards is its own bench on the image task (no --targets, --nproc, "
                        "--peer, --progressive, --predict, --decode, --augment or --task)");
   }
+  if (large.selected && (targets.selected || data_parallel || ratio.peer || common.text() ||
+                         progressive.selected || predict.selected || decode.selected ||
+                         augment.selected || shards.selected || common.task == Task::minilm)) {
+    return usage_error("--large is its own bench (no --targets, --nproc, --peer, --progressive, "
+                       "--predict, --decode, --augment, --shards or --task)");
+  }
   if (targets.selected && data_parallel)
     return usage_error("--targets and --nproc are two different benches");
   if (common.tools_dir.empty())
@@ -170,6 +181,9 @@ int main(int argc, char** argv) {
       progressive.common = common;
       apply_progressive_defaults(app, &progressive);
       run_progressive_bench(progressive);
+    } else if (large.selected) {
+      large.common = common;
+      run_large_bench(large);
     } else if (shards.selected) {
       shards.common = common;
       run_shard_bench(shards);

@@ -10,6 +10,7 @@
 
 #include "base/coding.h"
 #include "cache/cache_dir.h"
+#include "cache/read_pool.h"
 #include "cache/store_rocksdb.h"
 
 // ActivationStore's reads and writes: batches, records, the samples index, the manifest and
@@ -160,8 +161,21 @@ void ActivationStore::multi_get(const Key* keys, size_t n,
   }
   std::vector<rocksdb::PinnableSlice> values(n);
   std::vector<rocksdb::Status> rs(n);
-  db_->MultiGet(rocksdb::ReadOptions(), handles_[kRecords], n, slices.data(), values.data(),
-                rs.data());
+  // Parts of at least kMinKeysPerPart keys, one MultiGet each: RocksDB reads the blocks one
+  // MultiGet misses one after the other, so the parts' threads keep that many reads in flight.
+  constexpr size_t kMinKeysPerPart = 4;
+  const size_t parts =
+      read_pool_ ? std::min<size_t>(read_pool_->threads(), n / kMinKeysPerPart) : 1;
+  auto read_part = [&](int p) {
+    const size_t begin = n * p / parts, end = n * (p + 1) / parts;
+    db_->MultiGet(rocksdb::ReadOptions(), handles_[kRecords], end - begin, slices.data() + begin,
+                  values.data() + begin, rs.data() + begin);
+  };
+  if (parts > 1) {
+    read_pool_->run(static_cast<int>(parts), read_part);
+  } else {
+    read_part(0);
+  }
   for (size_t i = 0; i < n; ++i) {
     if (rs[i].ok()) {
       fn(i, std::string_view(values[i].data(), values[i].size()));
@@ -242,7 +256,7 @@ uint64_t ActivationStore::disk_bytes() const {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(real_dir_, ec)) {
     const std::string ext = entry.path().extension().string();
-    if (ext != ".sst" && ext != ".log") continue;
+    if (ext != ".sst" && ext != ".blob" && ext != ".log") continue;
     const uintmax_t size = entry.file_size(ec);
     if (!ec) total += size;  // a file deleted since the listing counts nothing
   }
@@ -268,7 +282,16 @@ Status ActivationStore::apply(Batch* batch, bool sync, bool logged) {
   wo.sync = sync;
   wo.disableWAL = !logged;
   if (!logged) unlogged_ = true;
-  return from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
+  const Status st = from_rocks(db_->Write(wo, batch->batch_.get()), "writing to cache " + dir_);
+  // Every 64 MB written (a memtable of records), what compaction made obsolete meanwhile goes;
+  // when a reader is opening then, the next writes try again.
+  constexpr int64_t kReleaseEveryBytes = int64_t{64} << 20;
+  if (st.ok() && written_since_release_.fetch_add(static_cast<int64_t>(
+                     batch->batch_->GetDataSize())) >= kReleaseEveryBytes &&
+      release_obsolete_files()) {
+    written_since_release_ = 0;
+  }
+  return st;
 }
 Status ActivationStore::flush() {
   if (read_only_) return Status();
@@ -283,6 +306,9 @@ Status ActivationStore::compact_records() {
   if (read_only_) return Status::invalid_argument("cache " + dir_ + " is open read-only");
   rocksdb::CompactRangeOptions co;
   co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  // Every blob file's live records are written anew, so the files that held deleted ones go.
+  co.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
+  co.blob_garbage_collection_age_cutoff = 1.0;
   return from_rocks(db_->CompactRange(co, handles_[kRecords], nullptr, nullptr),
                     "compacting cache " + dir_);
 }

@@ -1,7 +1,9 @@
 // ActivationStore: the activation cache on RocksDB.
 //
 // Column families:
-//   records  key (16 bytes) -> encoded record (see record.h); shared by all splits
+//   records  key (16 bytes) -> encoded record (see record.h); shared by all splits. Records
+//            of 16 KB or more are kept in the family's blob files (*.blob), the others in
+//            its tables (store_rocksdb.h, kBlobRecordBytes)
 //   samples  split '\0' position (u64 big-endian) -> key (16 bytes) label (i64 little-endian)
 //   default  "manifest" -> Manifest JSON; "blob/<name>" -> opaque bytes (e.g. the head's
 //            initial weights)
@@ -23,8 +25,8 @@
 // writer, in other processes too. A read-only instance is a point-in-time view: it sees a
 // whole prefix of the writer's batches as they were when it opened, never a part of one.
 // How: writers open, close and delete under an exclusive lock on the directory, readers open
-// under a shared one, and a writer keeps RocksDB from deleting files while it is open (see
-// cache/cache_dir.h). RocksDB's own LOCK file admits one writer; a second gets an IOError
+// under a shared one, and a writer lets RocksDB delete files only under the exclusive lock
+// (see cache/cache_dir.h). RocksDB's own LOCK file admits one writer; a second gets an IOError
 // naming the lock and the process that holds it. Cache paths are resolved through symbolic
 // links; a dangling link is refused.
 #pragma once
@@ -49,6 +51,8 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace recycle {
+
+class ReadPool;
 
 struct IndexEntry {
   Key key;
@@ -113,7 +117,10 @@ class ActivationStore {
   void multi_get(const std::vector<Key>& keys,
                  const std::function<void(size_t, std::string_view)>& fn,
                  std::vector<Status>* statuses) const;
-  // The same for keys[0..n); safe to call from several threads at once.
+  // The same for keys[0..n); safe to call from several threads at once. A batch of many keys
+  // is read in parts, each by its own MultiGet on a thread of the store's ReadPool
+  // (StoreOptions::read_threads), so that as many reads are in flight; fn is still called in
+  // order, on the calling thread.
   void multi_get(const Key* keys, size_t n,
                  const std::function<void(size_t, std::string_view)>& fn,
                  std::vector<Status>* statuses) const;
@@ -137,7 +144,7 @@ class ActivationStore {
 
   // RocksDB's whole-file checksum verification of every SST file.
   Status verify_files() const;
-  // Live SST and WAL bytes on disk.
+  // Live SST, blob and WAL bytes on disk.
   uint64_t disk_bytes() const;
 
   // Applies the batch atomically. sync: wait for the WAL to reach the disk. Unlogged writes
@@ -191,11 +198,18 @@ class ActivationStore {
   Status settle_pending_ingest();
   // write() (logged: unlogged writes flushed first) and write_unlogged().
   Status apply(Batch* batch, bool sync, bool logged);
+  // A writer's: deletes the files RocksDB no longer needs (compaction inputs, old WAL files)
+  // when no reader is opening (true), else leaves them for the next call (false). Without it
+  // they would stay until the writer closes, and a build's disk use would grow to several
+  // times its cache (leveled compaction rewrites a record several times).
+  bool release_obsolete_files();
 
   std::string dir_;       // as the caller named it, for messages
   std::string real_dir_;  // with symbolic links followed
   bool read_only_ = false;
   std::atomic<bool> unlogged_{false};  // unlogged writes since the last flush
+  std::atomic<int64_t> written_since_release_{0};  // bytes written since release_obsolete_files
+  std::unique_ptr<ReadPool> read_pool_;  // multi_get's, with StoreOptions::read_threads > 1
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
 };

@@ -67,7 +67,8 @@ bool looks_like_a_database(const std::string& real_dir) {
     const std::string name = entry.path().filename().string();
     const std::string ext = entry.path().extension().string();
     if (name == "CURRENT" || name == kCacheMarkerName || name.rfind("MANIFEST-", 0) == 0 ||
-        name.rfind("OPTIONS-", 0) == 0 || ext == ".sst" || ext == ".log") {
+        name.rfind("OPTIONS-", 0) == 0 || ext == ".sst" || ext == ".blob" ||
+        ext == ".log") {
       return true;
     }
   }

@@ -40,7 +40,7 @@ bool has_cache_marker(const std::string& real_dir);
 Status write_cache_marker(const std::string& real_dir);
 
 // True when the directory holds files of a RocksDB database (CURRENT, MANIFEST-*, *.sst,
-// *.log, OPTIONS-*) or the marker: something that was, or is becoming, a cache.
+// *.blob, *.log, OPTIONS-*) or the marker: something that was, or is becoming, a cache.
 bool looks_like_a_database(const std::string& real_dir);
 
 // Why `real` (the resolved `dir`) cannot be opened as a cache when it has no CURRENT file:

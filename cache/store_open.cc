@@ -4,11 +4,13 @@
 #include <rocksdb/db.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
+#include "cache/read_pool.h"
 #include "cache/store_rocksdb.h"
 
 namespace recycle {
@@ -91,6 +93,21 @@ rocksdb::Status open_read_only(const rocksdb::DBOptions& db_options, const std::
   return s;
 }
 
+// RECYCLE_READ_THREADS, when set, in place of StoreOptions::read_threads: a whole number from 1
+// to 64 (InvalidArgument otherwise). For disks that want more reads in flight (NVMe) or fewer.
+Status read_threads_from_environment(int* threads) {
+  const char* v = std::getenv("RECYCLE_READ_THREADS");
+  if (v == nullptr || *v == '\0') return Status();
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 64) {
+    return Status::invalid_argument("RECYCLE_READ_THREADS=" + std::string(v) +
+                                    ": expected a whole number from 1 to 64");
+  }
+  *threads = static_cast<int>(n);
+  return Status();
+}
+
 }  // namespace
 
 Status ActivationStore::open(const std::string& dir, const StoreOptions& options,
@@ -121,10 +138,15 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   store->dir_ = dir;
   store->real_dir_ = real;
   store->read_only_ = options.read_only;
+  int read_threads = options.read_threads;
+  st = read_threads_from_environment(&read_threads);
+  if (!st.ok()) return st;
+  if (read_threads > 1) store->read_pool_ = std::make_unique<ReadPool>(read_threads);
   // Readers open under the shared open lock, writers under the exclusive one: a reader never
   // opens while a writer opens (RocksDB's recovery deletes old WAL files), closes or deletes
-  // the cache. While a writer is open it keeps RocksDB from deleting any file (below), so the
-  // files a reader's open lists stay whole: it replays a whole prefix of the write batches.
+  // the cache. While a writer is open it keeps RocksDB from deleting any file (below) except
+  // under the exclusive lock (release_obsolete_files), so the files a reader's open lists stay
+  // whole: it replays a whole prefix of the write batches.
   OpenLock lock;
   st = OpenLock::acquire(real, /*exclusive=*/!options.read_only, kOpenLockSeconds, &lock);
   if (!st.ok()) return st;
@@ -177,6 +199,18 @@ ActivationStore::~ActivationStore() {
   db_->Close();
   db_.reset();
   if (!read_only_) note_writer(real_dir_, false);
+}
+
+bool ActivationStore::release_obsolete_files() {
+  OpenLock lock;  // one try: a reader that is opening keeps the files until the next call
+  if (read_only_ || !OpenLock::acquire(real_dir_, /*exclusive=*/true, 0, &lock).ok()) {
+    return false;
+  }
+  // Enabling deletions (forced) deletes what is obsolete now; they are off again before any
+  // reader can open.
+  db_->EnableFileDeletions(/*force=*/true);
+  db_->DisableFileDeletions();
+  return true;
 }
 
 std::string ActivationStore::other_writer() const {

@@ -38,6 +38,18 @@ rocksdb::ColumnFamilyOptions family_options(bool records, rocksdb::CompressionTy
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   cf.compression = records ? compression : rocksdb::kLZ4Compression;
   cf.write_buffer_size = records ? 64 << 20 : 16 << 20;
+  if (records) {
+    // Records of a block or more go to blob files (RocksDB's integrated BlobDB): written once,
+    // by the flush, never rewritten by compaction, which then moves only keys and the blobs'
+    // places. Inside the tables, leveled compaction rewrote each large record several times:
+    // a build's disk writes were several times its cache. Blob files are read through the
+    // same cache as the tables' blocks (one budget). Reading a cache written before needs
+    // nothing: its records stay in its tables, and a compaction moves them out.
+    cf.enable_blob_files = true;
+    cf.min_blob_size = kBlobRecordBytes;
+    cf.blob_compression_type = compression;
+    cf.blob_cache = cache;
+  }
   return cf;
 }
 

@@ -11,6 +11,7 @@
 #include <rocksdb/status.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +41,15 @@ bool is_lock_error(const rocksdb::Status& s);
 // StoreOptions::compression as RocksDB's.
 rocksdb::CompressionType compression_of(Compression compression);
 
-// A column family's options: records get larger blocks and the chosen compression, the other
-// families LZ4. RecordFileWriter makes its files with the records family's options (and no
-// block cache: `cache` may be null).
+// Records of at least this many bytes are kept in the records family's blob files, the
+// others in its tables: the size of a table block of records, which a record that large fills
+// alone anyway.
+constexpr uint64_t kBlobRecordBytes = 16 * 1024;
+
+// A column family's options: records get larger blocks, blob files for the large ones
+// (kBlobRecordBytes) and the chosen compression, the other families LZ4. RecordFileWriter
+// makes its files with the records family's options (no block cache: `cache` may be null;
+// its table files hold every record inline, as SstFileWriter writes no blob files).
 rocksdb::ColumnFamilyOptions family_options(bool records, rocksdb::CompressionType compression,
                                             const std::shared_ptr<rocksdb::Cache>& cache);
 

@@ -168,7 +168,7 @@ case_ "recycle-train --sharded --sync async" 2 "$good" "$bin/recycle-train" --ca
 
 # A byte overwritten in an int8 cache's records file: --verify fails with one line.
 "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --codec int8 --cache "$work/flipped" >/dev/null 2>&1
-sst=$(ls -S "$work/flipped"/*.sst | head -n 1); size=$(stat -c %s "$sst")
+sst=$(ls -S "$work/flipped"/*.sst "$work/flipped"/*.blob 2>/dev/null | head -n 1); size=$(stat -c %s "$sst")
 printf '\x55' | dd of="$sst" bs=1 seek=$((size / 3)) conv=notrunc status=none
 case_ "recycle-inspect --verify on an int8 cache with a byte overwritten in its records file" 1 "$good" "$bin/recycle-inspect" --cache "$work/flipped" --verify
 

@@ -1,6 +1,7 @@
 #include "engine/train/batch_sources.h"
 
 #include <ATen/Parallel.h>
+#include <immintrin.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -95,11 +96,60 @@ torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::Sc
 
 namespace {
 
-// [C, H, W] values into [H, W, C] order: one sample of a channels-last batch.
+// Channels [c0, c1) and pixels [p0, p1) of a [C, HW] sample into its [HW, C] place, 16 pixels
+// at a time so that the strided writes of a block stay in the L1 cache.
+void transpose_block(const float* chw, int64_t c, int64_t hw, float* hwc, int64_t c0, int64_t c1,
+                     int64_t p0, int64_t p1) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t b = p0; b < p1; b += kBlock) {
+    const int64_t end = std::min(p1, b + kBlock);
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const float* from = chw + ch * hw;
+      for (int64_t p = b; p < end; ++p) hwc[p * c + ch] = from[p];
+    }
+  }
+}
+
+// Channels [0, c8) and pixels [0, p8), both multiples of 8, in 8x8 tiles transposed in AVX
+// registers (the usual unpack, shuffle, permute sequence).
+__attribute__((target("avx"))) void transpose_avx(const float* chw, int64_t c, int64_t hw,
+                                                  float* hwc, int64_t c8, int64_t p8) {
+  for (int64_t p = 0; p < p8; p += 8) {
+    for (int64_t ch = 0; ch < c8; ch += 8) {
+      const float* s = chw + ch * hw + p;
+      __m256 r[8], t[8], u[8];
+      for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(s + k * hw);
+      for (int k = 0; k < 4; ++k) {
+        t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+      }
+      for (int k = 0; k < 2; ++k) {
+        u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      float* d = hwc + p * c + ch;
+      for (int k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(d + k * c, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(d + (k + 4) * c, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+      }
+    }
+  }
+}
+
+// [C, H, W] values into [H, W, C] order: one sample of a channels-last batch. Writing each
+// channel across the whole sample took a third of a warm epoch's time on 64x28x28 records
+// (docs/scale.md); 8x8 tiles in AVX registers where the CPU has AVX, the rest in blocks.
 void to_channels_last(const float* chw, int64_t c, int64_t hw, float* hwc) {
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const float* from = chw + ch * hw;
-    for (int64_t p = 0; p < hw; ++p) hwc[p * c + ch] = from[p];
+  static const bool avx = __builtin_cpu_supports("avx");
+  const int64_t c8 = avx ? c - c % 8 : 0, p8 = avx ? hw - hw % 8 : 0;
+  if (c8 > 0 && p8 > 0) {
+    transpose_avx(chw, c, hw, hwc, c8, p8);
+    transpose_block(chw, c, hw, hwc, 0, c8, p8, hw);  // the pixels after the last tile
+    transpose_block(chw, c, hw, hwc, c8, c, 0, hw);   // the channels after the last tile
+  } else {
+    transpose_block(chw, c, hw, hwc, 0, c, 0, hw);
   }
 }
 

@@ -104,8 +104,10 @@ def test_bad_arguments_raise(cli_fp32, tmp_path):
 
 
 def flip_middle_of_largest_table(cache):
-    tables = sorted(pathlib.Path(cache).glob("*.sst"), key=lambda p: p.stat().st_size)
-    assert tables, "no table file"
+    # Records live in table files (*.sst), those of 16 KB or more in blob files (*.blob).
+    tables = sorted([*pathlib.Path(cache).glob("*.sst"), *pathlib.Path(cache).glob("*.blob")],
+                    key=lambda p: p.stat().st_size)
+    assert tables, "no table or blob file"
     data = bytearray(tables[-1].read_bytes())
     for at in range(len(data) // 4, len(data) // 2, 97):
         data[at] ^= 0x5A

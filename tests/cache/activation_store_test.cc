@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -251,6 +253,57 @@ TEST(ActivationStore, MultiGetCallsBackForPresentKeysInOrder) {
   EXPECT_TRUE(statuses.empty());
 }
 
+// Large records (16 KB or more) are kept in blob files; a multi_get read in parts by the
+// store's read threads gives what one MultiGet on the calling thread gives, in order.
+TEST(ActivationStore, MultiGetInPartsGivesWhatOneReadGives) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  {
+    auto store = open_store(dir);
+    ASSERT_NE(store, nullptr);
+    recycle::ActivationStore::Batch batch(*store);
+    for (uint64_t i = 0; i < 300; ++i) {
+      // Every third record large: 20 KB of its own bytes.
+      const std::string r =
+          record_of(i) + (i % 3 == 0 ? std::string(20000, static_cast<char>('a' + i % 26)) : "");
+      batch.put_record(key_of(i), r);
+    }
+    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(store->flush());
+  }
+  int blob_files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) blob_files += e.path().extension() == ".blob";
+  EXPECT_GT(blob_files, 0);
+  std::vector<recycle::Key> keys;
+  std::mt19937 rng(3);
+  size_t missing = 0;
+  for (int k = 0; k < 200; ++k) {
+    const uint64_t i = rng() % 330;  // 300..329 are not there
+    keys.push_back(key_of(i));
+    missing += i >= 300;
+  }
+  auto read = [&](int threads) {
+    recycle::StoreOptions options;
+    options.read_only = true;
+    options.read_threads = threads;
+    std::unique_ptr<recycle::ActivationStore> store;
+    EXPECT_OK(recycle::ActivationStore::open(dir, options, &store));
+    std::vector<std::pair<size_t, std::string>> calls;
+    std::vector<recycle::Status> statuses;
+    store->multi_get(
+        keys, [&](size_t i, std::string_view b) { calls.emplace_back(i, std::string(b)); },
+        &statuses);
+    std::vector<std::string> found;
+    for (const auto& s : statuses) found.push_back(s.ok() ? "ok" : s.is_not_found() ? "nf" : "?");
+    return std::make_pair(calls, found);
+  };
+  const auto one = read(1), parts = read(8);
+  EXPECT_EQ(parts.first, one.first);
+  EXPECT_EQ(parts.second, one.second);
+  EXPECT_GT(missing, 0u);
+  EXPECT_EQ(one.first.size(), keys.size() - missing);
+}
+
 TEST(ActivationStore, ReportsTheMemoryOfItsTableReadersAndOfItsBlockCache) {
   TempDir tmp;
   auto store = open_store(tmp.file("cache"));
@@ -382,6 +435,76 @@ TEST(ActivationStore, ReadOnlyOpenOfAMissingCacheIsNotFound) {
   st = recycle::ActivationStore::open(tmp.file("missing"), writer, &store);
   EXPECT_TRUE(st.is_not_found()) << st.to_string();
   EXPECT_FALSE(fs::exists(tmp.file("missing")));
+}
+
+// A writer lets RocksDB delete what compaction made obsolete every 64 MB it writes (under the
+// exclusive open lock; when a reader is opening, at a write after), so its directory stays near
+// the size of its data; readers that open and read all along meanwhile never fail and see
+// whole records.
+TEST(ActivationStore, AWriterReleasesObsoleteFilesWhileReadersOpen) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  auto store = open_store(dir);
+  ASSERT_NE(store, nullptr);
+  const std::string filler(4000, 'x');  // small records: kept in the tables, which compact
+  uint64_t next = 0;
+  auto write_mb = [&](int mb) {  // 256 records of about 4 KB a batch: 1 MB
+    for (int b = 0; b < mb; ++b) {
+      recycle::ActivationStore::Batch batch(*store);
+      for (int r = 0; r < 256; ++r, ++next) {
+        batch.put_record(key_of(next), record_of(next) + filler);
+      }
+      ASSERT_OK(store->write(&batch));
+    }
+  };
+  std::atomic<bool> done{false};
+  std::atomic<int> opens{0}, failures{0};
+  std::thread reader([&] {
+    do {  // at least once, however late this thread starts
+      recycle::StoreOptions options;
+      options.read_only = true;
+      std::unique_ptr<recycle::ActivationStore> r;
+      const recycle::Status st = recycle::ActivationStore::open(dir, options, &r);
+      if (!st.ok()) {
+        failures++;
+        ADD_FAILURE() << st.to_string();
+        continue;  // to the loop's condition
+      }
+      opens++;
+      const recycle::Status read =
+          r->for_each_record([&](const recycle::Key& k, std::string_view v) {
+            if (v != record_of(k.hi - key_of(0).hi) + filler) failures++;
+            return true;
+          });
+      if (!read.ok()) {
+        failures++;
+        ADD_FAILURE() << read.to_string();
+      }
+    } while (!done);
+  });
+  struct Join {  // the reader stops, also when an assertion below returns early
+    std::atomic<bool>& done;
+    std::thread& reader;
+    ~Join() {
+      done = true;
+      if (reader.joinable()) reader.join();
+    }
+  } join{done, reader};
+  write_mb(96);
+  ASSERT_OK(store->flush());
+  ASSERT_OK(store->compact_records());  // the tables written so far are now obsolete
+  const uint64_t before = store->disk_bytes();
+  write_mb(64);  // 64 MB more: a release, or tries of one while the reader is opening
+  done = true;
+  reader.join();
+  write_mb(1);  // a write when no reader is opening: released by now
+  const uint64_t after = store->disk_bytes();
+  EXPECT_GT(opens.load(), 0);
+  EXPECT_EQ(failures.load(), 0);
+  // 161 MB of records written: the 96 MB compaction replaced went (before: twice those).
+  const double data = 161.0 * 256 * (filler.size() + 20);
+  EXPECT_GT(before, 1.8 * 96 * 256 * filler.size()) << before;
+  EXPECT_LT(after, 1.25 * data) << "on disk " << after << " for " << data;
 }
 
 TEST(ActivationStore, ReadOnlyInstancesBesideAWriter) {

@@ -74,24 +74,27 @@ TEST(PreloadedBatches, RefusesSamplesOfNoSingleShape) {
 
 // With ChannelsLast, CachedBatches decodes [C, H, W] records straight into NHWC batches (the
 // strides torch::empty gives channels last, reused batch after batch), with the values of the
-// row-major batches; PreloadedBatches keeps that layout and serves the same batches.
-TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
+// row-major batches; PreloadedBatches keeps that layout and serves the same batches. Shapes
+// whose channels and pixels are multiples of 8 go through 8x8 tiles (with AVX), others partly
+// or not at all.
+void check_channels_last_batches(const std::vector<int64_t>& shape) {
+  const int64_t numel = shape[0] * shape[1] * shape[2];
   TempDir tmp;
   std::unique_ptr<recycle::ActivationStore> store;
   ASSERT_OK(recycle::ActivationStore::open(tmp.file("cache"), recycle::StoreOptions(), &store));
   {
     recycle::ActivationStore::Batch batch(*store);
     for (int i = 0; i < 9; ++i) {
-      std::vector<float> v(3 * 2 * 5);
-      for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 100 + k);
+      std::vector<float> v(static_cast<size_t>(numel));
+      for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 1000 + k);
       batch.put_record({2, static_cast<uint64_t>(i)},
-                       recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {3, 2, 5}}}));
+                       recycle::encode_record(recycle::Codec::kFp32, {{v.data(), shape}}));
       recycle::StoreTestAccess::put_index(batch, "train", i,
                                           {{2, static_cast<uint64_t>(i)}, i % 2});
     }
     recycle::Manifest m;
     m.codec = recycle::Codec::kFp32;
-    m.record_shapes = {{3, 2, 5}};
+    m.record_shapes = {shape};
     m.class_names = {"even", "odd"};
     m.splits["train"] = {"test data", 9, 9, true};
     recycle::StoreTestAccess::put_manifest(batch, m);
@@ -100,6 +103,7 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
   recycle::Manifest m;
   ASSERT_OK(store->read_manifest(&m));
   const auto cl = c10::MemoryFormat::ChannelsLast;
+  const std::vector<int64_t> cl_strides = {numel, 1, shape[2] * shape[0], shape[0]};
   recycle::CachedBatches rows(*store, m, "train", torch::kCPU);
   recycle::CachedBatches nhwc(*store, m, "train", torch::kCPU, cl);
   const std::vector<int64_t> order = recycle::Sampler(9, true, 5).epoch_order(0);
@@ -109,7 +113,7 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
     rows.load(order.data() + pos, 4, &a);
     nhwc.load(order.data() + pos, 4, &b);
     EXPECT_TRUE(a.features().is_contiguous());
-    EXPECT_EQ(b.features().strides().vec(), (std::vector<int64_t>{30, 1, 15, 3}));
+    EXPECT_EQ(b.features().strides().vec(), cl_strides);
     EXPECT_TRUE(torch::equal(a.features(), b.features()));
     EXPECT_TRUE(torch::equal(a.labels, b.labels));
     if (buffer == nullptr) buffer = b.features().data_ptr();
@@ -118,9 +122,17 @@ TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
   recycle::PreloadedBatches preloaded(nhwc, /*chunk=*/4);
   preloaded.load(order.data(), 5, &b);
   rows.load(order.data(), 5, &a);
-  EXPECT_EQ(b.features().strides().vec(), (std::vector<int64_t>{30, 1, 15, 3}));
+  EXPECT_EQ(b.features().strides().vec(), cl_strides);
   EXPECT_TRUE(torch::equal(a.features(), b.features()));
   EXPECT_TRUE(torch::equal(a.labels, b.labels));
+}
+
+TEST(PreloadedBatches, ChannelsLastBatchesHoldTheValuesOfRowMajorOnes) {
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{3, 2, 5}, {16, 4, 6}, {8, 3, 5}, {12, 4, 4}, {17, 3, 7}}) {
+    SCOPED_TRACE(shape[0]);
+    check_channels_last_batches(shape);
+  }
 }
 
 namespace {
