@@ -137,6 +137,7 @@ struct Round {
   double disk_mb_per_s = 0;  // the cache's files read in order, cold
   Epoch cold, warm;
   Epoch one_reader;  // cold, each batch read by one MultiGet (RECYCLE_READ_THREADS=1)
+  Epoch loader, loader_one_reader;  // recycle.CachedLoader's, cold (when --python has recycle)
 };
 
 std::string spread(const std::vector<double>& v, int digits) {
@@ -171,6 +172,7 @@ class LargeBench {
     record_bytes_ = inspect(cache);
     head_ = work_ + "/pool_linear_head.pt";
     make_head(head_);
+    python_loader_ = has_python_package();
     disk_write_mb_per_s_ = write_file_rate(work_ + "/disk-write-test", cache_bytes_);
     small_ = epoch(small, false);
     std::vector<Round> rounds;
@@ -182,6 +184,10 @@ class LargeBench {
       round.cold = epoch(cache, true);
       round.warm = epoch(cache, false);
       round.one_reader = epoch(cache, true, "1");
+      if (python_loader_) {
+        round.loader = loader_epoch(cache, "");
+        round.loader_one_reader = loader_epoch(cache, "1");
+      }
       rounds.push_back(round);
     }
     report(rounds);
@@ -226,6 +232,38 @@ class LargeBench {
         "print('{}')\n";
     run_child({c_.python, "-c", code, path}, work_);
   }
+  // Whether --python imports recycle (the package of this build, scripts/install_python.sh).
+  bool has_python_package() {
+    const ChildExit e = spawn_child({c_.python, "-c", "import recycle"}, work_);
+    if (!e.ok()) note("no recycle.CachedLoader rows: " + c_.python + " cannot import recycle");
+    return e.ok();
+  }
+  // One cold epoch of recycle.CachedLoader (shuffled, batch --batch, block_cache_mb
+  // --large-budget) under --python; RECYCLE_READ_THREADS=read_threads unless that is empty.
+  Epoch loader_epoch(const std::string& cache, const std::string& read_threads) {
+    drop_page_cache();
+    if (!read_threads.empty()) ::setenv("RECYCLE_READ_THREADS", read_threads.c_str(), 1);
+    struct Unset {
+      ~Unset() { ::unsetenv("RECYCLE_READ_THREADS"); }
+    } unset;
+    const std::string code =
+        "import json, sys, time\n"
+        "import recycle\n"
+        "loader = recycle.CachedLoader(sys.argv[1], 'train', batch_size=int(sys.argv[2]),\n"
+        "                              shuffle=True, block_cache_mb=int(sys.argv[3]))\n"
+        "start, n = time.time(), 0\n"
+        "for _, labels in loader:\n"
+        "    n += len(labels)\n"
+        "print(json.dumps({'seconds': time.time() - start, 'samples': n}))\n";
+    const ChildRun r = run_child({c_.python, "-c", code, cache, std::to_string(c_.batch),
+                                  std::to_string(o_.budget_mb)},
+                                 work_);
+    Epoch e;
+    e.seconds = r.result.at("seconds").get<double>();
+    e.mb_per_s = r.result.at("samples").get<double>() * record_bytes_ / e.seconds / 1e6;
+    e.peak_mb = r.peak_mb;
+    return e;
+  }
   // One epoch of recycle-train from `cache`, the page cache dropped first when `cold`;
   // RECYCLE_READ_THREADS=read_threads unless that is empty.
   Epoch epoch(const std::string& cache, bool cold, const std::string& read_threads = "") {
@@ -248,6 +286,7 @@ class LargeBench {
 
   void report(const std::vector<Round>& rounds) {
     std::vector<double> disk, cold, warm, cold_s, warm_s, ratio, rss, over, one, gain;
+    std::vector<double> loader, loader_one, loader_ratio, loader_rss;
     for (const Round& r : rounds) {
       disk.push_back(r.disk_mb_per_s);
       cold.push_back(r.cold.mb_per_s);
@@ -259,6 +298,12 @@ class LargeBench {
       over.push_back(r.cold.peak_mb - small_.peak_mb);
       one.push_back(r.one_reader.mb_per_s);
       gain.push_back(r.cold.mb_per_s / r.one_reader.mb_per_s);
+      if (python_loader_) {
+        loader.push_back(r.loader.mb_per_s);
+        loader_one.push_back(r.loader_one_reader.mb_per_s);
+        loader_ratio.push_back(r.loader.mb_per_s / r.disk_mb_per_s);
+        loader_rss.push_back(r.loader.peak_mb);
+      }
     }
     const double write_mb_per_s = cache_bytes_ / build_seconds_ / 1e6;
     const double outside_prefix = build_seconds_ - prefix_seconds_;
@@ -281,6 +326,14 @@ class LargeBench {
     reads.add_row({"warm epoch (page cache holds the records), s", spread(warm_s, 2)});
     reads.add_row({"warm epoch: records read, MB/s", spread(warm, 0)});
     reads.add_row({"cold epoch's peak RSS, MB", spread(rss, 0)});
+    if (python_loader_) {
+      reads.add_row({"recycle.CachedLoader, cold epoch, MB/s", spread(loader, 0)});
+      reads.add_row({"recycle.CachedLoader, cold epoch / disk", spread(loader_ratio, 2)});
+      reads.add_row({"recycle.CachedLoader, cold, RECYCLE_READ_THREADS=1, MB/s",
+                     spread(loader_one, 0)});
+      reads.add_row({"recycle.CachedLoader, cold epoch's peak RSS (the Python process), MB",
+                     spread(loader_rss, 0)});
+    }
     reads.add_row({"the same epoch from a cache of 256 samples: peak RSS, MB (the constant)",
                    fmt(small_.peak_mb, 0)});
     reads.add_row({"cold epoch's peak RSS - the constant, MB (budget " +
@@ -320,7 +373,10 @@ class LargeBench {
                              {"cold_peak_rss_mb", r.cold.peak_mb},
                              {"warm_epoch_seconds", r.warm.seconds},
                              {"warm_mb_per_s", r.warm.mb_per_s},
-                             {"one_reader_cold_mb_per_s", r.one_reader.mb_per_s}});
+                             {"one_reader_cold_mb_per_s", r.one_reader.mb_per_s},
+                             {"loader_cold_mb_per_s", r.loader.mb_per_s},
+                             {"loader_cold_peak_rss_mb", r.loader.peak_mb},
+                             {"loader_one_reader_cold_mb_per_s", r.loader_one_reader.mb_per_s}});
     }
     write_json(c_.work_dir() + "/large.json", j);
     write_text(c_.work_dir() + "/large.md", md.str());
@@ -336,6 +392,7 @@ class LargeBench {
   double disk_write_mb_per_s_ = 0;
   std::string head_;
   Epoch small_;
+  bool python_loader_ = false;
 };
 
 }  // namespace

@@ -13,7 +13,9 @@
 //     share of the cold epoch: what is left when the disk is out of the way is decoding and
 //     the step;
 //   - the cold epoch again with each batch read by one MultiGet (RECYCLE_READ_THREADS=1: the
-//     read path before the store's read threads).
+//     read path before the store's read threads);
+//   - when --python imports recycle: one cold epoch of recycle.CachedLoader (shuffled, block
+//     cache --large-budget), and the same with RECYCLE_READ_THREADS=1.
 // Beside them, once: the same epoch from a small cache of the same records (its peak RSS is
 // the constant: LibTorch, the model, the process), and the disk's sequential write rate (a
 // file of the cache's size in 1 MB writes, then fdatasync) against the build's (the cache's

@@ -369,8 +369,9 @@ def main():
       f"{f(disk, 2)} GB/s (median; {f(min(M['disk_read_mb_per_s']) / 1e3, 2)}-{f(max(M['disk_read_mb_per_s']) / 1e3, 2)}), "
       f"wrote in order at {f(M['disk_write_mb_per_s'] / 1e3, 2)} GB/s; the engine's cold epoch read {f(cold, 2)} GB/s "
       f"and its warm one {f(warm, 2)} GB/s on {M['threads']} cores, that is {f(per_core, 2)} GB/s a core for reading, "
-      f"checking and decoding fp16 records on the host: the cold epoch took {f(warm / cold, 2)}x the warm one's "
-      "time, so the host's decoding and checking bound it, not the disk. At that rate per core a GPU "
+      f"checking and decoding fp16 records on the host: with nothing to read (warm) an epoch still took "
+      f"{f(cold / warm, 2)} of the cold one's time (1/{f(warm / cold, 2)}), so the host's work sets most of it and "
+      "the disk adds the rest. At that rate per core a GPU "
       "that decodes on the host needs (scaled by bytes; int8 decodes by another loop) " + "; ".join(
           f"{nm}: {f(hr * rec / 1e9 / per_core, 1)} cores" for nm, _, rec, hr, _ in V) +
       ". A CUDA device decodes on the GPU (`CachedBatches::set_device_decode`, on by itself there), which leaves "

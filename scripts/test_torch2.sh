@@ -39,7 +39,7 @@ export OMP_WAIT_POLICY=PASSIVE
 # with the LibTorch it is linked with; scripts/test.sh runs them once, against Debian's 1.13.
 once="ActivationStore|AtomicFile|Augment|CacheIdentity|CodecInt8|Coding|Csv|DatasetShards"
 once+="|IdKeyer|IdxReader|IdxStream|ImageStream|Jsonl|Key|KeyPlan|KeyerRegistry|Manifest|Npy"
-once+="|ParallelLoop|Progress|RecordFiles|RecordLayout|RegularFile|Sampler|SamplerDraws"
+once+="|ParallelLoop|Progress|ReadPool|RecordFiles|RecordLayout|RegularFile|Sampler|SamplerDraws"
 once+="|SplitWriter|Stats|Status|TemporaryFile|TextKeyer|TsvReader|Verify|ViewKey|WorkQueue"
 once+="|Xxh3Keyer"
 ctest --output-on-failure -j 2 --timeout 900 -E "^(($once)\\.|micro_bench_smoke$)"
