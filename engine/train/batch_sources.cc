@@ -272,14 +272,15 @@ int64_t load_in_parts(int64_t n, int64_t threads, std::vector<Part>* parts,
 }
 
 // The threads of load_on_read_threads: as many as a store reads with (RECYCLE_READ_THREADS,
-// which the store's open has checked; 8 by default), started at the first use.
+// which the store's open has checked; 8 by default), started at the first use and never
+// stopped (a loading thread may still use them while the process exits).
 ReadPool& read_threads() {
-  static ReadPool pool([] {
+  static ReadPool* const pool = new ReadPool([] {
     const char* v = std::getenv("RECYCLE_READ_THREADS");
     const long n = v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : 8;
     return static_cast<int>(std::clamp<long>(n, 1, 64));
   }());
-  return pool;
+  return *pool;
 }
 
 // load_in_parts for a source loaded by one thread (a background loader's): the parts, of at
