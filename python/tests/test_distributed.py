@@ -28,9 +28,12 @@ SCRIPT = textwrap.dedent("""
                            codec="fp32", batch_size=40, progress=True)
     loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=32, seed=2)
     seen = sum(len(labels) for _, labels in loader)
-    print("RESULT " + json.dumps({"rank": dist.get_rank(), "report": report,
-                                   "prefix_rows": sum(calls), "seen": seen,
-                                   "world": loader.world_size}), flush=True)
+    # One write of the whole line: the ranks share the pipe, and a line written in pieces (as
+    # print does when stdout is unbuffered) can have another rank's line in its middle.
+    sys.stdout.write("RESULT " + json.dumps({"rank": dist.get_rank(), "report": report,
+                                             "prefix_rows": sum(calls), "seen": seen,
+                                             "world": loader.world_size}) + "\\n")
+    sys.stdout.flush()
     dist.destroy_process_group()
 """)
 
@@ -78,9 +81,10 @@ SHARD_SCRIPT = textwrap.dedent("""
         recycle.CachedLoader(sys.argv[1].replace("{rank}", str(dist.get_rank())), "train")
     except ValueError as e:
         refused = str(e)
-    print("RESULT " + json.dumps({"rank": dist.get_rank(), "seen": len(labels),
-                                   "shard": loader.samples, "batches": len(loader),
-                                   "refused": refused}), flush=True)
+    sys.stdout.write("RESULT " + json.dumps({"rank": dist.get_rank(), "seen": len(labels),
+                                             "shard": loader.samples, "batches": len(loader),
+                                             "refused": refused}) + "\\n")  # one write
+    sys.stdout.flush()
     dist.destroy_process_group()
 """)
 
