@@ -241,11 +241,6 @@ class LargeBench {
   // One cold epoch of recycle.CachedLoader (shuffled, batch --batch, block_cache_mb
   // --large-budget) under --python; RECYCLE_READ_THREADS=read_threads unless that is empty.
   Epoch loader_epoch(const std::string& cache, const std::string& read_threads) {
-    drop_page_cache();
-    if (!read_threads.empty()) ::setenv("RECYCLE_READ_THREADS", read_threads.c_str(), 1);
-    struct Unset {
-      ~Unset() { ::unsetenv("RECYCLE_READ_THREADS"); }
-    } unset;
     const std::string code =
         "import json, sys, time\n"
         "import recycle\n"
@@ -255,31 +250,39 @@ class LargeBench {
         "for _, labels in loader:\n"
         "    n += len(labels)\n"
         "print(json.dumps({'seconds': time.time() - start, 'samples': n}))\n";
-    const ChildRun r = run_child({c_.python, "-c", code, cache, std::to_string(c_.batch),
+    const ChildRun r = run_epoch({c_.python, "-c", code, cache, std::to_string(c_.batch),
                                   std::to_string(o_.budget_mb)},
-                                 work_);
-    Epoch e;
-    e.seconds = r.result.at("seconds").get<double>();
-    e.mb_per_s = r.result.at("samples").get<double>() * record_bytes_ / e.seconds / 1e6;
-    e.peak_mb = r.peak_mb;
-    return e;
+                                 true, read_threads);
+    return epoch_of(r, r.result.at("seconds").get<double>(),
+                    r.result.at("samples").get<double>());
   }
   // One epoch of recycle-train from `cache`, the page cache dropped first when `cold`;
   // RECYCLE_READ_THREADS=read_threads unless that is empty.
   Epoch epoch(const std::string& cache, bool cold, const std::string& read_threads = "") {
+    const ChildRun r = run_epoch(
+        {c_.tool("recycle-train"), "--cache", cache, "--script-head", head_, "--memory-budget",
+         std::to_string(o_.budget_mb), "--epochs", "1", "--eval-split", "none", "--batch",
+         std::to_string(c_.batch), "--threads", std::to_string(c_.threads), "--json"},
+        cold, read_threads);
+    return epoch_of(r, r.result.at("epoch_seconds").at(0).get<double>(),
+                    r.result.at("train_samples").get<double>());
+  }
+  // Runs an epoch's child, the page cache dropped first when `cold`, with
+  // RECYCLE_READ_THREADS=read_threads unless that is empty.
+  ChildRun run_epoch(const std::vector<std::string>& argv, bool cold,
+                     const std::string& read_threads) {
     if (cold) drop_page_cache();
     if (!read_threads.empty()) ::setenv("RECYCLE_READ_THREADS", read_threads.c_str(), 1);
     struct Unset {
       ~Unset() { ::unsetenv("RECYCLE_READ_THREADS"); }
     } unset;
-    const ChildRun r = run_child(
-        {c_.tool("recycle-train"), "--cache", cache, "--script-head", head_, "--memory-budget",
-         std::to_string(o_.budget_mb), "--epochs", "1", "--eval-split", "none", "--batch",
-         std::to_string(c_.batch), "--threads", std::to_string(c_.threads), "--json"},
-        work_);
+    return run_child(argv, work_);
+  }
+  // The epoch's figures: `samples` records read in `seconds`, and the child's peak RSS.
+  Epoch epoch_of(const ChildRun& r, double seconds, double samples) const {
     Epoch e;
-    e.seconds = r.result.at("epoch_seconds").at(0).get<double>();
-    e.mb_per_s = r.result.at("train_samples").get<double>() * record_bytes_ / e.seconds / 1e6;
+    e.seconds = seconds;
+    e.mb_per_s = samples * record_bytes_ / seconds / 1e6;
     e.peak_mb = r.peak_mb;
     return e;
   }

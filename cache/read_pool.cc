@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +14,19 @@
 #include <vector>
 
 namespace recycle {
+
+Status read_threads_from_environment(int* threads) {
+  const char* v = std::getenv("RECYCLE_READ_THREADS");
+  if (v == nullptr || *v == '\0') return Status();
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 64) {
+    return Status::invalid_argument("RECYCLE_READ_THREADS=" + std::string(v) +
+                                    ": expected a whole number from 1 to 64");
+  }
+  *threads = static_cast<int>(n);
+  return Status();
+}
 
 struct ReadPool::Job {
   const std::function<void(int)>* task = nullptr;

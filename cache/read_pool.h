@@ -16,7 +16,14 @@
 
 #include <functional>
 
+#include "recycle/status.h"
+
 namespace recycle {
+
+// RECYCLE_READ_THREADS, when set, into *threads: a whole number from 1 to 64
+// (InvalidArgument naming the value otherwise, *threads left alone). For disks that want more
+// reads in flight (NVMe) or fewer.
+Status read_threads_from_environment(int* threads);
 
 class ReadPool {
  public:

@@ -4,7 +4,6 @@
 #include <rocksdb/db.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -91,21 +90,6 @@ rocksdb::Status open_read_only(const rocksdb::DBOptions& db_options, const std::
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return s;
-}
-
-// RECYCLE_READ_THREADS, when set, in place of StoreOptions::read_threads: a whole number from 1
-// to 64 (InvalidArgument otherwise). For disks that want more reads in flight (NVMe) or fewer.
-Status read_threads_from_environment(int* threads) {
-  const char* v = std::getenv("RECYCLE_READ_THREADS");
-  if (v == nullptr || *v == '\0') return Status();
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 1 || n > 64) {
-    return Status::invalid_argument("RECYCLE_READ_THREADS=" + std::string(v) +
-                                    ": expected a whole number from 1 to 64");
-  }
-  *threads = static_cast<int>(n);
-  return Status();
 }
 
 }  // namespace

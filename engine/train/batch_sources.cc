@@ -5,13 +5,13 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <numeric>
 #include <stdexcept>
 
 #include "cache/read_pool.h"
+#include "cache/store_options.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
 #include "engine/models/preprocess.h"
@@ -271,14 +271,15 @@ int64_t load_in_parts(int64_t n, int64_t threads, std::vector<Part>* parts,
   return count;
 }
 
-// The threads of load_on_read_threads: as many as a store reads with (RECYCLE_READ_THREADS,
-// which the store's open has checked; 8 by default), started at the first use and never
-// stopped (a loading thread may still use them while the process exits).
+// The threads of load_on_read_threads: as many as a store reads with (StoreOptions'
+// default, or RECYCLE_READ_THREADS, which the store's open has refused when it is not valid),
+// started at the first use and never stopped (a loading thread may still use them while the
+// process exits).
 ReadPool& read_threads() {
   static ReadPool* const pool = new ReadPool([] {
-    const char* v = std::getenv("RECYCLE_READ_THREADS");
-    const long n = v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : 8;
-    return static_cast<int>(std::clamp<long>(n, 1, 64));
+    int threads = StoreOptions().read_threads;
+    (void)read_threads_from_environment(&threads);  // a bad value: the store's open said so
+    return threads;
   }());
   return *pool;
 }
