@@ -8,9 +8,11 @@
 // time, so the plan is made chunk by chunk (KeyPlan::add_chunk) against the stored index instead
 // of for the whole split first. What is its own: checking the caller's tensors.
 #include <torch/torch.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -18,6 +20,7 @@
 #include "cache/codec.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "cache/shard_rule.h"
 #include "cache/split_writer.h"
 #include "cache/writable_split.h"
 #include "engine/jobs/option_checks.h"
@@ -31,6 +34,7 @@
 #include "recycle/content_hasher.h"
 #include "recycle/errors.h"
 #include "recycle/keyer.h"
+#include "recycle/options.h"  // kMaxWorldSize
 #include "recycle/writer.h"
 
 namespace recycle {
@@ -93,8 +97,10 @@ struct CacheWriter::Impl {
   std::vector<Key> chunk_keys;
   std::vector<int64_t> chunk_labels;
   size_t todo_begin = 0, todo_end = 0;  // plan.todo()[begin, end): entries written
-  std::vector<int64_t> compute;         // rows whose record is computed
-  int64_t next = 0;                     // samples added
+  std::vector<int64_t> compute;         // rows (of the chunk's kept ones) whose record is computed
+  std::vector<int64_t> kept_rows;       // a shard's: the rows of add_chunk's inputs it keeps
+  int64_t next = 0;                     // samples added (a shard's: kept)
+  int64_t next_in_split = 0;            // a shard's: the whole split's samples seen
 
   BuildReport report;
 
@@ -119,6 +125,7 @@ struct CacheWriter::Impl {
       split->start(reconciled(*split->stored(), wanted), "");
     }
     split->writer().set_flush_seconds(o.flush_seconds);
+    if (!new_cache) refuse_other_shard();
     stored_complete = split->complete_for(o.data, o.samples);
     plan.plan(split->take_index(), {}, false, split->had_records());
     report.cache_dir = o.cache_dir;
@@ -179,12 +186,39 @@ struct CacheWriter::Impl {
     return stored;
   }
 
+  // The shard this writer fills (SplitInfo::shard): none for the whole split.
+  SplitShard shard() const {
+    SplitShard s;
+    if (o.shard_count == 0) return s;
+    s.index = o.shard_index;
+    s.count = o.shard_count;
+    s.rule = kShardRule;
+    s.split_samples = o.split_samples;
+    return s;
+  }
+
+  // A stored split that holds another shard (or the whole split, or a shard, when the other is
+  // asked for) is refused, as recycle-build --sharded refuses it.
+  void refuse_other_shard() const {
+    const auto stored = split->manifest().splits.find(o.split);
+    if (stored == split->manifest().splits.end()) return;
+    const SplitShard want = shard();
+    const SplitShard& has = stored->second.shard;
+    if (has.index == want.index && has.count == want.count && has.rule == want.rule) return;
+    throw StaleCacheError(
+        mismatch_message(o.cache_dir,
+                         {"split " + o.split + ": the cache has " + shard_words(has) +
+                          ", this build asks for " + shard_words(want)},
+                         "use another path, or rebuild=True to start over"));
+  }
+
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
   void begin() {
     SplitInfo info;
     info.data = o.data;
     info.samples = o.samples;
     info.unique = static_cast<int64_t>(seen.size());
+    info.shard = shard();
     split->begin(info);
   }
 
@@ -228,26 +262,47 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in,
     throw InvalidArgument("labels must be one per input: " + std::to_string(n) +
                           " inputs, labels of shape " + shape_string(labels_in.sizes().vec()));
   }
-  if (s.next + n > s.o.samples) {
-    throw InvalidArgument("more samples than the " + std::to_string(s.o.samples) +
+  const bool sharded = s.o.shard_count > 0;
+  const int64_t split_samples = sharded ? s.o.split_samples : s.o.samples;
+  const int64_t first = sharded ? s.next_in_split : s.next;  // the chunk's split position
+  if (first + n > split_samples) {
+    throw InvalidArgument("more samples than the " + std::to_string(split_samples) +
                           " the split was opened for");
   }
-  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
-  const torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
+  torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
+  torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
   const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
   if (!s.o.input_shape.empty() && row_shape != s.o.input_shape) {
     throw InvalidArgument("inputs of shape " + shape_string(row_shape) +
                           " per sample, the build's are " + shape_string(s.o.input_shape));
   }
-  key_rows(*s.keyer, inputs, s.next, &s.chunk_keys);
-  s.chunk_inputs = inputs;
+  key_rows(*s.keyer, inputs, first, &s.chunk_keys);
   const int64_t* lp = labels.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) s.grow_classes(lp[i], first + i);
   s.chunk_labels.assign(lp, lp + n);
-  s.chunk_begin = s.next;
-  for (int64_t i = 0; i < n; ++i) {
-    s.grow_classes(s.chunk_labels[i], s.chunk_begin + i);
-    s.seen.insert(s.chunk_keys[i]);
+  s.kept_rows.clear();
+  if (sharded) {  // the shard's rows only, from here on
+    std::vector<Key> kept_keys;
+    std::vector<int64_t> kept_labels;
+    for (int64_t i = 0; i < n; ++i) {
+      if (shard_of(s.chunk_keys[i], s.o.shard_count) != s.o.shard_index) continue;
+      s.kept_rows.push_back(i);
+      kept_keys.push_back(s.chunk_keys[i]);
+      kept_labels.push_back(lp[i]);
+    }
+    s.next_in_split += n;
+    if (s.next + static_cast<int64_t>(s.kept_rows.size()) > s.o.samples) {
+      throw InvalidArgument("more samples of shard " + std::to_string(s.o.shard_index) + " of " +
+                            std::to_string(s.o.shard_count) + " than the " +
+                            std::to_string(s.o.samples) + " it was opened for");
+    }
+    inputs = inputs.index_select(0, torch::tensor(s.kept_rows, torch::kInt64));
+    s.chunk_keys = std::move(kept_keys);
+    s.chunk_labels = std::move(kept_labels);
   }
+  s.chunk_inputs = inputs;
+  s.chunk_begin = s.next;
+  for (const Key& k : s.chunk_keys) s.seen.insert(k);
   s.plan.add_chunk(s.chunk_keys, s.chunk_labels, &s.todo_begin, &s.todo_end);
   if (s.todo_end > s.todo_begin) s.matched_so_far = false;
   std::vector<int64_t> pos, view_of;
@@ -255,9 +310,12 @@ std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in,
   s.plan.find_missing(s.todo_begin, s.todo_end, s.split->store(), &pos, &missing, &view_of);
   s.compute.clear();
   for (int64_t p : pos) s.compute.push_back(p - s.chunk_begin);
-  s.next += n;
+  s.next += static_cast<int64_t>(s.chunk_keys.size());
   s.pending = true;
-  return s.compute;
+  if (!sharded) return s.compute;
+  std::vector<int64_t> rows;  // in the caller's chunk
+  for (int64_t c : s.compute) rows.push_back(s.kept_rows[static_cast<size_t>(c)]);
+  return rows;
 }
 
 namespace {
@@ -374,6 +432,13 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
 BuildReport CacheWriter::finish() {
   Impl& s = *impl_;
   if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
+  if (s.o.shard_count > 0 && (s.next_in_split != s.o.split_samples || s.next != s.o.samples)) {
+    throw InvalidArgument("the split was opened for " + std::to_string(s.o.split_samples) +
+                          " samples, " + std::to_string(s.o.samples) + " of them in shard " +
+                          std::to_string(s.o.shard_index) + " of " +
+                          std::to_string(s.o.shard_count) + "; " + std::to_string(s.next_in_split) +
+                          " came, " + std::to_string(s.next) + " of them in the shard");
+  }
   if (s.next != s.o.samples) {
     throw InvalidArgument("the split was opened for " + std::to_string(s.o.samples) + " samples, " +
                           std::to_string(s.next) + " came");
@@ -391,6 +456,10 @@ BuildReport CacheWriter::finish() {
   r.skipped = r.samples - r.computed;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;
+  if (s.o.shard_count > 0) {
+    r.shards = static_cast<int>(s.o.shard_count);
+    r.shard_index = static_cast<int>(s.o.shard_index);
+  }
   return r;
 }
 
@@ -411,6 +480,35 @@ std::string tensors_fingerprint(const std::vector<std::string>& names,
     hasher.update_tensor(view);
   }
   return hasher.digest().to_hex();
+}
+
+RowShards shards_of_rows(const std::string& keyer_spec, const at::Tensor& inputs_in, int64_t first,
+                         int64_t shard_count) {
+  if (shard_count < 1 || shard_count > kMaxWorldSize) {
+    throw InvalidArgument("the shard count must be 1 to " + std::to_string(kMaxWorldSize) +
+                          ", not " + std::to_string(shard_count));
+  }
+  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  std::unique_ptr<Keyer> keyer;
+  try {
+    keyer = make_keyer(keyer_spec);
+  } catch (const std::invalid_argument& e) {
+    throw InvalidArgument(e.what());
+  }
+  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
+  std::vector<Key> keys;
+  key_rows(*keyer, inputs, first, &keys);
+  RowShards out;
+  std::string bytes;
+  for (const Key& k : keys) {
+    out.shards.push_back(shard_of(k, shard_count));
+    bytes += k.to_bytes();
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
+  out.keys_digest = hex;
+  return out;
 }
 
 }  // namespace recycle

@@ -54,6 +54,20 @@ RecordLayout writer_record_layout(const WriterOptions& o) {
 void WriterOptions::validate() const {
   if (cache_dir.empty()) throw InvalidArgument("a cache directory is required");
   if (samples < 1) throw InvalidArgument("a split needs at least one sample");
+  if (shard_count < 0 || shard_count > kMaxWorldSize) {
+    throw InvalidArgument("shard_count must be 0 (the whole split) to " +
+                          std::to_string(kMaxWorldSize) + ", not " + std::to_string(shard_count));
+  }
+  if (shard_count > 0) {
+    if (shard_index < 0 || shard_index >= shard_count) {
+      throw InvalidArgument("shard_index must be 0 to " + std::to_string(shard_count - 1) +
+                            ", not " + std::to_string(shard_index));
+    }
+    if (split_samples < samples) {
+      throw InvalidArgument("the split's " + std::to_string(split_samples) +
+                            " samples cannot hold a shard of " + std::to_string(samples));
+    }
+  }
   if (model.empty()) throw InvalidArgument("the model that computes the records must be named");
   if (!std::isfinite(flush_seconds) || flush_seconds < 0) {
     throw InvalidArgument("flush_seconds must be a number of seconds, 0 or more, not " +

@@ -57,7 +57,16 @@ struct WriterOptions {
   // What the samples are (kept as the split's "data"): a rerun with another description
   // rewrites the split's index even when every key matches.
   std::string data;
-  int64_t samples = 0;                   // samples the split will hold, >= 1
+  int64_t samples = 0;  // samples the split (or the shard) will hold, >= 1
+  // One shard of a sharded build (the Python package's recycle.build(..., sharded=True)), as
+  // recycle-build --sharded makes it: this cache holds shard `shard_index` of `shard_count`
+  // (0: the whole split). add_chunk then takes the whole split's chunks, in split order, and
+  // keeps the rows whose key the shard rule puts in this shard (shards_of_rows below);
+  // `samples` is the shard's count, `split_samples` the whole split's, and the split's manifest
+  // entry records the shard (SplitShard). A stored split of another shard is refused (stale).
+  int64_t shard_index = 0;
+  int64_t shard_count = 0;
+  int64_t split_samples = 0;
   // label -> name. When given, a label outside them is refused; else the names grow with the
   // labels ("0".."K").
   std::vector<std::string> class_names;
@@ -91,8 +100,8 @@ struct WriterOptions {
   std::string engine_weights;
   std::string engine_split_at;
 
-  // Checks what needs no file: a cache directory, at least one sample, a model named,
-  // flush_seconds a number >= 0, the split's name, the keyer spec, the layout (at least one
+  // Checks what needs no file: a cache directory, at least one sample, the shard's fields, a
+  // model named, flush_seconds a number >= 0, the split's name, the keyer spec, the layout (at least one
   // tensor, dimensions >= 1, distinct names), and an engine model's class names and split
   // point. Throws InvalidArgument with one line naming the option. CacheWriter starts with the
   // same checks. (engine/options/writer_validate.cc)
@@ -146,5 +155,18 @@ class CacheWriter {
 // parameters and buffers for a cache's fingerprint: name, dtype, shape and bytes, in order.
 std::string tensors_fingerprint(const std::vector<std::string>& names,
                                 const std::vector<at::Tensor>& tensors);
+
+// Where the rows of a chunk go in a sharded build (WriterOptions::shard_count): rows of
+// `inputs` (the batch as dimension 0) at split positions first, first + 1, ... keyed by
+// `keyer` (a spec) as a CacheWriter keys them; `shards` holds each row's shard of
+// `shard_count` (cache/shard_rule.h) and `keys_digest` the XXH3-64 hex of the rows' keys in
+// order, so that ranks can check they key the same samples. InvalidArgument for a bad keyer
+// spec, shard count or input.
+struct RowShards {
+  std::vector<int64_t> shards;
+  std::string keys_digest;
+};
+RowShards shards_of_rows(const std::string& keyer, const at::Tensor& inputs, int64_t first,
+                         int64_t shard_count);
 
 }  // namespace recycle

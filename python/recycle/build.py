@@ -1,4 +1,5 @@
 """recycle.build: a cache filled by your own prefix, stored by the engine."""
+import hashlib
 import json
 import math
 import os
@@ -168,6 +169,18 @@ def _split_batch_checked(batch, start):
     return inputs, labels
 
 
+def _error_of(e):
+    """An exception as the message a rank sends the others."""
+    return ("error", type(e).__name__, str(e))
+
+
+def _raise_sent(message):
+    """Raises the error of a message of _error_of's, of its kind where the package has it."""
+    kind = {"StaleCacheError": _native.StaleCacheError, "ValueError": ValueError,
+            "CorruptRecordError": _native.CorruptRecordError}.get(message[1], RuntimeError)
+    raise kind(message[2])
+
+
 def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, bar):
     """The build under an initialised torch.distributed group: every rank reads the same data
     in the same order; rank 0 keys each chunk and says which rows need the prefix; rank r
@@ -186,13 +199,8 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
 
     def check(message):
         if message[0] == "error":
-            kind = {"StaleCacheError": _native.StaleCacheError, "ValueError": ValueError,
-                    "CorruptRecordError": _native.CorruptRecordError}.get(message[1], RuntimeError)
-            raise kind(message[2])
+            _raise_sent(message)
         return message
-
-    def error_of(e):
-        return ("error", type(e).__name__, str(e))
 
     start = 0
     try:
@@ -209,19 +217,19 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
                             writer = open_writer(inputs, run_prefix)
                         message = ("rows", writer.add_chunk(inputs, labels))
                     except Exception as e:  # every rank stops with it
-                        message = error_of(e)
+                        message = _error_of(e)
             message = check(send(message))
             rows = message[1]
             mine = rows[rank::world]
             try:
                 part = run_prefix(inputs[torch.tensor(mine, dtype=torch.int64)]) if mine else None
             except Exception as e:
-                part = error_of(e)
+                part = _error_of(e)
             parts = [None] * world if rank == 0 else None
             dist.gather_object(part, parts, dst=0)
             if rank == 0 and failure is None:
                 try:
-                    failed = [p for p in parts if isinstance(p, tuple)]  # error_of's
+                    failed = [p for p in parts if isinstance(p, tuple)]  # _error_of's
                     if failed:
                         failure = failed[0]
                     else:
@@ -237,7 +245,7 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
                                 outputs.append(out)
                         writer.write_chunk(outputs)
                 except Exception as e:
-                    failure = error_of(e)
+                    failure = _error_of(e)
             bar.advance(len(inputs))
         message = None
         if rank == 0:
@@ -249,7 +257,7 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
                 else:
                     message = ("done", json.loads(writer.finish()))
             except Exception as e:
-                message = error_of(e)
+                message = _error_of(e)
         report = check(send(message))[1]
         report["ranks"] = world
         bar.finish()
@@ -257,6 +265,105 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
     finally:
         if writer is not None:
             writer.close()
+
+
+def _gathered(value, world):
+    """Every rank's `value`, in rank order (all_gather_object; [value] without a group)."""
+    if world == 1:
+        return [value]
+    out = [None] * world
+    torch.distributed.all_gather_object(out, value)
+    return out
+
+
+def _shard_of_split(loader, keyer, rank, world, facts):
+    """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
+    as the writer will, and checks with every rank that they key the same samples with the same
+    labels and build the same cache (`facts`: the identity and options). Returns (the split's
+    samples, this rank's shard's). Every rank raises the same one-line ValueError when they
+    differ or a shard would be empty; an error on one rank is raised on every rank."""
+    mine = seen = 0
+    digest = hashlib.sha256()
+    try:
+        for batch in loader:
+            inputs, labels = _split_batch_checked(batch, seen)
+            shards, keys = _native.shards_of_rows(keyer, inputs, seen, world)
+            digest.update(keys.encode())
+            digest.update(labels.to(torch.int64).contiguous().numpy().tobytes())
+            mine += shards.count(rank)
+            seen += len(inputs)
+        if seen == 0:
+            raise ValueError("data gave no batches")
+        mine_facts = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), mine)
+    except Exception as e:  # every rank stops with it
+        mine_facts = _error_of(e)
+    every = _gathered(mine_facts, world)
+    failed = [m for m in every if m[0] == "error"]
+    if failed:
+        _raise_sent(mine_facts if mine_facts[0] == "error" else failed[0])
+    first = every[0][1]
+    for r, (_, theirs, _) in enumerate(every):
+        for name in first:
+            if theirs[name] == first[name]:
+                continue
+            if name == "data":
+                raise ValueError(f"rank {r} keys other samples (or labels) than rank 0: every rank "
+                                 "must call build with the same data in the same order")
+            raise ValueError(f"rank {r}'s {name} is {theirs[name]!r}, rank 0's {first[name]!r}: every "
+                             "rank must call build with the same prefix and options")
+    for r, (_, _, count) in enumerate(every):
+        if count == 0:
+            raise ValueError(f"shard {r} of {world} would hold none of the split's {seen} samples: "
+                             "build with fewer ranks")
+    return seen, mine
+
+
+def _build_sharded(loader, keyer, facts, run_prefix, open_writer, layout, rank, world, bar,
+                   prefix_seconds):
+    """The build with sharded=True: the key pass (_shard_of_split), then this rank builds its own
+    shard into its own cache as one process does (open_writer(inputs, run, shard), the whole
+    split's chunks, the writer keeping the shard's rows). No rank waits for another until the
+    end, where the reports (or an error: raised on every rank) are exchanged. Returns the job's
+    report: the shards' counts added up, each rank's own under per_shard."""
+    n, mine = _shard_of_split(loader, keyer, rank, world, facts)
+    writer = None
+    try:
+        seen = 0
+        for batch in loader:
+            inputs, labels = _split_batch_checked(batch, seen)
+            seen += len(inputs)
+            if writer is None:
+                writer = open_writer(inputs, run_prefix, (rank, world, mine, n))
+            rows = writer.add_chunk(inputs, labels)
+            outputs = []
+            if rows:
+                outputs = _arranged(run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)]), layout)
+            writer.write_chunk(outputs)
+            bar.advance(len(inputs))
+        if writer is None:
+            raise ValueError("data gave no batches on its second pass")
+        own = ("report", json.loads(writer.finish()))
+        own[1]["prefix_seconds"] = prefix_seconds()
+        bar.finish()
+    except Exception as e:
+        own = _error_of(e)
+    finally:
+        if writer is not None:
+            writer.close()
+    every = _gathered(own, world)
+    failed = [m for m in every if m[0] == "error"]
+    if failed:
+        _raise_sent(own if own[0] == "error" else failed[0])
+    shards = [m[1] for m in every]
+    job = dict(shards[rank])
+    for name in ("samples", "unique", "computed", "skipped", "index_written", "bytes", "records",
+                 "prefix_seconds"):
+        job[name] = sum(s[name] for s in shards)
+    job["seconds"] = max(s["seconds"] for s in shards)
+    job["samples_per_s"] = job["samples"] / job["seconds"] if job["seconds"] > 0 else 0.0
+    job["ranks"] = world
+    job["per_shard"] = shards
+    return job
 
 
 def _loader(data, batch_size, num_workers):
@@ -420,7 +527,7 @@ class _Progress:
 def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=64,
           model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
           flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None,
-          progress=None, head=None):
+          progress=None, head=None, sharded=False):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -464,7 +571,27 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     needs it, and rank 0 writes them all into the one cache. Returns recycle-build --json's
     fields (samples, unique, computed, skipped, bytes, seconds, samples_per_s, ...), on every
     rank.
+
+    sharded=True (docs/scale.md): every rank builds its own shard of the split into its own
+    cache at `path` ("{rank}" in it is replaced by the rank: ranks on one machine need it),
+    as recycle-build --sharded does, with no file or directory shared between ranks: rank r keeps
+    the samples whose content key falls in shard r of the world size ("xxh3_64(key) % count",
+    written in the split's manifest entry with the shard's index and count and the split's
+    sample count). Every rank reads the data twice: once to key it (the ranks check through
+    torch.distributed that they key the same samples with the same labels and build the same
+    cache, and that no shard is empty), then to build its shard, running the prefix on its own
+    samples only. A killed rank's shard resumes as a cache does. recycle.CachedLoader(...,
+    sharded=True) and recycle-train --sharded read the shards. Returns the job's report on every
+    rank: the shards' counts added up, `shards`, this rank's `shard`, and each rank's own report
+    under `per_shard`; the progress line (rank 0) follows rank 0's shard.
     """
+    dist = torch.distributed
+    group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
+    if not isinstance(sharded, bool):
+        raise ValueError(f"sharded must be True or False, not {sharded!r}")
+    if sharded and isinstance(path, (str, os.PathLike)):
+        path = os.fspath(path).replace("{rank}", str(rank))
     path = _path(path)
     if not callable(prefix):
         raise ValueError(f"prefix must be an nn.Module or a callable, not {type(prefix).__name__}")
@@ -508,26 +635,26 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
 
     layout = []  # (name, dtype, shape) of each record tensor, in the records' order
 
-    def open_writer(inputs, run):
+    def open_writer(inputs, run, shard=None):
         """The cache opened for writing, its record layout from the prefix's output for the
         first sample (one forward); a dict's keys in a stored cache's order when they are its
-        names (then any key order matches it)."""
+        names (then any key order matches it). shard: (index, count, the shard's samples, the
+        split's) for a shard of a sharded build."""
+        index, count, samples, split_samples = shard or (0, 0, n, 0)
         probe = run(inputs[:1])
         stored = _stored_layout(path, rebuild)
         if stored is not None and sorted(stored) == sorted(n for n, _ in probe):
             probe = sorted(probe, key=lambda named: stored.index(named[0]))
         layout[:] = _layout_of(probe)
         return _native.CacheWriter(filled(
-            _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=n,
+            _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=samples,
+            shard_index=index, shard_count=count, split_samples=split_samples,
             class_names=class_names, model=model, fingerprint=fingerprint, split_at="prefix",
             keyer=keyer_spec, codec=codec, preprocess="python", input_shape=list(inputs.shape[1:]),
             layout=[_native.WriterTensor(*t) for t in layout], compression=compression, rebuild=bool(rebuild),
             flush_seconds=float(flush_seconds), engine_model=engine_model or "",
             engine_weights=engine_weights or "", engine_split_at=engine_split_at or ""))
 
-    dist = torch.distributed
-    group = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    rank, world = (dist.get_rank(), dist.get_world_size()) if group else (0, 1)
     if progress is None:
         mode = "bar" if sys.stderr.isatty() else "lines"
     else:
@@ -535,7 +662,12 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     bar = _Progress(f"build {split}", n, mode if rank == 0 else None)  # rank 0 draws it
     writer = None
     try:
-        if group:
+        if sharded:
+            facts = {"model": model, "fingerprint": fingerprint, "keyer": keyer_spec, "codec": codec,
+                     "split": split, "classes": class_names}
+            report = _build_sharded(loader, keyer_spec, facts, run_prefix, open_writer, layout, rank,
+                                    world, bar, lambda: prefix_seconds)
+        elif group:
             report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
                                         bar)
         else:

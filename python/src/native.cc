@@ -117,6 +117,9 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("split", &recycle::WriterOptions::split)
       .def_readwrite("data", &recycle::WriterOptions::data)
       .def_readwrite("samples", &recycle::WriterOptions::samples)
+      .def_readwrite("shard_index", &recycle::WriterOptions::shard_index)
+      .def_readwrite("shard_count", &recycle::WriterOptions::shard_count)
+      .def_readwrite("split_samples", &recycle::WriterOptions::split_samples)
       .def_readwrite("class_names", &recycle::WriterOptions::class_names)
       .def_readwrite("model", &recycle::WriterOptions::model)
       .def_readwrite("fingerprint", &recycle::WriterOptions::fingerprint)
@@ -266,6 +269,20 @@ PYBIND11_MODULE(_native, m) {
         py::gil_scoped_release release;
         h.w.reset();
       });
+
+  m.def(
+      "shards_of_rows",
+      [](const std::string& keyer, const at::Tensor& inputs, int64_t first, int64_t count) {
+        recycle::RowShards r;
+        {
+          py::gil_scoped_release release;
+          r = recycle::shards_of_rows(keyer, inputs, first, count);
+        }
+        return py::make_tuple(r.shards, r.keys_digest);
+      },
+      py::arg("keyer"), py::arg("inputs"), py::arg("first"), py::arg("shard_count"),
+      "(each row's shard of shard_count, the XXH3-64 hex of the rows' keys) as a sharded "
+      "CacheWriter keys rows at split positions first, first + 1, ...");
 
   // The engine's rules, so that the package checks what the tools check, in their words.
   m.attr("MAX_CLASS_ID") = recycle::kMaxClassId;

@@ -118,3 +118,85 @@ def test_two_ranks_read_their_own_shards_padded_to_the_largest(tmp_path):
     with pytest.raises(ValueError, match="holds shard 1 of 2 of split train"):
         recycle.CachedDataset(cache.replace("{rank}", "1"))
     assert len(recycle.CachedDataset(cache, sharded=True)) == results[0]["shard"]  # rank 0
+
+
+# Two ranks build their own shards with recycle.build(..., sharded=True) ("{rank}" in the path:
+# one directory each), run it again (nothing computed), read them with CachedLoader(sharded=True),
+# and are refused, both, when rank 1 is given other data.
+SHARDED_BUILD_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(257, 3, 4, 4, generator=g)
+    y = torch.randint(0, 3, (257,), generator=g)
+    calls = []
+    def prefix(batch):
+        calls.append(len(batch))
+        return {"a": torch.tanh(batch * 2), "s": batch.sum(dim=(1, 2, 3))}
+    def build(data):
+        return recycle.build(sys.argv[1], data, prefix, model_id="shards", codec="fp32",
+                             batch_size=40, sharded=True)
+    first = build(list(zip(x, y.tolist())))
+    rows = sum(calls)
+    again = build(list(zip(x, y.tolist())))
+    loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=16, seed=1, sharded=True)
+    seen = sum(len(labels) for _, labels in loader)
+    other = x.clone()
+    if rank == 1:
+        other[100] += 1
+    refused = ""
+    try:
+        build(list(zip(other, y.tolist())))
+    except ValueError as e:
+        refused = str(e)
+    sys.stdout.write("RESULT " + json.dumps({"rank": rank, "first": first, "again": again,
+                                             "prefix_rows": rows, "seen": seen,
+                                             "refused": refused}) + "\\n")  # one write
+    sys.stdout.flush()
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
+    import pytest
+    script = tmp_path / "job.py"
+    script.write_text(SHARDED_BUILD_SCRIPT)
+    cache = str(tmp_path / "shard-{rank}")
+    r = subprocess.run(torchrun(2) + [str(script), cache], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = {res["rank"]: res for res in
+               (json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
+                if "RESULT " in line)}
+    assert sorted(results) == [0, 1]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(257, 3, 4, 4, generator=g)
+    y = torch.randint(0, 3, (257,), generator=g)
+    # The shard rule on the keys the writer makes: rank r keeps exactly the samples it puts in r.
+    shard_of = torch.tensor(recycle._native.shards_of_rows("xxh3", x, 0, 2)[0])
+    sizes = [int((shard_of == r).sum()) for r in (0, 1)]
+    assert min(sizes) > 0 and sum(sizes) == 257
+    for rank, res in results.items():
+        first, again = res["first"], res["again"]
+        assert first["samples"] == 257 and first["computed"] == 257 and first["shards"] == 2
+        assert first["shard"] == rank and [s["samples"] for s in first["per_shard"]] == sizes
+        assert again["computed"] == 0 and again["index_written"] == 0
+        assert res["prefix_rows"] == sizes[rank] + 1  # its own samples, and the layout's probe
+        assert res["seen"] == max(sizes)  # padded to the largest shard
+        assert res["refused"] == ("rank 1 keys other samples (or labels) than rank 0: every rank "
+                                  "must call build with the same data in the same order")
+        path = cache.replace("{rank}", str(rank))
+        info = recycle.inspect(path)["splits"]["train"]
+        assert info["shard"] == {"index": rank, "count": 2, "rule": "xxh3_64(key) % count",
+                                 "split_samples": 257}
+        got, labels = recycle.CachedDataset(path, sharded=True).read(range(sizes[rank]))
+        mine = shard_of == rank
+        assert torch.equal(labels, y[mine]) and torch.equal(got["a"], torch.tanh(x[mine] * 2))
+        assert recycle.verify(path)["checked"] == sizes[rank]
+    # The whole split asked of a shard, and another shard count, are refused as stale.
+    data = list(zip(x, y.tolist()))
+    with pytest.raises(recycle.StaleCacheError, match="the cache has shard 0 of 2, this build asks "
+                       "for the whole split"):
+        recycle.build(cache.replace("{rank}", "0"), data, lambda b: {"a": torch.tanh(b * 2),
+                      "s": b.sum(dim=(1, 2, 3))}, model_id="shards", codec="fp32")

@@ -408,7 +408,59 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   bad = o;
   bad.engine_model = "resnet18:width=4";
   EXPECT_EQ(refused(bad), "an engine model needs the class names (its classifier's outputs)");
+  bad = o;  // a shard of a sharded build
+  bad.shard_count = 2;
+  bad.shard_index = 2;
+  bad.split_samples = 5;
+  EXPECT_EQ(refused(bad), "shard_index must be 0 to 1, not 2");
+  bad.shard_index = 1;
+  bad.split_samples = 2;
+  EXPECT_EQ(refused(bad), "the split's 2 samples cannot hold a shard of 3");
+  bad.shard_count = -1;
+  EXPECT_EQ(refused(bad), "shard_count must be 0 (the whole split) to 65536, not -1");
   EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
+}
+
+// A shard's writer takes the whole split's chunks and keeps the rows the shard rule puts in its
+// shard (shards_of_rows: the same keys), returning the rows to compute in the caller's chunk;
+// the id keyer keys by the split's position, not the shard's.
+TEST(Options, CacheWriterOfAShardKeepsTheRowsOfItsShard) {
+  recycle::testing::TempDir dir;
+  for (const std::string keyer : {"xxh3", "id"}) {
+    recycle::WriterOptions o;
+    o.cache_dir = dir.file("shard-" + keyer);
+    o.model = "python:Prefix";
+    o.keyer = keyer;
+    o.layout = {{"features", recycle::Dtype::kFloat32, {3}}};
+    const torch::Tensor inputs = torch::rand({40, 3});
+    const torch::Tensor labels = torch::zeros({40}, torch::kInt64);
+    const std::vector<int64_t> first =
+        recycle::shards_of_rows(keyer, inputs.narrow(0, 0, 25), 0, 3).shards;
+    const std::vector<int64_t> second =
+        recycle::shards_of_rows(keyer, inputs.narrow(0, 25, 15), 25, 3).shards;
+    std::vector<int64_t> want_first, want_second;
+    for (size_t i = 0; i < first.size(); ++i)
+      if (first[i] == 1) want_first.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < second.size(); ++i)
+      if (second[i] == 1) want_second.push_back(static_cast<int64_t>(i));
+    o.shard_index = 1;
+    o.shard_count = 3;
+    o.split_samples = 40;
+    o.samples = static_cast<int64_t>(want_first.size() + want_second.size());
+    ASSERT_GT(o.samples, 0);
+    recycle::CacheWriter writer(o);
+    EXPECT_EQ(writer.add_chunk(inputs.narrow(0, 0, 25), labels.narrow(0, 0, 25)), want_first)
+        << keyer;
+    writer.write_chunk({inputs.index_select(0, torch::tensor(want_first))});
+    EXPECT_EQ(writer.add_chunk(inputs.narrow(0, 25, 15), labels.narrow(0, 25, 15)), want_second)
+        << keyer;
+    writer.write_chunk({inputs.index_select(0, torch::tensor(want_second))});
+    const recycle::BuildReport r = writer.finish();
+    EXPECT_EQ(r.samples, o.samples);
+    EXPECT_EQ(r.computed, o.samples);
+    EXPECT_EQ(r.shards, 3);
+    EXPECT_EQ(r.shard_index, 1);
+  }
 }
 
 // A C++ caller's label that is no class id is refused before the writer makes a name for
