@@ -225,8 +225,18 @@ struct CacheWriter::Impl {
   // The chunk's first computed rows through the engine model's prefix (engine_model): the
   // program's outputs `out` must be its outputs (InvalidArgument naming the difference).
   void check_against_engine(const std::vector<torch::Tensor>& out);
-  // One record per computed row of the checked outputs `out`, encoded by the layout's codecs.
-  std::vector<std::string> encode(const std::vector<torch::Tensor>& out) const;
+  // The split position of the next chunk of n samples (the whole split's, for a shard),
+  // refusing more samples than the split was opened for.
+  int64_t chunk_start(int64_t n) const;
+  // The next chunk by its samples' keys, labels [n] (int64, CPU) and, for an engine model's
+  // check, its input tensor (else undefined): a shard keeps its own rows; returns the rows to
+  // compute, in the caller's chunk.
+  std::vector<int64_t> add_keyed(std::vector<Key> keys, const torch::Tensor& labels, int64_t first,
+                                 torch::Tensor inputs);
+  // One record per computed row of the checked outputs `out`, encoded by the layout's codecs,
+  // a variable first dimension cut to the row's length (lengths[row]).
+  std::vector<std::string> encode(const std::vector<torch::Tensor>& out,
+                                  const std::vector<int64_t>& lengths) const;
 
   // `sample`: the label's position in the split, for the message.
   void grow_classes(int64_t label, int64_t sample) {
@@ -252,73 +262,158 @@ bool CacheWriter::unchanged_so_far() const {
   return impl_->stored_complete && impl_->matched_so_far && !impl_->classes_changed;
 }
 
-std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in,
-                                            const at::Tensor& labels_in) {
-  Impl& s = *impl_;
-  if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
-  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
-  const int64_t n = inputs_in.size(0);
-  if (labels_in.dim() != 1 || labels_in.size(0) != n) {
+namespace {
+
+// Labels of a chunk of n samples: int64 [n] on the CPU (InvalidArgument otherwise).
+torch::Tensor chunk_labels_of(const at::Tensor& labels, int64_t n) {
+  if (labels.dim() != 1 || labels.size(0) != n) {
     throw InvalidArgument("labels must be one per input: " + std::to_string(n) +
-                          " inputs, labels of shape " + shape_string(labels_in.sizes().vec()));
+                          " inputs, labels of shape " + shape_string(labels.sizes().vec()));
   }
-  const bool sharded = s.o.shard_count > 0;
-  const int64_t split_samples = sharded ? s.o.split_samples : s.o.samples;
-  const int64_t first = sharded ? s.next_in_split : s.next;  // the chunk's split position
+  return labels.detach().to(torch::kCPU, torch::kInt64).contiguous();
+}
+
+}  // namespace
+
+int64_t CacheWriter::Impl::chunk_start(int64_t n) const {
+  if (pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
+  const bool sharded = o.shard_count > 0;
+  const int64_t split_samples = sharded ? o.split_samples : o.samples;
+  const int64_t first = sharded ? next_in_split : next;  // the chunk's split position
   if (first + n > split_samples) {
     throw InvalidArgument("more samples than the " + std::to_string(split_samples) +
                           " the split was opened for");
   }
+  return first;
+}
+
+std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
+                                                  const torch::Tensor& labels, int64_t first,
+                                                  torch::Tensor inputs) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  const int64_t* lp = labels.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) grow_classes(lp[i], first + i);
+  chunk_keys = std::move(keys);
+  chunk_labels.assign(lp, lp + n);
+  kept_rows.clear();
+  const bool sharded = o.shard_count > 0;
+  if (sharded) {  // the shard's rows only, from here on
+    std::vector<Key> kept_keys;
+    std::vector<int64_t> kept_labels;
+    for (int64_t i = 0; i < n; ++i) {
+      if (shard_of(chunk_keys[i], o.shard_count) != o.shard_index) continue;
+      kept_rows.push_back(i);
+      kept_keys.push_back(chunk_keys[i]);
+      kept_labels.push_back(lp[i]);
+    }
+    next_in_split += n;
+    if (next + static_cast<int64_t>(kept_rows.size()) > o.samples) {
+      throw InvalidArgument("more samples of shard " + std::to_string(o.shard_index) + " of " +
+                            std::to_string(o.shard_count) + " than the " +
+                            std::to_string(o.samples) + " it was opened for");
+    }
+    if (inputs.defined()) inputs = inputs.index_select(0, torch::tensor(kept_rows, torch::kInt64));
+    chunk_keys = std::move(kept_keys);
+    chunk_labels = std::move(kept_labels);
+  }
+  chunk_inputs = inputs;
+  chunk_begin = next;
+  for (const Key& k : chunk_keys) seen.insert(k);
+  plan.add_chunk(chunk_keys, chunk_labels, &todo_begin, &todo_end);
+  if (todo_end > todo_begin) matched_so_far = false;
+  std::vector<int64_t> pos, view_of;
+  std::vector<Key> missing;
+  plan.find_missing(todo_begin, todo_end, split->store(), &pos, &missing, &view_of);
+  compute.clear();
+  for (int64_t p : pos) compute.push_back(p - chunk_begin);
+  next += static_cast<int64_t>(chunk_keys.size());
+  pending = true;
+  if (!sharded) return compute;
+  std::vector<int64_t> rows;  // in the caller's chunk
+  for (int64_t c : compute) rows.push_back(kept_rows[static_cast<size_t>(c)]);
+  return rows;
+}
+
+std::vector<int64_t> CacheWriter::add_chunk(const at::Tensor& inputs_in,
+                                            const at::Tensor& labels_in) {
+  Impl& s = *impl_;
+  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  const int64_t n = inputs_in.size(0);
+  const torch::Tensor labels = chunk_labels_of(labels_in, n);
+  const int64_t first = s.chunk_start(n);
   torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
-  torch::Tensor labels = labels_in.detach().to(torch::kCPU, torch::kInt64).contiguous();
   const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
   if (!s.o.input_shape.empty() && row_shape != s.o.input_shape) {
     throw InvalidArgument("inputs of shape " + shape_string(row_shape) +
                           " per sample, the build's are " + shape_string(s.o.input_shape));
   }
-  key_rows(*s.keyer, inputs, first, &s.chunk_keys);
-  const int64_t* lp = labels.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) s.grow_classes(lp[i], first + i);
-  s.chunk_labels.assign(lp, lp + n);
-  s.kept_rows.clear();
-  if (sharded) {  // the shard's rows only, from here on
-    std::vector<Key> kept_keys;
-    std::vector<int64_t> kept_labels;
-    for (int64_t i = 0; i < n; ++i) {
-      if (shard_of(s.chunk_keys[i], s.o.shard_count) != s.o.shard_index) continue;
-      s.kept_rows.push_back(i);
-      kept_keys.push_back(s.chunk_keys[i]);
-      kept_labels.push_back(lp[i]);
-    }
-    s.next_in_split += n;
-    if (s.next + static_cast<int64_t>(s.kept_rows.size()) > s.o.samples) {
-      throw InvalidArgument("more samples of shard " + std::to_string(s.o.shard_index) + " of " +
-                            std::to_string(s.o.shard_count) + " than the " +
-                            std::to_string(s.o.samples) + " it was opened for");
-    }
-    inputs = inputs.index_select(0, torch::tensor(s.kept_rows, torch::kInt64));
-    s.chunk_keys = std::move(kept_keys);
-    s.chunk_labels = std::move(kept_labels);
+  std::vector<Key> keys;
+  key_rows(*s.keyer, inputs, first, &keys);
+  return s.add_keyed(std::move(keys), labels, first, inputs);
+}
+
+std::vector<int64_t> CacheWriter::add_text_chunk(const std::vector<std::string>& texts,
+                                                 const at::Tensor& labels_in) {
+  Impl& s = *impl_;
+  const int64_t n = static_cast<int64_t>(texts.size());
+  const torch::Tensor labels = chunk_labels_of(labels_in, n);
+  const int64_t first = s.chunk_start(n);
+  if (s.engine) throw InvalidArgument("an engine model's prefix takes tensors, not texts");
+  std::vector<Key> keys;
+  key_texts(*s.keyer, texts, first, &keys);
+  return s.add_keyed(std::move(keys), labels, first, torch::Tensor());
+}
+
+std::vector<int64_t> CacheWriter::add_named_chunk(const std::vector<NamedTensors>& samples,
+                                                  const at::Tensor& labels_in) {
+  Impl& s = *impl_;
+  const int64_t n = static_cast<int64_t>(samples.size());
+  const torch::Tensor labels = chunk_labels_of(labels_in, n);
+  const int64_t first = s.chunk_start(n);
+  if (s.engine) {
+    throw InvalidArgument("an engine model's prefix takes one tensor a sample, not named tensors");
   }
-  s.chunk_inputs = inputs;
-  s.chunk_begin = s.next;
-  for (const Key& k : s.chunk_keys) s.seen.insert(k);
-  s.plan.add_chunk(s.chunk_keys, s.chunk_labels, &s.todo_begin, &s.todo_end);
-  if (s.todo_end > s.todo_begin) s.matched_so_far = false;
-  std::vector<int64_t> pos, view_of;
-  std::vector<Key> missing;
-  s.plan.find_missing(s.todo_begin, s.todo_end, s.split->store(), &pos, &missing, &view_of);
-  s.compute.clear();
-  for (int64_t p : pos) s.compute.push_back(p - s.chunk_begin);
-  s.next += static_cast<int64_t>(s.chunk_keys.size());
-  s.pending = true;
-  if (!sharded) return s.compute;
-  std::vector<int64_t> rows;  // in the caller's chunk
-  for (int64_t c : s.compute) rows.push_back(s.kept_rows[static_cast<size_t>(c)]);
-  return rows;
+  std::vector<Key> keys;
+  key_named(*s.keyer, samples, first, &keys);
+  return s.add_keyed(std::move(keys), labels, first, torch::Tensor());
 }
 
 namespace {
+
+// Whether a record tensor's first dimension varies (a sequence's tokens).
+bool variable_first(const TensorLayout& l) {
+  return !l.shape.empty() && l.shape[0] == kVariableDim;
+}
+
+// `lengths`: one per computed row, 1 to the padded length, when the layout has a variable first
+// dimension; none otherwise.
+void check_lengths(const RecordLayout& layout, const std::vector<torch::Tensor>& out,
+                   const std::vector<int64_t>& lengths, int64_t m) {
+  int64_t padded = -1;
+  for (size_t j = 0; j < layout.size(); ++j) {
+    if (!variable_first(layout[j])) continue;
+    const int64_t l = m > 0 ? out[j].size(1) : 0;
+    if (padded >= 0 && l != padded) {
+      throw InvalidArgument("the prefix's sequence outputs have " + std::to_string(padded) +
+                            " and " + std::to_string(l) + " positions: one length a batch");
+    }
+    padded = l;
+  }
+  if (padded < 0) {
+    if (!lengths.empty()) throw InvalidArgument("lengths are given, but no record tensor varies");
+    return;
+  }
+  if (static_cast<int64_t>(lengths.size()) != m) {
+    throw InvalidArgument("one length per computed row is needed: " + std::to_string(m) +
+                          " rows, " + std::to_string(lengths.size()) + " lengths");
+  }
+  for (int64_t len : lengths) {
+    if (len < 1 || len > padded) {
+      throw InvalidArgument("a row's length must be 1 to " + std::to_string(padded) + ", not " +
+                            std::to_string(len));
+    }
+  }
+}
 
 // The program's outputs for m computed rows, checked against the layout (count, shape, dtype)
 // and made [m, ...] contiguous on the CPU in the layout's dtypes.
@@ -335,6 +430,8 @@ std::vector<torch::Tensor> checked_outputs(const std::vector<at::Tensor>& output
     torch::Tensor t = outputs[j].detach();
     std::vector<int64_t> want = {m};
     want.insert(want.end(), l.shape.begin(), l.shape.end());
+    // A variable first dimension (a sequence's tokens): any length, the rows cut by `lengths`.
+    if (variable_first(l) && t.dim() >= 2) want[1] = t.size(1);
     if (t.sizes().vec() != want) {
       throw InvalidArgument("the prefix's output '" + l.name + "' has shape " +
                             shape_string(t.sizes().vec()) + " for " + std::to_string(m) +
@@ -380,13 +477,16 @@ void CacheWriter::Impl::check_against_engine(const std::vector<torch::Tensor>& o
   engine_checked = true;
 }
 
-std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tensor>& out) const {
+std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tensor>& out,
+                                                   const std::vector<int64_t>& lengths) const {
   const int64_t m = static_cast<int64_t>(compute.size());
   std::vector<std::string> records(static_cast<size_t>(m));
   parallel_loop(m, [&](int64_t r) {
     std::vector<TypedArrayRef> arrays;
     for (size_t j = 0; j < layout.size(); ++j) {
-      arrays.push_back(array_of(out[j], layout[j].dtype, layout[j].shape, codec, r));
+      std::vector<int64_t> shape = layout[j].shape;
+      if (variable_first(layout[j])) shape[0] = lengths[static_cast<size_t>(r)];
+      arrays.push_back(array_of(out[j], layout[j].dtype, std::move(shape), codec, r));
       arrays.back().name = layout[j].name;  // a refusal names the tensor
     }
     try {
@@ -400,19 +500,21 @@ std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tens
   return records;
 }
 
-void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs) {
+void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs,
+                              const std::vector<int64_t>& lengths) {
   Impl& s = *impl_;
   if (!s.pending) throw std::logic_error("CacheWriter: add_chunk must come before write_chunk");
   s.pending = false;  // whatever happens, this chunk is over (a failed one ends the build)
   const int64_t m = static_cast<int64_t>(s.compute.size());
   std::vector<torch::Tensor> out;  // per layout tensor: [m, ...] contiguous on the CPU
   if (m > 0) out = checked_outputs(outputs, s.layout, m);
+  check_lengths(s.layout, out, lengths, m);
   if (s.engine && !s.engine_checked && m > 0) s.check_against_engine(out);
   s.chunk_inputs = torch::Tensor();
   if (s.todo_end == s.todo_begin) return;  // every entry of the chunk is stored already
   SplitWriter& writer = s.split->writer();
   if (!writer.begun()) s.begin();
-  std::vector<std::string> records = s.encode(out);
+  std::vector<std::string> records = s.encode(out, lengths);
   StagedWrite w = writer.stage();
   for (int64_t r = 0; r < m; ++r) w.put_record(s.chunk_keys[s.compute[r]], records[r]);
   records.clear();

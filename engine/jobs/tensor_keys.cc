@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "engine/util/parallel_loop.h"
@@ -57,6 +58,60 @@ void key_rows(const Keyer& keyer, const at::Tensor& inputs, int64_t first_id,
     in.has_id = true;
     (*keys)[i] = keyer.key(in);
   });
+}
+
+void key_texts(const Keyer& keyer, const std::vector<std::string>& texts, int64_t first_id,
+               std::vector<Key>* keys) {
+  const int64_t n = static_cast<int64_t>(texts.size());
+  keys->assign(static_cast<size_t>(n), Key());
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string id = std::to_string(first_id + i);
+    KeyInput in;
+    in.text = texts[static_cast<size_t>(i)];
+    in.has_text = true;
+    in.id = id;
+    in.has_id = true;
+    try {
+      (*keys)[static_cast<size_t>(i)] = keyer.key(in);
+    } catch (const std::invalid_argument&) {
+      throw InvalidArgument("keyer '" + keyer.spec() +
+                            "' does not key texts: use keyer=\"text\" (or \"id\")");
+    }
+  }
+}
+
+void key_named(const Keyer& keyer, const std::vector<std::map<std::string, at::Tensor>>& samples,
+               int64_t first_id, std::vector<Key>* keys) {
+  const int64_t n = static_cast<int64_t>(samples.size());
+  keys->assign(static_cast<size_t>(n), Key());
+  const std::string spec = keyer.spec();
+  if (spec != "xxh3" && spec != "id") {
+    throw InvalidArgument("keyer '" + spec +
+                          "' does not key named tensors: use keyer=\"tensor\" (xxh3) or \"id\"");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (spec == "id") {
+      const std::string id = std::to_string(first_id + i);
+      KeyInput in;
+      in.id = id;
+      in.has_id = true;
+      (*keys)[static_cast<size_t>(i)] = keyer.key(in);
+      continue;
+    }
+    ContentHasher hasher;
+    for (const auto& [name, tensor] : samples[static_cast<size_t>(i)]) {
+      const torch::Tensor c = tensor.detach().to(torch::kCPU).contiguous();
+      TensorView view;
+      view.dtype = key_dtype_name(c.scalar_type());
+      view.shape = c.sizes().vec();
+      view.strides = c.strides().vec();
+      view.data = c.data_ptr();
+      view.element_size = static_cast<size_t>(c.element_size());
+      hasher.update_field(name);
+      hasher.update_tensor(view);
+    }
+    (*keys)[static_cast<size_t>(i)] = hasher.digest();
+  }
 }
 
 }  // namespace recycle

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "recycle/key.h"
@@ -20,5 +22,17 @@ namespace recycle {
 // real, integer or bool one); what the keyer throws for an input it cannot key.
 void key_rows(const Keyer& keyer, const at::Tensor& inputs, int64_t first_id,
               std::vector<Key>* keys);
+
+// Texts keyed by `keyer` (a text keyer, or "id": first_id + i), into (*keys)[i]. Throws
+// InvalidArgument, naming the keyer, for one that keys no text.
+void key_texts(const Keyer& keyer, const std::vector<std::string>& texts, int64_t first_id,
+               std::vector<Key>* keys);
+
+// Samples of named tensors (any shapes, on any device) keyed, with "xxh3", by the XXH3-128 of
+// every tensor's name, dtype, shape and bytes in name order (equal content, equal key; any
+// change of a name, dtype, shape or byte, another key), or by position with "id". Throws
+// InvalidArgument for another keyer or a tensor that cannot be keyed.
+void key_named(const Keyer& keyer, const std::vector<std::map<std::string, at::Tensor>>& samples,
+               int64_t first_id, std::vector<Key>* keys);
 
 }  // namespace recycle

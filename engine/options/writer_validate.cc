@@ -13,6 +13,7 @@
 #include "engine/jobs/option_checks.h"
 #include "recycle/errors.h"
 #include "recycle/keyer.h"
+#include "recycle/manifest.h"  // kVariableDim
 #include "recycle/options.h"
 #include "recycle/writer.h"
 
@@ -81,10 +82,11 @@ void WriterOptions::validate() const {
   }
   if (layout.empty()) throw InvalidArgument("a record needs at least one tensor");
   for (const WriterTensor& t : layout) {
-    for (int64_t d : t.shape) {
-      if (d < 1) {
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (t.shape[i] < 1 && !(i == 0 && t.shape[i] == kVariableDim)) {
         throw InvalidArgument("tensor '" + t.name + "' has shape " + shape_string(t.shape) +
-                              " per sample: every dimension must be at least 1");
+                              " per sample: every dimension must be at least 1 (the first may "
+                              "be -1: variable)");
       }
     }
   }

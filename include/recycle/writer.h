@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,8 +44,9 @@ inline std::string class_id_problem(int64_t label, int64_t sample) {
          " is not a class id (0 to " + std::to_string(kMaxClassId) + ")";
 }
 
-// One tensor of the records: its name, dtype and shape per sample (fixed). float32 tensors are
-// stored with the writer's codec, the others exactly.
+// One tensor of the records: its name, dtype and shape per sample, fixed, or with a variable
+// first dimension (-1, kVariableDim: a sequence's tokens, cut per row by write_chunk's lengths).
+// float32 tensors are stored with the writer's codec, the others exactly.
 struct WriterTensor {
   std::string name;
   Dtype dtype = Dtype::kFloat32;
@@ -117,6 +119,10 @@ Compression parse_writer_compression(std::string_view name);
 // "tensor 'x' has dtype 'float64'; records hold float32, int64, int32, uint8 or bool"
 Dtype parse_writer_dtype(const std::string& tensor, std::string_view dtype);
 
+// One sample's input as named tensors of any shapes (a tokenizer's output for one text:
+// input_ids, attention_mask, ...).
+using NamedTensors = std::map<std::string, at::Tensor>;
+
 class CacheWriter {
  public:
   // Checks the options, opens (or creates) the cache as its only writer and compares its
@@ -131,11 +137,22 @@ class CacheWriter {
   // labels int64 [n]. Returns the rows whose record must be computed: one row per distinct key
   // of the chunk that has no stored record, in row order. write_chunk must follow.
   std::vector<int64_t> add_chunk(const at::Tensor& inputs, const at::Tensor& labels);
+  // The same for samples whose inputs are texts, keyed by the cache's keyer (a text keyer,
+  // "text[:space][,lower]", or "id"), or named tensors, keyed ("xxh3") by every tensor's name,
+  // dtype, shape and bytes, in name order, or by position ("id"). Not with an engine model.
+  std::vector<int64_t> add_text_chunk(const std::vector<std::string>& texts,
+                                      const at::Tensor& labels);
+  std::vector<int64_t> add_named_chunk(const std::vector<NamedTensors>& samples,
+                                       const at::Tensor& labels);
   // The prefix's outputs for the rows add_chunk returned, in that order: per layout tensor one
   // tensor [m, ...shape] (any floating dtype for a float32 tensor; the exact dtypes as
   // declared). Writes the chunk's records and index entries (only those that differ from the
   // stored index) with the manifest's counts in one batch; nothing when none differs.
-  void write_chunk(const std::vector<at::Tensor>& outputs);
+  // A layout tensor with a variable first dimension comes padded, [m, L, ...], and row r is
+  // stored cut to its first lengths[r] (1 to L) positions: `lengths` holds one per computed
+  // row when the layout has such a tensor (all of them cut alike), and is empty otherwise.
+  void write_chunk(const std::vector<at::Tensor>& outputs,
+                   const std::vector<int64_t>& lengths = {});
   // Marks the split complete after its last chunk (InvalidArgument unless exactly `samples`
   // samples came) and flushes. Writes nothing when the split was complete with the same
   // samples, data and classes already.

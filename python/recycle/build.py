@@ -1,4 +1,5 @@
 """recycle.build: a cache filled by your own prefix, stored by the engine."""
+import collections.abc
 import hashlib
 import json
 import math
@@ -68,7 +69,11 @@ def _arranged(named, layout):
         if got_dtype != dtype:
             raise ValueError(f"the prefix's output '{name}' is {got_dtype} in this batch, the "
                              f"records hold {dtype} (the first batch's)")
-        if list(t.shape[1:]) != shape:
+        if shape and shape[0] == -1:  # a sequence cut per row: any length in a batch
+            fits = t.dim() == len(shape) + 1 and list(t.shape[2:]) == shape[1:]
+        else:
+            fits = list(t.shape[1:]) == shape
+        if not fits:
             raise ValueError(f"the prefix's output '{name}' has shape {list(t.shape[1:])} per "
                              f"sample in this batch, the records hold {shape} (the first batch's)")
         tensors.append(t)
@@ -122,11 +127,7 @@ def _split_batch(batch, where):
                          "pairs: wrap the dataset so that it gives (input, label) only")
     inputs, labels = batch[0], batch[1]
     if not isinstance(inputs, torch.Tensor):
-        if _holds_strings(inputs):
-            raise ValueError(f"{where}: inputs are strings; build keys and stores tensors only (a "
-                             "keyer/tokenizer for text is not supported yet): tokenize them into "
-                             "tensors first")
-        raise ValueError(f"{where}: inputs must be tensors, not {type(inputs).__name__}")
+        inputs = _samples_of(inputs, where)
     if _holds_strings(labels):
         raise ValueError(f"{where}: labels must be integers (class ids), not strings: map each "
                          "name to its index and give the names as classes=")
@@ -140,6 +141,102 @@ def _split_batch(batch, where):
     return inputs, labels.to(torch.int64).reshape(-1)
 
 
+def _named_sample(x, where):
+    """One sample's input of named tensors as {name: tensor}: a dict's items (lists of ints taken
+    as tensors), a tuple's by position ("0", "1", ...); a leading dimension of 1 on every tensor
+    (a tokenizer's return_tensors="pt" for one text) dropped."""
+    items = x.items() if isinstance(x, collections.abc.Mapping) else enumerate(x)
+    named = {}
+    for name, value in items:
+        try:
+            t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"{where}: input '{name}' must be a tensor (or a list of numbers), "
+                             f"not {type(value).__name__}") from None
+        named[str(name)] = t.detach()
+    if not named:
+        raise ValueError(f"{where}: an input of named tensors is empty")
+    if all(t.dim() >= 2 and t.shape[0] == 1 for t in named.values()):
+        named = {name: t[0] for name, t in named.items()}
+    return named
+
+
+class _Texts(list):
+    """A batch of texts (one string a sample)."""
+
+
+class _Named(list):
+    """A batch of samples of named tensors ({name: tensor} each); `as_tuple` when the samples
+    were tuples (the prefix then gets a tuple)."""
+    as_tuple = False
+
+
+def _samples_of(inputs, where):
+    """A batch's inputs that are not one tensor: texts (a list of strings) or samples of named
+    tensors (a list of dicts or tuples of tensors, or a DataLoader's collated dict of batch
+    tensors, split into its rows)."""
+    if isinstance(inputs, (str, bytes)):
+        inputs = [inputs]
+    if isinstance(inputs, (tuple, list)) and inputs and all(isinstance(t, str) for t in inputs):
+        return _Texts(inputs)
+    if isinstance(inputs, collections.abc.Mapping) and inputs and \
+            all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in inputs.values()):
+        rows = {len(t) for t in inputs.values()}
+        if len(rows) != 1:
+            raise ValueError(f"{where}: the inputs' tensors have different batch sizes {sorted(rows)}")
+        return _Named([{str(k): t[i] for k, t in inputs.items()} for i in range(rows.pop())])
+    if isinstance(inputs, (tuple, list)) and inputs and all(
+            isinstance(x, (collections.abc.Mapping, tuple, list)) for x in inputs):
+        samples = _Named(_named_sample(x, where) for x in inputs)
+        samples.as_tuple = not isinstance(inputs[0], collections.abc.Mapping)
+        return samples
+    raise ValueError(f"{where}: inputs must be tensors, texts (with tokenizer=), or dicts/tuples "
+                     f"of tensors, not {type(inputs).__name__}")
+
+
+def _padded(samples, as_tuple, pad_values):
+    """Samples of named tensors as one batch: each name's tensors stacked, those of dimension 1
+    or more padded at the end of their first dimension to the longest (with pad_values[name], else
+    0): a dict of tensors, or a tuple in the names' order (as_tuple)."""
+    batch = {}
+    for name in samples[0]:
+        ts = [s[name] for s in samples]
+        if any(t.dim() == 0 for t in ts):
+            batch[name] = torch.stack(ts)
+            continue
+        longest = max(t.shape[0] for t in ts)
+        out = ts[0].new_full((len(ts), longest, *ts[0].shape[1:]), pad_values.get(name, 0))
+        for i, t in enumerate(ts):
+            out[i, :t.shape[0]] = t
+        batch[name] = out
+    return tuple(batch.values()) if as_tuple else batch
+
+
+def _sequence_cut(named, inputs):
+    """Records as long as the text: when the prefix's outputs hold a mask [B, L] (named "mask" or
+    "attention_mask"; else the inputs' attention_mask), every output whose dimension 1 has L
+    positions is a sequence, stored with the positions the mask keeps only. Returns (named, the
+    names of the sequences, each row's length) with the kept positions moved to the front (a
+    left-padded batch too), or (named, set(), None) when there is no mask."""
+    by_name = dict(named)
+    mask = next((by_name[n] for n in ("mask", "attention_mask") if n in by_name), None)
+    if mask is None and isinstance(inputs, dict):
+        mask = inputs.get("attention_mask")
+    if mask is None or mask.dim() != 2:
+        return named, set(), None
+    keep = mask.to(torch.bool)
+    lengths = keep.sum(1)
+    if bool((lengths == 0).any()):
+        raise ValueError("a sample's mask keeps no position: records hold at least one")
+    width = mask.shape[1]
+    sequences = {n for n, t in named if t.dim() >= 2 and t.shape[1] == width}
+    if not bool((keep == (torch.arange(width)[None, :].to(keep.device) < lengths[:, None])).all()):
+        order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)  # kept ones first
+        named = [(n, t.gather(1, order.view(*order.shape, *([1] * (t.dim() - 2))).expand_as(t))
+                  if n in sequences else t) for n, t in named]
+    return named, sequences, [int(n) for n in lengths]
+
+
 def _holds_strings(items):
     """Whether `items` is a string or a (nested) tuple/list whose first item is one (a batch of
     text as DataLoader collates it)."""
@@ -151,14 +248,24 @@ def _holds_strings(items):
 def _split_batch_checked(batch, start):
     """A batch's inputs and labels, checked; `start` is the position of its first sample."""
     inputs, labels = _split_batch(batch, "data")
-    if inputs.shape[0] != labels.shape[0]:
-        raise ValueError(f"data: {inputs.shape[0]} inputs with {labels.shape[0]} labels")
+    if len(inputs) != labels.shape[0]:
+        raise ValueError(f"data: {len(inputs)} inputs with {labels.shape[0]} labels")
     # A class id is 0 to MAX_CLASS_ID, as recycle-build's sources check it: the cache's class
     # names grow to the largest label (2**40 ran out of memory after minutes).
     outside = (labels < 0) | (labels > _native.MAX_CLASS_ID)
     if bool(outside.any()):
         i = int(outside.nonzero()[0, 0])
         raise ValueError("data: " + _native.class_id_problem(int(labels[i]), start + i))
+    if isinstance(inputs, _Named):
+        for i, sample in enumerate(inputs):
+            for name, t in sample.items():
+                if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
+                    raise ValueError(f"data: sample {start + i} holds NaN or infinity in "
+                                     f"'{name}' (non-finite inputs are refused: the prefix's output "
+                                     "for it would be cached)")
+        return inputs, labels
+    if isinstance(inputs, _Texts):
+        return inputs, labels
     if (inputs.is_floating_point() or inputs.is_complex()) and inputs.numel() > 0:
         # A NaN or an infinity would be keyed as it is and cached as the prefix's output for it.
         finite = torch.isfinite(inputs.reshape(inputs.shape[0], -1)).all(dim=1)
@@ -167,6 +274,31 @@ def _split_batch_checked(batch, start):
             raise ValueError(f"data: sample {bad} holds NaN or infinity (non-finite inputs are "
                              "refused: the prefix's output for it would be cached)")
     return inputs, labels
+
+
+_ONE_PROCESS = ("texts and named tensors are built by one process for now: not under "
+                "torch.distributed, not sharded")
+
+
+def _on_device(x, device):
+    """A prefix's input (a tensor, or a dict or tuple of them) on `device` (None: as it is)."""
+    if device is None:
+        return x
+    if isinstance(x, dict):
+        return {k: t.to(device) for k, t in x.items()}
+    if isinstance(x, tuple):
+        return tuple(t.to(device) for t in x)
+    return x.to(device)
+
+
+def _collate(items):
+    """A DataLoader's batch of (input, label) items: the default collation for tensors; for
+    texts and named tensors (which vary in length from sample to sample), (the inputs as a list,
+    the labels)."""
+    pairs = all(isinstance(it, (tuple, list)) and len(it) == 2 for it in items)
+    if pairs and isinstance(items[0][0], (str, collections.abc.Mapping, tuple, list)):
+        return [it[0] for it in items], [it[1] for it in items]
+    return torch.utils.data.default_collate(items)
 
 
 def _error_of(e):
@@ -206,6 +338,8 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
     try:
         for batch in loader:
             inputs, labels = _split_batch_checked(batch, start)
+            if not isinstance(inputs, torch.Tensor):
+                raise ValueError(_ONE_PROCESS)
             start += len(inputs)
             message = None
             if rank == 0:
@@ -287,6 +421,8 @@ def _shard_of_split(loader, keyer, rank, world, facts):
     try:
         for batch in loader:
             inputs, labels = _split_batch_checked(batch, seen)
+            if not isinstance(inputs, torch.Tensor):
+                raise ValueError(_ONE_PROCESS)
             shards, keys = _native.shards_of_rows(keyer, inputs, seen, world)
             digest.update(keys.encode())
             digest.update(labels.to(torch.int64).contiguous().numpy().tobytes())
@@ -383,7 +519,7 @@ def _loader(data, batch_size, num_workers):
     n = len(data)
     # No batch larger than the data (a DataLoader allocates a list of batch_size items first).
     loader = DataLoader(data, batch_size=max(1, min(batch_size, n)), shuffle=False,
-                        num_workers=num_workers)
+                        num_workers=num_workers, collate_fn=_collate)
     return loader, n, f"python:{type(data).__name__}:{n}"
 
 
@@ -527,7 +663,7 @@ class _Progress:
 def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch_size=64,
           model_id=None, classes=None, rebuild=False, compression="none", num_workers=0,
           flush_seconds=10.0, engine_model=None, engine_weights=None, engine_split_at=None,
-          progress=None, head=None, sharded=False):
+          progress=None, head=None, sharded=False, tokenizer=None):
     """Runs `prefix` once per distinct sample of `data` and stores its outputs in the cache at
     `path` (created when missing), split `split`, in data's order.
 
@@ -545,6 +681,19 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     most about that much work; 0 flushes after every chunk). Writes nothing when the split is
     complete with the same samples. Refuses (StaleCacheError) a cache built for another prefix,
     keyer, codec or record layout, as recycle-build does; rebuild=True deletes it first.
+
+    Inputs may also be texts or named tensors, as text models take them (one process; not under
+    torch.distributed): a sample's input a string, keyed by its characters (keyer "text", or a
+    "text:..." spec) and tokenized for the prefix by `tokenizer` (a transformers tokenizer, called
+    on the chunk's texts to compute with padding=True, truncation=True, return_tensors="pt"); or
+    a dict (or tuple) of tensors such as one text's unpadded tokenizer output (1-D input_ids and
+    attention_mask, lengths varying from sample to sample; a leading dimension of 1 is dropped),
+    keyed by every tensor's name, dtype, shape and bytes, and padded into one batch for the
+    prefix (input_ids with tokenizer.pad_token_id when a tokenizer is given, else 0). Their
+    records are as long as the text: when the prefix returns a mask [B, L] ("mask" or
+    "attention_mask"; else the inputs' attention_mask), every output with L positions in
+    dimension 1 is stored with the positions the mask keeps only (record shape [-1, ...]), and
+    readers pad each batch to its longest, the mask's padding 0 (docs/hf.md).
 
     For recycle-train --cache, name the model as the engine knows it: engine_model (an encoder
     spec, e.g. "torchscript:FILE" of the whole model scripted as an nn.Sequential) or
@@ -624,14 +773,52 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
 
     def run_prefix(x):
         nonlocal prefix_seconds
+        rows = len(next(iter(x.values()))) if isinstance(x, dict) else len(x[0]) \
+            if isinstance(x, tuple) else len(x)
         start = time.perf_counter()
         with torch.no_grad():
-            raw = prefix(x.to(device) if device is not None else x)
-            out = _outputs(raw, len(x))
+            raw = prefix(_on_device(x, device))
+            out = _outputs(raw, rows)
         seconds = time.perf_counter() - start
         prefix_seconds += seconds
-        share.measure(raw, len(x), seconds)
+        share.measure(raw, rows, seconds)
         return out
+
+    pad_values = {}
+    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
+        pad_values["input_ids"] = tokenizer.pad_token_id
+
+    def prefix_input(inputs, rows):
+        """What the prefix takes for rows `rows` of a batch: the tensor's rows, the tokenizer's
+        output for the texts, or the named tensors padded into one batch."""
+        if isinstance(inputs, torch.Tensor):
+            return inputs[torch.tensor(rows, dtype=torch.int64)]
+        if isinstance(inputs, _Texts):
+            if tokenizer is None:
+                raise ValueError("data: inputs are texts: pass tokenizer= (a transformers "
+                                 "tokenizer): the texts are keyed as they are and tokenized for "
+                                 "the prefix")
+            return dict(tokenizer([inputs[r] for r in rows], padding=True, truncation=True,
+                                  return_tensors="pt"))
+        return _padded([inputs[r] for r in rows], inputs.as_tuple, pad_values)
+
+    def computed(inputs, rows):
+        """The records' tensors for rows `rows` (arranged as the layout) and, for records as
+        long as the text, each row's length."""
+        x = prefix_input(inputs, rows)
+        named = run_prefix(x)
+        lengths = []
+        if not isinstance(inputs, torch.Tensor):
+            named, _, cut = _sequence_cut(named, x)
+            lengths = cut or []
+        return _arranged(named, layout), lengths
+
+    def add_chunk(writer, inputs, labels):
+        if isinstance(inputs, _Texts):
+            return writer.add_text_chunk(list(inputs), labels)
+        if isinstance(inputs, _Named):
+            return writer.add_named_chunk(list(inputs), labels)
+        return writer.add_chunk(inputs, labels)
 
     layout = []  # (name, dtype, shape) of each record tensor, in the records' order
 
@@ -641,16 +828,25 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         names (then any key order matches it). shard: (index, count, the shard's samples, the
         split's) for a shard of a sharded build."""
         index, count, samples, split_samples = shard or (0, 0, n, 0)
-        probe = run(inputs[:1])
+        x = prefix_input(inputs, [0])
+        probe = run(x)
+        sequences = set()
+        if not isinstance(inputs, torch.Tensor):
+            probe, sequences, _ = _sequence_cut(probe, x)
         stored = _stored_layout(path, rebuild)
         if stored is not None and sorted(stored) == sorted(n for n, _ in probe):
             probe = sorted(probe, key=lambda named: stored.index(named[0]))
-        layout[:] = _layout_of(probe)
+        layout[:] = [(name, dtype, [-1] + shape[1:] if name in sequences else shape)
+                     for name, dtype, shape in _layout_of(probe)]
+        spec = keyer_spec
+        if isinstance(inputs, _Texts) and keyer == "tensor":
+            spec = "text"  # texts are keyed by their characters
+        input_shape = list(inputs.shape[1:]) if isinstance(inputs, torch.Tensor) else []
         return _native.CacheWriter(filled(
             _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=samples,
             shard_index=index, shard_count=count, split_samples=split_samples,
             class_names=class_names, model=model, fingerprint=fingerprint, split_at="prefix",
-            keyer=keyer_spec, codec=codec, preprocess="python", input_shape=list(inputs.shape[1:]),
+            keyer=spec, codec=codec, preprocess="python", input_shape=input_shape,
             layout=[_native.WriterTensor(*t) for t in layout], compression=compression, rebuild=bool(rebuild),
             flush_seconds=float(flush_seconds), engine_model=engine_model or "",
             engine_weights=engine_weights or "", engine_split_at=engine_split_at or ""))
@@ -675,12 +871,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                 inputs, labels = _split_batch_checked(batch, bar.done)
                 if writer is None:
                     writer = open_writer(inputs, run_prefix)
-                rows = writer.add_chunk(inputs, labels)
-                outputs = []
-                if rows:
-                    outputs = _arranged(run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)]),
-                                        layout)
-                writer.write_chunk(outputs)
+                rows = add_chunk(writer, inputs, labels)
+                outputs, lengths = computed(inputs, rows) if rows else ([], [])
+                writer.write_chunk(outputs, lengths)
                 bar.advance(len(inputs))
             if writer is None:
                 raise ValueError("data gave no batches")

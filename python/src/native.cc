@@ -252,12 +252,27 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("inputs"), py::arg("labels"))
       .def(
-          "write_chunk",
-          [](WriterHolder& h, const Tensors& outputs) {
+          "add_text_chunk",
+          [](WriterHolder& h, const std::vector<std::string>& texts, const at::Tensor& labels) {
             py::gil_scoped_release release;
-            h.get().write_chunk(outputs);
+            return h.get().add_text_chunk(texts, labels);
           },
-          py::arg("outputs"))
+          py::arg("texts"), py::arg("labels"))
+      .def(
+          "add_named_chunk",
+          [](WriterHolder& h, const std::vector<recycle::NamedTensors>& samples,
+             const at::Tensor& labels) {
+            py::gil_scoped_release release;
+            return h.get().add_named_chunk(samples, labels);
+          },
+          py::arg("samples"), py::arg("labels"))
+      .def(
+          "write_chunk",
+          [](WriterHolder& h, const Tensors& outputs, const std::vector<int64_t>& lengths) {
+            py::gil_scoped_release release;
+            h.get().write_chunk(outputs, lengths);
+          },
+          py::arg("outputs"), py::arg("lengths") = std::vector<int64_t>{})
       .def("finish",
            [](WriterHolder& h) {
              py::gil_scoped_release release;

@@ -69,6 +69,21 @@ def test_two_ranks_build_one_cache_and_share_an_epoch(tmp_path):
     assert recycle.verify(cache)["checked"] == 333
 
 
+def two_ranks(tmp_path, text, cache):
+    """Runs the script `text` on 2 ranks under torchrun with `cache` as its argument: rank ->
+    its RESULT line's object."""
+    script = tmp_path / "job.py"
+    script.write_text(text)
+    r = subprocess.run(torchrun(2) + [str(script), cache], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = {res["rank"]: res for res in
+               (json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
+                if "RESULT " in line)}
+    assert sorted(results) == [0, 1]
+    return results
+
+
 # Two ranks read their own shards (recycle-build --nproc 2 --sharded) with CachedLoader: each
 # epoch every rank takes the largest shard's number of samples, its own shard whole first.
 SHARD_SCRIPT = textwrap.dedent("""
@@ -98,15 +113,7 @@ def test_two_ranks_read_their_own_shards_padded_to_the_largest(tmp_path):
     run_tool("recycle-build", "--data", "fashion-mnist", "--classes", "0-1", "--limit", "301",
              "--model", "resnet18", "--width", "8", "--recycle", "0.5", "--nproc", "2",
              "--sharded", "--cache", cache, "--threads", "2")
-    script = tmp_path / "job.py"
-    script.write_text(SHARD_SCRIPT)
-    r = subprocess.run(torchrun(2) + [str(script), cache], capture_output=True, text=True,
-                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert r.returncode == 0, r.stderr[-3000:]
-    results = {res["rank"]: res for res in
-               (json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
-                if "RESULT " in line)}
-    assert sorted(results) == [0, 1]
+    results = two_ranks(tmp_path, SHARD_SCRIPT, cache)
     shards = [results[0]["shard"], results[1]["shard"]]
     assert sum(shards) == 301 and min(shards) > 0
     for res in results.values():
@@ -160,16 +167,8 @@ SHARDED_BUILD_SCRIPT = textwrap.dedent("""
 
 def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
     import pytest
-    script = tmp_path / "job.py"
-    script.write_text(SHARDED_BUILD_SCRIPT)
     cache = str(tmp_path / "shard-{rank}")
-    r = subprocess.run(torchrun(2) + [str(script), cache], capture_output=True, text=True,
-                       timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert r.returncode == 0, r.stderr[-3000:]
-    results = {res["rank"]: res for res in
-               (json.loads(line.split("RESULT ", 1)[1]) for line in r.stdout.splitlines()
-                if "RESULT " in line)}
-    assert sorted(results) == [0, 1]
+    results = two_ranks(tmp_path, SHARDED_BUILD_SCRIPT, cache)
     g = torch.Generator().manual_seed(5)
     x = torch.randn(257, 3, 4, 4, generator=g)
     y = torch.randint(0, 3, (257,), generator=g)

