@@ -344,7 +344,8 @@ void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
   const Manifest& m = c->m;
   c->store = open_cache_for_read(o.cache_dir, &c->m);
   check_cache_identity(o, m);
-  report->recycle = m.recycle_ratio();
+  // A Python prefix's cache (recycle.build) holds no engine model: its ratio is unknown, not 0.
+  report->recycle = m.total_blocks > 0 ? m.recycle_ratio() : -1.0;
 
   auto split_info = [&](const std::string& split) -> const SplitInfo& {
     return require_split(*c->store, m, split, o.allow_partial, "--allow-partial");

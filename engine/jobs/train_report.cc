@@ -84,8 +84,9 @@ nlohmann::json freezes_json(const std::vector<FreezeEvent>& freezes) {
 }  // namespace
 
 std::string TrainReport::to_json() const {
+  const nlohmann::json ratio = recycle >= 0 ? nlohmann::json(recycle) : nlohmann::json(nullptr);
   nlohmann::json j = {{"mode", mode},
-                      {"recycle", recycle},
+                      {"recycle", ratio},
                       {"epochs", epochs},
                       {"resumed_epochs", resumed_epochs},
                       {"train_samples", train_samples},

@@ -91,6 +91,8 @@ struct AsyncFigures {
 struct TrainReport {
   std::string mode;  // "cache", "full", "frozen" (prefix recomputed) or
                      // "progressive" (--freeze)
+  // The prefix's share of the model's blocks; -1 (JSON null) for a cache of a prefix the engine
+  // does not know (a Python prefix's: recycle.build), whose ratio is not the engine's to say.
   double recycle = 0;
   int64_t epochs = 0;          // trained by this run
   int64_t resumed_epochs = 0;  // done before it, by the --checkpoint it resumed from

@@ -138,6 +138,9 @@ def test_recycle_train_trains_a_script_head_on_records_as_long_as_the_text(tmp_p
                  "--epochs", "2", "--batch", "4", "--json")
     report = json.loads(r.stdout.splitlines()[-1])
     assert report["test_samples"] == 28 and 0 <= report["test_acc"] <= 1, report
+    # A Python prefix's cache: the engine knows no recycle ratio, and does not say 0 (full
+    # fine-tuning's).
+    assert report["mode"] == "cache" and report["recycle"] is None, report
 
 
 def test_named_inputs_are_refused_where_they_cannot_be_built(tmp_path):
