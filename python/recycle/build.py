@@ -183,7 +183,8 @@ def _samples_of(inputs, where):
             all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in inputs.values()):
         rows = {len(t) for t in inputs.values()}
         if len(rows) != 1:
-            raise ValueError(f"{where}: the inputs' tensors have different batch sizes {sorted(rows)}")
+            raise ValueError(f"{where}: the inputs' tensors have different batch sizes "
+                             f"{sorted(rows)}")
         return _Named([{str(k): t[i] for k, t in inputs.items()} for i in range(rows.pop())])
     if isinstance(inputs, (tuple, list)) and inputs and all(
             isinstance(x, (collections.abc.Mapping, tuple, list)) for x in inputs):
@@ -261,8 +262,8 @@ def _split_batch_checked(batch, start):
             for name, t in sample.items():
                 if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
                     raise ValueError(f"data: sample {start + i} holds NaN or infinity in "
-                                     f"'{name}' (non-finite inputs are refused: the prefix's output "
-                                     "for it would be cached)")
+                                     f"'{name}' (non-finite inputs are refused: the prefix's "
+                                     "output for it would be cached)")
         return inputs, labels
     if isinstance(inputs, _Texts):
         return inputs, labels
@@ -281,14 +282,19 @@ _ONE_PROCESS = ("texts and named tensors are built by one process for now: not u
 
 
 def _on_device(x, device):
-    """A prefix's input (a tensor, or a dict or tuple of them) on `device` (None: as it is)."""
+    """`x` (a tensor, tensors in tuples, lists and dicts, anything else as it is) on `device`
+    (None: all as it is)."""
     if device is None:
         return x
-    if isinstance(x, dict):
-        return {k: t.to(device) for k, t in x.items()}
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
     if isinstance(x, tuple):
-        return tuple(t.to(device) for t in x)
-    return x.to(device)
+        return tuple(_on_device(v, device) for v in x)
+    if isinstance(x, list):
+        return [_on_device(v, device) for v in x]
+    if isinstance(x, dict):
+        return {k: _on_device(v, device) for k, v in x.items()}
+    return x
 
 
 def _collate(items):
@@ -410,6 +416,16 @@ def _gathered(value, world):
     return out
 
 
+def _exchanged(own, world):
+    """Every rank's `own` (a message, or _error_of's), in rank order; raises on every rank when
+    any rank failed: this rank's error, else the first rank's that did."""
+    every = _gathered(own, world)
+    failed = [m for m in every if m[0] == "error"]
+    if failed:
+        _raise_sent(own if own[0] == "error" else failed[0])
+    return every
+
+
 def _shard_of_split(loader, keyer, rank, world, facts):
     """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
     as the writer will, and checks with every rank that they key the same samples with the same
@@ -433,10 +449,7 @@ def _shard_of_split(loader, keyer, rank, world, facts):
         mine_facts = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), mine)
     except Exception as e:  # every rank stops with it
         mine_facts = _error_of(e)
-    every = _gathered(mine_facts, world)
-    failed = [m for m in every if m[0] == "error"]
-    if failed:
-        _raise_sent(mine_facts if mine_facts[0] == "error" else failed[0])
+    every = _exchanged(mine_facts, world)
     first = every[0][1]
     for r, (_, theirs, _) in enumerate(every):
         for name in first:
@@ -445,8 +458,8 @@ def _shard_of_split(loader, keyer, rank, world, facts):
             if name == "data":
                 raise ValueError(f"rank {r} keys other samples (or labels) than rank 0: every rank "
                                  "must call build with the same data in the same order")
-            raise ValueError(f"rank {r}'s {name} is {theirs[name]!r}, rank 0's {first[name]!r}: every "
-                             "rank must call build with the same prefix and options")
+            raise ValueError(f"rank {r}'s {name} is {theirs[name]!r}, rank 0's {first[name]!r}: "
+                             "every rank must call build with the same prefix and options")
     for r, (_, _, count) in enumerate(every):
         if count == 0:
             raise ValueError(f"shard {r} of {world} would hold none of the split's {seen} samples: "
@@ -454,43 +467,18 @@ def _shard_of_split(loader, keyer, rank, world, facts):
     return seen, mine
 
 
-def _build_sharded(loader, keyer, facts, run_prefix, open_writer, layout, rank, world, bar,
-                   prefix_seconds):
+def _build_sharded(loader, keyer, facts, one_process, rank, world):
     """The build with sharded=True: the key pass (_shard_of_split), then this rank builds its own
-    shard into its own cache as one process does (open_writer(inputs, run, shard), the whole
-    split's chunks, the writer keeping the shard's rows). No rank waits for another until the
-    end, where the reports (or an error: raised on every rank) are exchanged. Returns the job's
-    report: the shards' counts added up, each rank's own under per_shard."""
+    shard into its own cache as one process does (one_process(shard): the whole split's chunks,
+    the writer keeping the shard's rows). No rank waits for another until the end, where the
+    reports (or an error: raised on every rank) are exchanged. Returns the job's report: the
+    shards' counts added up, each rank's own under per_shard."""
     n, mine = _shard_of_split(loader, keyer, rank, world, facts)
-    writer = None
     try:
-        seen = 0
-        for batch in loader:
-            inputs, labels = _split_batch_checked(batch, seen)
-            seen += len(inputs)
-            if writer is None:
-                writer = open_writer(inputs, run_prefix, (rank, world, mine, n))
-            rows = writer.add_chunk(inputs, labels)
-            outputs = []
-            if rows:
-                outputs = _arranged(run_prefix(inputs[torch.tensor(rows, dtype=torch.int64)]), layout)
-            writer.write_chunk(outputs)
-            bar.advance(len(inputs))
-        if writer is None:
-            raise ValueError("data gave no batches on its second pass")
-        own = ("report", json.loads(writer.finish()))
-        own[1]["prefix_seconds"] = prefix_seconds()
-        bar.finish()
+        own = ("report", one_process((rank, world, mine, n)))
     except Exception as e:
         own = _error_of(e)
-    finally:
-        if writer is not None:
-            writer.close()
-    every = _gathered(own, world)
-    failed = [m for m in every if m[0] == "error"]
-    if failed:
-        _raise_sent(own if own[0] == "error" else failed[0])
-    shards = [m[1] for m in every]
+    shards = [m[1] for m in _exchanged(own, world)]
     job = dict(shards[rank])
     for name in ("samples", "unique", "computed", "skipped", "index_written", "bytes", "records",
                  "prefix_seconds"):
@@ -856,21 +844,18 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     else:
         mode = "bar" if progress else None
     bar = _Progress(f"build {split}", n, mode if rank == 0 else None)  # rank 0 draws it
-    writer = None
-    try:
-        if sharded:
-            facts = {"model": model, "fingerprint": fingerprint, "keyer": keyer_spec, "codec": codec,
-                     "split": split, "classes": class_names}
-            report = _build_sharded(loader, keyer_spec, facts, run_prefix, open_writer, layout, rank,
-                                    world, bar, lambda: prefix_seconds)
-        elif group:
-            report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
-                                        bar)
-        else:
+
+    def one_process(shard=None):
+        """The build as one process makes it (of a shard: `shard` as open_writer takes it, the
+        writer keeping the shard's rows of the whole split's chunks): its report."""
+        writer = None
+        try:
+            seen = 0
             for batch in loader:
-                inputs, labels = _split_batch_checked(batch, bar.done)
+                inputs, labels = _split_batch_checked(batch, seen)
+                seen += len(inputs)
                 if writer is None:
-                    writer = open_writer(inputs, run_prefix)
+                    writer = open_writer(inputs, run_prefix, shard)
                 rows = add_chunk(writer, inputs, labels)
                 outputs, lengths = computed(inputs, rows) if rows else ([], [])
                 writer.write_chunk(outputs, lengths)
@@ -878,11 +863,25 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
             if writer is None:
                 raise ValueError("data gave no batches")
             report = json.loads(writer.finish())
+            report["prefix_seconds"] = prefix_seconds
             bar.finish()
+            return report
+        finally:
+            if writer is not None:
+                writer.close()  # the cache's writer lock, released now whatever happened
+
+    try:
+        if sharded:
+            facts = {"model": model, "fingerprint": fingerprint, "keyer": keyer_spec,
+                     "codec": codec, "split": split, "classes": class_names}
+            report = _build_sharded(loader, keyer_spec, facts, one_process, rank, world)
+        elif group:
+            report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
+                                        bar)
+            report["prefix_seconds"] = prefix_seconds
+        else:
+            report = one_process()
     finally:
-        if writer is not None:
-            writer.close()  # the cache's writer lock, released now whatever happened
         restore_modes()
-    report["prefix_seconds"] = prefix_seconds
     report.update(share.report())
     return report

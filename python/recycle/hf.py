@@ -21,6 +21,8 @@ transformers: it works on the model it is given.
 import torch
 import torch.nn as nn
 
+from .build import _on_device
+
 # model_type -> the attribute path of the base model's list of layers.
 _FAMILIES = {
     "bert": "encoder.layer",
@@ -151,7 +153,7 @@ class Head(nn.Module):
         hidden, mask = features["hidden"], features["mask"]
         if len(self.layers):
             args, kwargs = self.layer_arguments(mask)
-            args, kwargs = _on(args, hidden.device), _on(kwargs, hidden.device)
+            args, kwargs = _on_device(args, hidden.device), _on_device(kwargs, hidden.device)
             for layer in self.layers:
                 if args:
                     out = layer(hidden, *args[1:], **kwargs)
@@ -160,19 +162,6 @@ class Head(nn.Module):
                 hidden = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
         pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
         return self.classifier(pooled) if self.classifier is not None else pooled
-
-
-def _on(value, device):
-    """`value` (tensors in tuples, lists and dicts) on `device`."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, tuple):
-        return tuple(_on(v, device) for v in value)
-    if isinstance(value, list):
-        return [_on(v, device) for v in value]
-    if isinstance(value, dict):
-        return {k: _on(v, device) for k, v in value.items()}
-    return value
 
 
 def split(model, k, num_labels=None, pooling="mean"):
