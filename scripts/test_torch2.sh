@@ -41,5 +41,5 @@ once="ActivationStore|AtomicFile|Augment|CacheIdentity|CodecInt8|Coding|Csv|Data
 once+="|IdKeyer|IdxReader|IdxStream|ImageStream|Jsonl|Key|KeyPlan|KeyerRegistry|Manifest|Npy"
 once+="|ParallelLoop|Progress|ReadPool|RecordFiles|RecordLayout|RegularFile|Sampler|SamplerDraws"
 once+="|SplitWriter|Stats|Status|TemporaryFile|TextKeyer|TsvReader|Verify|ViewKey|WorkQueue"
-once+="|Xxh3Keyer"
+once+="|Xxh3Keyer|GroupedByLength"
 ctest --output-on-failure -j 2 --timeout 900 -E "^(($once)\\.|micro_bench_smoke$)"

@@ -92,15 +92,14 @@ int build_main(int argc, char** argv) {
     dist.store_hosted_elsewhere = std::getenv("RECYCLE_LAUNCHED") != nullptr;
     o.progress = !json;
     const BuildReport r = run_build(o, dist);
-    std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique
-              << " unique"
+    std::cout << "split " << r.split << ": " << r.samples << " samples, " << r.unique << " unique"
               << (r.views > 0 ? ", " + std::to_string(r.views) + " views each" : std::string())
               << ", " << r.computed << " computed"
               << (r.ranks > 1 ? " by " + std::to_string(r.ranks) + " processes" : std::string())
               << (r.shards > 0 ? " into " + std::to_string(r.shards) + " shards" : std::string())
-              << ", " << r.skipped << " already cached; "
-              << r.bytes << " bytes written in " << r.seconds << " s (" << r.samples_per_s
-              << " samples/s); cache holds " << r.records << " records" << std::endl;
+              << ", " << r.skipped << " already cached; " << r.bytes << " bytes written in "
+              << r.seconds << " s (" << r.samples_per_s << " samples/s); cache holds "
+              << r.cache_records << " records" << std::endl;
     if (r.prefix_share >= 0) print_expected_speedup(r);
     if (json) std::cout << json_with_omp_wait(r.to_json()) << std::endl;
     return 0;

@@ -69,4 +69,32 @@ void Sampler::set_draws(int64_t draws) {
   draws_ = draws;
 }
 
+std::vector<int64_t> grouped_by_length(const std::vector<int64_t>& order,
+                                       const std::vector<int64_t>& lengths, int64_t batch_size) {
+  if (batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");
+  const int64_t size = static_cast<int64_t>(lengths.size());
+  for (int64_t i : order) {
+    if (i < 0 || size == 0) {
+      throw std::invalid_argument("sample index " + std::to_string(i) + " has no length");
+    }
+  }
+  auto length = [&](int64_t i) { return lengths[static_cast<size_t>(i % size)]; };
+  const int64_t n = static_cast<int64_t>(order.size());
+  const int64_t mult = std::max<int64_t>(1, std::min<int64_t>(50, n / (4 * batch_size)));
+  const int64_t mega = mult * batch_size;
+  std::vector<int64_t> out(order);
+  for (int64_t begin = 0; begin < n; begin += mega) {
+    std::stable_sort(out.begin() + begin, out.begin() + std::min(n, begin + mega),
+                     [&](int64_t a, int64_t b) { return length(a) > length(b); });
+  }
+  if (n > 0) {
+    // The longest sample heads its megabatch: that megabatch goes first, the rest keep their order.
+    int64_t longest = 0;
+    for (int64_t m = 0; m < n; m += mega)
+      longest = length(out[m]) > length(out[longest]) ? m : longest;
+    std::rotate(out.begin(), out.begin() + longest, out.begin() + std::min(n, longest + mega));
+  }
+  return out;
+}
+
 }  // namespace recycle

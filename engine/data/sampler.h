@@ -50,4 +50,15 @@ class Sampler {
   int64_t padded_ = 0;  // pad_to's samples; 0: none
 };
 
+// An epoch's order (a rank's, as epoch_order gives it) grouped by length, as transformers'
+// group_by_length (LengthGroupedSampler) groups it: cut into megabatches of 50 batches (fewer
+// when the order holds under 4 x 50 batches: order.size() / (4 * batch_size), at least 1), each
+// sorted by length, longest first (a stable sort: the order decides among equals), and the
+// megabatch with the longest sample moved to the front, its longest sample first, so that a
+// batch holds samples of similar length and the largest batch comes first. lengths[i % size]
+// is the length of index i (a view's is its sample's). Throws std::invalid_argument for a
+// batch_size below 1, or an index outside lengths' multiples.
+std::vector<int64_t> grouped_by_length(const std::vector<int64_t>& order,
+                                       const std::vector<int64_t>& lengths, int64_t batch_size);
+
 }  // namespace recycle

@@ -109,12 +109,65 @@ void SplitReader::read(const int64_t* positions, int64_t n, std::vector<at::Tens
   hand_out(batch, impl_->open.manifest, tensors, labels);
 }
 
+namespace {
+
+// Each sample's length: the first varying dimension of its record (records as long as the text),
+// read in MultiGets of 1,024 records, each record's header parsed, nothing decoded.
+// InvalidArgument for a split whose records are all of one shape.
+std::vector<int64_t> record_lengths(const OpenSplit& open, const std::string& dir,
+                                    const std::string& split) {
+  const RecordLayout layout = open.manifest.layout();
+  size_t which = layout.size(), dim = 0;
+  for (size_t j = 0; j < layout.size() && which == layout.size(); ++j) {
+    for (size_t d = 0; d < layout[j].shape.size(); ++d) {
+      if (layout[j].shape[d] == kVariableDim) {
+        which = j;
+        dim = d;
+        break;
+      }
+    }
+  }
+  if (which == layout.size()) {
+    throw InvalidArgument("group_by_length: the records of split " + split + " of cache " + dir +
+                          " are all of one shape: there is no length to group them by");
+  }
+  std::vector<Key> keys;
+  keys.reserve(open.index.size());
+  for (const IndexEntry& e : open.index) keys.push_back(e.key);
+  std::vector<int64_t> lengths(keys.size(), 0);
+  std::vector<RecordTensor> parsed;
+  std::vector<Status> statuses;
+  std::string error;
+  constexpr size_t kChunk = 1024;
+  for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
+    const size_t n = std::min(kChunk, keys.size() - begin);
+    open.store->multi_get(
+        keys.data() + begin, n,
+        [&](size_t k, std::string_view bytes) {
+          if (!error.empty()) return;
+          Status st = parse_record(bytes, &parsed);
+          if (st.ok()) st = check_record_layout(parsed, layout);
+          if (!st.ok()) {
+            error = "record " + keys[begin + k].to_hex() + ": " + st.to_string();
+            return;
+          }
+          lengths[begin + k] = parsed[which].shape[dim];
+        },
+        &statuses);
+    throw_if_part_failed(dir, error, statuses, keys.data() + begin);
+  }
+  return lengths;
+}
+
+}  // namespace
+
 struct CacheLoader::Impl {
   LoaderOptions o;
   OpenSplit open;
   CachedBatches cached;
   std::unique_ptr<PrefetchedBatches> ahead;  // declared after `cached`: destroyed first
   Sampler sampler;
+  std::vector<int64_t> lengths;  // group_by_length's: each sample's
   std::vector<int64_t> order;
   size_t next = 0;
   bool started = false;
@@ -131,6 +184,9 @@ struct CacheLoader::Impl {
     // does (Sampler::set_draws; K epochs give each view once).
     sampler.set_draws(open.manifest.splits.at(options.reader.split).views);
     if (o.pad_to > 0) sampler.pad_to(o.pad_to);  // refuses one below the split's size
+    if (o.group_by_length) {
+      lengths = record_lengths(open, options.reader.cache_dir, options.reader.split);
+    }
     // One loading thread either way. Split across ATen's threads on the calling thread (what
     // recycle-train does with --prefetch 0), an epoch took 2.7 to 4.8 times as long inside
     // Debian's Python torch process as on one thread (docs/python.md, "Measured").
@@ -165,6 +221,7 @@ struct CacheLoader::Impl {
 
   void start(int64_t epoch) {
     order = sampler.epoch_order(epoch);
+    if (o.group_by_length) order = grouped_by_length(order, lengths, o.batch_size);
     if (o.drop_last) {
       order.resize(order.size() - order.size() % static_cast<size_t>(o.batch_size));
     }
@@ -211,9 +268,81 @@ struct KeyedReader::Impl {
   Manifest manifest;
   std::string manifest_json;
   RecordLayout layout;
+  bool variable = false;  // some record dimension varies (records as long as the text)
   std::unique_ptr<Keyer> keyer;
   std::mutex mu;
+
+  // The records of `keys` decoded into (*tensors)[j] [n, ...] (a variable layout's padded to
+  // the longest hit), the misses' rows zero; *hits bool [n].
+  void fetch(const std::vector<Key>& keys, std::vector<at::Tensor>* tensors, at::Tensor* hits);
 };
+
+void KeyedReader::Impl::fetch(const std::vector<Key>& keys, std::vector<at::Tensor>* tensors,
+                              at::Tensor* hits_out) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  std::vector<torch::Tensor> out;
+  std::vector<int64_t> row_bytes;
+  std::vector<std::vector<torch::Tensor>> per_sample(layout.size());  // a variable layout's
+  for (const TensorLayout& t : layout) {
+    if (variable) {
+      // A miss's row: one position of zeros, so that it pads as an empty record would.
+      std::vector<int64_t> one(t.shape);
+      for (int64_t& d : one) d = d == kVariableDim ? 1 : d;
+      per_sample[out.size()].assign(static_cast<size_t>(n),
+                                    torch::zeros(one, torch_dtype(t.dtype)));
+      out.emplace_back();
+      row_bytes.push_back(0);
+      continue;
+    }
+    std::vector<int64_t> shape = {n};
+    shape.insert(shape.end(), t.shape.begin(), t.shape.end());
+    out.push_back(torch::zeros(shape, torch_dtype(t.dtype)));
+    row_bytes.push_back(n > 0 ? static_cast<int64_t>(out.back().nbytes()) / n : 0);
+  }
+  torch::Tensor hits = torch::zeros({n}, torch::kBool);
+  bool* hit = hits.data_ptr<bool>();
+  std::vector<Status> statuses;
+  std::vector<RecordTensor> parsed;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    store->multi_get(
+        keys,
+        [&](size_t i, std::string_view bytes) {
+          if (!error.empty()) return;
+          Status st = parse_record(bytes, &parsed);
+          if (st.ok()) st = check_record_layout(parsed, layout);
+          if (!st.ok()) {
+            error = "record " + keys[i].to_hex() + ": " + st.to_string();
+            return;
+          }
+          for (size_t j = 0; j < parsed.size(); ++j) {
+            if (variable) {
+              per_sample[j][i] = torch::empty(parsed[j].shape, torch_dtype(parsed[j].dtype));
+              decode_into(parsed[j], per_sample[j][i].data_ptr());
+            } else {
+              decode_into(parsed[j], static_cast<char*>(out[j].data_ptr()) +
+                                         static_cast<int64_t>(i) * row_bytes[j]);
+            }
+          }
+          hit[i] = true;
+        },
+        &statuses);
+  }
+  if (!error.empty()) throw CorruptRecordError("corrupt cache " + dir + ": " + error);
+  for (const Status& st : statuses) {
+    if (st.ok() || st.is_not_found()) continue;
+    if (st.is_corruption()) throw CorruptRecordError("cache " + dir + ": " + st.to_string());
+    throw std::runtime_error("cache " + dir + ": " + st.to_string());
+  }
+  if (variable) {
+    for (size_t j = 0; j < layout.size(); ++j) {
+      out[j] = pad_and_stack(per_sample[j], torch_dtype(layout[j].dtype));
+    }
+  }
+  tensors->assign(out.begin(), out.end());
+  *hits_out = hits;
+}
 
 KeyedReader::KeyedReader(const std::string& cache_dir, int64_t block_cache_mb)
     : impl_(std::make_unique<Impl>()) {
@@ -227,16 +356,11 @@ KeyedReader::KeyedReader(const std::string& cache_dir, int64_t block_cache_mb)
   m.layout = m.manifest.layout();
   if (m.layout.empty()) throw std::runtime_error("cache " + cache_dir + " has no record layout");
   for (const TensorLayout& t : m.layout) {
-    for (int64_t d : t.shape) {
-      if (d == kVariableDim) {
-        throw InvalidArgument("cache " + cache_dir + " holds records of varying shape ('" + t.name +
-                              "'): a text cache is keyed by its texts; serve it with "
-                              "recycle-predict");
-      }
-    }
+    for (int64_t d : t.shape) m.variable = m.variable || d == kVariableDim;
   }
   m.keyer = make_keyer(m.manifest.keyer);
-  // A keyer that needs more than an input's bytes (an id) cannot find a record by content.
+  // A keyer that needs more than an input's bytes or text (an id) cannot find a record by
+  // content.
   const uint8_t probe = 0;
   TensorView view;
   view.dtype = "uint8";
@@ -246,6 +370,7 @@ KeyedReader::KeyedReader(const std::string& cache_dir, int64_t block_cache_mb)
   view.element_size = 1;
   KeyInput in;
   in.tensor = &view;
+  in.has_text = true;  // empty
   try {
     m.keyer->key(in);
   } catch (const std::invalid_argument&) {
@@ -263,6 +388,12 @@ void KeyedReader::lookup(const at::Tensor& inputs_in, std::vector<at::Tensor>* t
                          at::Tensor* hits_out) {
   Impl& m = *impl_;
   if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  if (m.variable) {
+    throw InvalidArgument("cache " + m.dir +
+                          " holds records as long as the text: it was built "
+                          "from texts or named tensors, which are looked up as such, not as a "
+                          "tensor");
+  }
   const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
   const std::vector<int64_t> row_shape = inputs.sizes().slice(1).vec();
   const std::vector<int64_t>& want = m.manifest.input_shape;
@@ -270,51 +401,23 @@ void KeyedReader::lookup(const at::Tensor& inputs_in, std::vector<at::Tensor>* t
     throw InvalidArgument("inputs of shape " + shape_string(row_shape) + " per sample, cache " +
                           m.dir + " was built from " + shape_string(want));
   }
-  const int64_t n = inputs.size(0);
   std::vector<Key> keys;
   key_rows(*m.keyer, inputs, 0, &keys);
+  m.fetch(keys, tensors, hits_out);
+}
 
-  std::vector<torch::Tensor> out;
-  std::vector<int64_t> row_bytes;
-  for (const TensorLayout& t : m.layout) {
-    std::vector<int64_t> shape = {n};
-    shape.insert(shape.end(), t.shape.begin(), t.shape.end());
-    out.push_back(torch::zeros(shape, torch_dtype(t.dtype)));
-    row_bytes.push_back(n > 0 ? static_cast<int64_t>(out.back().nbytes()) / n : 0);
-  }
-  torch::Tensor hits = torch::zeros({n}, torch::kBool);
-  bool* hit = hits.data_ptr<bool>();
-  std::vector<Status> statuses;
-  std::vector<RecordTensor> parsed;
-  std::string error;
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    m.store->multi_get(
-        keys,
-        [&](size_t i, std::string_view bytes) {
-          if (!error.empty()) return;
-          Status st = parse_record(bytes, &parsed);
-          if (st.ok()) st = check_record_layout(parsed, m.layout);
-          if (!st.ok()) {
-            error = "record " + keys[i].to_hex() + ": " + st.to_string();
-            return;
-          }
-          for (size_t j = 0; j < parsed.size(); ++j) {
-            decode_into(parsed[j], static_cast<char*>(out[j].data_ptr()) +
-                                       static_cast<int64_t>(i) * row_bytes[j]);
-          }
-          hit[i] = true;
-        },
-        &statuses);
-  }
-  if (!error.empty()) throw CorruptRecordError("corrupt cache " + m.dir + ": " + error);
-  for (const Status& st : statuses) {
-    if (st.ok() || st.is_not_found()) continue;
-    if (st.is_corruption()) throw CorruptRecordError("cache " + m.dir + ": " + st.to_string());
-    throw std::runtime_error("cache " + m.dir + ": " + st.to_string());
-  }
-  tensors->assign(out.begin(), out.end());
-  *hits_out = hits;
+void KeyedReader::lookup_texts(const std::vector<std::string>& texts,
+                               std::vector<at::Tensor>* tensors, at::Tensor* hits) {
+  std::vector<Key> keys;
+  key_texts(*impl_->keyer, texts, 0, &keys);
+  impl_->fetch(keys, tensors, hits);
+}
+
+void KeyedReader::lookup_named(const std::vector<std::map<std::string, at::Tensor>>& samples,
+                               std::vector<at::Tensor>* tensors, at::Tensor* hits) {
+  std::vector<Key> keys;
+  key_named(*impl_->keyer, samples, 0, &keys);
+  impl_->fetch(keys, tensors, hits);
 }
 
 }  // namespace recycle

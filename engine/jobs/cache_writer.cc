@@ -554,7 +554,8 @@ BuildReport CacheWriter::finish() {
   BuildReport r = s.report;
   r.samples = s.o.samples;
   r.unique = static_cast<int64_t>(s.seen.size());
-  r.records = s.split->manifest().records;
+  r.records = r.unique;
+  r.cache_records = s.split->manifest().records;
   r.skipped = r.samples - r.computed;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;
@@ -584,22 +585,22 @@ std::string tensors_fingerprint(const std::vector<std::string>& names,
   return hasher.digest().to_hex();
 }
 
-RowShards shards_of_rows(const std::string& keyer_spec, const at::Tensor& inputs_in, int64_t first,
-                         int64_t shard_count) {
+namespace {
+
+// The keyer of `spec` for a key pass, and the shard count checked: InvalidArgument for either.
+std::unique_ptr<Keyer> shard_keyer(const std::string& spec, int64_t shard_count) {
   if (shard_count < 1 || shard_count > kMaxWorldSize) {
     throw InvalidArgument("the shard count must be 1 to " + std::to_string(kMaxWorldSize) +
                           ", not " + std::to_string(shard_count));
   }
-  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
-  std::unique_ptr<Keyer> keyer;
   try {
-    keyer = make_keyer(keyer_spec);
+    return make_keyer(spec);
   } catch (const std::invalid_argument& e) {
     throw InvalidArgument(e.what());
   }
-  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
-  std::vector<Key> keys;
-  key_rows(*keyer, inputs, first, &keys);
+}
+
+RowShards shards_of_keys(const std::vector<Key>& keys, int64_t shard_count) {
   RowShards out;
   std::string bytes;
   for (const Key& k : keys) {
@@ -611,6 +612,34 @@ RowShards shards_of_rows(const std::string& keyer_spec, const at::Tensor& inputs
                 static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
   out.keys_digest = hex;
   return out;
+}
+
+}  // namespace
+
+RowShards shards_of_rows(const std::string& keyer_spec, const at::Tensor& inputs_in, int64_t first,
+                         int64_t shard_count) {
+  const std::unique_ptr<Keyer> keyer = shard_keyer(keyer_spec, shard_count);
+  if (inputs_in.dim() < 1) throw InvalidArgument("inputs must have the batch as dimension 0");
+  const torch::Tensor inputs = inputs_in.detach().to(torch::kCPU).contiguous();
+  std::vector<Key> keys;
+  key_rows(*keyer, inputs, first, &keys);
+  return shards_of_keys(keys, shard_count);
+}
+
+RowShards shards_of_texts(const std::string& keyer_spec, const std::vector<std::string>& texts,
+                          int64_t first, int64_t shard_count) {
+  const std::unique_ptr<Keyer> keyer = shard_keyer(keyer_spec, shard_count);
+  std::vector<Key> keys;
+  key_texts(*keyer, texts, first, &keys);
+  return shards_of_keys(keys, shard_count);
+}
+
+RowShards shards_of_named(const std::string& keyer_spec, const std::vector<NamedTensors>& samples,
+                          int64_t first, int64_t shard_count) {
+  const std::unique_ptr<Keyer> keyer = shard_keyer(keyer_spec, shard_count);
+  std::vector<Key> keys;
+  key_named(*keyer, samples, first, &keys);
+  return shards_of_keys(keys, shard_count);
 }
 
 }  // namespace recycle

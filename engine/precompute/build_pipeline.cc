@@ -17,6 +17,7 @@ std::string BuildReport::to_json() const {
                       {"files_left_out", files_left_out},
                       {"bytes", bytes},
                       {"records", records},
+                      {"cache_records", cache_records},
                       {"seconds", seconds},
                       {"prefix_seconds", prefix_seconds},
                       {"samples_per_s", samples_per_s},

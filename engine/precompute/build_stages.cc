@@ -266,8 +266,9 @@ void SplitBuild::finish() {
 
 BuildReport SplitBuild::report() const {
   BuildReport report = report_;
-  report.records = split_ ? split_->manifest().records : 0;
+  report.cache_records = split_ ? split_->manifest().records : 0;
   report.views = inputs_->views();
+  report.records = report.unique * std::max<int64_t>(1, report.views);
   report.prefix_seconds = encoder_->prefix_seconds();
   report.prefix_share = encoder_->prefix_share();
   report.skipped = report.samples * std::max<int64_t>(1, report.views) - report.computed;

@@ -129,6 +129,7 @@ BuildReport report_from_json(const std::string& text, const std::string& whose) 
   r.files_left_out = j.value("files_left_out", int64_t{0});
   r.bytes = j.value("bytes", int64_t{0});
   r.records = j.value("records", int64_t{0});
+  r.cache_records = j.value("cache_records", int64_t{0});
   r.seconds = j.value("seconds", 0.0);
   r.prefix_seconds = j.value("prefix_seconds", 0.0);
   r.samples_per_s = j.value("samples_per_s", 0.0);

@@ -42,6 +42,7 @@ BuildReport job_report(const BuildReport& own, BuildGroup& g) {
     job.files_left_out = std::max(job.files_left_out, s.files_left_out);  // the same files
     job.bytes += s.bytes;
     job.records += s.records;
+    job.cache_records += s.cache_records;
     job.seconds = std::max(job.seconds, s.seconds);
     job.prefix_seconds += s.prefix_seconds;
     job.per_shard.push_back(std::move(s));

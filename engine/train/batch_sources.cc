@@ -75,9 +75,6 @@ void decode_into(const RecordTensor& t, void* out) {
   }
 }
 
-namespace {
-
-// [n, ...max over the samples of each dimension], zeros, with samples[i] copied to row i.
 torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::ScalarType dtype) {
   if (samples.empty()) return torch::empty({0}, dtype);
   std::vector<int64_t> shape = samples.front().sizes().vec();
@@ -95,8 +92,6 @@ torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::Sc
   }
   return out;
 }
-
-}  // namespace
 
 namespace {
 
@@ -311,8 +306,8 @@ int64_t load_on_read_threads(int64_t n, int64_t sample_bytes, std::vector<Part>*
   return count;
 }
 
-// Throws what went wrong reading a part of a batch of cache `dir`: the record it could not
-// decode (`error`), else the first of its MultiGet `statuses` that is not ok (`keys`: the part's).
+}  // namespace
+
 void throw_if_part_failed(const std::string& dir, const std::string& error,
                           const std::vector<Status>& statuses, const Key* keys) {
   if (!error.empty()) throw CorruptRecordError("corrupt cache " + dir + ": " + error);
@@ -329,6 +324,8 @@ void throw_if_part_failed(const std::string& dir, const std::string& error,
     }
   }
 }
+
+namespace {
 
 // `t` on `device`: itself on the CPU, else copied (asynchronously from pinned memory).
 torch::Tensor on_device(const torch::Tensor& t, const torch::Device& device) {

@@ -25,6 +25,14 @@ torch::ScalarType torch_dtype(Dtype dtype);
 // Decodes one record tensor into `out`: numel() values of its dtype (float32 from its codec,
 // the others exactly).
 void decode_into(const RecordTensor& t, void* out);
+// [n, ...the largest of each dimension over the samples], zeros, with samples[i] copied to the
+// start of row i: a batch of records that vary in shape (as long as the text).
+torch::Tensor pad_and_stack(const std::vector<torch::Tensor>& samples, torch::ScalarType dtype);
+// Throws what went wrong reading records of cache `dir` with one MultiGet: the record that could
+// not be decoded (`error`), else the first of its `statuses` that is not ok (`keys`: the ones
+// read; a missing record is a corrupt index).
+void throw_if_part_failed(const std::string& dir, const std::string& error,
+                          const std::vector<Status>& statuses, const Key* keys);
 
 // Samples 0..size()-1 of a split, loaded a batch at a time. Not thread safe.
 class BatchSource {

@@ -25,7 +25,8 @@ struct BuildReport {
   int64_t index_written = 0;  // samples index entries written by this run
   int64_t files_left_out = 0;  // files that could not be decoded, left out (--on-bad-file skip)
   int64_t bytes = 0;          // record bytes written by this run (before compression)
-  int64_t records = 0;        // distinct records in the cache after the run
+  int64_t records = 0;        // distinct records of this split: unique (times views, when views)
+  int64_t cache_records = 0;  // distinct records in the whole cache after the run (every split's)
   double seconds = 0;         // wall time of run_build
   double prefix_seconds = 0;  // of it, in the prefix's forward (this process; the rest is reading,
                               // keying, encoding, writing and opening/flushing the cache)
@@ -42,7 +43,7 @@ struct BuildReport {
   // A sharded build (DistOptions::sharded): the shard count, and each rank's own report in
   // rank order (its cache, its shard's samples, what it computed). Every rank returns its own
   // report with shards set and per_shard empty, except rank 0, whose counts above are every
-  // shard's together (records: in every shard's cache; seconds: the slowest rank's).
+  // shard's together (cache_records: in every shard's cache; seconds: the slowest rank's).
   int shards = 0;
   int shard_index = 0;
   std::vector<BuildReport> per_shard;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,12 @@ struct LoaderOptions {
   // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
   // read on the calling thread when it is asked for.
   int64_t prefetch = 2;
+  // Records as long as the text: each epoch's order grouped by length as transformers'
+  // group_by_length groups it (grouped_by_length, engine/data/sampler.h), so that a batch's
+  // samples are of similar length and pad little. The lengths are read when the loader opens:
+  // every record of the split once (its header parsed, nothing decoded). InvalidArgument for a
+  // split whose records are all of one shape.
+  bool group_by_length = false;
   // Batches in page-locked host memory, a new block each (LibTorch's caching host allocator),
   // so that the caller's copy to a GPU (.to("cuda", non_blocking=True)) runs asynchronously.
   // Needs a GPU: InvalidArgument without one.
@@ -143,11 +150,11 @@ class CacheLoader {
 
 // Records by content, for inference from the cache in a program (the Python package's
 // recycle.CachedPrefix is this): a batch of inputs is keyed by the cache's own keyer exactly as
-// a program's build keys them (CacheWriter::add_chunk: each row's dtype, shape and bytes), and
-// the keys are looked up with one MultiGet, whatever split stored them. The caller runs its
-// prefix on the misses. Opens the cache read-only. Thread safe: lookups are served one at a time.
-// Refused (InvalidArgument): a cache keyed by sample id (its keys say nothing of content), and a
-// cache whose records vary in shape (a text cache: recycle-predict serves it, keyed by text).
+// a program's build keys them (CacheWriter::add_chunk: each row's dtype, shape and bytes;
+// add_text_chunk: each text; add_named_chunk: each sample's named tensors), and the keys are
+// looked up with one MultiGet, whatever split stored them. The caller runs its prefix on the
+// misses. Opens the cache read-only. Thread safe: lookups are served one at a time. Refused
+// (InvalidArgument): a cache keyed by sample id (its keys say nothing of content).
 // The inputs must be what the build keyed: recycle-build keys images as read (uint8 pixels
 // before preprocessing), so preprocessed float32 images of such a cache all miss; a program's
 // build (CacheWriter) keys the tensors it was given.
@@ -163,8 +170,17 @@ class KeyedReader {
   // inputs: [n, ...] with the batch as dimension 0 (any device; a per-sample shape other than
   // the cache's input shape is InvalidArgument). (*tensors)[j] is the layout's tensor j
   // [n, ...] on the CPU, the hits' rows decoded (as SplitReader::read decodes them), the
-  // misses' rows zero; *hits is bool [n]. Fresh tensors: the caller owns them.
+  // misses' rows zero; *hits is bool [n]. Fresh tensors: the caller owns them. A cache whose
+  // records vary in shape (records as long as the text) is InvalidArgument: its inputs were
+  // texts or named tensors.
   void lookup(const at::Tensor& inputs, std::vector<at::Tensor>* tensors, at::Tensor* hits);
+  // The same for texts and for samples of named tensors (any shapes, on any device), keyed as
+  // the build keyed them. Records of a varying first dimension (as long as the text) come padded
+  // at its end with zeros to the longest hit of the batch (a mask's padding is 0).
+  void lookup_texts(const std::vector<std::string>& texts, std::vector<at::Tensor>* tensors,
+                    at::Tensor* hits);
+  void lookup_named(const std::vector<std::map<std::string, at::Tensor>>& samples,
+                    std::vector<at::Tensor>* tensors, at::Tensor* hits);
 
  private:
   struct Impl;

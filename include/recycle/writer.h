@@ -185,5 +185,11 @@ struct RowShards {
 };
 RowShards shards_of_rows(const std::string& keyer, const at::Tensor& inputs, int64_t first,
                          int64_t shard_count);
+// The same for a chunk of texts (as add_text_chunk keys them) and of samples of named tensors
+// (add_named_chunk).
+RowShards shards_of_texts(const std::string& keyer, const std::vector<std::string>& texts,
+                          int64_t first, int64_t shard_count);
+RowShards shards_of_named(const std::string& keyer, const std::vector<NamedTensors>& samples,
+                          int64_t first, int64_t shard_count);
 
 }  // namespace recycle

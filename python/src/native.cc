@@ -45,6 +45,32 @@ struct WriterHolder {
   }
 };
 
+// A KeyedReader lookup (of tensors, texts or named samples), the GIL released: (tensors, hits).
+template <typename Inputs>
+py::tuple looked_up(recycle::KeyedReader& r,
+                    void (recycle::KeyedReader::*lookup)(const Inputs&, Tensors*, at::Tensor*),
+                    const Inputs& inputs) {
+  Tensors tensors;
+  at::Tensor hits;
+  {
+    py::gil_scoped_release release;
+    (r.*lookup)(inputs, &tensors, &hits);
+  }
+  return py::make_tuple(tensors, hits);
+}
+
+// A key pass's shards_of_* (writer.h), the GIL released: (each row's shard, the keys' digest).
+template <typename Inputs>
+py::tuple row_shards(recycle::RowShards (*of)(const std::string&, const Inputs&, int64_t, int64_t),
+                     const std::string& keyer, const Inputs& inputs, int64_t first, int64_t count) {
+  recycle::RowShards r;
+  {
+    py::gil_scoped_release release;
+    r = of(keyer, inputs, first, count);
+  }
+  return py::make_tuple(r.shards, r.keys_digest);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -103,6 +129,7 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("world_size", &recycle::LoaderOptions::world_size)
       .def_readwrite("drop_last", &recycle::LoaderOptions::drop_last)
       .def_readwrite("prefetch", &recycle::LoaderOptions::prefetch)
+      .def_readwrite("group_by_length", &recycle::LoaderOptions::group_by_length)
       .def_readwrite("pin_memory", &recycle::LoaderOptions::pin_memory)
       .def_readwrite("device", &recycle::LoaderOptions::device);
   py::class_<recycle::WriterTensor>(m, "WriterTensor")
@@ -224,15 +251,21 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "lookup",
           [](recycle::KeyedReader& r, const at::Tensor& inputs) {
-            Tensors tensors;
-            at::Tensor hits;
-            {
-              py::gil_scoped_release release;
-              r.lookup(inputs, &tensors, &hits);
-            }
-            return py::make_tuple(tensors, hits);
+            return looked_up(r, &recycle::KeyedReader::lookup, inputs);
           },
-          py::arg("inputs"));
+          py::arg("inputs"))
+      .def(
+          "lookup_texts",
+          [](recycle::KeyedReader& r, const std::vector<std::string>& texts) {
+            return looked_up(r, &recycle::KeyedReader::lookup_texts, texts);
+          },
+          py::arg("texts"))
+      .def(
+          "lookup_named",
+          [](recycle::KeyedReader& r, const std::vector<recycle::NamedTensors>& samples) {
+            return looked_up(r, &recycle::KeyedReader::lookup_named, samples);
+          },
+          py::arg("samples"));
 
   // The writer behind a holder whose close() drops it at once (releasing the cache's writer
   // lock), whatever still refers to the Python object (a traceback, say).
@@ -288,16 +321,27 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "shards_of_rows",
       [](const std::string& keyer, const at::Tensor& inputs, int64_t first, int64_t count) {
-        recycle::RowShards r;
-        {
-          py::gil_scoped_release release;
-          r = recycle::shards_of_rows(keyer, inputs, first, count);
-        }
-        return py::make_tuple(r.shards, r.keys_digest);
+        return row_shards(&recycle::shards_of_rows, keyer, inputs, first, count);
       },
       py::arg("keyer"), py::arg("inputs"), py::arg("first"), py::arg("shard_count"),
       "(each row's shard of shard_count, the XXH3-64 hex of the rows' keys) as a sharded "
       "CacheWriter keys rows at split positions first, first + 1, ...");
+  m.def(
+      "shards_of_texts",
+      [](const std::string& keyer, const std::vector<std::string>& texts, int64_t first,
+         int64_t count) {
+        return row_shards(&recycle::shards_of_texts, keyer, texts, first, count);
+      },
+      py::arg("keyer"), py::arg("texts"), py::arg("first"), py::arg("shard_count"),
+      "shards_of_rows for a chunk of texts");
+  m.def(
+      "shards_of_named",
+      [](const std::string& keyer, const std::vector<recycle::NamedTensors>& samples, int64_t first,
+         int64_t count) {
+        return row_shards(&recycle::shards_of_named, keyer, samples, first, count);
+      },
+      py::arg("keyer"), py::arg("samples"), py::arg("first"), py::arg("shard_count"),
+      "shards_of_rows for a chunk of samples of named tensors");
 
   // The engine's rules, so that the package checks what the tools check, in their words.
   m.attr("MAX_CLASS_ID") = recycle::kMaxClassId;

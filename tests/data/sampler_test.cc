@@ -9,6 +9,7 @@
 
 #include "engine/data/sampler.h"
 
+using recycle::grouped_by_length;
 using recycle::Sampler;
 
 TEST(Sampler, AloneVisitsEverySampleOncePerEpoch) {
@@ -100,4 +101,41 @@ TEST(Sampler, AShardPadsItsEpochToTheLargestShardsWithItsOwnSamples) {
   EXPECT_THROW(s.pad_to(4), std::invalid_argument);
   recycle::Sampler shared(10, true, 7, 1, 2);
   EXPECT_THROW(shared.pad_to(10), std::invalid_argument);
+}
+
+TEST(GroupedByLength, SortsEachMegabatchLongestFirstAndKeepsTheSamples) {
+  // 1,000 samples of lengths 1..37, batches of 4: megabatches of min(50, 1000 / 16) = 50 batches.
+  std::vector<int64_t> lengths(1000);
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = 1 + static_cast<int64_t>(i * 7919 % 37);
+  const std::vector<int64_t> order = Sampler(1000, true, 3).epoch_order(0);
+  const std::vector<int64_t> grouped = grouped_by_length(order, lengths, 4);
+  std::vector<int64_t> a = order, b = grouped;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);                                          // the same samples, each once
+  EXPECT_EQ(lengths[static_cast<size_t>(grouped[0])], 37);  // the longest first
+  // Within each megabatch (200 samples) lengths never grow; batches pad little.
+  int64_t padding = 0, padding_before = 0;
+  for (size_t m = 0; m < grouped.size(); m += 200) {
+    for (size_t i = m + 1; i < std::min(grouped.size(), m + 200); ++i) {
+      EXPECT_GE(lengths[static_cast<size_t>(grouped[i - 1])],
+                lengths[static_cast<size_t>(grouped[i])]);
+    }
+  }
+  for (size_t i = 0; i < grouped.size(); i += 4) {
+    int64_t longest = 0, longest_before = 0;
+    for (size_t k = i; k < i + 4; ++k) {
+      longest = std::max(longest, lengths[static_cast<size_t>(grouped[k])]);
+      longest_before = std::max(longest_before, lengths[static_cast<size_t>(order[k])]);
+    }
+    for (size_t k = i; k < i + 4; ++k) {
+      padding += longest - lengths[static_cast<size_t>(grouped[k])];
+      padding_before += longest_before - lengths[static_cast<size_t>(order[k])];
+    }
+  }
+  EXPECT_LT(padding * 5, padding_before) << padding << " against " << padding_before;
+  // The same epoch order, the same grouping; a view's index takes its sample's length.
+  EXPECT_EQ(grouped_by_length(order, lengths, 4), grouped);
+  EXPECT_EQ(grouped_by_length({1000 + 5, 3}, lengths, 4).size(), 2u);
+  EXPECT_THROW(grouped_by_length(order, lengths, 0), std::invalid_argument);
 }
