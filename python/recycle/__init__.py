@@ -25,10 +25,10 @@ if torch.__version__ != _BUILT_FOR:
 
 from ._native import StaleCacheError, CorruptRecordError
 from .cache import inspect, verify
-from .dataset import CachedDataset
+from .dataset import CachedDataset, collate
 from .loader import CachedLoader
 from .build import build
 from .predict import predict, CachedPrefix
 
-__all__ = ["build", "CachedDataset", "CachedLoader", "inspect", "verify", "predict",
+__all__ = ["build", "CachedDataset", "collate", "CachedLoader", "inspect", "verify", "predict",
            "CachedPrefix", "StaleCacheError", "CorruptRecordError"]

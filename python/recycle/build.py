@@ -213,6 +213,24 @@ def _padded(samples, as_tuple, pad_values):
     return tuple(batch.values()) if as_tuple else batch
 
 
+def _prefix_input(inputs, rows, tokenizer):
+    """What the prefix takes for rows `rows` (a list of ints) of a batch: the tensor's rows, the
+    tokenizer's output for the texts, or the named tensors padded into one batch (input_ids
+    with the tokenizer's pad_token_id when it has one, else 0)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs[torch.tensor(rows, dtype=torch.int64, device=inputs.device)]
+    if isinstance(inputs, _Texts):
+        if tokenizer is None:
+            raise ValueError("data: inputs are texts: pass tokenizer= (a transformers "
+                             "tokenizer): the texts are keyed as they are and tokenized for "
+                             "the prefix")
+        return dict(tokenizer([inputs[r] for r in rows], padding=True, truncation=True,
+                              return_tensors="pt"))
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return _padded([inputs[r] for r in rows], inputs.as_tuple,
+                   {} if pad is None else {"input_ids": pad})
+
+
 def _sequence_cut(named, inputs):
     """Records as long as the text: when the prefix's outputs hold a mask [B, L] (named "mask" or
     "attention_mask"; else the inputs' attention_mask), every output whose dimension 1 has L
@@ -277,8 +295,8 @@ def _split_batch_checked(batch, start):
     return inputs, labels
 
 
-_ONE_PROCESS = ("texts and named tensors are built by one process for now: not under "
-                "torch.distributed, not sharded")
+_ONE_PROCESS = ("texts and named tensors are built by one process, or each rank its own shard "
+                "(sharded=True): not shared out among the ranks of torch.distributed")
 
 
 def _on_device(x, device):
@@ -426,20 +444,24 @@ def _exchanged(own, world):
     return every
 
 
-def _shard_of_split(loader, keyer, rank, world, facts):
+def _shard_of_split(loader, keyer_of, rank, world, facts):
     """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
-    as the writer will, and checks with every rank that they key the same samples with the same
-    labels and build the same cache (`facts`: the identity and options). Returns (the split's
-    samples, this rank's shard's). Every rank raises the same one-line ValueError when they
-    differ or a shard would be empty; an error on one rank is raised on every rank."""
+    as the writer will (keyer_of(inputs): the keyer spec of a batch's inputs), and checks with
+    every rank that they key the same samples with the same labels and build the same cache
+    (`facts`: the identity and options). Returns (the split's samples, this rank's shard's).
+    Every rank raises the same one-line ValueError when they differ or a shard would be empty;
+    an error on one rank is raised on every rank."""
     mine = seen = 0
     digest = hashlib.sha256()
     try:
         for batch in loader:
             inputs, labels = _split_batch_checked(batch, seen)
-            if not isinstance(inputs, torch.Tensor):
-                raise ValueError(_ONE_PROCESS)
-            shards, keys = _native.shards_of_rows(keyer, inputs, seen, world)
+            if isinstance(inputs, _Texts):
+                shards, keys = _native.shards_of_texts(keyer_of(inputs), list(inputs), seen, world)
+            elif isinstance(inputs, _Named):
+                shards, keys = _native.shards_of_named(keyer_of(inputs), list(inputs), seen, world)
+            else:
+                shards, keys = _native.shards_of_rows(keyer_of(inputs), inputs, seen, world)
             digest.update(keys.encode())
             digest.update(labels.to(torch.int64).contiguous().numpy().tobytes())
             mine += shards.count(rank)
@@ -467,13 +489,13 @@ def _shard_of_split(loader, keyer, rank, world, facts):
     return seen, mine
 
 
-def _build_sharded(loader, keyer, facts, one_process, rank, world):
+def _build_sharded(loader, keyer_of, facts, one_process, rank, world):
     """The build with sharded=True: the key pass (_shard_of_split), then this rank builds its own
     shard into its own cache as one process does (one_process(shard): the whole split's chunks,
     the writer keeping the shard's rows). No rank waits for another until the end, where the
     reports (or an error: raised on every rank) are exchanged. Returns the job's report: the
     shards' counts added up, each rank's own under per_shard."""
-    n, mine = _shard_of_split(loader, keyer, rank, world, facts)
+    n, mine = _shard_of_split(loader, keyer_of, rank, world, facts)
     try:
         own = ("report", one_process((rank, world, mine, n)))
     except Exception as e:
@@ -481,7 +503,7 @@ def _build_sharded(loader, keyer, facts, one_process, rank, world):
     shards = [m[1] for m in _exchanged(own, world)]
     job = dict(shards[rank])
     for name in ("samples", "unique", "computed", "skipped", "index_written", "bytes", "records",
-                 "prefix_seconds"):
+                 "cache_records", "prefix_seconds"):
         job[name] = sum(s[name] for s in shards)
     job["seconds"] = max(s["seconds"] for s in shards)
     job["samples_per_s"] = job["samples"] / job["seconds"] if job["seconds"] > 0 else 0.0
@@ -546,6 +568,34 @@ def _identity(prefix, model_id):
                              "assign=True), or to_empty(device=...) and then load them)")
     fingerprint = _native.tensors_fingerprint(names, tensors) if state is not None else "none"
     return "python:" + model_id, fingerprint
+
+
+# Texts a tokenizer is probed with: what it makes of them (ids, masks, where it cuts a long text)
+# is the preprocessing a text cache's records depend on.
+_TOKENIZER_PROBE = ["The Quick brown fox, 42 times: naïve café Ünïcode — “quoted” ünd ÆØÅ ß 東京 🙂!",
+                    " ".join(f"word{i} w{i % 7}x" for i in range(1500))]
+
+
+def _preprocessing(tokenizer):
+    """The manifest's preprocessing of a cache whose inputs `tokenizer` tokenizes: "python", and
+    with a tokenizer the hash of its output for _TOKENIZER_PROBE (padding=True, truncation=True,
+    as build calls it), so that a cache built with another vocabulary, normalisation or cut
+    (another max_length) is refused as stale instead of serving records of other tokens. A
+    tokenizer of its own that cannot take those texts (a toy vocabulary) is named by its class
+    instead."""
+    if tokenizer is None:
+        return "python"
+    try:
+        probe = dict(tokenizer(_TOKENIZER_PROBE, padding=True, truncation=True,
+                               return_tensors="pt"))
+        names = sorted(n for n, t in probe.items() if isinstance(t, torch.Tensor))
+    except Exception:  # noqa: BLE001: whatever a tokenizer of the user's raises
+        names = []
+    if not names:
+        kind = type(getattr(tokenizer, "func", tokenizer))  # a functools.partial's function
+        return f"python, tokenizer {kind.__module__}.{kind.__qualname__}"
+    digest = _native.tensors_fingerprint(names, [probe[n] for n in names])
+    return f"python, tokenizer {digest[:16]}"
 
 
 def _rows(out, k):
@@ -745,6 +795,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string")
     model, fingerprint = _identity(prefix, model_id)
+    preprocessing = _preprocessing(tokenizer)
     loader, n, description = _loader(data, batch_size, num_workers)
     if n < 1:
         raise ValueError("data has no samples")
@@ -772,23 +823,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         share.measure(raw, rows, seconds)
         return out
 
-    pad_values = {}
-    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
-        pad_values["input_ids"] = tokenizer.pad_token_id
-
     def prefix_input(inputs, rows):
-        """What the prefix takes for rows `rows` of a batch: the tensor's rows, the tokenizer's
-        output for the texts, or the named tensors padded into one batch."""
-        if isinstance(inputs, torch.Tensor):
-            return inputs[torch.tensor(rows, dtype=torch.int64)]
-        if isinstance(inputs, _Texts):
-            if tokenizer is None:
-                raise ValueError("data: inputs are texts: pass tokenizer= (a transformers "
-                                 "tokenizer): the texts are keyed as they are and tokenized for "
-                                 "the prefix")
-            return dict(tokenizer([inputs[r] for r in rows], padding=True, truncation=True,
-                                  return_tensors="pt"))
-        return _padded([inputs[r] for r in rows], inputs.as_tuple, pad_values)
+        return _prefix_input(inputs, rows, tokenizer)
 
     def computed(inputs, rows):
         """The records' tensors for rows `rows` (arranged as the layout) and, for records as
@@ -810,6 +846,11 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
 
     layout = []  # (name, dtype, shape) of each record tensor, in the records' order
 
+    def keyer_of(inputs):
+        """The keyer spec of a batch's inputs: texts are keyed by their characters ("text")
+        unless another keyer is named."""
+        return "text" if isinstance(inputs, _Texts) and keyer == "tensor" else keyer_spec
+
     def open_writer(inputs, run, shard=None):
         """The cache opened for writing, its record layout from the prefix's output for the
         first sample (one forward); a dict's keys in a stored cache's order when they are its
@@ -826,15 +867,14 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
             probe = sorted(probe, key=lambda named: stored.index(named[0]))
         layout[:] = [(name, dtype, [-1] + shape[1:] if name in sequences else shape)
                      for name, dtype, shape in _layout_of(probe)]
-        spec = keyer_spec
-        if isinstance(inputs, _Texts) and keyer == "tensor":
-            spec = "text"  # texts are keyed by their characters
+        spec = keyer_of(inputs)
         input_shape = list(inputs.shape[1:]) if isinstance(inputs, torch.Tensor) else []
         return _native.CacheWriter(filled(
             _native.WriterOptions(), cache_dir=path, split=split, data=description, samples=samples,
             shard_index=index, shard_count=count, split_samples=split_samples,
             class_names=class_names, model=model, fingerprint=fingerprint, split_at="prefix",
-            keyer=spec, codec=codec, preprocess="python", input_shape=input_shape,
+            keyer=spec, codec=codec, input_shape=input_shape,
+            preprocess=preprocessing if isinstance(inputs, _Texts) else "python",
             layout=[_native.WriterTensor(*t) for t in layout], compression=compression, rebuild=bool(rebuild),
             flush_seconds=float(flush_seconds), engine_model=engine_model or "",
             engine_weights=engine_weights or "", engine_split_at=engine_split_at or ""))
@@ -872,9 +912,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
 
     try:
         if sharded:
-            facts = {"model": model, "fingerprint": fingerprint, "keyer": keyer_spec,
-                     "codec": codec, "split": split, "classes": class_names}
-            report = _build_sharded(loader, keyer_spec, facts, one_process, rank, world)
+            facts = {"model": model, "fingerprint": fingerprint, "preprocess": preprocessing,
+                     "keyer": keyer_spec, "codec": codec, "split": split, "classes": class_names}
+            report = _build_sharded(loader, keyer_of, facts, one_process, rank, world)
         elif group:
             report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
                                         bar)

@@ -27,6 +27,26 @@ def _activation(tensors, names, row=None):
     return dict(zip(names, tensors))
 
 
+def _stacked(tensors):
+    """Samples' tensors as one batch: stacked, those that differ in their first dimension (records
+    as long as the text) padded at its end with zeros to the longest (a mask's padding 0)."""
+    if tensors[0].dim() == 0 or len({t.shape for t in tensors}) == 1:
+        return torch.stack(tensors)
+    return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True)
+
+
+def collate(items):
+    """A DataLoader's collate_fn for CachedDataset: items [(activation, label), ...] as
+    (activations, labels int64 [n]), the activations stacked (a dict's tensors by name), records
+    as long as the text padded to the batch's longest with their mask's padding 0: the batches
+    CachedLoader gives."""
+    activations = [a for a, _ in items]
+    labels = torch.as_tensor([int(y) for _, y in items], dtype=torch.int64)
+    if isinstance(activations[0], dict):
+        return {name: _stacked([a[name] for a in activations]) for name in activations[0]}, labels
+    return _stacked(activations), labels
+
+
 class CachedDataset(torch.utils.data.Dataset):
     """ds[i] is (activation, label) of the split's i-th sample, in the order it was built.
 

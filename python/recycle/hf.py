@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from .build import _on_device
+from .dataset import collate
 
 # model_type -> the attribute path of the base model's list of layers.
 _FAMILIES = {
@@ -162,6 +163,17 @@ class Head(nn.Module):
                 hidden = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
         pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
         return self.classifier(pooled) if self.classifier is not None else pooled
+
+
+def data_collator(items):
+    """transformers' Trainer's data_collator for a CachedDataset of the prefix's records: the
+    batch as the keyword arguments of a head's forward, {"hidden", "mask", "labels"} (records
+    padded to the batch's longest, as recycle.collate pads them)."""
+    features, labels = collate(items)
+    if not isinstance(features, dict):
+        raise ValueError("recycle.hf.data_collator takes records of several named tensors "
+                         "(the prefix's hidden and mask)")
+    return dict(features, labels=labels)
 
 
 def split(model, k, num_labels=None, pooling="mean"):

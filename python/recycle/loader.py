@@ -78,6 +78,13 @@ class CachedLoader:
     batch or two ahead (pinned on the host, copied with non_blocking, fp16/bf16/int8 records
     sent as stored and widened there); refused with ValueError where no GPU is usable.
 
+    group_by_length=True (records as long as the text) orders each epoch as transformers'
+    group_by_length does: the shuffled order cut into megabatches of 50 batches, each sorted
+    by length, longest first, the megabatch of the longest sample first; a batch then holds
+    texts of similar length and pads little. The lengths are read when the loader is made:
+    every record of the split once (headers parsed, nothing decoded). ValueError for a split
+    whose records are all of one shape.
+
     sharded=True reads this rank's own shard of a cache built with recycle-build --sharded
     (docs/scale.md): "{rank}" in path is replaced by the rank, the split must be shard `rank` of
     `world_size`, each epoch shuffles within the shard, and every rank takes as many samples
@@ -88,7 +95,7 @@ class CachedLoader:
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
                  world_size=None, drop_last=False, prefetch=2, allow_partial=False,
-                 block_cache_mb=256, device=None, sharded=False):
+                 block_cache_mb=256, device=None, sharded=False, group_by_length=False):
         for name, value in (("batch_size", batch_size), ("seed", seed), ("prefetch", prefetch)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an int, not {value!r}")
@@ -110,7 +117,7 @@ class CachedLoader:
                         block_cache_mb=int(block_cache_mb)),
             batch_size=batch_size, shuffle=bool(shuffle), seed=seed, rank=rank,
             world_size=world_size, drop_last=bool(drop_last), prefetch=prefetch,
-            device=str(self.device) if cuda else "cpu")
+            device=str(self.device) if cuda else "cpu", group_by_length=bool(group_by_length))
         if sharded:  # the shard read whole by this rank, padded to the largest
             self._options.update(rank=0, world_size=1)
         self._native = self._open()

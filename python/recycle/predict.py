@@ -8,7 +8,8 @@ import torch
 
 from . import _native
 from ._options import filled
-from .build import _eval_mode, _identity, _outputs
+from .build import (_eval_mode, _identity, _on_device, _outputs, _prefix_input, _preprocessing,
+                    _samples_of, _sequence_cut, _Texts)
 from .cache import _path
 
 
@@ -66,10 +67,12 @@ def _refuse_a_python_prefixs_cache(path):
     except (RuntimeError, ValueError, OSError):
         return  # not such a cache: the engine's own message stands
     if manifest.get("classifier") == "none" and str(manifest.get("model", "")).startswith("python:"):
+        texts = str(manifest.get("keyer", "")).startswith("text")
+        call = "recycle.CachedPrefix(path, prefix, tokenizer=tokenizer)(texts)" if texts else \
+            "recycle.CachedPrefix(path, prefix)"
         raise ValueError(f"cache {path} was filled by a Python prefix ({manifest['model']}, "
                          "through recycle.build), which recycle.predict cannot run for its misses: "
-                         "use recycle.CachedPrefix(path, prefix) and apply your head to its output"
-                         ) from None
+                         f"use {call} and apply your head to its output") from None
 
 
 class CachedPrefix:
@@ -77,18 +80,23 @@ class CachedPrefix:
     with your own head (`head(cached(x))`).
 
     `path` is a cache that recycle.build filled from `prefix` (the same module and weights, or
-    the same callable and model_id: refused with StaleCacheError otherwise, as build refuses
-    them; checked when CachedPrefix is made, so do not change the prefix's weights after).
-    Caches that carry an engine model's identity (recycle-build's, or build's with engine_model
-    or engine_weights) are refused with ValueError: recycle.predict serves them. A call keys the batch `inputs` ([n, ...], the batch as dimension 0) exactly as build
+    the same callable and model_id, and for texts the same tokenizer: refused with
+    StaleCacheError otherwise, as build refuses them; checked when CachedPrefix is made, so do
+    not change the prefix's weights after). Caches that carry an engine model's identity
+    (recycle-build's, or build's with engine_model or engine_weights) are refused with
+    ValueError: recycle.predict serves them. A call keys the batch `inputs` exactly as build
     keys its inputs, reads the samples the cache holds (hits) with one lookup, runs `prefix` on
     the others alone (misses; eval mode, no_grad, on the prefix's device), and returns what
-    CachedDataset gives: a tensor [n, ...] (float32 from the codec), or a dict of named tensors
-    when the records hold several, on the device of `inputs`. Nothing is written: build again to
-    store the misses. .hits and .misses count the samples so far. A cache keyed by sample id
-    (keyer="id"), and one whose records vary in shape, are refused with ValueError."""
+    CachedLoader gives: a tensor [n, ...] (float32 from the codec), or a dict of named tensors
+    when the records hold several. `inputs` are what build was given: a tensor [n, ...] (the
+    batch as dimension 0), texts (a list of strings, tokenized by `tokenizer` for the misses),
+    or samples of named tensors (a list of dicts such as one text's unpadded tokenizer output,
+    or a dict of batch tensors). Records as long as the text come padded to the batch's
+    longest, their mask's padding 0 (as CachedLoader's batches). Nothing is written: build again
+    to store the misses. .hits and .misses count the samples so far. A cache keyed by sample id
+    (keyer="id") is refused with ValueError."""
 
-    def __init__(self, path, prefix, model_id=None, block_cache_mb=32):
+    def __init__(self, path, prefix, model_id=None, block_cache_mb=32, tokenizer=None):
         if not callable(prefix):
             raise ValueError(f"prefix must be an nn.Module or a callable, not {type(prefix).__name__}")
         if isinstance(block_cache_mb, bool) or not isinstance(block_cache_mb, int):
@@ -97,6 +105,9 @@ class CachedPrefix:
         self._reader = _native.KeyedReader(self.path, block_cache_mb)
         self.names = list(self._reader.tensor_names())
         manifest = json.loads(self._reader.manifest_json())
+        self._sequences = {t["name"] for t in manifest.get("record_layout", [])
+                           if t["shape"] and t["shape"][0] == -1}
+        self._texts = manifest.get("keyer", "").startswith("text")
         model, fingerprint = _identity(prefix, model_id)
         stored = (manifest.get("model", ""), manifest.get("fingerprint", ""))
         if not stored[0].startswith("python:"):
@@ -110,47 +121,98 @@ class CachedPrefix:
             raise _native.StaleCacheError(
                 f"cache {self.path} was built for another prefix: {what}: the cache has {have}, "
                 f"this prefix is {want}")
-        self.prefix = prefix
+        if self._texts and tokenizer is None:
+            raise ValueError(f"cache {self.path} holds texts: pass tokenizer= (the one build "
+                             "tokenized them with) to compute the misses")
+        preprocessing = _preprocessing(tokenizer if self._texts else None)
+        if self._texts and manifest.get("preprocess") != preprocessing:
+            raise _native.StaleCacheError(
+                f"cache {self.path} was built with another tokenizer: preprocessing: the cache has "
+                f"{manifest.get('preprocess')}, this tokenizer gives {preprocessing}")
+        self.prefix, self.tokenizer = prefix, tokenizer
         self.hits = 0
         self.misses = 0
 
     def __call__(self, inputs):
-        if not isinstance(inputs, torch.Tensor):
-            raise ValueError(f"inputs must be a tensor, not {type(inputs).__name__}")
-        tensors, hit = self._reader.lookup(inputs)
+        if isinstance(inputs, torch.Tensor):
+            if self._sequences:
+                raise ValueError(f"cache {self.path} holds records as long as the text: call it "
+                                 "with what build was given (texts, or samples of named tensors), "
+                                 "not a tensor")
+            tensors, hit = self._reader.lookup(inputs)
+            device = inputs.device
+        else:
+            samples = _samples_of(inputs, "CachedPrefix")
+            if isinstance(samples, _Texts) != self._texts:
+                raise ValueError(f"cache {self.path} was built from "
+                                 f"{'texts' if self._texts else 'samples of named tensors'}: call it "
+                                 f"with {'texts' if self._texts else 'those'}, not "
+                                 f"{'texts' if isinstance(samples, _Texts) else 'named tensors'}")
+            if isinstance(samples, _Texts):
+                tensors, hit = self._reader.lookup_texts(list(samples))
+            else:
+                tensors, hit = self._reader.lookup_named(list(samples))
+            inputs, device = samples, None
         miss = (~hit).nonzero().flatten()
-        if len(miss) == len(inputs) and len(miss) > 0:
+        if len(miss) == len(hit) and len(miss) > 0 and isinstance(inputs, torch.Tensor):
             tensors = self._compute(inputs, None, tensors)  # every row a miss: no gather, no scatter
         elif len(miss) > 0:
-            self._compute(inputs, miss, tensors)
+            tensors = self._compute(inputs, miss, tensors)
         self.hits += int(hit.sum())
         self.misses += len(miss)
-        tensors = [t.to(inputs.device) for t in tensors]
+        if device is not None:
+            tensors = [t.to(device) for t in tensors]
         return tensors[0] if len(tensors) == 1 else dict(zip(self.names, tensors))
 
     def _compute(self, inputs, miss, tensors):
         """The prefix on the misses' rows, written into their rows of `tensors` (returned); with
-        miss None, on every row, its outputs returned in place of `tensors`."""
+        miss None, on every row, its outputs returned in place of `tensors`. Records as long as
+        the text: the batch widened to the longest of hits and misses."""
         device, restore_modes = _eval_mode(self.prefix)
         try:
-            x = inputs if miss is None else inputs.index_select(0, miss.to(inputs.device))
+            x = inputs if miss is None else _prefix_input(inputs, miss.tolist(), self.tokenizer)
+            rows = len(x) if isinstance(x, torch.Tensor) else len(miss)
             with torch.no_grad():
-                out = _outputs(self.prefix(x.to(device) if device is not None else x), len(x))
+                out = _outputs(self.prefix(_on_device(x, device)), rows)
         finally:
             restore_modes()
+        lengths = None
+        if self._sequences:
+            out, _, lengths = _sequence_cut(out, x)
         by_name = dict(out)
         if sorted(by_name) == sorted(self.names):  # a dict's keys in another order: by name
             out = [(name, by_name[name]) for name in self.names]
         if [name for name, _ in out] != self.names:
             raise ValueError(f"the prefix returned {[name for name, _ in out]}, the cache's records "
                              f"hold {self.names}")
-        rows = len(x)
         for (name, o), t in zip(out, tensors):
-            if tuple(o.shape) != (rows,) + tuple(t.shape[1:]):
+            want = tuple(t.shape[2:]) if name in self._sequences else tuple(t.shape[1:])
+            have = tuple(o.shape[2:]) if name in self._sequences else tuple(o.shape[1:])
+            if o.shape[0] != rows or have != want:
                 raise ValueError(f"the prefix's output '{name}' has shape {tuple(o.shape[1:])} per "
                                  f"sample, the cache's records {tuple(t.shape[1:])}")
         if miss is None:
             return [o.detach().to(dtype=t.dtype) for (_, o), t in zip(out, tensors)]
+        if lengths is not None:
+            return self._merged(out, tensors, miss, lengths)
         for (_, o), t in zip(out, tensors):
             t.index_copy_(0, miss, o.detach().to("cpu", t.dtype))
         return tensors
+
+    def _merged(self, out, tensors, miss, lengths):
+        """The hits' padded records and the misses' outputs (each cut to its length) as one
+        batch, padded to the longest with zeros."""
+        hit_width = tensors[self.names.index(next(iter(self._sequences)))].shape[1]
+        width = max([hit_width] + lengths)
+        merged = []
+        for (name, o), t in zip(out, tensors):
+            o = o.detach().to("cpu", t.dtype)
+            if name not in self._sequences:
+                merged.append(t.index_copy_(0, miss, o))
+                continue
+            wide = t.new_zeros((t.shape[0], width) + tuple(t.shape[2:]))
+            wide[:, :t.shape[1]] = t  # the misses' rows are zero here
+            for i, (r, length) in enumerate(zip(miss.tolist(), lengths)):
+                wide[r, :length] = o[i, :length]
+            merged.append(wide)
+        return merged

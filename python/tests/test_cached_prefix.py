@@ -75,8 +75,10 @@ def test_another_prefix_a_wrong_shape_and_an_id_keyed_cache_are_refused(tmp_path
     cached = recycle.CachedPrefix(tmp_path / "c", prefix(0))
     with pytest.raises(ValueError, match="shape"):
         cached(torch.zeros(4, 1, 10, 10))
-    with pytest.raises(ValueError, match="inputs must be a tensor"):
+    with pytest.raises(ValueError) as e:
         cached([1, 2])
+    assert str(e.value) == ("CachedPrefix: inputs must be tensors, texts (with tokenizer=), or "
+                            "dicts/tuples of tensors, not list")
     recycle.build(tmp_path / "ids", data, prefix(0), keyer="id", batch_size=32)
     with pytest.raises(ValueError, match="not by content"):
         recycle.CachedPrefix(tmp_path / "ids", prefix(0))

@@ -199,3 +199,57 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
                        "for the whole split"):
         recycle.build(cache.replace("{rank}", "0"), data, lambda b: {"a": torch.tanh(b * 2),
                       "s": b.sum(dim=(1, 2, 3))}, model_id="shards", codec="fp32")
+
+
+# Two ranks build their own shards of texts (records as long as the text), keyed by the text.
+TEXT_SHARDS_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+
+    class Tokenizer:
+        pad_token_id = 0
+        def __init__(self, cut=64):
+            self.cut = cut
+        def __call__(self, texts, padding=True, truncation=True, return_tensors="pt"):
+            rows = [[1 + ord(c) % 90 for c in t][:self.cut] for t in texts]
+            ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.int64)
+            for i, r in enumerate(rows):
+                ids[i, :len(r)] = torch.tensor(r)
+            return {"input_ids": ids, "attention_mask": (ids > 0).long()}
+
+    emb = torch.nn.Embedding(100, 3)
+    texts = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]
+    data = [(t, i % 3) for i, t in enumerate(texts)]
+    def build(tokenizer):
+        return recycle.build(sys.argv[1], data, lambda b: {"hidden": emb(b["input_ids"]),
+                             "mask": b["attention_mask"]}, model_id="text-shards", codec="fp32",
+                             batch_size=16, tokenizer=tokenizer, sharded=True)
+    first = build(Tokenizer())
+    refused = ""
+    try:
+        build(Tokenizer(64 if rank == 0 else 5))
+    except ValueError as e:
+        refused = str(e)
+    path = sys.argv[1].replace("{rank}", str(rank))
+    ds = recycle.CachedDataset(path, sharded=True)
+    lengths = [int(ds[i][0]["mask"].sum()) for i in range(len(ds))]
+    sys.stdout.write("RESULT " + json.dumps({"rank": rank, "first": first, "lengths": lengths,
+                                             "refused": refused}) + "\\n")  # one write
+    sys.stdout.flush()
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_build_their_own_shards_of_texts(tmp_path):
+    cache = str(tmp_path / "text-{rank}")
+    results = two_ranks(tmp_path, TEXT_SHARDS_SCRIPT, cache)
+    texts = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]
+    shard_of = recycle._native.shards_of_texts("text", texts, 0, 2)[0]
+    for rank, res in results.items():
+        mine = [len(t) for t, s in zip(texts, shard_of) if s == rank]
+        assert res["first"]["samples"] == 70 and res["first"]["shard"] == rank
+        assert res["first"]["per_shard"][rank]["samples"] == len(mine) > 0
+        assert res["lengths"] == mine  # each record as long as its text, in split order
+        assert recycle.inspect(cache.replace("{rank}", str(rank)))["keyer"] == "text"
+        assert res["refused"].startswith("rank 1's preprocess is 'python, tokenizer "), res["refused"]

@@ -15,12 +15,14 @@ WORDS = "the build failed again win a free prize now click here notes from revie
 
 
 class Tokenizer:
-    """A tokenizer as transformers' are called: ids of whitespace words (1 + the word's index, 0
-    is padding, 99 marks the start), padded to the batch's longest, with the attention mask."""
+    """A tokenizer as transformers' are called: ids of whitespace words (1 + the word's index, 98
+    for another word, 0 is padding, 99 marks the start), padded to the batch's longest, with the
+    attention mask."""
     pad_token_id = 0
 
     def __call__(self, texts, padding=True, truncation=True, return_tensors="pt"):
-        rows = [[99] + [1 + WORDS.index(w) for w in t.split()] for t in texts]
+        rows = [[99] + [1 + WORDS.index(w) if w in WORDS else 98 for w in t.split()]
+                for t in texts]
         longest = max(len(r) for r in rows)
         ids = torch.zeros(len(rows), longest, dtype=torch.int64)
         mask = torch.zeros(len(rows), longest, dtype=torch.int64)
@@ -153,3 +155,116 @@ def test_named_inputs_are_refused_where_they_cannot_be_built(tmp_path):
         recycle.build(tmp_path / "d", [(one_text("ok"), 0), ({"input_ids": ["x"]}, 1)], Prefix(),
                       progress=False)
     assert "input 'input_ids' must be a tensor (or a list of numbers), not list" in str(e.value)
+
+
+class ShortTokenizer(Tokenizer):
+    """The same vocabulary, texts cut at 3 tokens (another max_length)."""
+
+    def __call__(self, texts, padding=True, truncation=True, return_tensors="pt"):
+        out = super().__call__(texts, padding, truncation, return_tensors)
+        return {k: v[:, :3] for k, v in out.items()}
+
+
+def test_build_reports_the_splits_records_and_the_caches(tmp_path):
+    data = texts()
+    train = recycle.build(tmp_path / "c", data[:4], Prefix(), tokenizer=Tokenizer(), progress=False)
+    test = recycle.build(tmp_path / "c", data[3:], Prefix(), split="test", tokenizer=Tokenizer(),
+                         progress=False)
+    assert (train["records"], train["cache_records"]) == (4, 4)
+    # data[3:] holds 4 distinct texts, 2 of them stored by train's build.
+    assert (test["unique"], test["records"], test["computed"], test["cache_records"]) == (4, 4, 2, 6)
+
+
+def test_a_text_cache_refuses_another_tokenizer(tmp_path):
+    recycle.build(tmp_path / "c", texts(), Prefix(), tokenizer=Tokenizer(), progress=False)
+    with pytest.raises(recycle.StaleCacheError) as e:
+        recycle.build(tmp_path / "c", texts(), Prefix(), tokenizer=ShortTokenizer(), progress=False)
+    assert "preprocessing: the cache has python, tokenizer " in str(e.value)
+    with pytest.raises(recycle.StaleCacheError) as e:
+        recycle.CachedPrefix(tmp_path / "c", Prefix(), tokenizer=ShortTokenizer())
+    assert "was built with another tokenizer: preprocessing: the cache has python, tokenizer" \
+        in str(e.value)
+
+
+def test_cached_prefix_serves_texts_hits_and_misses_padded_together(tmp_path):
+    prefix = Prefix()
+    recycle.build(tmp_path / "c", texts()[:4], prefix, codec="fp32", tokenizer=Tokenizer(),
+                  progress=False)
+    cached = recycle.CachedPrefix(tmp_path / "c", prefix, tokenizer=Tokenizer())
+    batch = ["ok", "win a free prize now click here now", "the build failed again", "click here"]
+    out = cached(batch)
+    assert (cached.hits, cached.misses) == (2, 2)
+    with torch.no_grad():
+        want = prefix(Tokenizer()(batch))
+    assert torch.equal(out["mask"], want["mask"])  # padded to the longest (a miss), mask rebuilt
+    assert torch.equal(out["hidden"], want["hidden"])
+    # Named inputs: the same, keyed by their tensors.
+    recycle.build(tmp_path / "n", [(one_text(s), y) for s, y in texts()[:4]], prefix,
+                  codec="fp32", progress=False)
+    named = recycle.CachedPrefix(tmp_path / "n", prefix)
+    out = named([one_text(s) for s in batch])
+    assert (named.hits, named.misses) == (2, 2)
+    assert torch.equal(out["mask"], want["mask"]) and torch.equal(out["hidden"], want["hidden"])
+
+
+def test_cached_prefix_refusals_say_what_to_call_it_with(tmp_path):
+    recycle.build(tmp_path / "c", texts(), Prefix(), tokenizer=Tokenizer(), progress=False)
+    with pytest.raises(ValueError) as e:
+        recycle.CachedPrefix(tmp_path / "c", Prefix())
+    assert str(e.value) == (f"cache {tmp_path / 'c'} holds texts: pass tokenizer= (the one build "
+                            "tokenized them with) to compute the misses")
+    cached = recycle.CachedPrefix(tmp_path / "c", Prefix(), tokenizer=Tokenizer())
+    with pytest.raises(ValueError) as e:
+        cached(torch.zeros(2, 3, dtype=torch.int64))
+    assert str(e.value) == (f"cache {tmp_path / 'c'} holds records as long as the text: call it "
+                            "with what build was given (texts, or samples of named tensors), not "
+                            "a tensor")
+    with pytest.raises(ValueError) as e:
+        cached([one_text("ok")])
+    assert str(e.value) == (f"cache {tmp_path / 'c'} was built from texts: call it with texts, "
+                            "not named tensors")
+    with pytest.raises(ValueError) as e:  # the engine's predict has no prefix to run misses
+        recycle.predict(tmp_path / "c", tmp_path / "head.pt", None, "tsv:x.tsv", tmp_path / "p")
+    assert str(e.value) == (f"cache {tmp_path / 'c'} was filled by a Python prefix "
+                            "(python:test_sequence_records.Prefix, through recycle.build), which "
+                            "recycle.predict cannot run for its misses: use recycle.CachedPrefix("
+                            "path, prefix, tokenizer=tokenizer)(texts) and apply your head to its "
+                            "output")
+
+
+def test_collate_pads_cached_dataset_items_as_the_loader_does(tmp_path):
+    recycle.build(tmp_path / "c", texts(), Prefix(), tokenizer=Tokenizer(), progress=False)
+    ds = recycle.CachedDataset(tmp_path / "c")
+    features, labels = recycle.collate([ds[i] for i in range(len(ds))])
+    (want, want_labels), = list(recycle.CachedLoader(tmp_path / "c", batch_size=7, shuffle=False))
+    assert torch.equal(labels, want_labels)
+    assert torch.equal(features["mask"], want["mask"])
+    assert torch.equal(features["hidden"], want["hidden"])
+
+
+def test_group_by_length_gives_batches_of_similar_length(tmp_path):
+    words = WORDS * 3
+    data = [(" ".join(words[:1 + i % 12]), i % 2) for i in range(96)]  # 1 to 12 words
+    recycle.build(tmp_path / "c", data, Prefix(), tokenizer=Tokenizer(), progress=False)
+
+    def padding(loader):
+        pad = seen = 0
+        for features, labels in loader:
+            pad += int((features["mask"] == 0).sum())
+            seen += len(labels)
+        assert seen == 96
+        return pad
+
+    plain = padding(recycle.CachedLoader(tmp_path / "c", batch_size=4, seed=1))
+    grouped = recycle.CachedLoader(tmp_path / "c", batch_size=4, seed=1, group_by_length=True)
+    assert padding(grouped) < plain / 3
+    first, _ = next(iter(recycle.CachedLoader(tmp_path / "c", batch_size=4, seed=1,
+                                              group_by_length=True)))
+    assert first["mask"].shape[1] == 13  # the longest text (12 words and the start) comes first
+    fixed = tmp_path / "f"
+    recycle.build(fixed, [(torch.ones(3) * i, 0) for i in range(8)], lambda x: x * 2,
+                  model_id="double", progress=False)
+    with pytest.raises(ValueError) as e:
+        recycle.CachedLoader(fixed, batch_size=4, group_by_length=True)
+    assert str(e.value) == (f"group_by_length: the records of split train of cache {fixed} are "
+                            "all of one shape: there is no length to group them by")
