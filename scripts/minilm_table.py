@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs examples/finetune_minilm.py for each --k and --seeds and prints the table of
-docs/minilm.md: test accuracy and the spam class's F1 (mean +- sd over the seeds), median
+docs/minilm.md: test accuracy and F1 (the spam class's, or the macro mean of more classes;
+mean +- sd over the seeds), median
 epoch seconds, the speedups against the online prefix and against full fine-tuning (each run's
 own, side by side in one process), the cache's build time, the total (every epoch, and the
 build for the cached run) and the bytes per mail; then the engine
@@ -53,25 +54,27 @@ def table_rows(rows, ks, seeds):
             out.append({
                 "run": name, "k": k, "cached": cached,
                 "acc": mean_sd([r["runs"][name]["test_acc"] for r in runs]),
-                "f1": mean_sd([r["runs"][name]["spam_f1"] for r in runs]),
+                "f1": mean_sd([r["runs"][name]["f1"] for r in runs]),
                 "epoch_s": statistics.median(r["runs"][name]["median_epoch_s"] for r in runs),
                 "vs_online": statistics.median(r["runs"][online]["median_epoch_s"] / r["runs"][name]["median_epoch_s"]
                                                for r in runs),
                 "vs_full": (statistics.median(r["runs"][full]["median_epoch_s"] / r["runs"][name]["median_epoch_s"]
                                               for r in runs) if full else None),
-                "build_s": statistics.median(r["build_s"] for r in runs) if cached else None,
-                # the whole training: every epoch, and the cache's build for the cached run
-                "total_s": statistics.median(sum(r["runs"][name]["epoch_s"]) + (r["build_s"] if cached else 0)
+                "build_s": statistics.median(r["runs"][name]["build_s"] for r in runs) if cached else None,
+                # the whole training: every epoch, and the cache's build for a cached run
+                "total_s": statistics.median(sum(r["runs"][name]["epoch_s"]) + r["runs"][name].get("build_s", 0)
                                              for r in runs),
-                "bytes": statistics.median(r["bytes_per_mail"] for r in runs) if cached else None})
+                "bytes": statistics.median(r["runs"][name]["bytes"] for r in runs) if cached else None})
     return out
 
 
 def markdown(rows, table, ks, seeds, cpu):
     first = next(iter(rows.values()))
-    lines = [f"{first['train']} training and {first['test']} test mails, {first['tokens']} tokens, "
-             f"{first['epochs']} epochs, {first['codec']} records, seeds {seeds}; {cpu}", "",
-             "| run | test acc | spam F1 | median epoch s | vs online | vs full | build s | total s | bytes/mail |",
+    f1 = "spam F1" if len(first["classes"]) == 2 else "macro F1"
+    lines = [f"{first['data']}: {first['train']} training and {first['test']} test texts, "
+             f"{len(first['classes'])} classes, cut at {first['tokens']} tokens, {first['epochs']} "
+             f"epochs, {first['codec']} records, seeds {seeds}; {cpu}", "",
+             f"| run | test acc | {f1} | median epoch s | vs online | vs full | build s | total s | bytes/text |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in table:
         vs_full = f"{t['vs_full']:.2f}x" if t["vs_full"] else "-"
@@ -165,7 +168,8 @@ def main():
         with open(os.path.join(a.out, "minilm.json"), "w") as f:
             json.dump({"cpu": cpu, "runs": list(rows.values()),
                        "table": table}, f, indent=1)
-        picture = svg(table, f"all-MiniLM-L6-v2 on SpamAssassin, {cpu}")
+        first = next(iter(rows.values()))
+        picture = svg(table, f"all-MiniLM-L6-v2 on {os.path.basename(first['data'].rstrip('/'))}, {cpu}")
         if picture:
             with open(os.path.join(a.out, "minilm.svg"), "w") as f:
                 f.write(picture)

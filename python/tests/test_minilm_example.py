@@ -46,15 +46,21 @@ def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     figures = json.loads(out.read_text())
-    assert set(figures["runs"]) == {"cached prefix (k=3)", "prefix run online (k=3)", "full fine-tuning (6 layers)"}
+    dynamic, padded = "cached prefix (k=3), records as long as the text", "cached prefix (k=3), records padded to 24"
+    assert set(figures["runs"]) == {dynamic, padded, "prefix run online (k=3)", "full fine-tuning (6 layers)"}
     for run in figures["runs"].values():
         assert 0 <= run["test_acc"] <= 1 and len(run["epoch_s"]) == 1
-    # The records: the hidden states (fp16) and the mask (int64, exact), one per distinct mail.
-    info = recycle.inspect(cache)
-    layout = {t["name"]: t for t in info["record_layout"]}
-    assert set(layout) == {"hidden", "mask"}, info["record_layout"]
-    assert layout["hidden"]["shape"] == [24, 384] and layout["mask"]["shape"] == [24]
-    assert info["splits"]["train"]["samples"] == 48 and info["splits"]["test"]["samples"] == 16
+    # The records: the hidden states (fp16) and the mask (int64, exact), one per distinct mail,
+    # as long as the mail (keyed by its text), or padded to 24 tokens (keyed by the ids and mask).
+    for path, keyer, rows in ((cache, "text", -1), (str(cache) + "-padded", "xxh3", 24)):
+        info = recycle.inspect(path)
+        layout = {t["name"]: t for t in info["record_layout"]}
+        assert set(layout) == {"hidden", "mask"}, info["record_layout"]
+        assert layout["hidden"]["shape"] == [rows, 384] and layout["mask"]["shape"] == [rows]
+        assert info["splits"]["train"]["samples"] == 48 and info["splits"]["test"]["samples"] == 16
+        assert info["keyer"] == keyer
+    # The mails are shorter than 24 tokens: records as long as the text are smaller.
+    assert figures["runs"][dynamic]["bytes"] < figures["runs"][padded]["bytes"]
     # CachedPrefix served every test mail from the cache, within fp16's rounding of the prefix.
     assert "CachedPrefix: 16 hits, 0 misses" in r.stdout, r.stdout[-2000:]
     assert figures["cached_prefix_max_diff"] < 1e-2
