@@ -295,10 +295,6 @@ def _split_batch_checked(batch, start):
     return inputs, labels
 
 
-_ONE_PROCESS = ("texts and named tensors are built by one process, or each rank its own shard "
-                "(sharded=True): not shared out among the ranks of torch.distributed")
-
-
 def _on_device(x, device):
     """`x` (a tensor, tensors in tuples, lists and dicts, anything else as it is) on `device`
     (None: all as it is)."""
@@ -337,13 +333,30 @@ def _raise_sent(message):
     raise kind(message[2])
 
 
-def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, bar):
+def _widened(tensors):
+    """Tensors [m_i, L_i, ...] of one record tensor from several ranks as one [sum m_i, max L_i,
+    ...], each padded at the end of dimension 1 with zeros (records as long as the text: each
+    rank's rows come padded to its own longest)."""
+    if len({t.shape[1:] for t in tensors}) == 1:
+        return torch.cat(tensors)
+    width = max(t.shape[1] for t in tensors)
+    out = tensors[0].new_zeros((sum(len(t) for t in tensors), width) + tuple(tensors[0].shape[2:]))
+    at = 0
+    for t in tensors:
+        out[at:at + len(t), :t.shape[1]] = t
+        at += len(t)
+    return out
+
+
+def _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank, world, bar):
     """The build under an initialised torch.distributed group: every rank reads the same data
-    in the same order; rank 0 keys each chunk and says which rows need the prefix; rank r
-    computes rows r, r + world, ...; rank 0 gathers the outputs (named: each rank's arranged by
-    name as the record layout, which open_writer fills on rank 0) and writes the cache (its only
-    writer, as in recycle-build's distributed build). Each step starts with a message from
-    rank 0, so an error anywhere stops every rank at the next step with the same message."""
+    in the same order; rank 0 keys each chunk (add_chunk) and says which rows need the prefix;
+    rank r computes rows r, r + world, ... (outputs_of: named outputs and, for records as long
+    as the text, their lengths); rank 0 gathers them (each rank's arranged by name as the record
+    layout, which open_writer fills on rank 0; sequences widened to the longest rank's) and
+    writes the cache (its only writer, as in recycle-build's distributed build). Each step
+    starts with a message from rank 0, so an error anywhere stops every rank at the next step
+    with the same message."""
     dist = torch.distributed
     writer = None
     failure = None  # (kind, message) of an error on this rank, sent at the next step
@@ -362,8 +375,6 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
     try:
         for batch in loader:
             inputs, labels = _split_batch_checked(batch, start)
-            if not isinstance(inputs, torch.Tensor):
-                raise ValueError(_ONE_PROCESS)
             start += len(inputs)
             message = None
             if rank == 0:
@@ -372,15 +383,15 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
                 else:
                     try:
                         if writer is None:
-                            writer = open_writer(inputs, run_prefix)
-                        message = ("rows", writer.add_chunk(inputs, labels))
+                            writer = open_writer(inputs)
+                        message = ("rows", add_chunk(writer, inputs, labels))
                     except Exception as e:  # every rank stops with it
                         message = _error_of(e)
             message = check(send(message))
             rows = message[1]
             mine = rows[rank::world]
             try:
-                part = run_prefix(inputs[torch.tensor(mine, dtype=torch.int64)]) if mine else None
+                part = list(outputs_of(inputs, mine)) if mine else None  # a tuple is an error
             except Exception as e:
                 part = _error_of(e)
             parts = [None] * world if rank == 0 else None
@@ -391,17 +402,22 @@ def _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world, 
                     if failed:
                         failure = failed[0]
                     else:
-                        outputs = []
+                        outputs, lengths = [], []
                         if rows:
                             order = torch.cat([torch.arange(len(rows))[r::world] for r in range(world)
                                                if len(rows[r::world])])
-                            given = [_arranged(p, layout) for p in parts if p is not None]
-                            for j in range(len(given[0])):
-                                stacked = torch.cat([p[j] for p in given])
+                            given = [(_arranged(p[0], layout), p[1]) for p in parts if p is not None]
+                            for j in range(len(given[0][0])):
+                                stacked = _widened([g[0][j] for g in given])
                                 out = torch.empty_like(stacked)
                                 out[order] = stacked
                                 outputs.append(out)
-                        writer.write_chunk(outputs)
+                            cut = [length for g in given for length in g[1]]
+                            if cut:
+                                lengths = [0] * len(cut)
+                                for i, o in enumerate(order.tolist()):
+                                    lengths[o] = cut[i]
+                        writer.write_chunk(outputs, lengths)
                 except Exception as e:
                     failure = _error_of(e)
             bar.advance(len(inputs))
@@ -720,8 +736,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     complete with the same samples. Refuses (StaleCacheError) a cache built for another prefix,
     keyer, codec or record layout, as recycle-build does; rebuild=True deletes it first.
 
-    Inputs may also be texts or named tensors, as text models take them (one process; not under
-    torch.distributed): a sample's input a string, keyed by its characters (keyer "text", or a
+    Inputs may also be texts or named tensors, as text models take them (in one process or
+    under torch.distributed, as tensors): a sample's input a string, keyed by its characters (keyer "text", or a
     "text:..." spec) and tokenized for the prefix by `tokenizer` (a transformers tokenizer, called
     on the chunk's texts to compute with padding=True, truncation=True, return_tensors="pt"); or
     a dict (or tuple) of tensors such as one text's unpadded tokenizer output (1-D input_ids and
@@ -826,15 +842,20 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     def prefix_input(inputs, rows):
         return _prefix_input(inputs, rows, tokenizer)
 
-    def computed(inputs, rows):
-        """The records' tensors for rows `rows` (arranged as the layout) and, for records as
-        long as the text, each row's length."""
+    def outputs_of(inputs, rows):
+        """The prefix's named outputs for rows `rows` of a batch and, for records as long as the
+        text, each row's length (cut to it: the kept positions first), else []."""
         x = prefix_input(inputs, rows)
         named = run_prefix(x)
         lengths = []
         if not isinstance(inputs, torch.Tensor):
             named, _, cut = _sequence_cut(named, x)
             lengths = cut or []
+        return named, lengths
+
+    def computed(inputs, rows):
+        """The records' tensors for rows `rows` (arranged as the layout) and their lengths."""
+        named, lengths = outputs_of(inputs, rows)
         return _arranged(named, layout), lengths
 
     def add_chunk(writer, inputs, labels):
@@ -851,14 +872,14 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         unless another keyer is named."""
         return "text" if isinstance(inputs, _Texts) and keyer == "tensor" else keyer_spec
 
-    def open_writer(inputs, run, shard=None):
+    def open_writer(inputs, shard=None):
         """The cache opened for writing, its record layout from the prefix's output for the
         first sample (one forward); a dict's keys in a stored cache's order when they are its
         names (then any key order matches it). shard: (index, count, the shard's samples, the
         split's) for a shard of a sharded build."""
         index, count, samples, split_samples = shard or (0, 0, n, 0)
         x = prefix_input(inputs, [0])
-        probe = run(x)
+        probe = run_prefix(x)
         sequences = set()
         if not isinstance(inputs, torch.Tensor):
             probe, sequences, _ = _sequence_cut(probe, x)
@@ -895,7 +916,7 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                 inputs, labels = _split_batch_checked(batch, seen)
                 seen += len(inputs)
                 if writer is None:
-                    writer = open_writer(inputs, run_prefix, shard)
+                    writer = open_writer(inputs, shard)
                 rows = add_chunk(writer, inputs, labels)
                 outputs, lengths = computed(inputs, rows) if rows else ([], [])
                 writer.write_chunk(outputs, lengths)
@@ -916,8 +937,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                      "keyer": keyer_spec, "codec": codec, "split": split, "classes": class_names}
             report = _build_sharded(loader, keyer_of, facts, one_process, rank, world)
         elif group:
-            report = _build_distributed(loader, n, run_prefix, open_writer, layout, rank, world,
-                                        bar)
+            report = _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank,
+                                        world, bar)
             report["prefix_seconds"] = prefix_seconds
         else:
             report = one_process()

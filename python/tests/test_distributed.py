@@ -201,12 +201,8 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
                       "s": b.sum(dim=(1, 2, 3))}, model_id="shards", codec="fp32")
 
 
-# Two ranks build their own shards of texts (records as long as the text), keyed by the text.
-TEXT_SHARDS_SCRIPT = textwrap.dedent("""
-    import json, sys, torch, torch.distributed as dist, recycle
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-
+# A tokenizer as transformers' are called (ids of characters, cut at `cut`), for the texts below.
+TOKENIZER = textwrap.dedent("""
     class Tokenizer:
         pad_token_id = 0
         def __init__(self, cut=64):
@@ -217,7 +213,15 @@ TEXT_SHARDS_SCRIPT = textwrap.dedent("""
             for i, r in enumerate(rows):
                 ids[i, :len(r)] = torch.tensor(r)
             return {"input_ids": ids, "attention_mask": (ids > 0).long()}
+""")
+TEXTS = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]  # distinct, 7 to 32 characters
 
+# Two ranks build their own shards of texts (records as long as the text), keyed by the text.
+TEXT_SHARDS_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+""") + TOKENIZER + textwrap.dedent("""
     emb = torch.nn.Embedding(100, 3)
     texts = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]
     data = [(t, i % 3) for i, t in enumerate(texts)]
@@ -244,12 +248,53 @@ TEXT_SHARDS_SCRIPT = textwrap.dedent("""
 def test_two_ranks_build_their_own_shards_of_texts(tmp_path):
     cache = str(tmp_path / "text-{rank}")
     results = two_ranks(tmp_path, TEXT_SHARDS_SCRIPT, cache)
-    texts = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]
-    shard_of = recycle._native.shards_of_texts("text", texts, 0, 2)[0]
+    shard_of = recycle._native.shards_of_texts("text", TEXTS, 0, 2)[0]
     for rank, res in results.items():
-        mine = [len(t) for t, s in zip(texts, shard_of) if s == rank]
+        mine = [len(t) for t, s in zip(TEXTS, shard_of) if s == rank]
         assert res["first"]["samples"] == 70 and res["first"]["shard"] == rank
         assert res["first"]["per_shard"][rank]["samples"] == len(mine) > 0
         assert res["lengths"] == mine  # each record as long as its text, in split order
         assert recycle.inspect(cache.replace("{rank}", str(rank)))["keyer"] == "text"
         assert res["refused"].startswith("rank 1's preprocess is 'python, tokenizer "), res["refused"]
+
+
+# Two ranks build one cache of texts together (rank 0 writes), as one process builds it.
+TEXT_ONE_CACHE_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist, recycle
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+""") + TOKENIZER + textwrap.dedent("""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(100, 3)
+    texts = [("text %d " % (i % 50)) * (1 + i % 4) for i in range(70)]
+    r = recycle.build(sys.argv[1], [(t, i % 3) for i, t in enumerate(texts)],
+                      lambda b: {"hidden": emb(b["input_ids"]), "mask": b["attention_mask"]},
+                      model_id="texts", codec="fp32", batch_size=16, tokenizer=Tokenizer(),
+                      progress=False)
+    sys.stdout.write("RESULT " + json.dumps({"rank": rank, "report": r}) + "\\n")  # one write
+    sys.stdout.flush()
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_build_one_cache_of_texts_as_one_process_does(tmp_path):
+    cache = str(tmp_path / "together")
+    results = two_ranks(tmp_path, TEXT_ONE_CACHE_SCRIPT, cache)
+    for res in results.values():
+        assert res["report"]["ranks"] == 2 and res["report"]["computed"] == 70
+    # The same build in this process: the same records, bit for bit.
+    namespace = {"torch": torch}
+    exec(TOKENIZER, namespace)
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(100, 3)
+    recycle.build(tmp_path / "alone", [(t, i % 3) for i, t in enumerate(TEXTS)],
+                  lambda b: {"hidden": emb(b["input_ids"]), "mask": b["attention_mask"]},
+                  model_id="texts", codec="fp32", batch_size=16,
+                  tokenizer=namespace["Tokenizer"](), progress=False)
+    together, alone = recycle.CachedDataset(cache), recycle.CachedDataset(tmp_path / "alone")
+    a, la = together.read(range(70))
+    b, lb = alone.read(range(70))
+    assert torch.equal(la, lb) and torch.equal(a["mask"], b["mask"])
+    assert torch.equal(a["hidden"], b["hidden"])
+    assert [int(m.sum()) for m in a["mask"]] == [len(t) for t in TEXTS]
+    assert recycle.verify(cache)["checked"] == 70
