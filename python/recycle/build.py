@@ -12,6 +12,7 @@ import torch
 from . import _native
 from ._options import filled
 from .cache import _path
+from .dataset import _stacked
 
 _EXACT = {torch.int64: "int64", torch.int32: "int32", torch.uint8: "uint8", torch.bool: "bool"}
 
@@ -333,27 +334,12 @@ def _raise_sent(message):
     raise kind(message[2])
 
 
-def _widened(tensors):
-    """Tensors [m_i, L_i, ...] of one record tensor from several ranks as one [sum m_i, max L_i,
-    ...], each padded at the end of dimension 1 with zeros (records as long as the text: each
-    rank's rows come padded to its own longest)."""
-    if len({t.shape[1:] for t in tensors}) == 1:
-        return torch.cat(tensors)
-    width = max(t.shape[1] for t in tensors)
-    out = tensors[0].new_zeros((sum(len(t) for t in tensors), width) + tuple(tensors[0].shape[2:]))
-    at = 0
-    for t in tensors:
-        out[at:at + len(t), :t.shape[1]] = t
-        at += len(t)
-    return out
-
-
 def _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank, world, bar):
     """The build under an initialised torch.distributed group: every rank reads the same data
     in the same order; rank 0 keys each chunk (add_chunk) and says which rows need the prefix;
     rank r computes rows r, r + world, ... (outputs_of: named outputs and, for records as long
     as the text, their lengths); rank 0 gathers them (each rank's arranged by name as the record
-    layout, which open_writer fills on rank 0; sequences widened to the longest rank's) and
+    layout, which open_writer fills on rank 0; sequences padded to the chunk's longest) and
     writes the cache (its only writer, as in recycle-build's distributed build). Each step
     starts with a message from rank 0, so an error anywhere stops every rank at the next step
     with the same message."""
@@ -408,7 +394,8 @@ def _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank,
                                                if len(rows[r::world])])
                             given = [(_arranged(p[0], layout), p[1]) for p in parts if p is not None]
                             for j in range(len(given[0][0])):
-                                stacked = _widened([g[0][j] for g in given])
+                                # each rank's records padded to its own longest: to the chunk's
+                                stacked = _stacked([row for g in given for row in g[0][j]])
                                 out = torch.empty_like(stacked)
                                 out[order] = stacked
                                 outputs.append(out)

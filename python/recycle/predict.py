@@ -11,6 +11,7 @@ from ._options import filled
 from .build import (_eval_mode, _identity, _on_device, _outputs, _prefix_input, _preprocessing,
                     _samples_of, _sequence_cut, _Texts)
 from .cache import _path
+from .dataset import _stacked
 
 
 def _text(name, value):
@@ -202,17 +203,14 @@ class CachedPrefix:
     def _merged(self, out, tensors, miss, lengths):
         """The hits' padded records and the misses' outputs (each cut to its length) as one
         batch, padded to the longest with zeros."""
-        hit_width = tensors[self.names.index(next(iter(self._sequences)))].shape[1]
-        width = max([hit_width] + lengths)
         merged = []
         for (name, o), t in zip(out, tensors):
             o = o.detach().to("cpu", t.dtype)
             if name not in self._sequences:
                 merged.append(t.index_copy_(0, miss, o))
                 continue
-            wide = t.new_zeros((t.shape[0], width) + tuple(t.shape[2:]))
-            wide[:, :t.shape[1]] = t  # the misses' rows are zero here
+            rows = list(t.unbind(0))
             for i, (r, length) in enumerate(zip(miss.tolist(), lengths)):
-                wide[r, :length] = o[i, :length]
-            merged.append(wide)
+                rows[r] = o[i, :length]
+            merged.append(_stacked(rows))
         return merged
