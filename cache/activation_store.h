@@ -178,11 +178,21 @@ class ActivationStore {
   Status flush();
   // Compacts the records column family, dropping what deletes left behind.
   Status compact_records();
+  // The largest number among the files the database lists as its own (tables, blob files,
+  // manifest, options: "000012.sst" is 12); -1 when it cannot tell.
+  int64_t newest_file_number() const;
 
   // Deletes the cache in `dir` (RocksDB's DestroyDB and the marker, then the directory if it
-  // is empty). Refuses, deleting nothing, a non-empty directory that is not recognised as a
-  // cache (see cache/cache_dir.h), and a cache another process writes.
+  // is empty). Refuses, deleting nothing, whatever check_destroy refuses, and a cache another
+  // process writes.
   static Status destroy(const std::string& dir);
+  // destroy's checks, deleting nothing: OK when `dir` is a cache that may be deleted whole (or
+  // there is nothing to delete). InvalidArgument, in one line saying what to do, for a
+  // non-empty directory that is not recognised as a cache (see cache/cache_dir.h), and for a
+  // cache directory that holds anything but the cache's own files (a user's notes, or a file
+  // named like RocksDB's that the cache's database does not list): deleting the cache would
+  // delete those too, or leave a directory that is no cache to build into.
+  static Status check_destroy(const std::string& dir);
 
   // Checks a split name: 1-64 characters of [A-Za-z0-9._-].
   static Status check_split_name(const std::string& split);

@@ -46,6 +46,22 @@ Status resolve_cache_path(const std::string& dir, std::string* real, bool* was_l
   return Status();
 }
 
+std::string cache_location(const std::string& dir) {
+  std::string real;
+  if (!resolve_cache_path(dir, &real).ok()) real = fs::absolute(dir).lexically_normal().string();
+  fs::path existing(real), rest;
+  struct stat st;
+  while (::stat(existing.c_str(), &st) != 0 && existing.has_parent_path() &&
+         existing != existing.parent_path()) {
+    rest = existing.filename() / rest;
+    existing = existing.parent_path();
+  }
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host) + " " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) +
+         " " + rest.string();
+}
+
 bool has_cache_marker(const std::string& real_dir) {
   std::error_code ec;
   return fs::is_regular_file(fs::path(real_dir) / kCacheMarkerName, ec);
@@ -61,14 +77,35 @@ Status write_cache_marker(const std::string& real_dir) {
   return Status();
 }
 
+namespace {
+
+// "000123" and the like: RocksDB's file numbers.
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// A directory that holds nothing, or only the lost+found of a file system's root (a fresh ext4
+// mount point, which docs/scale.md allows as the cache directory).
+bool empty_but_lost_found(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename() != "lost+found") return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
 bool looks_like_a_database(const std::string& real_dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(real_dir, ec)) {
     const std::string name = entry.path().filename().string();
     const std::string ext = entry.path().extension().string();
+    const std::string stem = entry.path().stem().string();
+    // A numbered table, blob or log file is RocksDB's; "build.log" is not.
     if (name == "CURRENT" || name == kCacheMarkerName || name.rfind("MANIFEST-", 0) == 0 ||
-        name.rfind("OPTIONS-", 0) == 0 || ext == ".sst" || ext == ".blob" ||
-        ext == ".log") {
+        name.rfind("OPTIONS-", 0) == 0 ||
+        ((ext == ".sst" || ext == ".blob" || ext == ".log") && all_digits(stem))) {
       return true;
     }
   }
@@ -117,7 +154,7 @@ Status create_cache_dir(const std::string& dir, const std::string& real,
   if (ec) {
     discard();
     if (fs::exists(target / "CURRENT")) return Status();  // another process made it first
-    if (fs::is_directory(target) && fs::is_empty(target)) {
+    if (fs::is_directory(target) && empty_but_lost_found(target)) {
       // An empty directory that rename cannot replace: a mount point (a machine's local disk
       // is often mounted where its cache goes) or a directory of another file system. The
       // cache is made in it: RocksDB's lock keeps a second creator out, and the marker,

@@ -36,6 +36,12 @@ constexpr double kOpenLockSeconds = 60.0;
 // (optional) tells whether dir itself was a link.
 Status resolve_cache_path(const std::string& dir, std::string* real, bool* followed = nullptr);
 
+// Where the cache directory `dir` is, as a text equal for two paths of one directory on one
+// machine and different otherwise (the host's name, the device and inode of the directory or of
+// its nearest existing ancestor, and the rest of the path below that): how the ranks of a sharded
+// build tell that two of them were given one directory (a symbolic link, "x/{rank}/../c").
+std::string cache_location(const std::string& dir);
+
 bool has_cache_marker(const std::string& real_dir);
 Status write_cache_marker(const std::string& real_dir);
 

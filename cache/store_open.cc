@@ -3,7 +3,9 @@
 // RocksDB's files (marker, locks, staging area) is in cache/cache_dir.h.
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -16,20 +18,84 @@ namespace recycle {
 
 using namespace store_rocksdb;
 
-Status ActivationStore::destroy(const std::string& dir) {
+namespace {
+
+// The number in a RocksDB file name ("000012.sst", "000013.blob", "000014.log",
+// "MANIFEST-000005", "OPTIONS-000007", any of them with ".dbtmp"), or -1 for another name.
+int64_t rocks_file_number(std::string name) {
+  const std::string tmp = ".dbtmp";
+  if (name.size() > tmp.size() && name.compare(name.size() - tmp.size(), tmp.size(), tmp) == 0) {
+    name.resize(name.size() - tmp.size());
+  }
+  std::string digits;
+  for (const char* prefix : {"MANIFEST-", "OPTIONS-"}) {
+    if (name.rfind(prefix, 0) == 0) digits = name.substr(std::strlen(prefix));
+  }
+  if (digits.empty()) {
+    const size_t dot = name.find('.');
+    if (dot == std::string::npos) return -1;
+    const std::string ext = name.substr(dot);
+    if (ext != ".sst" && ext != ".blob" && ext != ".log") return -1;
+    digits = name.substr(0, dot);
+  }
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+// RocksDB's info logs: LOG, and LOG.old.<microseconds since 1970> (16 digits today).
+bool is_info_log(const std::string& name) {
+  if (name == "LOG") return true;
+  const std::string old = "LOG.old.";
+  if (name.rfind(old, 0) != 0) return false;
+  const std::string stamp = name.substr(old.size());
+  return stamp.size() >= 13 && stamp.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// How far above the newest file the cache's database lists a file of its own may be numbered:
+// the write-ahead log and the manifest that a writer's open makes after the files it lists.
+constexpr int64_t kNumberSlack = 8;
+
+// The largest file number among the files the cache's database lists as its own (tables, blob
+// files, manifest, options), read through a read-only open; -1 when the cache does not open.
+int64_t newest_listed_number(const std::string& dir) {
+  StoreOptions ro;
+  ro.read_only = true;
+  std::unique_ptr<ActivationStore> store;
+  if (!ActivationStore::open(dir, ro, &store).ok()) return -1;
+  return store->newest_file_number();
+}
+
+}  // namespace
+
+int64_t ActivationStore::newest_file_number() const {
+  std::vector<std::string> live;
+  uint64_t manifest_bytes = 0;
+  if (!db_->GetLiveFiles(live, &manifest_bytes, /*flush_memtable=*/false).ok()) return -1;
+  int64_t newest = -1;
+  for (const std::string& path : live) {
+    newest = std::max(newest, rocks_file_number(std::filesystem::path(path).filename().string()));
+  }
+  return newest;
+}
+
+Status ActivationStore::check_destroy(const std::string& dir) {
   namespace fs = std::filesystem;
   std::string real;
-  bool link = false;
-  Status st = resolve_cache_path(dir, &real, &link);
+  Status st = resolve_cache_path(dir, &real);
   if (!st.ok()) return st;
   std::error_code ec;
   if (!fs::exists(real, ec)) return Status();
   if (fs::is_directory(real, ec) && fs::is_empty(real, ec)) return Status();
   // Nothing is deleted until the directory is known to be a cache: its marker, or (caches made
   // before the marker) a manifest that reads back.
+  const bool opens = fs::exists(fs::path(real) / "CURRENT", ec);
+  int64_t newest = opens ? newest_listed_number(dir) : -1;
   if (!has_cache_marker(real)) {
     bool legacy = false;
-    if (fs::exists(fs::path(real) / "CURRENT", ec)) {
+    if (newest >= 0) {
       StoreOptions ro;
       ro.read_only = true;
       std::unique_ptr<ActivationStore> store;
@@ -41,6 +107,51 @@ Status ActivationStore::destroy(const std::string& dir) {
                                       " marker, no manifest); not deleting anything in it");
     }
   }
+  // Everything in it must be the cache's own. A numbered file is the cache's when it is
+  // numbered as the database's own files are (a damaged cache, whose database does not open,
+  // is judged by the names alone).
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(real, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == kCacheMarkerName || name == kStagingDirName || name == "CURRENT" ||
+        name == "IDENTITY" || name == "LOCK" || is_info_log(name) ||
+        (name == "lost+found" && entry.is_directory(ec))) {  // a mount point's; kept
+      continue;
+    }
+    const int64_t number = rocks_file_number(name);
+    if (number >= 0 && (newest < 0 || number <= newest + kNumberSlack) &&
+        !entry.is_directory(ec)) {
+      continue;
+    }
+    foreign.push_back(name);
+  }
+  if (ec) return Status::io_error("cannot list " + dir + ": " + ec.message());
+  if (!foreign.empty()) {
+    std::sort(foreign.begin(), foreign.end());
+    const size_t shown = std::min<size_t>(foreign.size(), 3);
+    std::string names;
+    for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + foreign[i];
+    if (foreign.size() > shown) names += " and " + std::to_string(foreign.size() - shown) + " more";
+    return Status::invalid_argument(
+        "cache " + dir + " also holds " + names + ", which " +
+        (foreign.size() == 1 ? "is" : "are") +
+        " not the cache's; nothing was deleted (move " + (foreign.size() == 1 ? "it" : "them") +
+        " out of the cache directory, or build into another --cache)");
+  }
+  return Status();
+}
+
+Status ActivationStore::destroy(const std::string& dir) {
+  namespace fs = std::filesystem;
+  Status st = check_destroy(dir);
+  if (!st.ok()) return st;
+  std::string real;
+  bool link = false;
+  st = resolve_cache_path(dir, &real, &link);
+  if (!st.ok()) return st;
+  std::error_code ec;
+  if (!fs::exists(real, ec)) return Status();
+  if (fs::is_directory(real, ec) && fs::is_empty(real, ec)) return Status();
   OpenLock lock;
   st = OpenLock::acquire(real, /*exclusive=*/true, kOpenLockSeconds, &lock);
   if (!st.ok()) return st;
@@ -50,8 +161,8 @@ Status ActivationStore::destroy(const std::string& dir) {
   if (!st.ok()) return st;
   fs::remove_all(fs::path(real) / kStagingDirName, ec);
   fs::remove(fs::path(real) / kCacheMarkerName, ec);
-  // The directory goes too when empty (anything else the user put there stays), except the
-  // target of a link, which stays for the link to lead to.
+  // The directory goes too when empty, except the target of a link, which stays for the link
+  // to lead to.
   if (!link) fs::remove(real, ec);
   return Status();
 }
@@ -163,6 +274,12 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   if (s.IsInvalidArgument() &&
       s.ToString().find("Column family not found") != std::string::npos) {
     return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
+  }
+  if (!s.ok() && s.ToString().find("CURRENT file") != std::string::npos) {
+    // An emptied or cut CURRENT (a copy that lost its files' contents): RocksDB's own words
+    // ("CURRENT file does not end with newline") do not say what the user has.
+    return Status::corruption("cache " + dir + " is damaged: its CURRENT file is empty or cut (" +
+                              s.ToString() + "); build it again with --rebuild, or restore it");
   }
   if (!s.ok()) return from_rocks(s, "cannot open cache " + dir);
   if (!store->db_) store->db_.reset(db);

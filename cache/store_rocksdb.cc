@@ -72,6 +72,11 @@ rocksdb::DBOptions db_options(bool read_only) {
   db_options.atomic_flush = true;
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 3;
+  // No preallocation: RocksDB would fallocate a write-ahead log of 1.1x the write buffer (72 MB
+  // here) and a 4 MB manifest up front, space the free-space stop (split_writer.cc) would count
+  // as used before any record is written; a small disk then holds nothing.
+  db_options.allow_fallocate = false;
+  db_options.manifest_preallocation_size = 0;
   // Every table file is opened when the cache is opened, so a reader's view never depends on
   // a file that a writer deletes later.
   db_options.max_open_files = -1;

@@ -28,7 +28,12 @@ void check_split_shard(const TrainOptions& o, const DistContext* dist, const Man
     throw std::invalid_argument(where + ", not a shard: --sharded trains each rank on its own "
                                 "shard (build them with recycle-build --sharded)");
   }
-  if (have.count != world || have.index != rank) {
+  if (have.count == world && have.index != rank) {
+    throw std::invalid_argument(where + ", and this is rank " + std::to_string(rank) + " of " +
+                                std::to_string(world) + ": give each rank the cache of its own "
+                                "shard (a --cache with {rank} in it names each rank's)");
+  }
+  if (have.count != world) {
     throw std::invalid_argument(
         where + ", and this is rank " + std::to_string(rank) + " of " + std::to_string(world) +
         ": train with as many ranks as shards (" + std::to_string(have.count) +

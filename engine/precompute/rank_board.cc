@@ -51,13 +51,27 @@ std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
 
 namespace {
 
-// "" when equal, else "FIELD differs (rank 0: A; rank R: B)" for the first field that differs.
-std::string first_difference(const json& mine, const json& theirs, int rank) {
-  auto shorten = [](const json& v) {
-    std::string t = v.is_string() ? v.get<std::string>() : v.dump();
-    if (t.size() > 80) t = t.substr(0, 77) + "...";
-    return t;
+// The text of a value as a message shows it.
+std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// "FIELD differs (rank 0: A; rank R: B)", each side cut to 80 characters around where they first
+// differ (two data descriptions alike up to "limit=400" and "limit=500" show that part).
+std::string differs(const std::string& field, const json& v, const json& o, int rank) {
+  const std::string a = text_of(v), b = text_of(o);
+  size_t at = 0;
+  while (at < a.size() && at < b.size() && a[at] == b[at]) ++at;
+  const size_t from = at > 40 ? at - 40 : 0;
+  auto cut = [&](const std::string& t) {
+    std::string shown = from > 0 ? "..." + t.substr(std::min(from, t.size())) : t;
+    if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+    return shown;
   };
+  return field + " differs (rank 0: " + cut(a) + "; rank " + std::to_string(rank) + ": " + cut(b) +
+         ")";
+}
+
+// "" when equal, else differs(...) for the first field that differs.
+std::string first_difference(const json& mine, const json& theirs, int rank) {
   for (const auto& [name, value] : mine.items()) {
     const json other = theirs.contains(name) ? theirs[name] : json();
     if (value == other) continue;
@@ -69,14 +83,10 @@ std::string first_difference(const json& mine, const json& theirs, int rank) {
       for (const auto& [field, unused] : fields.items()) {
         const json v = value.contains(field) ? value[field] : json("(none)");
         const json o = other.contains(field) ? other[field] : json("(none)");
-        if (v != o) {
-          return field + " differs (rank 0: " + shorten(v) + "; rank " + std::to_string(rank) +
-                 ": " + shorten(o) + ")";
-        }
+        if (v != o) return differs(field, v, o, rank);
       }
     }
-    return name + " differs (rank 0: " + shorten(value) + "; rank " + std::to_string(rank) + ": " +
-           shorten(other) + ")";
+    return differs(name, value, other, rank);
   }
   return theirs.size() == mine.size() ? "" : "what it builds differs";
 }

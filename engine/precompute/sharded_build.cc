@@ -11,13 +11,19 @@
 //      writing in the split's manifest entry which shard of how many it holds (SplitShard). A
 //      rank killed mid-build leaves its shard as a killed one-process build leaves a cache; the
 //      rerun computes what is missing there.
+//      With --rebuild, each rank checks that its cache may be deleted before it says so: a rank
+//      that would refuse ends the job before any rank deletes anything.
 //   3. Every rank but 0 publishes its report (board("report", r)); rank 0 adds them up and
 //      publishes the job's (board("final")); every other rank acknowledges it (board("ack", r))
 //      before it exits, since the job's store may live in rank 0's process.
 // A failure on any rank is published (BuildGroup::fail) and ends every rank with one line.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "cache/activation_store.h"  // check_destroy
+#include "cache/cache_dir.h"         // cache_location
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
@@ -52,17 +58,39 @@ BuildReport job_report(const BuildReport& own, BuildGroup& g) {
   return job;
 }
 
+// Rank 0: refuses two ranks given one directory (cache_location equal: one machine, one
+// directory by any path), which would otherwise meet as "another build is running".
+void check_own_directories(const std::string& mine, const std::string& dir, BuildGroup& g) {
+  std::vector<std::string> where = {mine};
+  for (int r = 1; r < g.world(); ++r) where.push_back(g.wait(board("where", r), r));
+  for (int a = 0; a < g.world(); ++a) {
+    for (int b = a + 1; b < g.world(); ++b) {
+      if (where[a] != where[b]) continue;
+      throw std::invalid_argument(
+          "ranks " + std::to_string(a) + " and " + std::to_string(b) + " of this sharded build " +
+          "were given one directory (rank 0's --cache is " + dir + "): every rank builds its own " +
+          "shard into its own cache (put {rank} in --cache on a machine of several ranks)");
+    }
+  }
+}
+
 BuildReport build_shard(const BuildOptions& options, BuildGroup& g) {
   BuildOptions o = options;
   o.shard_index = g.rank();
   o.shard_count = g.world();
   SplitBuild b(o);
   b.key_samples();
+  // --rebuild deletes every rank's cache: each rank checks that its own may be deleted before it
+  // says it is ready, so that no rank deletes anything while another would refuse.
+  if (o.rebuild) ActivationStore::check_destroy(o.cache_dir).throw_if_error();
   const std::string mine = rank_inputs(b, o, /*sharded=*/true);
+  const std::string where = cache_location(o.cache_dir);
   if (g.rank() == 0) {
     check_rank_inputs(mine, g);
+    check_own_directories(where, o.cache_dir, g);
     g.set(board("agreed"), "1");
   } else {
+    g.set(board("where", g.rank()), where);
     set_rank_inputs(mine, g);
     g.wait(board("agreed"), 0);
   }

@@ -702,6 +702,82 @@ TEST(ActivationStore, DestroyRefusesADirectoryThatIsNotACache) {
   EXPECT_EQ(recycle::testing::read_file(dir + "/notes.txt"), "keep me");
 }
 
+// check_destroy: a cache of many writer sessions, blob records and flushes may be deleted whole;
+// anything else in its directory (a user's file, a file named like RocksDB's that the database
+// does not list, a directory) is named, and destroy then deletes nothing.
+TEST(ActivationStore, CheckDestroyNamesWhatIsNotTheCaches) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  for (int session = 0; session < 4; ++session) {
+    auto store = open_store(dir);
+    ASSERT_NE(store, nullptr);
+    write_sample_cache(store.get(), 10);
+    recycle::ActivationStore::Batch big(*store);
+    for (int i = 0; i < 8; ++i) {
+      big.put_record(key_of(1000 + 10 * session + i), std::string(40 << 10, char('a' + i)));
+    }
+    ASSERT_OK(store->write(&big));
+    ASSERT_OK(store->flush());
+  }
+  bool blobs = false;
+  for (const auto& e : fs::directory_iterator(dir)) blobs = blobs || e.path().extension() == ".blob";
+  ASSERT_TRUE(blobs) << "records of 40 KB go to blob files";
+  EXPECT_OK(recycle::ActivationStore::check_destroy(dir));
+  for (const std::string name : {"notes.txt", "000999.log", "LOG.old.42", "999999.sst"}) {
+    recycle::testing::write_file(dir + "/" + name, "mine");
+    const recycle::Status st = recycle::ActivationStore::check_destroy(dir);
+    EXPECT_TRUE(st.is_invalid_argument()) << name << ": " << st.to_string();
+    EXPECT_NE(st.message().find("also holds " + name), std::string::npos) << st.to_string();
+    EXPECT_TRUE(recycle::ActivationStore::destroy(dir).is_invalid_argument());
+    EXPECT_EQ(recycle::testing::read_file(dir + "/" + name), "mine");
+    fs::remove(dir + "/" + name);
+  }
+  fs::create_directories(dir + "/000001.sst");  // a directory named like a table file
+  EXPECT_TRUE(recycle::ActivationStore::check_destroy(dir).is_invalid_argument());
+  fs::remove(dir + "/000001.sst");
+  ASSERT_OK(recycle::ActivationStore::destroy(dir));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// A cache whose CURRENT file was emptied (a copy that lost its files' contents) is named
+// damaged in the store's words, not RocksDB's; --rebuild may still delete it.
+TEST(ActivationStore, AnEmptiedCurrentFileIsNamed) {
+  TempDir tmp;
+  const std::string dir = tmp.file("cache");
+  {
+    auto store = open_store(dir);
+    ASSERT_NE(store, nullptr);
+    write_sample_cache(store.get(), 3);
+  }
+  recycle::testing::write_file(dir + "/CURRENT", "");
+  recycle::StoreOptions options;
+  options.read_only = true;
+  std::unique_ptr<recycle::ActivationStore> store;
+  const recycle::Status st = recycle::ActivationStore::open(dir, options, &store);
+  EXPECT_TRUE(st.is_corruption()) << st.to_string();
+  EXPECT_NE(st.message().find("is damaged: its CURRENT file is empty or cut"), std::string::npos)
+      << st.to_string();
+  EXPECT_OK(recycle::ActivationStore::destroy(dir));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// A directory holding a log of the user's ("build.log") is no cache, not a damaged one; a
+// numbered write-ahead log without its CURRENT is a damaged one.
+TEST(ActivationStore, AUsersLogFileIsNotADamagedCache) {
+  TempDir tmp;
+  const std::string dir = tmp.file("logs");
+  fs::create_directories(dir);
+  recycle::testing::write_file(dir + "/build.log", "mine");
+  recycle::StoreOptions options;
+  options.read_only = true;
+  std::unique_ptr<recycle::ActivationStore> store;
+  recycle::Status st = recycle::ActivationStore::open(dir, options, &store);
+  EXPECT_TRUE(st.is_not_found()) << st.to_string();
+  recycle::testing::write_file(dir + "/000004.log", "");
+  st = recycle::ActivationStore::open(dir, options, &store);
+  EXPECT_TRUE(st.is_corruption()) << st.to_string();
+}
+
 TEST(ActivationStore, CheckSplitName) {
   for (const std::string name : {"train", "test-2", "a.b_c", "A", "0", "x-y.z_W9"}) {
     EXPECT_OK(recycle::ActivationStore::check_split_name(name));

@@ -268,3 +268,62 @@ TEST(ShardedTools, ARankKilledMidBuildLeavesAShardTheRerunFinishes) {
             << "; the rerun computed " << shards[1].value("computed", -1) << " records there"
             << std::endl;
 }
+
+// A sharded --rebuild that one rank refuses (its directory also holds a user's file) ends the job
+// before any rank deletes anything: every shard keeps both splits. Training checks every
+// shard's data against rank 0's before the first step: shards of other classes are refused.
+TEST(ShardedTools, ARebuildOneRankRefusesDeletesNothingAndTrainingComparesTheShardsData) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "mount namespaces need root";
+  const auto token = recycle::testing::test_job_token();
+  Job job(2);
+  auto runs = run_job(job, "recycle-build", build_args("train", 200));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  runs = run_job(job, "recycle-build", build_args("test", 100));
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  recycle::testing::write_file(job.rank_dir(1) + "/notes.txt", "mine");
+  runs = run_job(job, "recycle-build", build_args("train", 200) + " --rebuild");
+  EXPECT_NE(runs[0].code, 0) << said(runs);
+  EXPECT_NE(runs[1].code, 0) << said(runs);
+  EXPECT_NE(said(runs).find("also holds notes.txt"), std::string::npos) << said(runs);
+  expect_shards(job, "train", 200);
+  expect_shards(job, "test", 100);
+  fs::remove(job.rank_dir(1) + "/notes.txt");
+
+  // Shard 0 rebuilt from other classes, with the same counts and weights; shard 1 kept.
+  fs::copy(job.rank_dir(1), job.dir.file("kept-1"), fs::copy_options::recursive);
+  runs = run_job(job, "recycle-build",
+                 "--data fashion-mnist --split train --classes 2-3 --limit 200 --model resnet18 "
+                 "--width 8 --recycle 0.5 --batch 64 --sharded --rebuild");
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  fs::remove_all(job.rank_dir(1));
+  fs::rename(job.dir.file("kept-1"), job.rank_dir(1));
+  runs = run_job(job, "recycle-train", "--sharded --epochs 1 --eval-split none");
+  EXPECT_NE(runs[0].code, 0) << said(runs);
+  EXPECT_NE(runs[1].code, 0) << said(runs);
+  EXPECT_NE(said(runs).find("the ranks disagree on the"), std::string::npos) << said(runs);
+  EXPECT_NE(said(runs).find("classes=0-1"), std::string::npos) << said(runs);
+
+  // Swapped shards (rank 0 holds shard 1, rank 1 shard 0) are named as such.
+  fs::rename(job.rank_dir(1), job.dir.file("swap"));
+  fs::rename(job.rank_dir(0), job.rank_dir(1));
+  fs::rename(job.dir.file("swap"), job.rank_dir(0));
+  runs = run_job(job, "recycle-train", "--sharded --epochs 1 --eval-split none");
+  EXPECT_NE(runs[0].code, 0) << said(runs);
+  EXPECT_NE(said(runs).find("give each rank the cache of its own shard"), std::string::npos)
+      << said(runs);
+}
+
+// Two ranks of a sharded build given one directory by different paths ("{rank}" in a part that
+// ".." takes away) are refused before either writes, naming what happened, not "in use".
+TEST(ShardedTools, RanksGivenOneDirectoryAreRefusedInOneLine) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const auto r = recycle::testing::run_tool(
+      dir, "recycle-build",
+      build_args("train", 100) + " --nproc 2 --threads 1 --cache " + dir.file("x/{rank}/../c"));
+  EXPECT_NE(r.code, 0) << recycle::testing::describe(r);
+  EXPECT_NE(r.err.find("were given one directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("in use"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x/c")));
+}

@@ -239,13 +239,17 @@ TEST(DistributedBuild, RerunComputesNothingAndAHalfBuiltSplitOnlyItsMissingHalf)
 
 TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
   TempDir dir;
-  write_pattern_images(dir.path().string(), patterns(20, 0));
-  const std::string data = dir.path().string(), cache = dir.file("cache");
+  // A long path: data descriptions of more than 80 characters that differ at their end.
+  const std::string data = dir.file(std::string(70, 'd')), cache = dir.file("cache");
+  fs::create_directories(data);
+  write_pattern_images(data, patterns(20, 0));
   struct Case {
     std::function<void(BuildOptions*)> change;
     std::string field;
   } cases[] = {
+      // Shown where the descriptions differ, however long the data's path.
       {[](BuildOptions* o) { o->data.limit = 10; }, "data differs"},
+      {[](BuildOptions* o) { o->data.limit = 12; }, " limit=12)"},
       {[&](BuildOptions* o) { o->model.weights = weights_in(data, 4); }, "fingerprint differs"},
       {[](BuildOptions* o) { o->codec = recycle::Codec::kFp32; }, "codec differs"},
       // fp32, which the manifest leaves unsaid, is named, not "null".
@@ -262,7 +266,8 @@ TEST(DistributedBuild, RanksThatWouldBuildSomethingElseStopTheJobWithOneLine) {
       return o;
     });
     ASSERT_NE(results[0].error, "");
-    EXPECT_NE(results[0].error.find("rank 1 would build something else than rank 0: " + c.field),
+    EXPECT_NE(results[0].error.find(c.field[0] == ' ' ? c.field
+                                    : "rank 1 would build something else than rank 0: " + c.field),
               std::string::npos)
         << results[0].error;
     EXPECT_EQ(results[0].error.find('\n'), std::string::npos);
