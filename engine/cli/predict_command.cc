@@ -20,8 +20,13 @@ int predict_main(int argc, char** argv) {
       ->check(kNotEmpty)
       ->required();
   app.add_option("--weights", o.weights,
-                 "the weights the cache was built from (recycle-build --weights; default: the "
-                 "file the cache records); other weights are refused as stale")
+                 "the weights the cache was built from (recycle-build --weights; the file the "
+                 "cache records is named when this is missing, never opened); other weights are "
+                 "refused as stale")
+      ->check(kNotEmpty);
+  app.add_option("--model", o.model,
+                 "torchscript:FILE, for --weights of such a model: the program they were saved "
+                 "from (a file the weights name is never opened)")
       ->check(kNotEmpty);
   add_data_flags(app, &o.data);
   app.add_option("--out", o.out,

@@ -20,6 +20,7 @@
 
 #include "base/strings.h"
 #include "engine/distributed/process_group.h"
+#include "engine/distributed/sealed_store.h"
 
 namespace recycle {
 
@@ -149,19 +150,10 @@ bool port_in_use(int port) {
   return false;
 }
 
-// A keyed digest of `message` under `token`, HMAC's construction over SHA-1 (c10::sha1; the
-// inner digest enters the outer one as hex): sha1((k ^ opad) . sha1((k ^ ipad) . message)).
-// What a rank presents instead of the token itself, so the store never holds the token.
+// What a rank presents instead of the token itself, so the store never holds the token: the
+// token's HMAC of `message` (sealed_store.h).
 std::string keyed_digest(const std::string& token, const std::string& message) {
-  constexpr size_t kBlock = 64;
-  std::string key = token.size() > kBlock ? c10::sha1(token).str() : token;
-  key.resize(kBlock, '\0');
-  std::string inner(kBlock, '\0'), outer(kBlock, '\0');
-  for (size_t i = 0; i < kBlock; ++i) {
-    inner[i] = static_cast<char>(key[i] ^ 0x36);
-    outer[i] = static_cast<char>(key[i] ^ 0x5c);
-  }
-  return c10::sha1(outer + c10::sha1(inner + message).str()).str();
+  return hmac_sha1_hex(token, message);
 }
 
 // The options that must agree, as the store holds them: "FLAG\tVALUE" lines (a newline in a
@@ -220,6 +212,9 @@ std::string join_key(int rank) { return "recycle/join/" + std::to_string(rank); 
 std::string auth_key(int rank) { return "recycle/auth/" + std::to_string(rank); }
 std::string options_key(int rank) { return "recycle/options/" + std::to_string(rank); }
 const char* const kNonceKey = "recycle/nonce";
+// Rank 0's keyed digest of its nonce: a rank whose token differs sees it does (and that it
+// cannot read rank 0's sealed values) before it reads any.
+const char* const kTokenCheckKey = "recycle/token-check";
 const char* const kVerdictKey = "recycle/verdict";
 // How many ranks other than 0 have read the verdict (or left on their own disagreement).
 const char* const kLeftKey = "recycle/verdict/read";
@@ -285,6 +280,13 @@ void present_to_rank0(c10d::Store& store, int rank, const std::string& token,
   const std::string nonce = to_string(store.get(kNonceKey));
   store.set(auth_key(rank), to_bytes(keyed_digest(token, nonce + "/" + me)));
   store.set(options_key(rank), to_bytes(encode(mine)));
+  if (to_string(store.get(kTokenCheckKey)) != keyed_digest(token, nonce + "/token check")) {
+    // Rank 0 refuses this rank with this line (its verdict is sealed under the other token).
+    store.add(kLeftKey, 1);
+    throw std::runtime_error(me + " presented a wrong job token (" +
+                             std::string(kJobTokenVariable) +
+                             " must be the same on every rank): refused");
+  }
   const std::string differ = disagreement(decode(to_string(store.get(options_key(0)))), mine, rank);
   if (!differ.empty()) {
     store.add(kLeftKey, 1);
@@ -466,6 +468,11 @@ void DistContext::open_store(const MasterAddress& address) {
     throw std::runtime_error(me + " cannot reach the job's store at " + options_.master + ": " +
                              what);
   }
+  // Every value sealed with the job token: whoever else reaches the port reads ciphertext and
+  // cannot write a value a rank accepts (1.13's store listens on every interface).
+  store_ = c10::make_intrusive<SealedStore>(
+      store_, job_token_from_environment(), options_.master,
+      std::vector<std::string>{kNonceKey, kTokenCheckKey, "recycle/auth/"});
   device_host_ = address.host == "localhost" ? "127.0.0.1"
                  : resolved.loopback         ? resolved.text
                                              : local_address_toward(address.host, address.port);
@@ -488,6 +495,7 @@ void DistContext::rendezvous(const std::vector<FlagValue>& must_agree) {
     // Rank 0: the nonce makes every digest good for this job only; then each rank in turn.
     const std::string nonce = random_hex(16);
     store_->set(options_key(0), to_bytes(encode(mine)));
+    store_->set(kTokenCheckKey, to_bytes(keyed_digest(token, nonce + "/token check")));
     store_->set(kNonceKey, to_bytes(nonce));
     admit_ranks(*store_, world_, options_, token, nonce, mine);
     refuse_double_joins(*store_, world_, options_.master);

@@ -11,6 +11,8 @@
 
 #include "base/strings.h"
 #include "engine/data/regular_file.h"
+#include "engine/models/tensor_file.h"
+#include "engine/models/torch_compat.h"
 #include "recycle/content_hasher.h"
 #include "recycle/options.h"
 
@@ -45,15 +47,93 @@ std::string checkpoint_job(const TrainOptions& o, int world) {
   return job + "world " + std::to_string(world) + "\n";
 }
 
+namespace {
+
+// The optimizer's state, as tensors named "optimizer/I/FIELD" (I: the parameter's position in
+// its one param group, as make_optimizer makes it), and its kind in kOptimizerEntry.
+std::string state_name(size_t i, const char* field) {
+  return std::string(kOptimizerEntry) + "/" + std::to_string(i) + "/" + field;
+}
+
+void add_optimizer_state(const torch::optim::Optimizer& optimizer, TensorFile* file) {
+  const bool sgd = dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr;
+  file->metadata[kOptimizerEntry] = sgd ? "sgd" : "adamw";
+  const auto& params = optimizer.param_groups().at(0).params();
+  auto put = [&](size_t i, const char* field, const torch::Tensor& t) {
+    if (t.defined()) file->tensors[state_name(i, field)] = t.detach().to(torch::kCPU).clone();
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto it = optimizer.state().find(compat::optimizer_state_key(params[i]));
+    if (it == optimizer.state().end()) continue;
+    if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
+      put(i, "momentum_buffer", s->momentum_buffer());
+    } else if (const auto* a =
+                   dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
+      put(i, "step", torch::tensor(a->step(), torch::kInt64));
+      put(i, "exp_avg", a->exp_avg());
+      put(i, "exp_avg_sq", a->exp_avg_sq());
+      put(i, "max_exp_avg_sq", a->max_exp_avg_sq());
+    }
+  }
+}
+
+// Puts the state add_optimizer_state wrote into `optimizer`. Throws std::runtime_error (`where`)
+// for state of another optimizer or of parameters of other shapes.
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const TensorFile& file,
+                          const std::string& where) {
+  const std::string misfit = where + ": its optimizer state does not fit this run's optimizer";
+  const bool sgd = dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr;
+  const auto kind = file.metadata.find(kOptimizerEntry);
+  if (kind == file.metadata.end() || kind->second != (sgd ? "sgd" : "adamw")) {
+    throw std::runtime_error(misfit);
+  }
+  const auto& params = optimizer.param_groups().at(0).params();
+  size_t used = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto get = [&](const char* field) -> torch::Tensor {
+      const auto it = file.tensors.find(state_name(i, field));
+      if (it == file.tensors.end()) return {};
+      ++used;
+      if (std::string(field) != "step" && it->second.sizes() != params[i].sizes()) {
+        throw std::runtime_error(misfit);
+      }
+      return it->second.to(params[i].device(), it->second.scalar_type()).clone();
+    };
+    if (sgd) {
+      const torch::Tensor buffer = get("momentum_buffer");
+      if (!buffer.defined()) continue;
+      auto state = std::make_unique<torch::optim::SGDParamState>();
+      state->momentum_buffer(buffer);
+      optimizer.state()[compat::optimizer_state_key(params[i])] = std::move(state);
+    } else {
+      const torch::Tensor step = get("step"), avg = get("exp_avg"), sq = get("exp_avg_sq");
+      const torch::Tensor max_sq = get("max_exp_avg_sq");
+      if (!step.defined()) continue;
+      if (!avg.defined() || !sq.defined() || step.numel() != 1) throw std::runtime_error(misfit);
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(step.item<int64_t>());
+      state->exp_avg(avg);
+      state->exp_avg_sq(sq);
+      if (max_sq.defined()) state->max_exp_avg_sq(max_sq);
+      optimizer.state()[compat::optimizer_state_key(params[i])] = std::move(state);
+    }
+  }
+  size_t stored = 0;
+  for (const auto& [name, t] : file.tensors) {
+    stored += name.rfind(std::string(kOptimizerEntry) + "/", 0) == 0 ? 1 : 0;
+  }
+  if (used != stored) throw std::runtime_error(misfit);  // state of parameters this run lacks
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdentity& identity,
                      const torch::optim::Optimizer& optimizer, const std::string& job,
                      int64_t epochs_done) {
   const nlohmann::json meta = {{"epochs_done", epochs_done}, {"job", job}};
-  save_head(head, identity, path, [&](torch::serialize::OutputArchive& archive) {
-    archive.write(kCheckpointEntry, c10::IValue(meta.dump()));
-    torch::serialize::OutputArchive state;
-    optimizer.save(state);
-    archive.write(kOptimizerEntry, state);
+  save_head(head, identity, path, [&](TensorFile& file) {
+    file.metadata[kCheckpointEntry] = meta.dump();
+    add_optimizer_state(optimizer, &file);
   });
 }
 
@@ -72,6 +152,11 @@ std::string checkpoint_digest(const std::string& path) {
 int64_t load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,
                         BlockStack& head, torch::optim::Optimizer& optimizer) {
   const std::string where = "--checkpoint " + path;
+  if (is_torch_archive(read_regular_file(path))) {
+    throw std::runtime_error(where + " is in the format of an older recycle (a TorchScript "
+                             "archive, whose loading runs any code it holds), which this version "
+                             "does not load: move it away, and the run starts over");
+  }
   std::unique_ptr<HeadFile> read;
   try {
     read = std::make_unique<HeadFile>(path);
@@ -80,14 +165,14 @@ int64_t load_checkpoint(const std::string& path, const std::string& job, const M
                              ")");
   }
   HeadFile& file = *read;
-  c10::IValue value;
-  if (!file.archive().try_read(kCheckpointEntry, value) || !value.isString()) {
+  const auto entry = file.file().metadata.find(kCheckpointEntry);
+  if (entry == file.file().metadata.end()) {
     throw std::runtime_error(where + " is a head file, not a checkpoint (move it away, or give "
                                      "another path)");
   }
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(value.toStringRef());
+    meta = nlohmann::json::parse(entry->second);
     meta.at("epochs_done").get<int64_t>();
     meta.at("job").get<std::string>();
   } catch (const nlohmann::json::exception&) {
@@ -110,13 +195,7 @@ int64_t load_checkpoint(const std::string& path, const std::string& job, const M
                              "): give another path, or the same options");
   }
   file.load_into(head);
-  try {
-    torch::serialize::InputArchive state;
-    file.archive().read(kOptimizerEntry, state);
-    optimizer.load(state);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(where + ": its optimizer state does not fit this run's optimizer");
-  }
+  load_optimizer_state(optimizer, file.file(), where);
   return meta["epochs_done"].get<int64_t>();
 }
 

@@ -1,8 +1,9 @@
 // recycle-train --checkpoint FILE: a head file (head_file.h) that also holds the optimizer's
 // state and how many epochs are done, written after every epoch, and read back by a rerun of
-// the same job, which goes on with the next epoch. Two entries beside the head file's:
-// "recycle.checkpoint", JSON {"epochs_done": N, "job": the options that must match}, and
-// "optimizer", the optimizer's state (torch::optim's own archive).
+// the same job, which goes on with the next epoch. Beside the head file's: the metadata entry
+// "recycle.checkpoint", JSON {"epochs_done": N, "job": the options that must match}, and the
+// optimizer's state as tensors "optimizer/I/FIELD" (I: the parameter's position; SGD's
+// momentum_buffer, AdamW's step, exp_avg, exp_avg_sq), its kind in the entry "optimizer".
 //
 // A resumed run trains the epochs a whole run would have trained after epoch N, in the same
 // orders, at the same learning rates, from the same parameters and optimizer state: alone, it

@@ -6,9 +6,8 @@
 
 #include "cache/json_fields.h"
 #include "engine/data/regular_file.h"
-#include "engine/models/zip_checksums.h"
+#include "engine/models/tensor_file.h"
 #include "engine/precompute/prefix_identity.h"
-#include "engine/util/atomic_file.h"
 
 namespace recycle {
 
@@ -37,8 +36,9 @@ std::string identity_json(const HeadIdentity& h) {
   return j.dump();
 }
 
-// Throws std::runtime_error naming `path` for JSON that is not a head's identity.
-HeadIdentity identity_from_json(const std::string& text, const std::string& path) {
+}  // namespace
+
+HeadIdentity head_identity_from_json(const std::string& text, const std::string& path) {
   HeadIdentity h;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
@@ -64,8 +64,6 @@ HeadIdentity identity_from_json(const std::string& text, const std::string& path
   return h;
 }
 
-}  // namespace
-
 HeadIdentity head_identity_of_cache(const Manifest& m) {
   HeadIdentity h;
   h.identity = m.identity();
@@ -82,18 +80,12 @@ HeadIdentity head_identity_of_model(const BlockModel& model, const SplitModel& s
 }
 
 void save_head(BlockStack& head, const HeadIdentity& identity, const std::string& path,
-               const std::function<void(torch::serialize::OutputArchive&)>& extra) {
-  torch::serialize::OutputArchive archive;
-  head->save(archive);
-  archive.write(kHeadEntry, c10::IValue(identity_json(identity)));
-  if (extra) extra(archive);
-  write_file_atomically(path, [&](const std::string& temp) {  // no partial file, even on SIGTERM
-    try {
-      archive.save_to(temp);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
-    }
-  });
+               const std::function<void(TensorFile&)>& extra) {
+  TensorFile file;
+  add_module_state(*head, &file);
+  file.metadata[kHeadEntry] = identity_json(identity);
+  if (extra) extra(file);
+  save_tensor_file(file, path);  // atomically: no partial file, even on SIGTERM
 }
 
 std::vector<std::string> head_differences(const HeadIdentity& head, const Manifest& cache) {
@@ -126,45 +118,21 @@ HeadFile::HeadFile(const std::string& path) : path_(path) {
     throw std::runtime_error("head file " + path + " does not exist");
   }
   require_regular_file(path);
-  try {
-    verify_zip_checksums(path);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path + " is not a head file saved by recycle-train --save-head (" +
-                             e.what() + ")");
-  }
-  try {
-    archive_.load_from(path);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(path + " is not a head file saved by recycle-train --save-head");
-  }
-  c10::IValue value;
-  if (!archive_.try_read(kHeadEntry, value) || !value.isString()) {
+  file_ = load_tensor_file(path, "head file " + path);
+  const auto entry = file_.metadata.find(kHeadEntry);
+  if (entry == file_.metadata.end()) {
     throw std::runtime_error(path + " is not a head file with an identity (save it again with "
                              "recycle-train --save-head)");
   }
-  identity_ = identity_from_json(value.toStringRef(), path);
+  identity_ = head_identity_from_json(entry->second, path);
 }
 
 void HeadFile::load_into(BlockStack& head) {
-  // InputArchive replaces a parameter's storage whatever its shape: compare the shapes after.
-  std::vector<std::vector<int64_t>> before;
-  for (const torch::Tensor& p : head->parameters()) before.push_back(p.sizes().vec());
-  for (const torch::Tensor& b : head->buffers()) before.push_back(b.sizes().vec());
   try {
-    torch::NoGradGuard no_grad;
-    head->load(archive_);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("head file " + path_ + " does not fit its model " +
-                             identity_.identity.model + ": " + e.what_without_backtrace());
-  }
-  size_t i = 0;
-  bool same = true;
-  for (const torch::Tensor& p : head->parameters()) same = same && p.sizes().vec() == before[i++];
-  for (const torch::Tensor& b : head->buffers()) same = same && b.sizes().vec() == before[i++];
-  if (!same) {
-    throw std::runtime_error("head file " + path_ +
-                             " holds tensors of other shapes than a head of " +
-                             identity_.identity.model + " after " + identity_.identity.split_at);
+    load_module_state(*head, file_, "head file " + path_);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (a head of " + identity_.identity.model +
+                             " after " + identity_.identity.split_at + ")");
   }
 }
 

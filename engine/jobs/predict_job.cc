@@ -132,9 +132,9 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
   return o.write_back ? open_cache_to_add(o.cache_dir, m) : open_cache_for_read(o.cache_dir, m);
 }
 
-// What the cache knows and the options left out: --weights, the file its manifest records (it
-// must still be there; its fingerprint is checked later as a given file's); --classes, the
-// list its splits were built with (" classes=5-9" in their data descriptions).
+// What the cache knows and the options left out: --classes, the list its splits were built with
+// (" classes=5-9" in their data descriptions). --weights is always the user's: the file the
+// manifest records is named in the refusal, never opened.
 PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& m) {
   PredictOptions o = given;
   if (m.classifier == kClassifierNone) {  // no weights or head file of the engine's can fit it
@@ -155,12 +155,11 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
                             " does not record the weights file it was built from (built from a "
                             "--model without --weights, or by an older recycle-build)");
     }
-    std::error_code ec;
-    if (!fs::is_regular_file(m.weights_file, ec)) {
-      throw InvalidArgument("cache " + o.cache_dir + " was built from --weights " + m.weights_file +
-                            ", which is no longer there: give --weights FILE");
-    }
-    o.weights = m.weights_file;
+    // The path is the cache's to record, not to open: a cache is data (docs/predict.md).
+    throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
+                          " records that it was built from --weights " + m.weights_file +
+                          " (the tools open no file a cache names: give it, and it is checked "
+                          "against the cache's fingerprint)");
   }
   if (o.data.classes.empty()) {
     for (const auto& [name, split] : m.splits) {
@@ -177,6 +176,7 @@ BuildOptions build_options_for(const PredictOptions& o, const Manifest& m) {
   BuildOptions b;
   b.data = o.data;
   b.model.weights = o.weights;
+  b.model.encoder = o.model;
   b.split_at = m.split_at;
   b.keyer = m.keyer;
   b.codec = m.codec;

@@ -56,7 +56,7 @@ StartLevel open_start_level(const TrainOptions& o, const torch::Device& device) 
     throw std::runtime_error("cache " + o.cache_dir + " has no complete split '" + o.data.split +
                              "' to start a progressive run from");
   }
-  head_from_cache(*s.store, m, o.hyper.seed, device, &s.model);
+  head_from_cache(*s.store, m, o.hyper.seed, device, &s.model, o.model.encoder);
   return s;
 }
 

@@ -29,6 +29,7 @@
 #include "engine/models/memory_format.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
+#include "engine/models/tensor_file.h"  // is_torch_archive
 #include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
 #include "engine/models/weights_io.h"
@@ -46,10 +47,23 @@
 namespace recycle {
 
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
-                           const torch::Device& device, BlockModel* model) {
+                           const torch::Device& device, BlockModel* model,
+                           const std::string& model_given) {
   const int64_t classes = static_cast<int64_t>(m.class_names.size());
+  const bool file_model = [&] {
+    try {
+      return encoder_info(EncoderSpec::parse(m.model).name).takes_file;
+    } catch (const std::invalid_argument&) {
+      return false;  // make_encoder says what is wrong with the spec
+    }
+  }();
+  if (!model_given.empty() && !file_model) {
+    throw InvalidArgument("--model does not apply with --cache " + store.dir() + ", whose model (" +
+                          m.model + ") is the engine's own (the cache fixes the model)");
+  }
+  const std::string spec = spec_with_given_file(m.model, model_given, "cache " + store.dir());
   try {
-    *model = make_encoder(m.model, classes);
+    *model = make_encoder(spec, classes);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error("cache " + store.dir() + " was built for a model this version does "
                              "not know: " + e.what() + " (for a cache of a Python prefix, give "
@@ -62,14 +76,24 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
     model->reset_classifier(classes);
   }
   SplitModel split = split_block_model(*model, m.prefix_blocks);
+  if (spec != m.model) {  // a model from the user's file: its prefix must be the cache's
+    CacheIdentity have = m.identity();
+    set_prefix_identity(*model, split, &have);
+    const auto diffs = m.identity().identity_differences(have);
+    if (!diffs.empty()) {
+      throw StaleCacheError(mismatch_message(store.dir(), diffs,
+                                             "give --model the file it was built from"));
+    }
+  }
   std::string head_bytes;
   store.get_blob("head", &head_bytes).throw_if_error();
-  try {
-    module_from_bytes(*split.head, head_bytes);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cache " + store.dir() + ": the stored head does not load: " +
-                             e.what_without_backtrace());
+  if (is_torch_archive(head_bytes)) {  // loading it would run any code it holds
+    throw std::runtime_error("cache " + store.dir() + " stores its head in the format of an older "
+                             "recycle (a TorchScript archive, whose loading runs any code it "
+                             "holds): if you trust the cache, convert it once with "
+                             "recycle-inspect --cache " + store.dir() + " --convert-old-head");
   }
+  module_from_bytes(*split.head, head_bytes, "cache " + store.dir() + "'s stored head");
   if (m.classifier == kClassifierNew) {
     torch::manual_seed(seed);
     model->classifier->reset_parameters();
@@ -260,11 +284,28 @@ std::string cache_identity(const Manifest& m, const std::string& split) {
          (shard.sharded() ? " in " + std::to_string(shard.count) + " shards" : std::string());
 }
 
+// What every rank must agree on about a split's data: its data description without the source's
+// path ("fashion-mnist split=train classes=5-9 limit=500": the ranks of several machines may
+// have their data elsewhere), the class names, the views, and the whole split's size (a shard
+// counts as its split).
+std::string split_data_words(const Manifest& m, const std::string& split) {
+  const auto it = m.splits.find(split);
+  if (it == m.splits.end()) return "no split '" + split + "'";
+  const SplitInfo& s = it->second;
+  const size_t space = s.data.find(' ');
+  const std::string source = s.data.substr(0, std::min(space, s.data.find(':')));
+  const std::string rest = space == std::string::npos ? "" : s.data.substr(space);
+  return "'" + source + rest + "', " + std::to_string(s.shard.sharded() ? s.shard.split_samples
+                                                                        : s.samples) +
+         " samples, classes " + join(m.class_names, ",") +
+         (s.views > 0 ? ", " + std::to_string(s.views) + " views of " + s.augment : "");
+}
+
 // With --weights (and optionally --recycle or --split-at) beside --cache: refuses a cache that
 // was not built from those weights at that split point.
 void check_cache_identity(const TrainOptions& o, const Manifest& m) {
   if (o.model.weights.empty()) return;  // validate() refused --recycle/--split-at without them
-  BlockModel model = load_block_model(o.model.weights);
+  BlockModel model = load_block_model(o.model.weights, o.model.encoder);
   const int64_t blocks = o.recycle >= 0          ? prefix_blocks_for_ratio(model, o.recycle)
                          : !o.split_at.empty() ? prefix_blocks_for_name(model, o.split_at)
                                                : m.prefix_blocks;
@@ -352,7 +393,10 @@ void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
   };
   split_info(o.data.split);
   check_split_shard(o, dist, m, o.data.split);
-  if (dist) dist->check_same("cache identity", cache_identity(m, o.data.split));
+  if (dist) {
+    dist->check_same("cache identity", cache_identity(m, o.data.split));
+    dist->check_same("data of split '" + o.data.split + "'", split_data_words(m, o.data.split));
+  }
   std::string& eval_split = c->eval_split;
   eval_split = o.eval_split;
   if (eval_split.empty()) {
@@ -366,6 +410,7 @@ void open_train_cache(const TrainOptions& o, DistContext* dist, TrainCache* c,
   if (eval_split != kNoEvalSplit) {
     split_info(eval_split);
     check_split_shard(o, dist, m, eval_split);
+    if (dist) dist->check_same("data of split '" + eval_split + "'", split_data_words(m, eval_split));
   }
 }
 
@@ -407,15 +452,20 @@ BlockStack make_cache_head(const TrainOptions& o, const torch::Device& device, D
     check_script_head(head, *c.store, c.m, o.data.split, device, o.script_head);
     return head;
   }
-  return head_from_cache(*c.store, c.m, o.hyper.seed, device, model).head;
+  return head_from_cache(*c.store, c.m, o.hyper.seed, device, model, o.model.encoder).head;
 }
 
 // Refuses --preload and --alternate-preload where the split's records are not one per sample
 // of one shape. Returns the split's views.
 int64_t check_preload(const TrainOptions& o, const Manifest& m, bool text) {
-  if (text && (o.preload || o.alternate_preload)) {
+  // A text cache (the engine's, or records as long as the text that recycle.build wrote).
+  bool varies = text;
+  for (const TensorLayout& t : m.layout()) {
+    varies = varies || std::count(t.shape.begin(), t.shape.end(), kVariableDim) > 0;
+  }
+  if (varies && (o.preload || o.alternate_preload)) {
     throw std::invalid_argument(std::string(o.preload ? "--preload" : "--alternate-preload") +
-                                " needs records of one shape; a text cache's vary in length "
+                                " needs records of one shape; this cache's vary in length "
                                 "(use --prefetch)");
   }
   // A split of K augmented views: each epoch reads one view of every sample (K epochs, each

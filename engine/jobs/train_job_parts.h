@@ -24,9 +24,14 @@ void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
 // The model of cache `store` (manifest m) into *model: the encoder its spec names, its class
 // names, the head after the split point from the cache's "head" blob (a classifier new to the
 // cache's classes drawn from `seed`), the head moved to `device`. The prefix blocks keep their
-// initial weights: a cache holds none. Throws std::runtime_error naming the cache.
+// initial weights: a cache holds none. A model loaded from a file (torchscript:FILE) is loaded
+// from `model_given` (the user's --model), which must be the file the cache was built from (its
+// digest and prefix fingerprint the manifest's); the path the manifest names is never opened.
+// Throws std::runtime_error naming the cache (InvalidArgument without the file, StaleCacheError
+// for another one).
 SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
-                           const torch::Device& device, BlockModel* model);
+                           const torch::Device& device, BlockModel* model,
+                           const std::string& model_given = "");
 // The data-parallel figures of the report: world, sync, compression, steps, buckets, bytes per
 // step, and the traffic of each phase (trainable set).
 void fill_dist_report(TrainReport* report, const DistContext& dist, const TrainOptions& o,

@@ -12,6 +12,7 @@
 #include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
 #include "recycle/content_hasher.h"
+#include "recycle/errors.h"
 
 namespace recycle {
 
@@ -126,6 +127,37 @@ EncoderSpec resolve_encoder_spec(const std::string& text) {
     spec.options.emplace_back(o.name, value);
   }
   return spec;
+}
+
+std::string spec_with_given_file(const std::string& stored, const std::string& given,
+                                 const std::string& whose) {
+  EncoderSpec spec;
+  try {
+    spec = EncoderSpec::parse(stored);
+  } catch (const std::invalid_argument&) {
+    return stored;
+  }
+  const auto& entries = registry();
+  const bool takes_file = std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
+    return e.info.name == spec.name && e.info.takes_file;
+  });
+  if (!takes_file) return stored;
+  const std::string flag = spec.name + ":FILE";
+  if (given.empty()) {
+    throw InvalidArgument(whose + " was made from the program " + spec.file + " (" + flag +
+                          "); the tools open no file that data names: give --model " + flag +
+                          " (the file it was made from; loading it runs it)");
+  }
+  const EncoderSpec file = resolve_encoder_spec(given);  // reads the user's file: its digest
+  if (file.name != spec.name || file.digest != spec.digest) {
+    throw StaleCacheError(whose + " was made from " + flag + " with xxh3 " + spec.digest +
+                          "; --model " + given + " is " +
+                          (file.name != spec.name ? "another kind of model"
+                                                  : "xxh3 " + file.digest) +
+                          " (give the file it was made from)");
+  }
+  spec.file = file.file;
+  return spec.to_string();
 }
 
 BlockModel make_encoder(const std::string& text, int64_t classes) {

@@ -52,6 +52,16 @@ const EncoderInfo& encoder_info(const std::string& name);
 // result is canonical ("resnet18" -> "resnet18:width=16,in_channels=1") and round-trips.
 EncoderSpec resolve_encoder_spec(const std::string& text);
 
+// The spec to make an encoder from when `stored` comes from data a user did not write as a
+// program (a cache's manifest, a weights file; `whose` names it: "cache DIR"): a model loaded from
+// a file (torchscript:FILE) is a program, so it is loaded only from the file the user gave
+// (`given`, their --model), never from the path `stored` names. Returns `stored` for other
+// models (and for a spec that does not parse, for make_encoder to refuse). Throws
+// InvalidArgument (recycle/errors.h) when no file is given, and StaleCacheError when the given
+// file's XXH3-128 (or kind) is not the stored one; reads only the given file.
+std::string spec_with_given_file(const std::string& stored, const std::string& given,
+                                 const std::string& whose);
+
 // A randomly initialised encoder (or one loaded from the spec's file) with a classifier of
 // `classes` outputs (initialisation drawn from torch's global generator). model.spec is the
 // canonical spec. Throws std::invalid_argument for a bad spec or classes < 1.

@@ -63,7 +63,7 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
   if (options.weights.empty()) {
     pm.model = make_encoder(spec.to_string(), classes);
   } else {
-    pm.model = load_block_model(options.weights);
+    pm.model = load_block_model(options.weights, options.encoder);
     // The file decides every option but the input shape, which the data decides; an encoder
     // loaded from a file must name the same file, unchanged.
     const EncoderSpec have = resolve_encoder_spec(pm.model.spec);

@@ -56,10 +56,14 @@ void check_cache_reading(const TrainOptions& o, const Gave& gave) {
 void check_cache_fixes_the_model(const TrainOptions& o, const Gave& gave) {
   const bool from_cache = !o.cache_dir.empty();
   if (from_cache) {
-    const bool set[] = {o.model.width > 0, !o.model.encoder.empty(), o.model.max_tokens > 0};
+    // --model names the file of a cache built from one (torchscript:FILE): the tools open no
+    // path a cache names (head_from_cache checks it is the cache's).
+    const bool file_model = o.model.encoder.rfind("torchscript:", 0) == 0;
+    const bool set[] = {o.model.width > 0, !o.model.encoder.empty() && !file_model,
+                        o.model.max_tokens > 0};
     const char* flags[] = {"--width", "--model", "--max-tokens"};
     for (size_t i = 0; i < 3; ++i) {
-      if (set[i] || gave(flags[i])) {
+      if (set[i] || (gave(flags[i]) && !(i == 1 && file_model))) {
         throw InvalidArgument(std::string(flags[i]) +
                               " does not apply with --cache (the "
                               "cache fixes the data and model; rebuild it to change them)");

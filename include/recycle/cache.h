@@ -53,6 +53,26 @@ CompactReport compact_cache(const std::string& dir);
 // inspect_cache(dir, /*verify=*/true): every record read and checked; report.ok() tells.
 InspectReport verify_cache(const std::string& dir);
 
+// What a rebuild (recycle-build --rebuild, recycle.build(rebuild=True)) checks before it deletes
+// anything: throws InvalidArgument with one line when `dir` is not a cache that may be deleted
+// whole (not a cache, or its directory also holds files that are not the cache's); nothing when
+// it may be (or there is nothing there). The ranks of a sharded rebuild each check their own
+// before any deletes.
+void check_rebuild(const std::string& dir);
+
+// Files of an older recycle: weights, heads and a cache's stored head were TorchScript archives,
+// whose loading runs any code they hold; this version writes and reads tensor files
+// (safetensors) and refuses the archives, saying to convert them. These convert, loading the
+// archive, so only for files a user trusts (recycle-inspect --convert-old):
+// convert_old_file writes the weights or head file at `path` to `out` as a tensor file and
+// returns its kind ("weights" or "head"); a checkpoint is refused (not converted: its run starts
+// over). convert_old_cache_head rewrites the head a cache stores (as the cache's writer).
+// `model_given` is the program a torchscript:FILE model is loaded from (never the path the file
+// or cache names). Throw InvalidArgument for something that is not an older version's file.
+std::string convert_old_file(const std::string& path, const std::string& out,
+                             const std::string& model_given = "");
+void convert_old_cache_head(const std::string& dir, const std::string& model_given = "");
+
 // The manifest of the cache in `dir`, read without taking the writer's lock.
 Manifest read_cache_manifest(const std::string& dir);
 

@@ -15,9 +15,12 @@ namespace recycle {
 struct PredictOptions {
   std::string cache_dir;  // the cache the head was trained from (or one of the same identity)
   std::string head;       // a file written by recycle-train --save-head
-  // The weights the cache was built from (recycle-build --weights); "" takes the file the
-  // cache's manifest records (its fingerprint checked as for a given one).
+  // The weights the cache was built from (recycle-build --weights; its fingerprint is checked).
+  // Required: the file the cache's manifest records is named when it is missing, never opened.
   std::string weights;
+  // For weights of a model loaded from a file (torchscript:FILE): that file, which the tools
+  // open only when the user names it (its digest must be the one the weights record).
+  std::string model;
   // The samples; split defaults to "test" here, and classes (when "") to the --classes the
   // cache's splits were built with.
   DatasetOptions data;

@@ -202,7 +202,11 @@ def test_recycle_train_trains_a_python_cache_of_an_engine_model(tmp_path):
         assert r["samples"] == 400
     info = recycle.inspect(tmp_path / "c")
     assert info["model"].startswith("torchscript:") and info["split_at"] == "1"
-    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--epochs", "2", "--batch", "32", "--json")
+    # The cache names its program; recycle-train loads it only from the file given as --model.
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--epochs", "2", check=False)
+    assert r.returncode == 2 and "give --model torchscript:FILE" in r.stderr, r.stderr
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--model", f"torchscript:{path}",
+                 "--epochs", "2", "--batch", "32", "--json")
     report = json.loads(r.stdout.splitlines()[-1])
     assert report["epochs"] == 2 and 0 <= report["test_acc"] <= 1
     # Another prefix under the engine model's name is refused.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <torch/torch.h>
 #include <xxhash.h>
 
@@ -173,6 +174,110 @@ TEST(CacheSafety, RebuildLeavesAForeignDatabaseAndUserFilesAlone) {
   EXPECT_EQ(r.last["computed"], r.last["unique"]);
 }
 
+// --rebuild checks, then deletes, then builds: a cache directory that also holds the user's files
+// (or files named like RocksDB's that the cache's database does not list) is refused before
+// anything is deleted, and keeps every split. Moving the file out lets the rebuild run.
+TEST(CacheSafety, RebuildRefusesACacheHoldingUserFilesBeforeDeletingAnything) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache, 60, "train")).code, 0);
+  ASSERT_EQ(run(dir, "recycle-build", small_build(cache, 40, "test")).code, 0);
+  for (const char* name : {"notes.txt", "000999.log", "LOG.old.42"}) {
+    const std::string c = dir.file(std::string("c-") + name);
+    fs::copy(cache, c, fs::copy_options::recursive);
+    recycle::testing::write_file(c + "/" + name, "mine");
+    const auto before = listing(c);
+    ToolRun r = run(dir, "recycle-build", small_build(c, 60, "train") + " --rebuild");
+    expect_one_line_error(r, 2, "cache " + c + " also holds " + name);
+    EXPECT_NE(r.err.find("nothing was deleted"), std::string::npos) << r.err;
+    EXPECT_EQ(listing(c), before) << name;
+    EXPECT_EQ(recycle::testing::read_file(c + "/" + name), "mine");
+    fs::remove(c + "/" + name);
+    r = run(dir, "recycle-inspect", "--cache " + c + " --verify --json");
+    ASSERT_EQ(r.code, 0) << describe(r);
+    EXPECT_EQ(r.last["splits"]["train"]["samples"], 60) << name;
+    EXPECT_EQ(r.last["splits"]["test"]["samples"], 40) << name;
+    EXPECT_EQ(r.last["corrupt"], 0);
+  }
+  // Without the user's file the rebuild runs: the train split alone, every record computed.
+  const std::string c = dir.file("c-notes.txt");
+  ToolRun r = run(dir, "recycle-build", small_build(c, 60, "train") + " --rebuild --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.last["computed"], r.last["unique"]);
+  r = run(dir, "recycle-inspect", "--cache " + c + " --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_FALSE(r.last["splits"].contains("test"));
+}
+
+// A tmpfs of `megabytes` mounted at `path` for the test's life (root only: ok() is false else).
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& path, int megabytes) : path_(path) {
+    fs::create_directories(path);
+    ok_ = ::geteuid() == 0 &&
+          std::system(("mount -t tmpfs -o size=" + std::to_string(megabytes) + "m tmpfs " + path +
+                       " 2>/dev/null").c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (ok_) (void)std::system(("umount " + path_).c_str());
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::string path_;
+  bool ok_ = false;
+};
+
+// The free-space stop counts what the build wrote, not space RocksDB set aside up front (a
+// preallocated 72 MB write-ahead log and 4 MB manifest left a 150 MB disk with no record): the
+// build stops with one line, and what it wrote is kept and reads back. A fresh file system's
+// root (its lost+found beside) may be the cache directory, as docs/scale.md says.
+TEST(CacheSafety, ASmallDiskKeepsWhatTheBuildWroteAndAMountPointMayBeTheCache) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  SmallDisk disk(dir.file("disk"), 150);
+  if (!disk.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";
+  fs::create_directories(dir.file("disk/lost+found"));
+  const std::string cache = dir.file("disk");
+  ToolRun r = run(dir, "recycle-build",
+                  "--data fashion-mnist --split train --limit 10000 --width 16 --recycle 0.25 "
+                  "--codec fp32 --cache " + cache);
+  expect_one_line_error(r, 1, "not enough free space for cache " + cache);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_GT(r.last["records"].get<int64_t>(), 1000) << describe(r);
+  EXPECT_EQ(r.last["corrupt"], 0);
+  EXPECT_TRUE(fs::is_directory(dir.file("disk/lost+found")));
+}
+
+// One flipped byte in a blob file damages one record: --verify counts and names that record,
+// not every record after it in key order.
+TEST(CacheSafety, AFlippedByteInABlobFileIsOneDamagedRecord) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  // Records of 32 x 14 x 14 floats (25 KB) are kept in blob files.
+  ToolRun r = run(dir, "recycle-build", "--data fashion-mnist --split test --limit 60 --width 32 "
+                                        "--recycle 0.25 --codec fp32 --cache " + cache);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  std::string blob;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    if (e.path().extension() == ".blob") blob = e.path().string();
+  }
+  ASSERT_FALSE(blob.empty()) << "no blob file";
+  std::string bytes = recycle::testing::read_file(blob);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  recycle::testing::write_file(blob, bytes);
+  r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_EQ(r.last["corrupt"], 1) << describe(r);
+  EXPECT_EQ(r.last["checked"], r.last["records"]) << describe(r);
+  EXPECT_EQ(r.out.find("the cache holds"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("index entries point to no record"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 of them damaged"), std::string::npos) << r.out;
+}
+
 // A sibling named like a staging directory belongs to the user and stays.
 TEST(CacheSafety, CreatingACacheLeavesSiblingsAlone) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -269,14 +374,14 @@ TEST(CacheSafety, WidthBesideWeightsIsRefused) {
   expect_one_line_error(r, 2, "--width applies only without --weights");
   EXPECT_FALSE(fs::exists(dir.file("c")));
 
-  // Corrupt weights (a flipped byte inside a tensor, so only the zip's CRC can tell).
+  // Corrupt weights (a flipped byte inside a tensor, so only the file's XXH3-128 can tell).
   std::string bytes = recycle::testing::read_file(enc);
   bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
   const std::string bad = dir.file("bad.pt");
   recycle::testing::write_file(bad, bytes);
   r = run(dir, "recycle-build", "--data fashion-mnist --split test --limit 10 --weights " + bad +
                                     " --recycle 0.5 --cache " + dir.file("c"));
-  expect_one_line_error(r, 1, "fails its CRC-32 check");
+  expect_one_line_error(r, 1, "fail their XXH3-128 check");
   EXPECT_FALSE(fs::exists(dir.file("c")));
 }
 

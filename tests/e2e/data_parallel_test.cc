@@ -10,6 +10,7 @@
 #include <regex>
 #include <thread>
 
+#include "engine/models/tensor_file.h"
 #include "tests/tool_runner.h"
 
 namespace recycle::testing {
@@ -24,26 +25,9 @@ void build_cache(const TempDir& dir, const std::string& cache, int64_t limit) {
   ASSERT_EQ(r.code, 0) << describe(r);
 }
 
-// Every tensor of a saved module, by its dotted name (submodules are nested archives).
-void read_tensors(torch::serialize::InputArchive& archive, const std::string& prefix,
-                  std::map<std::string, torch::Tensor>* out) {
-  for (const std::string& key : archive.keys()) {
-    torch::Tensor t;
-    torch::serialize::InputArchive sub;
-    if (archive.try_read(key, t)) {
-      (*out)[prefix + key] = t;
-    } else if (archive.try_read(key, sub)) {
-      read_tensors(sub, prefix + key + ".", out);
-    }
-  }
-}
-
+// Every tensor of a saved head, by its dotted name (a tensor file: engine/models/tensor_file.h).
 std::map<std::string, torch::Tensor> load_head(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
-  std::map<std::string, torch::Tensor> out;
-  read_tensors(archive, "", &out);
-  return out;
+  return recycle::load_tensor_file(path, "head " + path).tensors;
 }
 
 double max_difference(const std::map<std::string, torch::Tensor>& a,

@@ -44,13 +44,23 @@ TEST(OldCache, VerifiesWithItsIdentity) {
   EXPECT_EQ(j.at("splits").at("test").at("classes"), "5-9");
 }
 
-// The same losses and accuracy as the code that made the cache printed.
-TEST(OldCache, TrainsAsBefore) {
+// Its stored head is a TorchScript archive (which loading runs): training refuses it in one
+// line saying how to convert it; once converted, the same losses and accuracy as the code that
+// made the cache printed.
+TEST(OldCache, TrainsAsBeforeOnceItsHeadIsConverted) {
   TempDir dir;
   const std::string cache = copy_fixture(dir);
-  const auto r = recycle::testing::run_tool(
-      dir, "recycle-train",
-      "--cache " + cache + " --epochs 2 --threads 1 --seed 1 --batch 8 --json");
+  const std::string train = "--cache " + cache + " --epochs 2 --threads 1 --seed 1 --batch 8 --json";
+  auto r = recycle::testing::run_tool(dir, "recycle-train", train);
+  EXPECT_EQ(r.code, 1) << recycle::testing::describe(r);
+  EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("recycle-inspect --cache " + cache + " --convert-old-head"),
+            std::string::npos) << r.err;
+  r = recycle::testing::run_tool(dir, "recycle-inspect",
+                                 "--cache " + cache + " --convert-old-head --verify --json");
+  ASSERT_EQ(r.code, 0) << recycle::testing::describe(r);
+  EXPECT_EQ(r.last.at("fingerprint"), "59ff9cf6af1b0f8d942a6aa9e9a93963");
+  r = recycle::testing::run_tool(dir, "recycle-train", train);
   ASSERT_EQ(r.code, 0) << recycle::testing::describe(r);
   const json& j = r.last;
   ASSERT_EQ(j.at("epoch_loss").size(), 2u);

@@ -311,19 +311,29 @@ TEST_F(Predict, WriteBackOnAReadOnlyCacheIsRefusedAndReadingStillWorks) {
 }
 
 // The cache records the weights file it was built from and its splits the --classes they were
-// built with: predict needs neither flag, and gives the accuracy training printed.
-TEST_F(Predict, TheCacheSuppliesTheWeightsAndTheClasses) {
+// built with: predict needs no --classes, and gives the accuracy training printed. The weights
+// file it records is named, never opened: without --weights predict asks for it in one line.
+TEST_F(Predict, TheCacheSuppliesTheClassesAndNamesTheWeightsItDoesNotOpen) {
   TempDir work;
   const std::string out = work.file("pred.csv");
+  const std::string enc = std::filesystem::path(enc_).lexically_normal().string();
   ToolRun r = run(work, "recycle-predict",
                   "--cache " + cache_ + " --head " + head_ +
                       " --data fashion-mnist --split test --limit 300 --out " + out + " --json");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--weights FILE is required: cache " + cache_ +
+                       " records that it was built from --weights " + enc),
+            std::string::npos) << r.err;
+  r = run(work, "recycle-predict",
+          "--cache " + cache_ + " --head " + head_ + " --weights " + enc_ +
+              " --data fashion-mnist --split test --limit 300 --out " + out + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["hits"], 300);
   EXPECT_DOUBLE_EQ(r.last["accuracy"].get<double>(), train_acc_);
   r = run(work, "recycle-inspect", "--cache " + cache_ + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
-  EXPECT_EQ(r.last["weights_file"], std::filesystem::path(enc_).lexically_normal().string());
+  EXPECT_EQ(r.last["weights_file"], enc);
   EXPECT_EQ(r.last["prefix_precision"], "fp32");  // said, though the manifest leaves fp32 out
   EXPECT_EQ(r.last["classifier"], "new");  // weights of classes 0-4, a cache of 5-9
 

@@ -47,14 +47,28 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
   r = run(dir, "recycle-build", build);  // a rerun computes nothing
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["computed"], 0);
-  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --eval-split none --threads 1 "
-                                "--json");
+  // The cache names its program; the tools do not open it: the user gives it.
+  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --eval-split none");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(recycle::testing::count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("was made from the program " + net + " (torchscript:FILE); the tools open "
+                       "no file that data names: give --model torchscript:FILE"),
+            std::string::npos) << r.err;
+  const std::string train = "--cache " + cache + " --model torchscript:" + net + " ";
+  r = run(dir, "recycle-train", train + "--epochs 2 --eval-split none --threads 1 --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["train_samples"], 48);
+  const nlohmann::json fp32_loss = r.last["epoch_loss"];
+  // Another program is refused, whatever the cache names.
+  const std::string other = dir.file("other.ts");
+  save_net(other, 7);
+  r = run(dir, "recycle-train", "--cache " + cache + " --model torchscript:" + other +
+                                " --epochs 1 --eval-split none");
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("(give the file it was made from)"), std::string::npos) << r.err;
   // A scripted head trains in bf16 mixed precision too: autocast reaches the operators
   // TorchScript runs, so the losses are not fp32's.
-  const nlohmann::json fp32_loss = r.last["epoch_loss"];
-  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 2 --eval-split none --threads 1 "
+  r = run(dir, "recycle-train", train + "--epochs 2 --eval-split none --threads 1 "
                                 "--precision bf16 --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["precision"], "bf16");
@@ -84,20 +98,21 @@ TEST(TorchScriptTools, BuildTrainAndAChangedFileRefused) {
   r = run(dir, "recycle-build", data + "--classes 5-9 --model torchscript:" + net5 + " --weights " +
                                 enc5 + " --recycle 0.25 --cache " + dir.file("cache5"));
   ASSERT_EQ(r.code, 0) << describe(r);
-  r = run(dir, "recycle-train", "--cache " + dir.file("cache5") + " --epochs 1 --eval-split none "
-                                "--threads 1 --json");
+  r = run(dir, "recycle-train", "--cache " + dir.file("cache5") + " --model torchscript:" + net5 +
+                                " --epochs 1 --eval-split none --threads 1 --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(r.last["train_samples"], 23);  // classes 5-9 among the 48 samples
 
   // The same path with other contents: the cache and the weights file are refused.
   save_net(net, 2);
-  r = run(dir, "recycle-train", "--cache " + cache + " --epochs 1 --eval-split none");
+  r = run(dir, "recycle-train", train + "--epochs 1 --eval-split none");
   EXPECT_EQ(r.code, 1) << describe(r);
-  EXPECT_NE(r.err.find("model file " + net + " changed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("was made from torchscript:FILE with xxh3"), std::string::npos) << r.err;
   r = run(dir, "recycle-build", data + "--model torchscript:" + net + " --weights " + enc +
                                 " --recycle 0.5 --cache " + dir.file("cache3"));
   EXPECT_EQ(r.code, 1) << describe(r);
-  EXPECT_NE(r.err.find("changed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("weights " + enc + " was made from torchscript:FILE with xxh3"),
+            std::string::npos) << r.err;
   r = run(dir, "recycle-build", build);  // a new digest: another model spec
   EXPECT_NE(r.code, 0) << describe(r);
   EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/jobs/head_file.h"
+#include "engine/models/tensor_file.h"
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/encoder_registry.h"
 #include "recycle/errors.h"
@@ -99,13 +100,24 @@ TEST(HeadFile, RefusesFilesThatAreNotHeadsAndHeadsOfAnotherShape) {
   EXPECT_THROW(HeadFile(dir.file("junk.pt")), std::runtime_error);
   EXPECT_THROW(HeadFile(dir.file("missing.pt")), std::runtime_error);
   EXPECT_THROW(HeadFile(dir.path().string()), std::runtime_error);  // a directory
-  // A zip from LibTorch without the identity entry (a model file, a head from before).
+  // A zip from LibTorch (an older version's head, or any TorchScript archive): never loaded.
   Model a;
   torch::serialize::OutputArchive archive;
   a.split.head->save(archive);
-  archive.save_to(dir.file("bare.pt"));
+  archive.save_to(dir.file("old.pt"));
   try {
-    HeadFile bare(dir.file("bare.pt"));
+    HeadFile old(dir.file("old.pt"));
+    ADD_FAILURE() << "an archive was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("in the format of an older recycle"), std::string::npos)
+        << e.what();
+  }
+  // A tensor file without the identity entry (a model file, a head from before).
+  recycle::TensorFile bare;
+  recycle::add_module_state(*a.split.head, &bare);
+  recycle::save_tensor_file(bare, dir.file("bare.pt"));
+  try {
+    HeadFile read(dir.file("bare.pt"));
     ADD_FAILURE() << "a head without its identity was read";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("not a head file with an identity"), std::string::npos)

@@ -6,7 +6,12 @@
 #include "engine/models/encoder_registry.h"
 #include "engine/models/fingerprint.h"
 #include "engine/models/split_model.h"
+#include "engine/jobs/head_file.h"
+#include "engine/models/tensor_file.h"
 #include "engine/models/weights_io.h"
+#include "recycle/cache.h"
+#include "recycle/errors.h"
+#include <nlohmann/json.hpp>
 #include "engine/data/dataset.h"
 #include "engine/models/preprocess.h"
 #include "tests/test_util.h"
@@ -169,13 +174,119 @@ TEST(Weights, SaveAndLoadKeepOutputsAndClassNames) {
   EXPECT_THROW(recycle::load_block_model(dir.file("missing.pt")), std::runtime_error);
 }
 
+// Tensor files (engine/models/tensor_file.h): every dtype and metadata round-trip; damaged bytes
+// and an older version's archive are refused with one line, never loaded.
+TEST(TensorFile, RoundTripsAndRefusesWhatIsNotOne) {
+  recycle::TensorFile f;
+  f.tensors["a.weight"] = torch::randn({3, 4});
+  f.tensors["half"] = torch::randn({5}).to(torch::kFloat16);
+  f.tensors["bf"] = torch::randn({2, 2}).to(torch::kBFloat16);
+  f.tensors["count"] = torch::tensor(int64_t{7});
+  f.tensors["mask"] = torch::tensor({true, false});
+  f.tensors["empty"] = torch::zeros({0, 3});
+  f.tensors["bytes"] = torch::arange(10).to(torch::kUInt8);
+  f.metadata["recycle.spec"] = "resnet18:width=8";
+  const std::string bytes = recycle::to_safetensors(f);
+  const recycle::TensorFile g = recycle::from_safetensors(bytes, "test bytes");
+  EXPECT_EQ(g.metadata, f.metadata);
+  ASSERT_EQ(g.tensors.size(), f.tensors.size());
+  for (const auto& [name, t] : f.tensors) {
+    ASSERT_TRUE(g.tensors.count(name)) << name;
+    EXPECT_EQ(g.tensors.at(name).scalar_type(), t.scalar_type()) << name;
+    EXPECT_TRUE(g.tensors.at(name).equal(t)) << name;
+  }
+  // Every cut and a few flipped header bytes: one std::runtime_error each, nothing else.
+  for (size_t n : {size_t{0}, size_t{7}, size_t{8}, size_t{20}, bytes.size() - 1}) {
+    EXPECT_THROW(recycle::from_safetensors(bytes.substr(0, n), "cut"), std::runtime_error) << n;
+  }
+  std::string huge = bytes;
+  huge[7] = '\x7f';
+  EXPECT_THROW(recycle::from_safetensors(huge, "huge"), std::runtime_error);
+  std::string shifted = bytes;
+  const size_t at = shifted.find("data_offsets");
+  ASSERT_NE(at, std::string::npos);
+  shifted[at + 16] = '9';  // an offset out of range, or no longer JSON
+  EXPECT_THROW(recycle::from_safetensors(shifted, "shifted"), std::runtime_error);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 3] ^= 0x10;  // a byte of a tensor's data
+  try {
+    recycle::from_safetensors(flipped, "flipped");
+    ADD_FAILURE() << "a flipped byte was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("XXH3-128 check"), std::string::npos) << e.what();
+  }
+  try {
+    recycle::from_safetensors(std::string("PK\x03\x04rest of a zip", 20), "weights w.pt");
+    ADD_FAILURE() << "an archive was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("weights w.pt is in the format of an older recycle"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("recycle-inspect --convert-old FILE --to NEW"),
+              std::string::npos) << e.what();
+  }
+}
+
+// Weights and heads an older recycle wrote (torch::serialize archives, as it wrote them) are
+// refused, and convert_old_file makes them tensor files that load to the same model and head.
+TEST(Weights, OlderArchivesAreRefusedAndConvert) {
+  recycle::testing::TempDir dir;
+  BlockModel model = small_model(3);
+  model.class_names = {"a", "b", "c"};
+  warm_up(model);
+  const std::string old_weights = dir.file("old.pt");
+  {
+    torch::serialize::OutputArchive archive;
+    model.as_stack()->save(archive);
+    archive.write("recycle.spec", c10::IValue(model.spec));
+    c10::List<std::string> names;
+    for (const auto& n : model.class_names) names.push_back(n);
+    archive.write("recycle.class_names", c10::IValue(names));
+    archive.write("recycle.classes", c10::IValue(int64_t{3}));
+    archive.save_to(old_weights);
+  }
+  try {
+    recycle::load_block_model(old_weights);
+    ADD_FAILURE() << "an archive was loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--convert-old"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(recycle::convert_old_file(old_weights, dir.file("new.pt")), "weights");
+  BlockModel loaded = recycle::load_block_model(dir.file("new.pt"));
+  EXPECT_EQ(loaded.class_names, model.class_names);
+  EXPECT_EQ(recycle::module_fingerprint(*loaded.as_stack()),
+            recycle::module_fingerprint(*model.as_stack()));
+  // A head file of the older format.
+  auto head = recycle::split_block_model(model, 4).head;
+  const std::string old_head = dir.file("old-head.pt");
+  {
+    torch::serialize::OutputArchive archive;
+    head->save(archive);
+    const nlohmann::json identity = {{"format", 1}, {"from_cache", false},
+                                     {"model", model.spec}, {"fingerprint", "00"},
+                                     {"split_at", "layer2.1"}, {"prefix_blocks", 4},
+                                     {"total_blocks", 8}, {"class_names", model.class_names}};
+    archive.write("recycle.head", c10::IValue(identity.dump()));
+    archive.save_to(old_head);
+  }
+  EXPECT_THROW(recycle::HeadFile{old_head}, std::runtime_error);
+  EXPECT_EQ(recycle::convert_old_file(old_head, dir.file("new-head.pt")), "head");
+  recycle::HeadFile converted(dir.file("new-head.pt"));
+  EXPECT_EQ(converted.identity().identity.split_at, "layer2.1");
+  auto fresh = recycle::split_block_model(small_model(3, 9), 4).head;
+  converted.load_into(fresh);
+  EXPECT_EQ(recycle::module_fingerprint(*fresh), recycle::module_fingerprint(*head));
+  // What is not an older file is not converted.
+  EXPECT_THROW(recycle::convert_old_file(dir.file("new.pt"), dir.file("x.pt")),
+               recycle::InvalidArgument);
+}
+
 TEST(Weights, ModuleBytesRoundTrip) {
   BlockModel a = small_model(5, 1);
   BlockModel b = small_model(5, 2);
   auto ha = recycle::split_block_model(a, 4).head;
   auto hb = recycle::split_block_model(b, 4).head;
   EXPECT_NE(recycle::module_fingerprint(*ha), recycle::module_fingerprint(*hb));
-  recycle::module_from_bytes(*hb, recycle::module_to_bytes(*ha));
+  recycle::module_from_bytes(*hb, recycle::module_to_bytes(*ha), "test bytes");
   EXPECT_EQ(recycle::module_fingerprint(*ha), recycle::module_fingerprint(*hb));
 }
 

@@ -11,6 +11,7 @@
 #include "engine/models/split_model.h"
 #include "engine/models/torchscript_model.h"
 #include "engine/models/weights_io.h"
+#include "recycle/errors.h"
 #include "tests/models/scripted_net.h"
 #include "tests/test_util.h"
 
@@ -180,7 +181,10 @@ TEST(TorchScriptModel, WeightsFilesAndFingerprintsCoverTheScriptedParameters) {
     for (auto& p : model.as_stack()->parameters()) p.add_(0.01);
   }
   recycle::save_block_model(model, dir.file("trained.pt"));
-  BlockModel again = recycle::load_block_model(dir.file("trained.pt"));
+  // The weights name their program; it is loaded only from the file the user gives.
+  EXPECT_THROW(recycle::load_block_model(dir.file("trained.pt")), recycle::InvalidArgument);
+  BlockModel again = recycle::load_block_model(dir.file("trained.pt"),
+                                               "torchscript:" + dir.file("net.ts"));
   EXPECT_EQ(again.spec, model.spec);
   auto a = model.as_stack(), b = again.as_stack();
   a->eval();
