@@ -1,5 +1,6 @@
 """recycle.build: a cache filled by your own prefix, stored by the engine."""
 import collections.abc
+import functools
 import hashlib
 import json
 import math
@@ -120,7 +121,7 @@ def _dtype_name(name, t):
                      "(stored with the codec) or int64, int32, uint8, bool (stored exactly)")
 
 
-def _split_batch(batch, where):
+def _split_batch(batch, where, start=0):
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
         raise ValueError(f"{where} must give (input, label) pairs, not {type(batch).__name__}")
     if len(batch) > 2:  # an index or a weight would be dropped without a word
@@ -128,7 +129,7 @@ def _split_batch(batch, where):
                          "pairs: wrap the dataset so that it gives (input, label) only")
     inputs, labels = batch[0], batch[1]
     if not isinstance(inputs, torch.Tensor):
-        inputs = _samples_of(inputs, where)
+        inputs = _samples_of(inputs, where, start)
     if _holds_strings(labels):
         raise ValueError(f"{where}: labels must be integers (class ids), not strings: map each "
                          "name to its index and give the names as classes=")
@@ -172,14 +173,51 @@ class _Named(list):
     as_tuple = False
 
 
-def _samples_of(inputs, where):
+def _kind(x):
+    """The kind of a sample's input, which every sample of a build shares: "text", "tensor",
+    ("dict", its names sorted) or ("tuple", its length); None for anything else (None too)."""
+    if isinstance(x, str):
+        return "text"
+    if isinstance(x, torch.Tensor):
+        return "tensor"
+    if isinstance(x, collections.abc.Mapping):
+        return ("dict", tuple(sorted(str(k) for k in x)))
+    if isinstance(x, (tuple, list)):
+        return ("tuple", len(x))
+    return None
+
+
+def _described(kind):
+    if kind in ("text", "tensor"):
+        return f"a {kind}"
+    return f"a dict of {_names(kind[1])}" if kind[0] == "dict" else f"a tuple of {kind[1]} tensors"
+
+
+def _unlike(where, i, kind, j, first, x=None):
+    """The refusal of sample i's input (`x`, of `kind`) in a batch (or build) whose sample j's
+    input is of kind `first`."""
+    if kind is None:
+        what = "None" if x is None else f"of type {type(x).__name__}"
+        return (f"{where}: sample {i}'s input is {what}: inputs must be tensors, texts (with "
+                "tokenizer=), or dicts/tuples of tensors"
+                + (" (drop the samples without one)" if x is None else ""))
+    if isinstance(kind, tuple) and isinstance(first, tuple) and kind[0] == first[0]:
+        # padded into one batch by the first's names: another's would be dropped or missing
+        return (f"{where}: sample {i}'s input is {_described(kind)}, sample {j}'s "
+                f"{_described(first)}: every sample must give the same named tensors: give "
+                "each sample the same keys")
+    return (f"{where}: sample {i}'s input is {_described(kind)}, sample {j}'s {_described(first)}: "
+            "one cache holds one kind of input: build each kind into its own cache")
+
+
+def _samples_of(inputs, where, start=0):
     """A batch's inputs that are not one tensor: texts (a list of strings) or samples of named
     tensors (a list of dicts or tuples of tensors, or a DataLoader's collated dict of batch
-    tensors, split into its rows)."""
+    tensors, split into its rows), all of one kind (dicts with the same keys); `start` is the
+    position of the first (ValueError naming the first sample that differs from it, is None or
+    is a text that is not valid Unicode)."""
     if isinstance(inputs, (str, bytes)):
         inputs = [inputs]
-    if isinstance(inputs, (tuple, list)) and inputs and all(isinstance(t, str) for t in inputs):
-        return _Texts(inputs)
     if isinstance(inputs, collections.abc.Mapping) and inputs and \
             all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in inputs.values()):
         rows = {len(t) for t in inputs.values()}
@@ -187,11 +225,26 @@ def _samples_of(inputs, where):
             raise ValueError(f"{where}: the inputs' tensors have different batch sizes "
                              f"{sorted(rows)}")
         return _Named([{str(k): t[i] for k, t in inputs.items()} for i in range(rows.pop())])
-    if isinstance(inputs, (tuple, list)) and inputs and all(
-            isinstance(x, (collections.abc.Mapping, tuple, list)) for x in inputs):
-        samples = _Named(_named_sample(x, where) for x in inputs)
-        samples.as_tuple = not isinstance(inputs[0], collections.abc.Mapping)
-        return samples
+    if isinstance(inputs, (tuple, list)) and inputs:
+        kinds = [_kind(x) for x in inputs]
+        odd = next((i for i, k in enumerate(kinds) if k is None or k != kinds[0]), None)
+        if odd is not None and (kinds[0] is not None or inputs[0] is None):
+            raise ValueError(_unlike(where, start + odd, kinds[odd], start, kinds[0],
+                                     inputs[odd]))
+        if kinds[0] == "text":
+            for i, t in enumerate(inputs):
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError as e:  # the engine keys UTF-8 bytes: it has none
+                    raise ValueError(
+                        f"{where}: text {start + i} is not valid Unicode (a lone surrogate at "
+                        f"character {e.start}): clean it first, e.g. "
+                        "text.encode(\"utf-8\", \"replace\").decode()") from None
+            return _Texts(inputs)
+        if odd is None and kinds[0] != "tensor":
+            samples = _Named(_named_sample(x, where) for x in inputs)
+            samples.as_tuple = kinds[0][0] == "tuple"
+            return samples
     raise ValueError(f"{where}: inputs must be tensors, texts (with tokenizer=), or dicts/tuples "
                      f"of tensors, not {type(inputs).__name__}")
 
@@ -225,11 +278,39 @@ def _prefix_input(inputs, rows, tokenizer):
             raise ValueError("data: inputs are texts: pass tokenizer= (a transformers "
                              "tokenizer): the texts are keyed as they are and tokenized for "
                              "the prefix")
-        return dict(tokenizer([inputs[r] for r in rows], padding=True, truncation=True,
-                              return_tensors="pt"))
+        return _right_padded(_tokenized(tokenizer, [inputs[r] for r in rows]))
     pad = getattr(tokenizer, "pad_token_id", None)
     return _padded([inputs[r] for r in rows], inputs.as_tuple,
                    {} if pad is None else {"input_ids": pad})
+
+
+def _tokenized(tokenizer, texts):
+    """The tokenizer's output for `texts` as build computes them: padding=True, truncation=True,
+    return_tensors="pt", padded on the right. A tokenizer with padding_side "left" is set to
+    "right" for the call (and set back): padded on the left, a text's positions would shift with
+    the longest text of its chunk, and its record depend on the texts beside it."""
+    owner = tokenizer.func if isinstance(tokenizer, functools.partial) else tokenizer
+    side = getattr(owner, "padding_side", None)
+    if side == "left":
+        owner.padding_side = "right"
+    try:
+        out = dict(tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
+    finally:
+        if side == "left":
+            owner.padding_side = side
+    return out
+
+
+def _right_padded(out):
+    """A tokenizer's output `out` (_tokenized's), ValueError when its mask shows padding on the
+    left all the same."""
+    mask = out.get("attention_mask")
+    if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[1] > 1 and \
+            bool((mask[:, 1:] > mask[:, :-1]).any()):
+        raise ValueError("tokenizer= padded texts on the left: a text's record would depend "
+                         "on the texts of its chunk: give a tokenizer that pads on the right "
+                         "(padding_side=\"right\")")
+    return out
 
 
 def _sequence_cut(named, inputs):
@@ -265,11 +346,18 @@ def _holds_strings(items):
     return isinstance(items, (str, bytes))
 
 
-def _split_batch_checked(batch, start):
-    """A batch's inputs and labels, checked; `start` is the position of its first sample."""
-    inputs, labels = _split_batch(batch, "data")
+def _split_batch_checked(batch, start, kinds):
+    """A batch's inputs and labels, checked; `start` is the position of its first sample.
+    `kinds` is a dict the caller keeps for one pass over the data: the first batch's kind of
+    input is noted in it, a later batch of another kind refused (a cache keys one kind)."""
+    inputs, labels = _split_batch(batch, "data", start)
     if len(inputs) != labels.shape[0]:
         raise ValueError(f"data: {len(inputs)} inputs with {labels.shape[0]} labels")
+    kind = "tensor" if isinstance(inputs, torch.Tensor) else "text" if isinstance(inputs, _Texts) \
+        else ("tuple", len(inputs[0])) if inputs.as_tuple else ("dict", tuple(sorted(inputs[0])))
+    kinds.setdefault("first", (kind, start))
+    if kind != kinds["first"][0]:
+        raise ValueError(_unlike("data", start, kind, kinds["first"][1], kinds["first"][0]))
     # A class id is 0 to MAX_CLASS_ID, as recycle-build's sources check it: the cache's class
     # names grow to the largest label (2**40 ran out of memory after minutes).
     outside = (labels < 0) | (labels > _native.MAX_CLASS_ID)
@@ -314,10 +402,11 @@ def _on_device(x, device):
 
 def _collate(items):
     """A DataLoader's batch of (input, label) items: the default collation for tensors; for
-    texts and named tensors (which vary in length from sample to sample), (the inputs as a list,
-    the labels)."""
+    texts and named tensors (which vary in length from sample to sample), or when any input is
+    None, (the inputs as a list, the labels): the build checks them, naming the sample."""
     pairs = all(isinstance(it, (tuple, list)) and len(it) == 2 for it in items)
-    if pairs and isinstance(items[0][0], (str, collections.abc.Mapping, tuple, list)):
+    if pairs and any(it[0] is None or isinstance(it[0], (str, collections.abc.Mapping, tuple, list))
+                     for it in items):
         return [it[0] for it in items], [it[1] for it in items]
     return torch.utils.data.default_collate(items)
 
@@ -357,10 +446,10 @@ def _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank,
             _raise_sent(message)
         return message
 
-    start = 0
+    start, kinds = 0, {}
     try:
         for batch in loader:
-            inputs, labels = _split_batch_checked(batch, start)
+            inputs, labels = _split_batch_checked(batch, start, kinds)
             start += len(inputs)
             message = None
             if rank == 0:
@@ -447,18 +536,23 @@ def _exchanged(own, world):
     return every
 
 
-def _shard_of_split(loader, keyer_of, rank, world, facts):
+def _shard_of_split(loader, keyer_of, rank, world, facts, check=None):
     """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
     as the writer will (keyer_of(inputs): the keyer spec of a batch's inputs), and checks with
     every rank that they key the same samples with the same labels and build the same cache
     (`facts`: the identity and options). Returns (the split's samples, this rank's shard's).
     Every rank raises the same one-line ValueError when they differ or a shard would be empty;
-    an error on one rank is raised on every rank."""
+    an error on one rank is raised on every rank. `check` (optional) runs first on every rank
+    (rebuild=True's: this rank's cache may be deleted), so that no rank goes on, and deletes,
+    when another's fails."""
     mine = seen = 0
+    kinds = {}
     digest = hashlib.sha256()
     try:
+        if check is not None:
+            check()
         for batch in loader:
-            inputs, labels = _split_batch_checked(batch, seen)
+            inputs, labels = _split_batch_checked(batch, seen, kinds)
             if isinstance(inputs, _Texts):
                 shards, keys = _native.shards_of_texts(keyer_of(inputs), list(inputs), seen, world)
             elif isinstance(inputs, _Named):
@@ -492,13 +586,13 @@ def _shard_of_split(loader, keyer_of, rank, world, facts):
     return seen, mine
 
 
-def _build_sharded(loader, keyer_of, facts, one_process, rank, world):
+def _build_sharded(loader, keyer_of, facts, one_process, rank, world, check=None):
     """The build with sharded=True: the key pass (_shard_of_split), then this rank builds its own
     shard into its own cache as one process does (one_process(shard): the whole split's chunks,
     the writer keeping the shard's rows). No rank waits for another until the end, where the
     reports (or an error: raised on every rank) are exchanged. Returns the job's report: the
     shards' counts added up, each rank's own under per_shard."""
-    n, mine = _shard_of_split(loader, keyer_of, rank, world, facts)
+    n, mine = _shard_of_split(loader, keyer_of, rank, world, facts, check)
     try:
         own = ("report", one_process((rank, world, mine, n)))
     except Exception as e:
@@ -581,24 +675,71 @@ _TOKENIZER_PROBE = ["The Quick brown fox, 42 times: naïve café Ünïcode — �
 
 def _preprocessing(tokenizer):
     """The manifest's preprocessing of a cache whose inputs `tokenizer` tokenizes: "python", and
-    with a tokenizer the hash of its output for _TOKENIZER_PROBE (padding=True, truncation=True,
-    as build calls it), so that a cache built with another vocabulary, normalisation or cut
-    (another max_length) is refused as stale instead of serving records of other tokens. A
-    tokenizer of its own that cannot take those texts (a toy vocabulary) is named by its class
-    instead."""
+    with a tokenizer the hash of its output for _TOKENIZER_PROBE (as build calls it: _tokenized),
+    so that a cache built with another vocabulary, normalisation or cut (another max_length) is
+    refused as stale instead of serving records of other tokens. A tokenizer of its own that
+    cannot take those texts (a toy vocabulary) is identified by its state instead
+    (_tokenizer_state: its vocabulary and settings); ValueError when it has none to take."""
     if tokenizer is None:
         return "python"
     try:
-        probe = dict(tokenizer(_TOKENIZER_PROBE, padding=True, truncation=True,
-                               return_tensors="pt"))
+        probe = _tokenized(tokenizer, _TOKENIZER_PROBE)
         names = sorted(n for n, t in probe.items() if isinstance(t, torch.Tensor))
-    except Exception:  # noqa: BLE001: whatever a tokenizer of the user's raises
-        names = []
+        failure = "it gave no tensors"
+    except Exception as e:  # noqa: BLE001: whatever a tokenizer of the user's raises
+        names, failure = [], f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if not names:
-        kind = type(getattr(tokenizer, "func", tokenizer))  # a functools.partial's function
-        return f"python, tokenizer {kind.__module__}.{kind.__qualname__}"
+        state = _tokenizer_state(tokenizer)
+        if state is None:
+            raise ValueError("tokenizer= cannot be identified for the cache: it fails on recycle's "
+                             f"probe texts ({failure[:120]}) and has no get_vocab(): give a "
+                             "tokenizer that takes any text, or one with get_vocab() (its "
+                             "vocabulary)")
+        return f"python, tokenizer {hashlib.sha256(state).hexdigest()[:16]}"
+    _right_padded(probe)
     digest = _native.tensors_fingerprint(names, [probe[n] for n in names])
     return f"python, tokenizer {digest[:16]}"
+
+
+# What a tokenizer's settings may hold that changes its tokens (beside its vocabulary).
+_TOKENIZER_SETTINGS = ("model_max_length", "max_length", "truncation_side", "do_lower_case",
+                       "strip_accents", "add_prefix_space")
+
+
+def _tokenizer_state(tokenizer):
+    """A tokenizer's identity taken from its state, as bytes: its class, get_vocab(), its
+    settings (the scalars of a transformers tokenizer's init_kwargs but file names, or of
+    another's public attributes; _TOKENIZER_SETTINGS; padding_side aside: build pads on the
+    right), a fast tokenizer's backend (its tokenizer.json, without the padding and truncation a
+    call sets), and a functools.partial's arguments. None when it has no get_vocab()."""
+    call = tokenizer if isinstance(tokenizer, functools.partial) else None
+    owner = call.func if call is not None else tokenizer
+    try:
+        vocab = owner.get_vocab()
+        state = {"class": f"{type(owner).__module__}.{type(owner).__qualname__}",
+                 "vocab": sorted((str(k), str(v)) for k, v in dict(vocab).items())}
+    except Exception:  # noqa: BLE001: none, or one that fails: no identity to take
+        return None
+    scalar = (str, int, float, bool, type(None))
+    init = getattr(owner, "init_kwargs", None)
+    given = init if isinstance(init, dict) else getattr(owner, "__dict__", {})
+    settings = {k: v for k, v in given.items() if isinstance(v, scalar) and k != "padding_side"
+                and not k.startswith("_") and not k.endswith(("_file", "name_or_path"))}
+    for name in _TOKENIZER_SETTINGS:
+        value = getattr(owner, name, None)
+        if isinstance(value, scalar):
+            settings[name] = value
+    state["settings"] = settings
+    backend = getattr(owner, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        saved = json.loads(backend.to_str())
+        saved.pop("padding", None)
+        saved.pop("truncation", None)
+        state["backend"] = saved
+    if call is not None:
+        state["call"] = [repr(a) for a in call.args] + \
+            [f"{k}={v!r}" for k, v in sorted(call.keywords.items())]
+    return json.dumps(state, sort_keys=True, default=str).encode()
 
 
 def _rows(out, k):
@@ -896,11 +1037,11 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     def one_process(shard=None):
         """The build as one process makes it (of a shard: `shard` as open_writer takes it, the
         writer keeping the shard's rows of the whole split's chunks): its report."""
-        writer = None
+        writer, kinds = None, {}
         try:
             seen = 0
             for batch in loader:
-                inputs, labels = _split_batch_checked(batch, seen)
+                inputs, labels = _split_batch_checked(batch, seen, kinds)
                 seen += len(inputs)
                 if writer is None:
                     writer = open_writer(inputs, shard)
@@ -922,7 +1063,9 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
         if sharded:
             facts = {"model": model, "fingerprint": fingerprint, "preprocess": preprocessing,
                      "keyer": keyer_spec, "codec": codec, "split": split, "classes": class_names}
-            report = _build_sharded(loader, keyer_of, facts, one_process, rank, world)
+            # rebuild=True: every rank checks that its cache may be deleted before any deletes.
+            check = (lambda: _native.check_rebuild(path)) if rebuild else None
+            report = _build_sharded(loader, keyer_of, facts, one_process, rank, world, check)
         elif group:
             report = _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank,
                                         world, bar)

@@ -18,11 +18,14 @@ head owns layers k.. (the model's own modules: training the head trains them in 
 `model.save_pretrained` saves the fine-tuned layers) and the new classifier. Needs no import of
 transformers: it works on the model it is given.
 """
+import collections.abc
+import operator
+
 import torch
 import torch.nn as nn
 
 from .build import _on_device
-from .dataset import collate
+from .dataset import _stacked, collate
 
 # model_type -> the attribute path of the base model's list of layers.
 _FAMILIES = {
@@ -120,7 +123,8 @@ class Prefix(nn.Module):
 
 class Head(nn.Module):
     """Layers k.. of a transformers encoder, a pooling and an optional new classifier
-    (recycle.hf.split)."""
+    (recycle.hf.split). The hidden states it is given (float32 from the cache) are cast to its
+    parameters' dtype (an fp16/bf16 model's), the pooling to the classifier's."""
 
     def __init__(self, base, layers, k, num_labels, pooling):
         super().__init__()
@@ -152,6 +156,9 @@ class Head(nn.Module):
         if not hasattr(features, "keys") or "hidden" not in features or "mask" not in features:
             raise ValueError("the head takes the prefix's output: a dict with hidden and mask")
         hidden, mask = features["hidden"], features["mask"]
+        weight = next(self.parameters(), None)
+        if weight is not None and hidden.is_floating_point():
+            hidden = hidden.to(weight.dtype)
         if len(self.layers):
             args, kwargs = self.layer_arguments(mask)
             args, kwargs = _on_device(args, hidden.device), _on_device(kwargs, hidden.device)
@@ -162,13 +169,28 @@ class Head(nn.Module):
                     out = layer(**dict(kwargs, hidden_states=hidden))
                 hidden = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
         pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
-        return self.classifier(pooled) if self.classifier is not None else pooled
+        if self.classifier is None:
+            return pooled
+        return self.classifier(pooled.to(self.classifier.weight.dtype))
 
 
 def data_collator(items):
-    """transformers' Trainer's data_collator for a CachedDataset of the prefix's records: the
-    batch as the keyword arguments of a head's forward, {"hidden", "mask", "labels"} (records
-    padded to the batch's longest, as recycle.collate pads them)."""
+    """transformers' Trainer's data_collator for the prefix's records: the batch as the keyword
+    arguments of a head's forward, {"hidden", "mask", "labels"} (records padded to the batch's
+    longest, as recycle.collate pads them). Takes a CachedDataset's items ((features, label)
+    pairs), or dicts of hidden and mask, each with a label ("labels" or "label") or none without
+    one (a batch without "labels"); ValueError in one line for anything else."""
+    items = list(items)
+    if not items:
+        raise ValueError("recycle.hf.data_collator got no items: give it a batch of at least one")
+    if all(isinstance(it, collections.abc.Mapping) for it in items):
+        return _collated_dicts(items)
+    if not all(isinstance(it, (tuple, list)) and len(it) == 2 for it in items):
+        bad = next(it for it in items if not (isinstance(it, (tuple, list)) and len(it) == 2))
+        what = f"a {type(bad).__name__} of {len(bad)}" if isinstance(bad, (tuple, list)) \
+            else f"a {type(bad).__name__}"
+        raise ValueError(f"recycle.hf.data_collator takes a CachedDataset's (features, label) "
+                         f"pairs or dicts of hidden, mask and labels, not {what}")
     features, labels = collate(items)
     if not isinstance(features, dict):
         raise ValueError("recycle.hf.data_collator takes records of several named tensors "
@@ -176,10 +198,41 @@ def data_collator(items):
     return dict(features, labels=labels)
 
 
+def _collated_dicts(items):
+    """data_collator's batch of dict items, each with hidden and mask and all or none with a
+    label ("labels" or "label")."""
+    names = set(items[0])
+    label = next((n for n in ("labels", "label") if n in names), None)
+    for i, it in enumerate(items):
+        if set(it) != names:
+            raise ValueError(f"recycle.hf.data_collator: item {i} has {sorted(map(str, it))}, item "
+                             f"0 {sorted(map(str, names))}: give every item the same keys")
+    if "hidden" not in names or "mask" not in names:
+        raise ValueError("recycle.hf.data_collator takes dicts of the prefix's hidden and mask "
+                         f"(and labels), not of {', '.join(sorted(map(str, names)))}")
+    batch = {n: _stacked([torch.as_tensor(it[n]) for it in items]) for n in items[0]
+             if n != label}
+    if label is not None:
+        batch["labels"] = torch.as_tensor([int(it[label]) for it in items], dtype=torch.int64)
+    return batch
+
+
+def _integer(value):
+    """`value` as an int when it is an integer of another type (numpy's, a 0-d tensor's), else
+    as it is."""
+    if isinstance(value, (bool, int)) or not hasattr(value, "__index__"):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
+
+
 def split(model, k, num_labels=None, pooling="mean"):
     """(prefix, head) of a transformers encoder cut before layer k (0: the embeddings alone are
     the prefix; the number of layers: the whole encoder). See the module's docstring."""
     base, layers = _base(model)
+    k, num_labels = _integer(k), _integer(num_labels)  # numpy's and torch's integers too
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(layers):
         raise ValueError(f"k must be a layer count from 0 to {len(layers)}, not {k!r}")
     if pooling not in _POOLINGS:

@@ -351,6 +351,9 @@ PYBIND11_MODULE(_native, m) {
         py::arg("option") = "device",
         "name when this process can use it (cpu, cuda, cuda:N), else ValueError naming option");
 
+  m.def("check_rebuild", &recycle::check_rebuild, py::arg("path"),
+        "ValueError with one line unless rebuild=True may delete the cache at path whole (a "
+        "cache, holding nothing else); nothing is deleted");
   m.def("tensors_fingerprint", &recycle::tensors_fingerprint, py::arg("names"), py::arg("tensors"),
         "XXH3-128 hex of named tensors, as the engine fingerprints a module");
 }

@@ -157,9 +157,21 @@ SHARDED_BUILD_SCRIPT = textwrap.dedent("""
         build(list(zip(other, y.tolist())))
     except ValueError as e:
         refused = str(e)
+    # rebuild=True where rank 1's cache directory also holds a user's file: every rank refuses
+    # before any deletes (rank 0's shard is not rebuilt).
+    if rank == 1:
+        open(sys.argv[1].replace("{rank}", "1") + "/notes.txt", "w").write("mine")
+    before, rebuild_refused = sum(calls), ""
+    try:
+        recycle.build(sys.argv[1], list(zip(x, y.tolist())), prefix, model_id="shards",
+                      codec="fp32", batch_size=40, sharded=True, rebuild=True)
+    except ValueError as e:
+        rebuild_refused = str(e)
     sys.stdout.write("RESULT " + json.dumps({"rank": rank, "first": first, "again": again,
                                              "prefix_rows": rows, "seen": seen,
-                                             "refused": refused}) + "\\n")  # one write
+                                             "refused": refused,
+                                             "rebuild_refused": rebuild_refused,
+                                             "rebuilt_rows": sum(calls) - before}) + "\\n")  # one write
     sys.stdout.flush()
     dist.destroy_process_group()
 """)
@@ -185,6 +197,8 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
         assert res["seen"] == max(sizes)  # padded to the largest shard
         assert res["refused"] == ("rank 1 keys other samples (or labels) than rank 0: every rank "
                                   "must call build with the same data in the same order")
+        assert "also holds notes.txt" in res["rebuild_refused"], res["rebuild_refused"]
+        assert res["rebuilt_rows"] == 0  # no rank deleted or rebuilt anything
         path = cache.replace("{rank}", str(rank))
         info = recycle.inspect(path)["splits"]["train"]
         assert info["shard"] == {"index": rank, "count": 2, "rule": "xxh3_64(key) % count",

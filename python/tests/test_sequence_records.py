@@ -143,6 +143,10 @@ def test_recycle_train_trains_a_script_head_on_records_as_long_as_the_text(tmp_p
     # A Python prefix's cache: the engine knows no recycle ratio, and does not say 0 (full
     # fine-tuning's).
     assert report["mode"] == "cache" and report["recycle"] is None, report
+    # --preload holds records of one shape: these vary in length, so it is refused up front.
+    r = run_tool("recycle-train", "--cache", tmp_path / "c", "--script-head", tmp_path / "head.pt",
+                 "--epochs", "1", "--preload", check=False)
+    assert r.returncode == 2 and "vary in length (use --prefetch)" in r.stderr, r.stderr
 
 
 def test_named_inputs_are_refused_where_they_cannot_be_built(tmp_path):
@@ -152,7 +156,8 @@ def test_named_inputs_are_refused_where_they_cannot_be_built(tmp_path):
     assert str(e.value) == ("keyer 'text' does not key named tensors: use keyer=\"tensor\" (xxh3) "
                             "or \"id\"")
     with pytest.raises(ValueError) as e:
-        recycle.build(tmp_path / "d", [(one_text("ok"), 0), ({"input_ids": ["x"]}, 1)], Prefix(),
+        recycle.build(tmp_path / "d", [(one_text("ok"), 0),
+                                       ({"input_ids": ["x"], "attention_mask": [1]}, 1)], Prefix(),
                       progress=False)
     assert "input 'input_ids' must be a tensor (or a list of numbers), not list" in str(e.value)
 
