@@ -125,7 +125,7 @@ case_ "--precision fp16 (bf16 or fp32 only)" 2 "$good" "$bin/recycle-train" --ca
 case_ "recycle-train --weights other than the cache's" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --weights "$work/enc.pt"
 cp "$work/enc.pt" "$work/bad.pt"; size=$(stat -c %s "$work/bad.pt")
 printf '\x55' | dd of="$work/bad.pt" bs=1 seek=$((size / 2)) conv=notrunc status=none
-case_ "weights with a flipped byte (zip CRC-32)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --weights "$work/bad.pt" --recycle 0.5 --cache "$work/crc-cache"
+case_ "weights with a flipped byte (their XXH3-128)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 10 --weights "$work/bad.pt" --recycle 0.5 --cache "$work/crc-cache"
 cp -r "$good" "$work/nocurrent"; rm "$work/nocurrent/CURRENT"
 case_ "a cache whose CURRENT file is missing" 1 "$good" "$bin/recycle-inspect" --cache "$work/nocurrent"
 case_ "recycle-build --cache ''" 2 "$good" "$bin/recycle-build" --data fashion-mnist --split test --recycle 0.5 --cache ''
@@ -356,6 +356,33 @@ else
   echo "FAIL: could not build the cache from --weights" >&2; failures=$((failures + 1))
 fi
 case_ "recycle-inspect --bogus (an unknown flag, and --cache missing)" 2 "" "$bin/recycle-inspect" --bogus
+
+# A rebuild that would lose a cache, paths a cache names, files that would run code when loaded.
+cp -a "$good" "$work/noted" && echo mine >"$work/noted/notes.txt"
+case_ "--rebuild of a cache whose directory also holds a user's file (notes.txt)" 2 "$work/noted" "$bin/recycle-build" --data fashion-mnist --split test --limit 200 --recycle 0.5 --rebuild --cache "$work/noted"
+if [ -f "$work/w-built/CURRENT" ] && [ -f "$work/head.pt" ]; then
+  case_ "recycle-predict without --weights on a cache that records its weights file (never opened)" 2 "$work/w-built" "$bin/recycle-predict" --cache "$work/w-built" --head "$work/head.pt" --data fashion-mnist --limit 10 --out "$work/p.csv"
+fi
+mkdir -p "$work/logs" && echo mine >"$work/logs/build.log"
+case_ "recycle-inspect of a directory holding only a user's build.log" 1 "" "$bin/recycle-inspect" --cache "$work/logs"
+cp -a "$good" "$work/emptied" && : >"$work/emptied/CURRENT"
+case_ "recycle-inspect of a cache whose CURRENT file was emptied" 1 "" "$bin/recycle-inspect" --cache "$work/emptied"
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  # The module of python/tests/test_hostile_files.py: its __setstate__ prints when loaded.
+  PYTHONPATH=python/tests /usr/bin/python3 -c "import sys, torch; from test_hostile_files import Printing; torch.jit.script(Printing()).save(sys.argv[1])" "$work/crafted.pt"
+  ran_nothing() {
+    if grep -q RAN-CODE "$work/out" "$work/err"; then echo "FAIL: $1 ran the file's code" >&2; failures=$((failures + 1)); fi
+  }
+  case_ "--weights: a TorchScript file whose loading prints (older format, never loaded)" 1 "$good" "$bin/recycle-build" --data fashion-mnist --split test --limit 20 --weights "$work/crafted.pt" --recycle 0.5 --cache "$work/crafted-cache"
+  ran_nothing "recycle-build --weights"
+  if [ -f "$work/w-built/CURRENT" ]; then
+    case_ "--head: a TorchScript file whose loading prints (older format, never loaded)" 1 "$work/w-built" "$bin/recycle-predict" --cache "$work/w-built" --head "$work/crafted.pt" --weights "$work/enc.pt" --data fashion-mnist --limit 10 --out "$work/p.csv"
+    ran_nothing "recycle-predict --head"
+  fi
+  cp "$work/crafted.pt" "$work/crafted.ckpt"
+  case_ "--checkpoint: a TorchScript file whose loading prints (older format, never loaded)" 1 "$good" "$bin/recycle-train" --cache "$good" --split test --eval-split none --epochs 1 --checkpoint "$work/crafted.ckpt"
+  ran_nothing "recycle-train --checkpoint"
+fi
 case_ "--device with a newline in it (cpu, newline, cpu)" 2 "$good" "$bin/recycle-train" --cache "$good" --split test --device "cpu
 cpu"
 
