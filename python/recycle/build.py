@@ -5,6 +5,7 @@ import hashlib
 import json
 import math
 import os
+import socket
 import sys
 import time
 
@@ -536,7 +537,19 @@ def _exchanged(own, world):
     return every
 
 
-def _shard_of_split(loader, keyer_of, rank, world, facts, check=None):
+def _location(path):
+    """Where the cache directory `path` is, as a text equal for two paths of one directory on one
+    machine (the host, the device and inode of the directory or its nearest existing ancestor,
+    and the rest of the path below it), as the engine's cache_location tells it."""
+    real, rest = os.path.realpath(os.fspath(path)), []
+    while not os.path.exists(real) and os.path.dirname(real) != real:
+        rest.insert(0, os.path.basename(real))
+        real = os.path.dirname(real)
+    st = os.stat(real)
+    return f"{socket.gethostname()} {st.st_dev}:{st.st_ino} {'/'.join(rest)}"
+
+
+def _shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None):
     """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
     as the writer will (keyer_of(inputs): the keyer spec of a batch's inputs), and checks with
     every rank that they key the same samples with the same labels and build the same cache
@@ -544,7 +557,8 @@ def _shard_of_split(loader, keyer_of, rank, world, facts, check=None):
     Every rank raises the same one-line ValueError when they differ or a shard would be empty;
     an error on one rank is raised on every rank. `check` (optional) runs first on every rank
     (rebuild=True's: this rank's cache may be deleted), so that no rank goes on, and deletes,
-    when another's fails."""
+    when another's fails. `where` is this rank's cache directory (_location): two ranks given one
+    are refused."""
     mine = seen = 0
     kinds = {}
     digest = hashlib.sha256()
@@ -565,12 +579,13 @@ def _shard_of_split(loader, keyer_of, rank, world, facts, check=None):
             seen += len(inputs)
         if seen == 0:
             raise ValueError("data gave no batches")
-        mine_facts = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), mine)
+        mine_facts = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), mine, where)
     except Exception as e:  # every rank stops with it
         mine_facts = _error_of(e)
     every = _exchanged(mine_facts, world)
     first = every[0][1]
-    for r, (_, theirs, _) in enumerate(every):
+    for r, message in enumerate(every):
+        theirs = message[1]
         for name in first:
             if theirs[name] == first[name]:
                 continue
@@ -579,20 +594,27 @@ def _shard_of_split(loader, keyer_of, rank, world, facts, check=None):
                                  "must call build with the same data in the same order")
             raise ValueError(f"rank {r}'s {name} is {theirs[name]!r}, rank 0's {first[name]!r}: "
                              "every rank must call build with the same prefix and options")
-    for r, (_, _, count) in enumerate(every):
+    places = [m[3] for m in every]
+    for r, place in enumerate(places):
+        if place is not None and place in places[:r]:
+            raise ValueError(f"ranks {places.index(place)} and {r} of this sharded build were given "
+                             "one directory: every rank builds its own shard into its own cache "
+                             "(put {rank} in the path on a machine of several ranks)")
+    for r, message in enumerate(every):
+        count = message[2]
         if count == 0:
             raise ValueError(f"shard {r} of {world} would hold none of the split's {seen} samples: "
                              "build with fewer ranks")
     return seen, mine
 
 
-def _build_sharded(loader, keyer_of, facts, one_process, rank, world, check=None):
+def _build_sharded(loader, keyer_of, facts, one_process, rank, world, check=None, where=None):
     """The build with sharded=True: the key pass (_shard_of_split), then this rank builds its own
     shard into its own cache as one process does (one_process(shard): the whole split's chunks,
     the writer keeping the shard's rows). No rank waits for another until the end, where the
     reports (or an error: raised on every rank) are exchanged. Returns the job's report: the
     shards' counts added up, each rank's own under per_shard."""
-    n, mine = _shard_of_split(loader, keyer_of, rank, world, facts, check)
+    n, mine = _shard_of_split(loader, keyer_of, rank, world, facts, check, where)
     try:
         own = ("report", one_process((rank, world, mine, n)))
     except Exception as e:
@@ -1065,7 +1087,8 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
                      "keyer": keyer_spec, "codec": codec, "split": split, "classes": class_names}
             # rebuild=True: every rank checks that its cache may be deleted before any deletes.
             check = (lambda: _native.check_rebuild(path)) if rebuild else None
-            report = _build_sharded(loader, keyer_of, facts, one_process, rank, world, check)
+            report = _build_sharded(loader, keyer_of, facts, one_process, rank, world, check,
+                                    _location(path) if isinstance(path, str) else None)
         elif group:
             report = _build_distributed(loader, outputs_of, add_chunk, open_writer, layout, rank,
                                         world, bar)

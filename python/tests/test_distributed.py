@@ -167,11 +167,19 @@ SHARDED_BUILD_SCRIPT = textwrap.dedent("""
                       codec="fp32", batch_size=40, sharded=True, rebuild=True)
     except ValueError as e:
         rebuild_refused = str(e)
+    # Both ranks given one directory (no {rank} in the path): refused before either writes.
+    one_dir = ""
+    try:
+        recycle.build(sys.argv[1].replace("{rank}", "same"), list(zip(x, y.tolist())), prefix,
+                      model_id="shards", codec="fp32", batch_size=40, sharded=True)
+    except ValueError as e:
+        one_dir = str(e)
     sys.stdout.write("RESULT " + json.dumps({"rank": rank, "first": first, "again": again,
                                              "prefix_rows": rows, "seen": seen,
                                              "refused": refused,
                                              "rebuild_refused": rebuild_refused,
-                                             "rebuilt_rows": sum(calls) - before}) + "\\n")  # one write
+                                             "rebuilt_rows": sum(calls) - before,
+                                             "one_dir": one_dir}) + "\\n")  # one write
     sys.stdout.flush()
     dist.destroy_process_group()
 """)
@@ -199,6 +207,8 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
                                   "must call build with the same data in the same order")
         assert "also holds notes.txt" in res["rebuild_refused"], res["rebuild_refused"]
         assert res["rebuilt_rows"] == 0  # no rank deleted or rebuilt anything
+        assert "ranks 0 and 1 of this sharded build were given one directory" in res["one_dir"]
+        assert not os.path.exists(cache.replace("{rank}", "same"))
         path = cache.replace("{rank}", str(rank))
         info = recycle.inspect(path)["splits"]["train"]
         assert info["shard"] == {"index": rank, "count": 2, "rule": "xxh3_64(key) % count",
