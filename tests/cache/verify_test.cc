@@ -194,7 +194,10 @@ TEST(Verify, AFlippedByteInARecordsFileIsCountedAsCorrupt) {
     const std::string name = recycle::codec_name(codec);
     EXPECT_FALSE(r.ok()) << name;
     EXPECT_GT(r.corrupt, 0) << name << "\n" << r.to_text();
-    EXPECT_EQ(r.corrupt, 200 - r.checked) << r.to_text();
+    // Every record is read (those after the damage one by one): the damaged block's records
+    // are corrupt, the others not.
+    EXPECT_EQ(r.checked, 200) << r.to_text();
+    EXPECT_LT(r.corrupt, 200) << r.to_text();
     EXPECT_NE(r.to_json().find("\"corrupt\":" + std::to_string(r.corrupt)), std::string::npos);
     // The file check saw the same damage: one damaged file, counted apart from the records.
     EXPECT_EQ(r.damaged_files, 1) << r.to_text();
