@@ -11,6 +11,7 @@
 #include "cache/open_existing.h"
 #include "engine/data/regular_file.h"
 #include "engine/jobs/head_file.h"
+#include "engine/jobs/train_job_parts.h"  // model_of_cache
 #include "engine/models/encoder_registry.h"
 #include "engine/models/split_model.h"
 #include "engine/models/tensor_file.h"
@@ -99,12 +100,8 @@ void convert_old_cache_head(const std::string& dir, const std::string& model_giv
     throw InvalidArgument("cache " + dir + " stores its head as a tensor file already: nothing "
                           "to convert");
   }
-  BlockModel model = make_encoder(spec_with_given_file(m.model, model_given, "cache " + dir),
-                                  static_cast<int64_t>(m.class_names.size()));
-  if (m.classifier == kClassifierNew && model.classifier->is_own()) {  // as head_from_cache
-    model.reset_classifier(static_cast<int64_t>(m.class_names.size()));
-  }
-  SplitModel split = split_block_model(model, m.prefix_blocks);
+  BlockModel model;
+  SplitModel split = model_of_cache(m, dir, model_given, &model);  // as training makes it
   std::istringstream in(bytes);
   torch::serialize::InputArchive archive;
   try {

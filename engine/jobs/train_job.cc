@@ -46,9 +46,8 @@
 
 namespace recycle {
 
-SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
-                           const torch::Device& device, BlockModel* model,
-                           const std::string& model_given) {
+SplitModel model_of_cache(const Manifest& m, const std::string& cache_dir,
+                          const std::string& model_given, BlockModel* model) {
   const int64_t classes = static_cast<int64_t>(m.class_names.size());
   const bool file_model = [&] {
     try {
@@ -58,14 +57,14 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
     }
   }();
   if (!model_given.empty() && !file_model) {
-    throw InvalidArgument("--model does not apply with --cache " + store.dir() + ", whose model (" +
+    throw InvalidArgument("--model does not apply with --cache " + cache_dir + ", whose model (" +
                           m.model + ") is the engine's own (the cache fixes the model)");
   }
-  const std::string spec = spec_with_given_file(m.model, model_given, "cache " + store.dir());
+  const std::string spec = spec_with_given_file(m.model, model_given, "cache " + cache_dir);
   try {
     *model = make_encoder(spec, classes);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error("cache " + store.dir() + " was built for a model this version does "
+    throw std::runtime_error("cache " + cache_dir + " was built for a model this version does "
                              "not know: " + e.what() + " (for a cache of a Python prefix, give "
                              "the head as TorchScript: --script-head FILE)");
   }
@@ -81,10 +80,17 @@ SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint
     set_prefix_identity(*model, split, &have);
     const auto diffs = m.identity().identity_differences(have);
     if (!diffs.empty()) {
-      throw StaleCacheError(mismatch_message(store.dir(), diffs,
+      throw StaleCacheError(mismatch_message(cache_dir, diffs,
                                              "give --model the file it was built from"));
     }
   }
+  return split;
+}
+
+SplitModel head_from_cache(const ActivationStore& store, const Manifest& m, uint64_t seed,
+                           const torch::Device& device, BlockModel* model,
+                           const std::string& model_given) {
+  SplitModel split = model_of_cache(m, store.dir(), model_given, model);
   std::string head_bytes;
   store.get_blob("head", &head_bytes).throw_if_error();
   if (is_torch_archive(head_bytes)) {  // loading it would run any code it holds

@@ -21,6 +21,14 @@ struct AsyncReport;
 
 // Epochs, epoch seconds and losses, and samples/s from the median epoch.
 void fill_report(TrainReport* report, const std::vector<EpochResult>& epochs);
+// The model of the cache at `cache_dir` (manifest m) into *model, split at its split point: the
+// encoder its spec names (a torchscript:FILE model from `model_given`, the user's --model, its
+// digest and prefix fingerprint the manifest's), its class names, a classifier new to the
+// cache's classes where the build made one; the weights as the encoder makes them. Throws
+// InvalidArgument (--model for an engine model, or none for a file model), StaleCacheError
+// (another file), std::runtime_error (a model this version does not know).
+SplitModel model_of_cache(const Manifest& m, const std::string& cache_dir,
+                          const std::string& model_given, BlockModel* model);
 // The model of cache `store` (manifest m) into *model: the encoder its spec names, its class
 // names, the head after the split point from the cache's "head" blob (a classifier new to the
 // cache's classes drawn from `seed`), the head moved to `device`. The prefix blocks keep their
