@@ -11,28 +11,12 @@
 
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
+#include "cache/key_hex.h"
 #include "cache/store_rocksdb.h"
 
 namespace recycle {
 
 using namespace store_rocksdb;
-
-namespace {
-
-// Key::to_hex's form back into a key; false for anything else.
-bool key_from_hex(const std::string& hex, Key* out) {
-  if (hex.size() != 2 * Key::kBytes) return false;
-  std::string raw(Key::kBytes, '\0');
-  for (size_t i = 0; i < hex.size(); ++i) {
-    const char c = hex[i];
-    const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (v < 0) return false;
-    raw[i / 2] = static_cast<char>(raw[i / 2] | (i % 2 ? v : v << 4));
-  }
-  return Key::from_bytes(raw, out);
-}
-
-}  // namespace
 
 std::string ActivationStore::staging_dir() const {
   return (std::filesystem::path(real_dir_) / kStagingDirName).string();

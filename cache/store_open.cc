@@ -11,6 +11,7 @@
 
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
+#include "cache/damaged_records.h"
 #include "cache/read_pool.h"
 #include "cache/store_rocksdb.h"
 
@@ -113,8 +114,9 @@ Status ActivationStore::check_destroy(const std::string& dir) {
   std::vector<std::string> foreign;
   for (const auto& entry : fs::directory_iterator(real, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == kCacheMarkerName || name == kStagingDirName || name == "CURRENT" ||
-        name == "IDENTITY" || name == "LOCK" || is_info_log(name) ||
+    if (name == kCacheMarkerName || name == kStagingDirName || name == kDamagedRecordsName ||
+        name == kDamagedRecordsTempName || name == "CURRENT" || name == "IDENTITY" ||
+        name == "LOCK" || is_info_log(name) ||
         (name == "lost+found" && entry.is_directory(ec))) {  // a mount point's; kept
       continue;
     }
@@ -160,6 +162,8 @@ Status ActivationStore::destroy(const std::string& dir) {
   st = from_rocks(s, "deleting cache " + dir);
   if (!st.ok()) return st;
   fs::remove_all(fs::path(real) / kStagingDirName, ec);
+  fs::remove(fs::path(real) / kDamagedRecordsName, ec);
+  fs::remove(fs::path(real) / kDamagedRecordsTempName, ec);
   fs::remove(fs::path(real) / kCacheMarkerName, ec);
   // The directory goes too when empty, except the target of a link, which stays for the link
   // to lead to.

@@ -6,6 +6,7 @@
 
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "cache/damaged_records.h"
 #include "cache/open_existing.h"
 #include "cache/record.h"
 #include "cache/shard_rule.h"  // shard_words
@@ -45,6 +46,7 @@ std::string InspectReport::to_json() const {
     j["corrupt"] = corrupt;
     j["damaged_files"] = damaged_files;
     j["problems"] = problems;
+    j["repair"] = repair;
   }
   return j.dump();
 }
@@ -96,6 +98,7 @@ std::string InspectReport::to_text() const {
     out << "verify     " << checked << " records checked, " << corrupt << " corrupt, "
         << damaged_files << " damaged files, " << problems.size() << " problems\n";
     for (const auto& p : problems) out << "  " << printable(p) << "\n";
+    if (!repair.empty()) out << "repair     " << printable(repair) << "\n";
   }
   return out.str();
 }
@@ -140,16 +143,20 @@ Status check_record(std::string_view bytes, const RecordLayout& layout,
 }
 
 // Every split's index against the records read (`keys`): entries whose record is missing, and
-// labels outside the cache's classes, into *problems.
+// labels outside the cache's classes, into *problems; the missing records' keys into *missing.
 void check_split_indexes(const ActivationStore& store, const Manifest& m,
                          const std::unordered_set<Key, KeyHash>& keys,
-                         std::vector<std::string>* problems) {
+                         std::vector<std::string>* problems, std::vector<Key>* missing_keys) {
   for (const auto& [name, info] : m.splits) {
     std::vector<IndexEntry> entries;
     if (!store.read_index(name, &entries).ok()) continue;  // reported by referenced_keys
     int64_t missing = 0;
     for (const IndexEntry& e : entries) {
-      for (const Key& k : info.record_keys(e.key)) missing += keys.count(k) ? 0 : 1;
+      for (const Key& k : info.record_keys(e.key)) {
+        if (keys.count(k)) continue;
+        ++missing;
+        missing_keys->push_back(k);
+      }
       if (e.label < 0 || e.label >= static_cast<int64_t>(m.class_names.size())) {
         problems->push_back("split " + name + ": label " + std::to_string(e.label) +
                             " out of range");
@@ -162,6 +169,26 @@ void check_split_indexes(const ActivationStore& store, const Manifest& m,
                                           : " index entries point to no record"));
     }
   }
+}
+
+// Writes the damaged-records list anew (removes it when nothing is damaged): what the report
+// tells the user to do about them. `damaged` may name a record twice (missing for two splits).
+std::string note_damaged(const std::string& dir, std::vector<Key> damaged) {
+  std::sort(damaged.begin(), damaged.end());
+  damaged.erase(std::unique(damaged.begin(), damaged.end()), damaged.end());
+  const size_t n = damaged.size();
+  const Status st = write_damaged_records(dir, std::move(damaged));
+  if (n == 0) return "";
+  const std::string records = n == 1 ? "the damaged record" : "the " + std::to_string(n) +
+                                                                  " damaged records";
+  if (!st.ok()) {
+    return records + " could not be noted for the next build (" + st.to_string() +
+           "): rebuild the splits that point to " + (n == 1 ? "it" : "them") + " with --rebuild";
+  }
+  return records + (n == 1 ? " is" : " are") + " noted in " + dir + "/" + kDamagedRecordsName +
+         ": rerun the build of " + (n == 1 ? "its split" : "their splits") +
+         " (the same command, without --rebuild) to compute " + (n == 1 ? "it" : "them") +
+         " again";
 }
 
 }  // namespace
@@ -187,6 +214,7 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
   }
 
   std::unordered_set<Key, KeyHash> keys;
+  std::vector<Key> damaged;  // for the damaged-records list
   std::vector<RecordTensor> parts;
   const RecordLayout layout = m.layout();
   st = store->for_each_record([&](const Key& key, std::string_view bytes) {
@@ -196,6 +224,7 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     const Status rs = check_record(bytes, layout, &parts);
     if (!rs.ok()) {
       ++report.corrupt;
+      damaged.push_back(key);
       report.problems.push_back("record " + key.to_hex() + ": " + rs.to_string());
     }
     return true;
@@ -204,7 +233,6 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
     // Reading in key order stopped at damage (a blob record that fails its CRC, a table block):
     // every record a split points to that was not reached is then read alone, so the damage is
     // counted and named record by record, not as everything after it.
-    int64_t damaged = 0;
     for (const Key& key : referenced) {
       if (keys.count(key)) continue;
       std::string bytes;
@@ -212,23 +240,30 @@ InspectReport inspect_cache(const std::string& dir, bool verify) {
       if (rs.is_not_found()) continue;  // an index entry without its record: said below
       keys.insert(key);
       ++report.checked;
-      const Status cs = rs.ok() ? check_record(bytes, layout, &parts) : rs;
+      if (!rs.ok()) {  // get_record's status names the record
+        damaged.push_back(key);
+        report.problems.push_back(rs.to_string());
+        continue;
+      }
+      const Status cs = check_record(bytes, layout, &parts);
       if (!cs.ok()) {
-        ++report.corrupt;
-        ++damaged;
+        damaged.push_back(key);
         report.problems.push_back("record " + key.to_hex() + ": " + cs.to_string());
       }
     }
+    const int64_t alone = static_cast<int64_t>(damaged.size()) - report.corrupt;
+    report.corrupt += alone;
     report.problems.push_back("reading the records in order stopped at damage (" + st.to_string() +
                               "); the records the splits point to were then read one by one: " +
-                              std::to_string(damaged) + " of them damaged (rebuild the cache, or "
-                              "its splits, with --rebuild)");
+                              std::to_string(alone) + " of them damaged");
   } else if (report.checked != m.records) {
     report.problems.push_back("the cache holds " + std::to_string(report.checked) +
                               " records, its manifest says " + std::to_string(m.records));
   }
   report.problems.insert(report.problems.end(), index_problems.begin(), index_problems.end());
-  check_split_indexes(*store, m, keys, &report.problems);
+  // Records an index points to and the store lacks are computed again as damaged ones are.
+  check_split_indexes(*store, m, keys, &report.problems, &damaged);
+  report.repair = note_damaged(dir, std::move(damaged));
   return report;
 }
 

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "cache/damaged_records.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -29,12 +30,21 @@ void WritableSplit::start(Manifest manifest, const std::string& head) {
   store_->read_index(split_, &index_).throw_if_error();
   stored_entries_ = static_cast<int64_t>(index_.size());
   had_records_ = false;
-  store_
-      ->for_each_record([&](const Key&, std::string_view) {
-        had_records_ = true;
-        return false;  // one is enough
-      })
-      .throw_if_error();
+  const Status first = store_->for_each_record([&](const Key&, std::string_view) {
+    had_records_ = true;
+    return false;  // one is enough
+  });
+  if (first.is_corruption()) {
+    had_records_ = true;  // a damaged one
+  } else {
+    first.throw_if_error();
+  }
+  find_damaged();
+}
+
+void WritableSplit::find_damaged() {
+  damaged_.clear();
+  read_damaged_records(store_->dir(), &damaged_).throw_if_error();
 }
 
 bool WritableSplit::complete_for(const std::string& data, int64_t samples) const {
@@ -48,6 +58,29 @@ void WritableSplit::begin(const SplitInfo& info) {
   if (!head_.empty()) first.put_blob("head", head_);
   writer_->begin(info, stored_entries_, &first);
   head_.clear();  // written once
+  if (damaged_.empty()) return;
+  // Deleted, they are missing ones to the plan of any split. Those no longer stored (deleted
+  // by a build that then stopped before computing them) count nothing. A damaged record's size
+  // cannot be read: the mean record's stands in for it in the manifest's byte count (exact when
+  // every record has one size, as in a fixed layout; off by the difference for variable-length
+  // ones).
+  const int64_t mean = manifest_.records > 0 ? manifest_.record_bytes / manifest_.records : 0;
+  StagedWrite w = writer_->stage();
+  for (const Key& k : damaged_) {
+    std::string bytes;
+    if (!store_->get_record(k, &bytes).is_not_found()) w.delete_record(k, mean);
+  }
+  writer_->seal(&w);
+  writer_->write(&w);
+}
+
+void WritableSplit::finish(const std::unordered_set<Key, KeyHash>& computed) {
+  writer_->finish();
+  std::unordered_set<Key, KeyHash> done;
+  for (const Key& k : computed) {
+    if (damaged_.count(k)) done.insert(k);
+  }
+  forget_damaged_records(store_->dir(), done).throw_if_error();
 }
 
 void WritableSplit::ingest_records(const std::vector<std::string>& files) {

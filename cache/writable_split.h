@@ -8,7 +8,11 @@
 //                      own), throwing before anything is written
 //   w.start(manifest, head);   the manifest the writes go with; the split's stored index and
 //                              whether the store holds any record read
-//   w.begin(info); chunks through w.writer() (cache/split_writer.h); w.writer().finish()
+//   w.begin(info); chunks through w.writer() (cache/split_writer.h); w.finish()
+//
+// Damaged records (cache/damaged_records.h): the records on the cache's damaged-records list are
+// damaged(); begin deletes those still stored (the plan of any split that points to one then
+// computes it as a missing one), and finish takes those the split computed off the list.
 //
 // What differs between the writers (how they plan what to write, what they check) stays with
 // them. Dropping it closes the store (releasing the cache's writer lock).
@@ -17,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/activation_store.h"
@@ -57,17 +62,25 @@ class WritableSplit {
   std::vector<IndexEntry> take_index() { return std::move(index_); }
   // The store held a record when start ran.
   bool had_records() const { return had_records_; }
+  // The records on the cache's damaged-records list (KeyPlan::set_damaged).
+  const std::unordered_set<Key, KeyHash>& damaged() const { return damaged_; }
   // The stored split is complete, built from `data`, with `samples` entries.
   bool complete_for(const std::string& data, int64_t samples) const;
   // The split's first write (SplitWriter::begin): its manifest entry from `info` marked
-  // incomplete, the stored index cut to info.samples, a new cache's head with them.
+  // incomplete, the stored index cut to info.samples, a new cache's head with them; then the
+  // damaged records deleted.
   void begin(const SplitInfo& info);
+  // The split marked complete (SplitWriter::finish), then the damaged records among `computed`
+  // (the records the split computed: KeyPlan::recomputed) taken off the list.
+  void finish(const std::unordered_set<Key, KeyHash>& computed);
   // The cache's staging area (ActivationStore::staging_dir), and the ingest of record files
   // made there into it with the manifest's counts (ActivationStore::ingest_records).
   std::string staging_dir() const { return store_->staging_dir(); }
   void ingest_records(const std::vector<std::string>& files);
 
  private:
+  void find_damaged();  // damaged_ from the list
+
   std::string dir_;
   std::string split_;
   std::unique_ptr<ActivationStore> store_;
@@ -79,6 +92,7 @@ class WritableSplit {
   std::vector<IndexEntry> index_;
   int64_t stored_entries_ = 0;
   bool had_records_ = false;
+  std::unordered_set<Key, KeyHash> damaged_;
 };
 
 // Throws StaleCacheError (recycle/errors.h) with mismatch_message(dir, differences, hint) when

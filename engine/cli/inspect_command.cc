@@ -60,7 +60,8 @@ int inspect_main(int argc, char** argv) {
     if (json) std::cout << r.to_json() << std::endl;
     if (!r.ok()) {
       std::cerr << "recycle-inspect: error: " << r.problems.size() << " problems in " << dir
-                << ", first: " << r.problems[0] << std::endl;
+                << ", first: " << r.problems[0] << (r.repair.empty() ? "" : "; " + r.repair)
+                << std::endl;
       return 1;
     }
     return 0;

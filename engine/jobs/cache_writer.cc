@@ -127,6 +127,7 @@ struct CacheWriter::Impl {
     split->writer().set_flush_seconds(o.flush_seconds);
     if (!new_cache) refuse_other_shard();
     stored_complete = split->complete_for(o.data, o.samples);
+    plan.set_damaged(split->damaged());
     plan.plan(split->take_index(), {}, false, split->had_records());
     report.cache_dir = o.cache_dir;
     report.split = o.split;
@@ -549,7 +550,7 @@ BuildReport CacheWriter::finish() {
   if (!unchanged_so_far() || writer.writes() > 0) {
     if (!writer.begun()) s.begin();
     s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-    writer.finish();
+    s.split->finish(s.plan.recomputed());
   }
   BuildReport r = s.report;
   r.samples = s.o.samples;

@@ -207,6 +207,7 @@ void SplitBuild::open() {
   }
   encoder_->set_record_shape(split->manifest().record_shapes.at(0));
   const Dataset& data = inputs_->data();
+  plan_.set_damaged(split->damaged());
   plan_.plan(split->take_index(), data.labels,
              split->complete_for(data.description, report_.samples), split->had_records());
   split_ = std::move(split);
@@ -261,7 +262,7 @@ void SplitBuild::write_chunk(BuildChunk* chunk) {
 
 void SplitBuild::finish() {
   if (progress_) progress_->finish();
-  split().writer().finish();
+  split().finish(plan_.recomputed());
 }
 
 BuildReport SplitBuild::report() const {

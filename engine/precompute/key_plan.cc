@@ -35,18 +35,27 @@ void KeyPlan::plan(std::vector<IndexEntry> existing, const std::vector<int64_t>&
   todo_.clear();
   for (int64_t i = 0; i < n; ++i) {
     const IndexEntry want{keys_[i], labels[i]};
-    if (i >= static_cast<int64_t>(existing_.size()) || !(existing_[i] == want)) {
-      todo_.push_back(i);
-    }
+    if (!stored_as(i, want)) todo_.push_back(i);
   }
   unchanged_ = todo_.empty() && static_cast<int64_t>(existing_.size()) == n && stored_complete;
-  // Keys known to have a record: everything the stored index points to.
+  // Keys known to have a record: everything the stored index points to, but damaged ones.
   present_.clear();
   for (const IndexEntry& e : existing_) {
-    for (const Key& k : record_keys(e.key)) present_.insert(k);
+    for (const Key& k : record_keys(e.key)) {
+      if (!damaged_.count(k)) present_.insert(k);
+    }
   }
   had_records_ = had_records;
   next_ = 0;
+}
+
+bool KeyPlan::stored_as(int64_t pos, const IndexEntry& want) const {
+  if (pos >= static_cast<int64_t>(existing_.size()) || !(existing_[pos] == want)) return false;
+  if (damaged_.empty()) return true;
+  for (const Key& k : record_keys(want.key)) {
+    if (damaged_.count(k)) return false;
+  }
+  return true;
 }
 
 void KeyPlan::add_chunk(const std::vector<Key>& keys, const std::vector<int64_t>& labels,
@@ -55,10 +64,7 @@ void KeyPlan::add_chunk(const std::vector<Key>& keys, const std::vector<int64_t>
   for (size_t i = 0; i < keys.size(); ++i) {
     const int64_t pos = static_cast<int64_t>(keys_.size());
     keys_.push_back(keys[i]);
-    const IndexEntry want{keys[i], labels[i]};
-    if (pos >= static_cast<int64_t>(existing_.size()) || !(existing_[pos] == want)) {
-      todo_.push_back(pos);
-    }
+    if (!stored_as(pos, IndexEntry{keys[i], labels[i]})) todo_.push_back(pos);
   }
   keyed_ = true;
   *end = todo_.size();
@@ -97,6 +103,10 @@ void KeyPlan::find_missing(size_t begin, size_t end, const ActivationStore& stor
   keys->clear();
   view_of->clear();
   for (size_t u = 0; u < unknown.size(); ++u) {
+    if (damaged_.count(unknown[u])) {  // computed again
+      found[u] = Status::not_found("");
+      recomputed_.insert(unknown[u]);
+    }
     if (found[u].ok()) {
       present_.insert(unknown[u]);
     } else if (found[u].is_not_found()) {
@@ -104,6 +114,10 @@ void KeyPlan::find_missing(size_t begin, size_t end, const ActivationStore& stor
       pos->push_back(unknown_pos[u]);
       keys->push_back(unknown[u]);
       if (views_ > 0) view_of->push_back(unknown_view[u]);
+    } else if (found[u].is_corruption()) {
+      throw std::runtime_error(
+          found[u].to_string() + ": run recycle-inspect --cache " + store.dir() +
+          " --verify, which notes every damaged record, then this build again to compute them");
     } else {
       found[u].throw_if_error();
     }

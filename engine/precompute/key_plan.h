@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "cache/activation_store.h"  // IndexEntry, ActivationStore::multi_get
@@ -32,6 +33,11 @@ class KeyPlan {
   const std::vector<Key>& keys() const { return keys_; }  // keys()[i]: sample i's key
 
   // ---- the plan -----------------------------------------------------------------------------
+  // Damaged records (WritableSplit::damaged): computed again although the index points to them;
+  // the positions whose records they are join todo. Set before plan.
+  void set_damaged(std::unordered_set<Key, KeyHash> damaged) { damaged_ = std::move(damaged); }
+  // The damaged records find_missing has listed to compute so far.
+  const std::unordered_set<Key, KeyHash>& recomputed() const { return recomputed_; }
   // Against the split's index as stored (`existing`): todo is every position whose entry
   // (keys()[i], labels[i]) is missing or differs, ascending; the split is unchanged when there
   // is none, the index has exactly the samples and `stored_complete` (its manifest entry is
@@ -72,6 +78,9 @@ class KeyPlan {
                   std::vector<Key>* keys, std::vector<int64_t>* view_of) const;
 
  private:
+  // The index entry stored at `pos` is `want`, and none of its records is damaged.
+  bool stored_as(int64_t pos, const IndexEntry& want) const;
+
   std::string augment_;
   int64_t views_ = 0;
   std::vector<Key> keys_;
@@ -79,6 +88,8 @@ class KeyPlan {
   std::vector<IndexEntry> existing_;
   std::vector<int64_t> todo_;
   std::unordered_set<Key, KeyHash> present_;  // keys known to have a stored record
+  std::unordered_set<Key, KeyHash> damaged_;  // stored, damaged: computed again
+  std::unordered_set<Key, KeyHash> recomputed_;  // those of damaged_ listed to compute
   bool had_records_ = true;
   bool unchanged_ = false;
   size_t next_ = 0;

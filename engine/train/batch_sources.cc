@@ -317,7 +317,10 @@ void throw_if_part_failed(const std::string& dir, const std::string& error,
                                keys[k].to_hex() + ", which has no record");
     }
     if (statuses[k].is_corruption()) {  // a block that failed its checksum
-      throw CorruptRecordError("cache " + dir + ": " + statuses[k].to_string());
+      throw CorruptRecordError("cache " + dir + ": " + statuses[k].to_string() +
+                               " (recycle-inspect --cache " + dir + " --verify notes every "
+                               "damaged record, and a rerun of the build then computes them "
+                               "again)");
     }
     if (!statuses[k].ok()) {
       throw std::runtime_error("cache " + dir + ": " + statuses[k].to_string());

@@ -31,6 +31,10 @@ struct InspectReport {
   // from the records themselves with verify, else from the manifest's record count.
   int64_t orphans = 0;
   std::vector<std::string> problems;  // one line each: which record, file or index entry
+  // What to do about the damaged records (verify only; "" when none): they are noted in the
+  // cache's damaged-records list (cache/damaged_records.h) for a rerun of the build to compute
+  // again, or why they could not be.
+  std::string repair;
   bool ok() const { return problems.empty(); }
   std::string to_json() const;  // one line
   std::string to_text() const;  // for people

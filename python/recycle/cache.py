@@ -20,7 +20,8 @@ def inspect(path):
 def verify(path, raise_on_error=True):
     """Reads and checks every record (header, checksum, layout) and every file's checksums, as
     recycle-inspect --verify does. Returns the report (a dict with "checked", "corrupt",
-    "problems"); raises CorruptRecordError naming the first problem when there is one, unless
+    "problems", and "repair": what to do about damaged records, which verify notes in the cache
+    so that the next recycle.build of their split computes them again); raises CorruptRecordError naming the first problem when there is one, unless
     raise_on_error is False: then a cache that cannot be opened at all gives a report with "ok"
     False and the reason as its one problem."""
     path = _path(path)
@@ -34,5 +35,7 @@ def verify(path, raise_on_error=True):
     report["ok"] = not report.get("problems")
     if raise_on_error and not report["ok"]:
         problems = report["problems"]
-        raise CorruptRecordError(f"cache {path}: {len(problems)} problem(s), the first: {problems[0]}")
+        repair = f"; {report['repair']}" if report.get("repair") else ""
+        raise CorruptRecordError(
+            f"cache {path}: {len(problems)} problem(s), the first: {problems[0]}{repair}")
     return report

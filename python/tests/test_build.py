@@ -177,6 +177,28 @@ def test_the_tools_verify_a_python_cache(tmp_path):
     assert report["checked"] == 300 and report["corrupt"] == 0 and report["problems"] == []
 
 
+def test_a_record_damaged_in_its_blob_file_is_computed_again_by_a_plain_rerun(tmp_path):
+    # Records of 4 x 32 x 32 floats (16 KB and more) are kept in RocksDB's blob files.
+    data, net = make_data(n=40, shape=(1, 64, 64)), prefix()
+    recycle.build(tmp_path / "c", data, net, codec="fp32", batch_size=16)
+    blob = next(p for p in (tmp_path / "c").iterdir() if p.suffix == ".blob")
+    raw = bytearray(blob.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    blob.write_bytes(bytes(raw))
+    report = recycle.verify(tmp_path / "c", raise_on_error=False)
+    assert report["corrupt"] == 1 and report["checked"] == 40, report
+    assert "rerun the build" in report["repair"]
+    with pytest.raises(recycle.CorruptRecordError, match="rerun the build"):
+        recycle.verify(tmp_path / "c")
+    again = recycle.build(tmp_path / "c", data, net, codec="fp32", batch_size=16)
+    assert again["computed"] == 1 and again["cache_records"] == 40, again
+    report = recycle.verify(tmp_path / "c")
+    assert report["ok"] and report["repair"] == ""
+    assert not (tmp_path / "c" / "recycle-damaged-records").exists()
+    got, _ = recycle.CachedDataset(tmp_path / "c").read(list(range(40)))
+    assert torch.allclose(got, expected(net, data), atol=1e-5)
+
+
 def scripted_model(tmp_path, seed=0):
     """A small nn.Sequential, scripted and saved: the engine's torchscript:FILE model. Its
     blocks (docs/torchscript.md: a child with parameters starts one): "0" (conv), "1" (batch

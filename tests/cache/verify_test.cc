@@ -18,6 +18,7 @@
 
 #include "cache/activation_store.h"
 #include "cache/codec.h"
+#include "cache/damaged_records.h"
 #include "cache/manifest.h"
 #include "cache/record.h"
 #include "recycle/cache.h"
@@ -203,6 +204,42 @@ TEST(Verify, AFlippedByteInARecordsFileIsCountedAsCorrupt) {
     EXPECT_EQ(r.damaged_files, 1) << r.to_text();
     EXPECT_NE(r.to_json().find("\"damaged_files\":1"), std::string::npos) << r.to_json();
   }
+}
+
+// The damaged-records list: written sorted and read back, taken off key by key, gone when empty;
+// a file that is not such a list (other text, a link out of the cache) is refused in one line.
+TEST(DamagedRecords, ListWrittenReadAndTakenOff) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  const std::string list = tmp.file(recycle::kDamagedRecordsName);
+  recycle::KeySet keys;
+  ASSERT_OK(recycle::read_damaged_records(dir, &keys));
+  EXPECT_TRUE(keys.empty());
+  ASSERT_OK(recycle::write_damaged_records(dir, {key_of(3), key_of(1), key_of(3)}));
+  EXPECT_EQ(recycle::testing::read_file(list),
+            "recycle damaged records 1\n" + std::min(key_of(1), key_of(3)).to_hex() + "\n" +
+                std::max(key_of(1), key_of(3)).to_hex() + "\n");
+  ASSERT_OK(recycle::read_damaged_records(dir, &keys));
+  EXPECT_EQ(keys, (recycle::KeySet{key_of(1), key_of(3)}));
+  ASSERT_OK(recycle::forget_damaged_records(dir, {key_of(3), key_of(7)}));
+  ASSERT_OK(recycle::read_damaged_records(dir, &keys));
+  EXPECT_EQ(keys, (recycle::KeySet{key_of(1)}));
+  ASSERT_OK(recycle::forget_damaged_records(dir, {key_of(1)}));
+  EXPECT_FALSE(fs::exists(list));
+
+  recycle::testing::write_file(list, "recycle damaged records 1\nnot a key\n");
+  recycle::Status st = recycle::read_damaged_records(dir, &keys);
+  EXPECT_TRUE(st.is_corruption()) << st.to_string();
+  EXPECT_NE(st.to_string().find("line 2 is not a record's key"), std::string::npos) << st.to_string();
+  fs::remove(list);
+  fs::create_symlink("/etc/passwd", list);
+  st = recycle::read_damaged_records(dir, &keys);
+  EXPECT_NE(st.to_string().find("not a regular file"), std::string::npos) << st.to_string();
+  // Written anew through no link: the link is replaced, its target untouched.
+  ASSERT_OK(recycle::write_damaged_records(dir, {key_of(2)}));
+  EXPECT_FALSE(fs::is_symlink(list));
+  ASSERT_OK(recycle::read_damaged_records(dir, &keys));
+  EXPECT_EQ(keys, (recycle::KeySet{key_of(2)}));
 }
 
 }  // namespace

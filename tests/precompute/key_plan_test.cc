@@ -132,4 +132,39 @@ TEST(KeyPlan, ChunksAddedOneByOnePlanAsTheWholeSplitDoes) {
   EXPECT_EQ(plan.keys().size(), 6u);
 }
 
+// Damaged records (on the cache's list, pointed to by the stored index) are computed again:
+// their positions join todo although their entries are stored, and find_missing lists them
+// although the store holds them; the other records stay stored.
+TEST(KeyPlan, DamagedRecordsAreComputedAgain) {
+  TempDir tmp;
+  auto store = open_store(tmp.file("cache"));
+  ASSERT_NE(store, nullptr);
+  {
+    recycle::ActivationStore::Batch batch(*store);
+    for (uint64_t i : {1, 2, 3}) batch.put_record(k(i), "stored");
+    ASSERT_OK(store->write(&batch));
+  }
+  const std::vector<IndexEntry> stored = {{k(1), 0}, {k(2), 1}, {k(3), 0}};
+  for (bool whole : {true, false}) {  // planned at once (recycle-build), chunk by chunk (CacheWriter)
+    KeyPlan plan;
+    plan.set_damaged({k(2)});
+    size_t begin = 0, end = 0;
+    if (whole) {
+      plan.set_keys({k(1), k(2), k(3)});
+      plan.plan(stored, {0, 1, 0}, /*stored_complete=*/true, /*had_records=*/true);
+      EXPECT_FALSE(plan.unchanged());
+      ASSERT_TRUE(plan.next_chunk(10, &begin, &end));
+    } else {
+      plan.plan(stored, {}, false, true);
+      plan.add_chunk({k(1), k(2), k(3)}, {0, 1, 0}, &begin, &end);
+    }
+    EXPECT_EQ(plan.todo(), (std::vector<int64_t>{1})) << whole;
+    std::vector<int64_t> pos, views;
+    std::vector<Key> keys;
+    plan.find_missing(begin, end, *store, &pos, &keys, &views);
+    EXPECT_EQ(pos, (std::vector<int64_t>{1})) << whole;
+    EXPECT_EQ(keys, (std::vector<Key>{k(2)})) << whole;
+  }
+}
+
 }  // namespace
