@@ -19,6 +19,23 @@ from setuptools.command.build_ext import build_ext
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 HOW = "pip install --no-build-isolation ./python (from the repository's root)"
+VERSION = "0.1.0"
+# The engine's tools, installed in the package's bin/ and run by its console scripts
+# (recycle/_tools.py, pyproject.toml's [project.scripts]).
+TOOLS = ["recycle-build", "recycle-train", "recycle-predict", "recycle-inspect", "recycle-corpus",
+         "recycle-bench"]
+
+
+def version():
+    """VERSION with the torch it is built against as the local version, as PyTorch Geometric's
+    wheels carry it: 0.1.0+pt211cu130 (torch 2.11, CUDA 13.0), 0.1.0+pt113cpu."""
+    try:
+        import torch
+    except ImportError:  # metadata only; build_extension says what is missing
+        return VERSION
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    cuda = torch.version.cuda
+    return f"{VERSION}+pt{major}{minor}" + ("cu" + cuda.replace(".", "") if cuda else "cpu")
 
 
 def the_users_torch():
@@ -54,7 +71,7 @@ class CMakeBuild(build_ext):
               f"({jobs} jobs; the engine takes about 10 minutes on 2 cores the first time)",
               flush=True)
         subprocess.check_call(configure, stdout=subprocess.DEVNULL)
-        subprocess.check_call([cmake, "--build", str(build), "--target", "recycle_python",
+        subprocess.check_call([cmake, "--build", str(build), "--target", "recycle_python", *TOOLS,
                                "-j", jobs])
         built = build / "python" / "recycle"
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
@@ -64,6 +81,11 @@ class CMakeBuild(build_ext):
             sys.exit(f"recycle: expected one _native*.so in {built}, found {native}")
         shutil.copyfile(native[0], target)
         shutil.copyfile(built / "_build_info.py", target.parent / "_build_info.py")
+        bin_dir = target.parent / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        for tool in TOOLS:
+            shutil.copy2(build / tool, bin_dir / tool)  # with its mode: an executable
 
 
-setup(ext_modules=[Extension("recycle._native", sources=[])], cmdclass={"build_ext": CMakeBuild})
+setup(version=version(), ext_modules=[Extension("recycle._native", sources=[])],
+      cmdclass={"build_ext": CMakeBuild})

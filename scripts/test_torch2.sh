@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole suite again, against PyPI's LibTorch 2.11 in a virtual environment (the torch users
 # have): builds the engine, its tools, tests and the Python package against the venv's torch
-# (torch.utils.cmake_prefix_path), installs the package into the venv with pip as a user does,
-# and runs ctest (the C++ tests, the examples, and the pytest suite under the venv's python,
-# DDP under plain torchrun). When PyPI cannot be reached and no such venv exists, says so in
-# one line and exits 0. Called by scripts/test.sh after the Debian suite.
+# (torch.utils.cmake_prefix_path), makes the binary wheel a user installs (scripts/build_wheel.sh)
+# and installs it into a fresh venv, then runs ctest: the C++ tests, the examples, and the pytest
+# suite from that install (`import recycle` and the tools, the wheel's console scripts on the
+# venv's PATH, are the wheel's; DDP under plain torchrun). When
+# PyPI cannot be reached and no such venv exists, says so in one line and exits 0. Called by
+# scripts/test.sh after the Debian suite.
 # Usage: scripts/test_torch2.sh [BUILD]   (build directory: build-torch2/, reused when present)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +29,28 @@ if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRECYCLE_BUILD_TESTS=ON 
   exit 1
 fi
 cmake --build "$build" -j "$(nproc)"
-# The README's pip line, into the venv; it builds in $build, where everything is built already.
-RECYCLE_BUILD_DIR="$(cd "$build" && pwd)" "$py" -m pip install -q --disable-pip-version-check \
-  --no-build-isolation ./python
-(cd / && "$py" -c "import recycle, torch; print('test_torch2: import recycle ->', recycle.__file__, 'with torch', torch.__version__)")
+build=$(cd "$build" && pwd)
+
+# The wheel (built in $build, where everything is built already), installed into a fresh venv:
+# its own site-packages holds only the wheel; torch and what the tests use (numpy, pytest,
+# transformers) come from the torch venv through a .pth file, after it on sys.path.
+wheel=$(PATH="$(dirname "$py"):$PATH" RECYCLE_BUILD_DIR="$build" bash scripts/build_wheel.sh "$build/dist" | tail -n 1)
+wv="$build/wheel-venv"
+rm -rf "$wv"
+"$py" -m venv "$wv"
+"$py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+  >"$("$wv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torch-venv.pth"
+# torch's console script torchrun, as pip puts it beside an interpreter that has torch installed.
+printf '#!/bin/sh\nexec "%s" -m torch.distributed.run "$@"\n' "$wv/bin/python" >"$wv/bin/torchrun"
+chmod +x "$wv/bin/torchrun"
+start=$(date +%s%N)
+"$wv/bin/pip" install -q --disable-pip-version-check --no-deps --no-index "$wheel"
+echo "test_torch2: pip install $(basename "$wheel") ($(du -h "$wheel" | cut -f1)) took $(( ($(date +%s%N) - start) / 1000000 )) ms"
+(cd / && "$wv/bin/python" -c "import recycle, torch; print('test_torch2: import recycle ->', recycle.__file__, 'with torch', torch.__version__)")
+"$wv/bin/recycle-build" --help >/dev/null
+# ctest's python_tests then run the package's tests from that install (python/CMakeLists.txt).
+cmake -S . -B "$build" -DRECYCLE_PYTEST_VENV="$wv" >>"$build/configure.log" 2>&1
+
 cd "$build"
 export OMP_WAIT_POLICY=PASSIVE
 # Not again here: the suites whose test files include no LibTorch, tool or engine header (the
