@@ -24,52 +24,11 @@ import operator
 import torch
 import torch.nn as nn
 
+from . import _hf_layers
 from .build import _on_device
 from .dataset import _stacked, collate
 
-# model_type -> the attribute path of the base model's list of layers.
-_FAMILIES = {
-    "bert": "encoder.layer",
-    "roberta": "encoder.layer",
-    "xlm-roberta": "encoder.layer",
-    "electra": "encoder.layer",
-    "distilbert": "transformer.layer",
-}
 _POOLINGS = ("mean", "cls")
-
-
-class _Stop(Exception):
-    """Raised by the pre-hook on layer k: the model's forward ends there, its arguments kept."""
-
-    def __init__(self, args, kwargs):
-        super().__init__("recycle.hf: stopped at the split")
-        self.args, self.kwargs = args, kwargs
-
-
-def _stop_at(layer):
-    """A forward pre-hook on `layer` that stops the model's forward with the layer's arguments."""
-    def hook(module, args, kwargs):
-        raise _Stop(args, kwargs)
-    return layer.register_forward_pre_hook(hook, with_kwargs=True)
-
-
-def _base(model):
-    """The bare encoder of `model` (its base_model for a model with a task head), and its family's
-    layers. ValueError naming the families known for another model."""
-    if not isinstance(model, nn.Module) or not hasattr(model, "config"):
-        raise ValueError(f"recycle.hf.split takes a transformers model, not {type(model).__name__}")
-    base = getattr(model, "base_model", model)
-    kind = getattr(model.config, "model_type", None)
-    if kind not in _FAMILIES:
-        raise ValueError(f"recycle.hf.split does not know {type(model).__name__} (model_type "
-                         f"{kind!r}); it knows {', '.join(sorted(_FAMILIES))}")
-    layers = base
-    for name in _FAMILIES[kind].split("."):
-        layers = getattr(layers, name, None)
-    if not isinstance(layers, nn.ModuleList):
-        raise ValueError(f"recycle.hf.split: {type(base).__name__} has no {_FAMILIES[kind]} "
-                         "list of layers")
-    return base, layers
 
 
 def _inputs(batch):
@@ -92,16 +51,25 @@ def _pool(hidden, mask, pooling):
 class Prefix(nn.Module):
     """The embeddings and layers 0..k-1 of a transformers encoder (recycle.hf.split)."""
 
-    def __init__(self, base, layers, k):
+    def __init__(self, base, family, layers, k):
         super().__init__()
         object.__setattr__(self, "_base", base)  # run, not owned: its later layers are the head's
         object.__setattr__(self, "_stop", layers[k] if k < len(layers) else None)
         self.k = k
         # What the prefix computes, owned so that its state_dict is the cache's identity: every
-        # part of the base but the layer list's container and the pooler, and layers 0..k-1.
-        container = _FAMILIES[base.config.model_type].split(".")[0]
+        # part of the base but the layers' container, the pooler and what runs after the layers
+        # (unless the prefix is the whole encoder); the container's other modules, whose outputs
+        # every layer shares (MPNet's position bias, DeBERTa's relative embeddings: frozen
+        # here); and layers 0..k-1.
+        whole = k == len(layers)
+        holder = _hf_layers.container(base, family)
+        skip = {"pooler"} | (set() if whole else set(family.after))
         self.parts = nn.ModuleDict({name: m for name, m in base.named_children()
-                                    if name not in (container, "pooler")})
+                                    if m is not holder and m is not layers and name not in skip})
+        conv = _hf_layers.deberta_conv(base, family)
+        self.shared = nn.ModuleDict({name: m for name, m in holder.named_children()
+                                     if m is not layers and (m is not conv or k >= 1)}
+                                    if holder is not base else {})
         self.layers = nn.ModuleList(layers[:k])
 
     def forward(self, batch):
@@ -109,12 +77,12 @@ class Prefix(nn.Module):
         if self._stop is None:  # the whole encoder
             hidden = self._base(**inputs).last_hidden_state
         else:
-            handle = _stop_at(self._stop)
+            handle = _hf_layers.stop_at(self._stop)
             try:
                 self._base(**inputs)
                 raise RuntimeError("recycle.hf: the model's forward did not reach layer "
                                    f"{self.k}")
-            except _Stop as stop:
+            except _hf_layers.Stop as stop:
                 hidden = stop.args[0] if stop.args else stop.kwargs["hidden_states"]
             finally:
                 handle.remove()
@@ -122,35 +90,24 @@ class Prefix(nn.Module):
 
 
 class Head(nn.Module):
-    """Layers k.. of a transformers encoder, a pooling and an optional new classifier
-    (recycle.hf.split). The hidden states it is given (float32 from the cache) are cast to its
-    parameters' dtype (an fp16/bf16 model's), the pooling to the classifier's."""
+    """Layers k.. of a transformers encoder, what runs after them (ModernBERT's final norm), a
+    pooling and an optional new classifier (recycle.hf.split). Each layer gets the arguments the
+    model gives it (_hf_layers.LayerArguments). The hidden states it is given (float32 from the
+    cache) are cast to its parameters' dtype (an fp16/bf16 model's), the pooling to the
+    classifier's."""
 
-    def __init__(self, base, layers, k, num_labels, pooling):
+    def __init__(self, base, family, layers, k, num_labels, pooling):
         super().__init__()
-        object.__setattr__(self, "_base", base)  # for the layers' arguments only
-        object.__setattr__(self, "_first", layers[0] if len(layers) else None)
+        object.__setattr__(self, "_arguments", _hf_layers.LayerArguments(base, layers))
         self.k, self.pooling = k, pooling
         self.layers = nn.ModuleList(layers[k:])
+        # DeBERTa-v2's ConvLayer after layer 0, when layer 0 is the head's.
+        conv = _hf_layers.deberta_conv(base, family)
+        self.conv = conv if k == 0 else None
+        self.after = nn.ModuleList([getattr(base, name) for name in family.after]
+                                   if k < len(layers) else [])
         hidden = base.config.hidden_size if hasattr(base.config, "hidden_size") else base.config.dim
         self.classifier = nn.Linear(hidden, num_labels) if num_labels else None
-
-    def layer_arguments(self, mask):
-        """What the model passes its layers besides the hidden states for a batch of 2-D mask
-        `mask`: (args, kwargs) taken from the model's own forward, stopped at its first layer
-        (the embeddings of zero ids run, under no_grad; their output is not used)."""
-        device = next(self._base.parameters()).device
-        with torch.no_grad():
-            handle = _stop_at(self._first)
-            try:
-                self._base(input_ids=torch.zeros_like(mask, device=device),
-                           attention_mask=mask.to(device))
-                raise RuntimeError("recycle.hf: the model's forward did not reach its first layer")
-            except _Stop as stop:
-                args, kwargs = stop.args, stop.kwargs
-            finally:
-                handle.remove()
-        return args, kwargs
 
     def forward(self, features):
         if not hasattr(features, "keys") or "hidden" not in features or "mask" not in features:
@@ -160,14 +117,19 @@ class Head(nn.Module):
         if weight is not None and hidden.is_floating_point():
             hidden = hidden.to(weight.dtype)
         if len(self.layers):
-            args, kwargs = self.layer_arguments(mask)
-            args, kwargs = _on_device(args, hidden.device), _on_device(kwargs, hidden.device)
-            for layer in self.layers:
+            every = self._arguments(mask)[self.k:]
+            for i, (layer, (args, kwargs)) in enumerate(zip(self.layers, every)):
+                args, kwargs = _on_device(args, hidden.device), _on_device(kwargs, hidden.device)
                 if args:
                     out = layer(hidden, *args[1:], **kwargs)
                 else:
                     out = layer(**dict(kwargs, hidden_states=hidden))
-                hidden = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
+                out = out[0] if isinstance(out, tuple) else out  # 4.x: a tuple; 5.x: a tensor
+                if i == 0 and self.conv is not None:
+                    out = self.conv(hidden, out, mask.to(hidden.device))
+                hidden = out
+            for module in self.after:
+                hidden = module(hidden)
         pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
         if self.classifier is None:
             return pooled
@@ -228,16 +190,57 @@ def _integer(value):
         return value
 
 
-def split(model, k, num_labels=None, pooling="mean"):
+def split(model, k, num_labels=None, pooling="mean", layers=None):
     """(prefix, head) of a transformers encoder cut before layer k (0: the embeddings alone are
-    the prefix; the number of layers: the whole encoder). See the module's docstring."""
-    base, layers = _base(model)
+    the prefix; the number of layers: the whole encoder). `layers`: for an encoder of a family
+    split does not know, the attribute path of its list of layers (e.g. "encoder.layer"); the
+    split is then checked on a probe batch and refused in one line where head(prefix(x)) is not
+    the model's own output. See the module's docstring."""
+    base, family, layer_list = _hf_layers.base_and_layers(model, layers)
     k, num_labels = _integer(k), _integer(num_labels)  # numpy's and torch's integers too
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(layers):
-        raise ValueError(f"k must be a layer count from 0 to {len(layers)}, not {k!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(layer_list):
+        raise ValueError(f"k must be a layer count from 0 to {len(layer_list)}, not {k!r}")
     if pooling not in _POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(_POOLINGS)}, not {pooling!r}")
     if num_labels is not None and (isinstance(num_labels, bool) or not isinstance(num_labels, int)
                                    or num_labels < 1):
         raise ValueError(f"num_labels must be None or a positive int, not {num_labels!r}")
-    return Prefix(base, layers, k), Head(base, layers, k, num_labels, pooling)
+    prefix = Prefix(base, family, layer_list, k)
+    head = Head(base, family, layer_list, k, num_labels, pooling)
+    if layers is not None and family is not _hf_layers.FAMILIES.get(base.config.model_type):
+        _check_on_a_probe(base, prefix, head, layers, pooling)
+    return prefix, head
+
+
+def _check_on_a_probe(base, prefix, head, layers, pooling):
+    """ValueError in one line unless head(prefix(x)) (without a classifier) equals the pooling of
+    the model's own output on a probe batch (random ids, one row padded), in eval mode."""
+    vocab = getattr(base.config, "vocab_size", 2) or 2
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, max(2, vocab), (2, 6), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    device = next(base.parameters()).device
+    x = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+    classifier, head.classifier = head.classifier, None
+    modes = [m.training for m in (base, prefix, head)]
+    base.eval(), prefix.eval(), head.eval()
+    try:
+        with torch.no_grad():
+            want = _pool(base(**x).last_hidden_state, x["attention_mask"], pooling)
+            got = head(prefix(x))
+    except Exception as e:  # noqa: BLE001 -- the model's own error, named in the refusal
+        got, want = None, e
+    finally:
+        head.classifier = classifier
+        for m, mode in zip((base, prefix, head), modes):
+            m.train(mode)
+    if got is None:
+        raise ValueError(f"recycle.hf.split: {type(base).__name__} cut at layers={layers!r} does "
+                         f"not run ({type(want).__name__}: {want}); it needs a family of its own")
+    if not torch.equal(got, want):
+        raise ValueError(f"recycle.hf.split: {type(base).__name__} cut at layers={layers!r} is not "
+                         f"exact (head(prefix(x)) differs from the model's output by up to "
+                         f"{(got - want).abs().max().item():.3g} on a probe batch): the model "
+                         "does more around its layers than passing them on; it needs a family "
+                         "of its own")

@@ -1,0 +1,153 @@
+"""The layers of a transformers encoder, for recycle.hf.split: where each family keeps its list of
+layers and what runs after it, and the arguments the model passes each layer, taken from the
+model's own forward without running any layer.
+
+Families: model_type -> Family(layers, after). `layers` is the attribute path of the list of
+layers in the base model; `after`, the base model's modules that the forward runs on the last
+layer's output (ModernBERT's final_norm): they go with the last layer (the head's, or the
+prefix's when the prefix is the whole encoder). Modules of the layers' container other than the
+list (MPNet's relative_attention_bias, DeBERTa's rel_embeddings and LayerNorm) compute arguments
+that every layer shares: they are the prefix's (frozen; the head's layers get their outputs).
+DeBERTa-v2's ConvLayer runs on layer 0's input and output: with the prefix when k >= 1, in the
+head when k = 0."""
+import collections
+
+import torch
+import torch.nn as nn
+
+Family = collections.namedtuple("Family", "layers after")
+
+FAMILIES = {
+    "bert": Family("encoder.layer", ()),
+    "roberta": Family("encoder.layer", ()),
+    "xlm-roberta": Family("encoder.layer", ()),
+    "electra": Family("encoder.layer", ()),
+    "distilbert": Family("transformer.layer", ()),
+    "mpnet": Family("encoder.layer", ()),
+    "deberta-v2": Family("encoder.layer", ()),
+    "modernbert": Family("layers", ("final_norm",)),
+}
+
+
+class Stop(Exception):
+    """Raised by a hook on a layer: the model's forward ends there, the layer's arguments kept."""
+
+    def __init__(self, args, kwargs):
+        super().__init__("recycle.hf: stopped at the split")
+        self.args, self.kwargs = args, kwargs
+
+
+def stop_at(layer):
+    """A forward pre-hook on `layer` that stops the model's forward with the layer's arguments."""
+    def hook(module, args, kwargs):
+        raise Stop(args, kwargs)
+    return layer.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def _attribute(root, path):
+    for name in path.split("."):
+        root = getattr(root, name, None)
+    return root
+
+
+def base_and_layers(model, layers=None):
+    """(base model, its family or None, its list of layers) of `model` (its base_model for a model
+    with a task head). `layers`: the attribute path of the list in the base model, for a family
+    not in FAMILIES. ValueError in one line naming what to do."""
+    if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+        raise ValueError(f"recycle.hf.split takes a transformers model, not {type(model).__name__}")
+    base = getattr(model, "base_model", model)
+    kind = getattr(model.config, "model_type", None)
+    family = FAMILIES.get(kind)
+    if layers is None and family is None:
+        raise ValueError(f"recycle.hf.split does not know {type(model).__name__} (model_type "
+                         f"{kind!r}); it knows {', '.join(sorted(FAMILIES))}; for another encoder "
+                         "name its list of layers, e.g. layers=\"encoder.layer\" (checked for "
+                         "exactness when the split is made)")
+    if layers is not None:
+        if not isinstance(layers, str) or not layers:
+            raise ValueError(f"layers must be the attribute path of the model's list of layers, "
+                             f"e.g. \"encoder.layer\", not {layers!r}")
+        family = family if family and family.layers == layers else Family(layers, ())
+    found = _attribute(base, family.layers)
+    if not isinstance(found, nn.ModuleList) or not len(found):
+        raise ValueError(f"recycle.hf.split: {type(base).__name__} has no {family.layers} "
+                         "list of layers")
+    return base, family, found
+
+
+def container(base, family):
+    """The module that holds the list of layers (the base itself for ModernBERT's `layers`)."""
+    path = family.layers.rsplit(".", 1)
+    return _attribute(base, path[0]) if len(path) == 2 else base
+
+
+def deberta_conv(base, family):
+    """DeBERTa-v2's ConvLayer on layer 0's input and output, or None."""
+    return getattr(container(base, family), "conv", None) if family.layers == "encoder.layer" \
+        and getattr(base.config, "model_type", None) == "deberta-v2" else None
+
+
+def _passthrough(shape):
+    """A layer's forward that returns its input hidden states in the structure of the real
+    layer's output (`shape`: None for a tensor, else the length of the tuple)."""
+    def forward(*args, **kwargs):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        return hidden if shape is None else (hidden,) + (None,) * (shape - 1)
+    return forward
+
+
+def _run_stopped(base, layer, mask, device):
+    """Runs the base on zero ids of `mask` until `layer`: (args, kwargs) given to `layer`."""
+    handle = stop_at(layer)
+    try:
+        base(input_ids=torch.zeros_like(mask, device=device), attention_mask=mask.to(device))
+        raise RuntimeError("recycle.hf: the model's forward did not reach its layer")
+    except Stop as stop:
+        return stop.args, stop.kwargs
+    finally:
+        handle.remove()
+
+
+class LayerArguments:
+    """The arguments the model gives each of its layers for a batch's 2-D mask, taken from one run
+    of its forward on zero ids in which every layer passes its input through unchanged (the
+    embeddings and the masks and position encodings the model builds run; no layer does). A
+    layer's arguments do not depend on the hidden states, only on the mask and its length."""
+
+    def __init__(self, base, layers):
+        self.base, self.layers = base, layers
+        # The structure of a layer's output (a tensor, or a tuple: transformers 4.x, DeBERTa), from
+        # layer 0 run once on a one-token probe.
+        device = next(base.parameters()).device
+        probe = torch.ones(1, 1, dtype=torch.int64)
+        with torch.no_grad():
+            args, kwargs = _run_stopped(base, layers[0], probe, device)
+            out = layers[0](*args, **kwargs)
+        self.shape = len(out) if isinstance(out, tuple) else None
+
+    def __call__(self, mask):
+        """[(args, kwargs)] of every layer for `mask`, under no_grad."""
+        device = next(self.base.parameters()).device
+        seen = []
+
+        def recorder(layer, last):
+            def forward(*args, **kwargs):
+                seen.append((args, kwargs))
+                if last:
+                    raise Stop(args, kwargs)
+                return _passthrough(self.shape)(*args, **kwargs)
+            return forward
+
+        for i, layer in enumerate(self.layers):
+            layer.forward = recorder(layer, i == len(self.layers) - 1)
+        try:
+            with torch.no_grad():
+                self.base(input_ids=torch.zeros_like(mask, device=device),
+                          attention_mask=mask.to(device))
+            raise RuntimeError("recycle.hf: the model's forward did not reach its last layer")
+        except Stop:
+            return seen
+        finally:
+            for layer in self.layers:
+                del layer.forward  # the class's forward again
