@@ -1,13 +1,14 @@
 """recycle.hf: a Hugging Face transformers encoder split at layer k into a prefix to cache and a
 head to train, without model surgery (docs/hf.md).
 
-    prefix, head = recycle.hf.split(model, k, num_labels=None, pooling="mean")
+    prefix, head = recycle.hf.split(model, k, num_labels=None, pooling=None, layers=None)
 
 `prefix(batch)` takes the tokenizer's output (a dict of `input_ids`, `attention_mask` and, where
 the model has them, `token_type_ids`, each [B, L]) and returns {"hidden": [B, L, H],
 "mask": [B, L] int64}: the hidden states entering layer k. `head(features)` takes that dict and
 returns the pooled embedding [B, H] (num_labels=None; pooling "mean" over the mask, or "cls",
-the first token) or the logits of a new Linear(H, num_labels) over it. In eval mode
+the first token; a sentence-transformers model's own Pooling and Normalize modules) or the
+logits of a new Linear(H, num_labels) over it. In eval mode
 `head(prefix(x))` equals the pooling of `model(**x).last_hidden_state` bit for bit: the prefix
 is the model's own forward stopped at layer k, and the head calls layers k.. with the very
 arguments the model gives them (the attention mask made by the model's own code from the 2-D
@@ -96,8 +97,9 @@ class Head(nn.Module):
     cache) are cast to its parameters' dtype (an fp16/bf16 model's), the pooling to the
     classifier's."""
 
-    def __init__(self, base, family, layers, k, num_labels, pooling):
+    def __init__(self, base, family, layers, k, num_labels, pooling, sentence=(), width=None):
         super().__init__()
+        object.__setattr__(self, "_base", base)  # run for its layers' arguments, not owned
         object.__setattr__(self, "_arguments", _hf_layers.LayerArguments(base, layers))
         self.k, self.pooling = k, pooling
         self.layers = nn.ModuleList(layers[k:])
@@ -106,7 +108,11 @@ class Head(nn.Module):
         self.conv = conv if k == 0 else None
         self.after = nn.ModuleList([getattr(base, name) for name in family.after]
                                    if k < len(layers) else [])
-        hidden = base.config.hidden_size if hasattr(base.config, "hidden_size") else base.config.dim
+        # A SentenceTransformer's own modules after its transformer (Pooling, Normalize, Dense):
+        # they pool, as model.encode does.
+        self.sentence = nn.ModuleList(sentence)
+        hidden = width or (base.config.hidden_size if hasattr(base.config, "hidden_size")
+                           else base.config.dim)
         self.classifier = nn.Linear(hidden, num_labels) if num_labels else None
 
     def forward(self, features):
@@ -130,7 +136,13 @@ class Head(nn.Module):
                 hidden = out
             for module in self.after:
                 hidden = module(hidden)
-        pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
+        if len(self.sentence):
+            features = {"token_embeddings": hidden, "attention_mask": mask.to(hidden.device)}
+            for module in self.sentence:
+                features = module(features)
+            pooled = features["sentence_embedding"]
+        else:
+            pooled = _pool(hidden, mask.to(hidden.device), self.pooling)
         if self.classifier is None:
             return pooled
         return self.classifier(pooled.to(self.classifier.weight.dtype))
@@ -190,12 +202,33 @@ def _integer(value):
         return value
 
 
-def split(model, k, num_labels=None, pooling="mean", layers=None):
+def _sentence_transformer(model, pooling):
+    """(its transformers model, its modules after the transformer, their output's width) of a
+    sentence-transformers model (an nn.Sequential whose first module holds `auto_model`), or
+    (model, (), None) for any other."""
+    if not (isinstance(model, nn.Sequential) and len(model) and hasattr(model[0], "auto_model")):
+        return model, (), None
+    if pooling is not None:
+        raise ValueError(f"recycle.hf.split: a SentenceTransformer pools with its own modules "
+                         f"({', '.join(type(m).__name__ for m in list(model)[1:])}), as encode "
+                         f"does; leave pooling unset, not {pooling!r}")
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension (now deprecated).
+    dimension = getattr(model, "get_embedding_dimension", None) or \
+        getattr(model, "get_sentence_embedding_dimension", lambda: None)
+    width = dimension()
+    return model[0].auto_model, tuple(model)[1:], width
+
+
+def split(model, k, num_labels=None, pooling=None, layers=None):
     """(prefix, head) of a transformers encoder cut before layer k (0: the embeddings alone are
-    the prefix; the number of layers: the whole encoder). `layers`: for an encoder of a family
-    split does not know, the attribute path of its list of layers (e.g. "encoder.layer"); the
-    split is then checked on a probe batch and refused in one line where head(prefix(x)) is not
-    the model's own output. See the module's docstring."""
+    the prefix; the number of layers: the whole encoder). `pooling`: "mean" (None) or "cls"; a
+    sentence-transformers model pools with its own modules (its Pooling, Normalize, Dense), so
+    that the head's embedding is model.encode's. `layers`: for an encoder of a family split does
+    not know, the attribute path of its list of layers (e.g. "encoder.layer"); the split is then
+    checked on a probe batch and refused in one line where head(prefix(x)) is not the model's
+    own output. See the module's docstring."""
+    model, sentence, width = _sentence_transformer(model, pooling)
+    pooling = "mean" if pooling is None else pooling
     base, family, layer_list = _hf_layers.base_and_layers(model, layers)
     k, num_labels = _integer(k), _integer(num_labels)  # numpy's and torch's integers too
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(layer_list):
@@ -206,8 +239,9 @@ def split(model, k, num_labels=None, pooling="mean", layers=None):
                                    or num_labels < 1):
         raise ValueError(f"num_labels must be None or a positive int, not {num_labels!r}")
     prefix = Prefix(base, family, layer_list, k)
-    head = Head(base, family, layer_list, k, num_labels, pooling)
-    if layers is not None and family is not _hf_layers.FAMILIES.get(base.config.model_type):
+    head = Head(base, family, layer_list, k, num_labels, pooling, sentence, width)
+    if layers is not None and family is not _hf_layers.FAMILIES.get(base.config.model_type) \
+            and not sentence:
         _check_on_a_probe(base, prefix, head, layers, pooling)
     return prefix, head
 

