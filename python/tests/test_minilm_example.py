@@ -72,3 +72,34 @@ def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
     assert len(engine["engine_epoch_s"]) == 1 and engine["engine_epoch_s"][0] > 0
     assert 0 <= engine["engine_test_acc"][0] <= 1 and 0 <= engine["loop_test_acc"][0] <= 1
     assert engine["nproc2"]["world_size"] == 2 and len(engine["nproc2"]["epoch_s"]) == 1
+
+
+def test_all_mpnet_base_v2_from_its_packages_runs_with_no_model_code(tmp_path):
+    """--model all-mpnet-base-v2: the 12-layer MPNet from its five PyPI parts, on a label<TAB>text
+    folder, k = 9, with nothing of the model's written here."""
+    sys.path.insert(0, str(SOURCE / "examples"))
+    try:
+        import pypi_models
+        pypi_models.model_path("all-mpnet-base-v2")
+    except pypi_models.Missing as e:
+        pytest.skip(str(e))
+    finally:
+        sys.path.remove(str(SOURCE / "examples"))
+    rng = random.Random(8)
+    data = tmp_path / "mails"
+    data.mkdir()
+    (data / "train.tsv").write_text(mails(32, rng))
+    (data / "test.tsv").write_text(mails(16, rng))
+    out, cache = tmp_path / "figures.json", tmp_path / "cache"
+    r = subprocess.run([sys.executable, str(EXAMPLE), "--model", "all-mpnet-base-v2", "--data",
+                        str(data), "--k", "9", "--tokens", "24", "--epochs", "1", "--batch", "8",
+                        "--cache", str(cache), "--json", str(out), "--skip-padded",
+                        "--tools", str(tmp_path / "no-tools")],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "all-mpnet-base-v2, 9 of 12 layers cached" in r.stdout, r.stdout[-2000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["runs"]) == {"cached prefix (k=9), records as long as the text",
+                                    "prefix run online (k=9)", "full fine-tuning (12 layers)"}
+    layout = {t["name"]: t for t in recycle.inspect(cache)["record_layout"]}
+    assert layout["hidden"]["shape"] == [-1, 768]
