@@ -1,9 +1,14 @@
 // The damaged-records list (damaged_records.h).
 #include "cache/damaged_records.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cache/key_hex.h"
@@ -15,8 +20,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kHeader = "recycle damaged records 1";
-// 32 hex digits and a newline a key: a list of this size names 2.9 million records.
-constexpr uintmax_t kMaxBytes = 96u << 20;
+// 32 hex digits and a newline a key: a list names at most 2.9 million records (more damage than
+// that is a cache to rebuild).
+constexpr size_t kMaxKeys = 2900000;
+constexpr uintmax_t kMaxBytes = 64 + kMaxKeys * 33;
 
 Status not_a_list(const fs::path& path, const std::string& why) {
   return Status::corruption(path.string() + " is not a list of damaged records (" + why +
@@ -28,20 +35,39 @@ Status not_a_list(const fs::path& path, const std::string& why) {
 Status read_damaged_records(const std::string& dir, KeySet* keys) {
   keys->clear();
   const fs::path path = fs::path(dir) / kDamagedRecordsName;
-  std::error_code ec;
-  const fs::file_status st = fs::symlink_status(path, ec);
-  if (!fs::exists(st)) return Status();
-  // Only a plain file of the cache's own is read: never a link out of it, a FIFO or a device.
-  if (!fs::is_regular_file(st)) return not_a_list(path, "not a regular file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return Status::io_error("cannot read " + path.string() + ": " + ec.message());
-  if (size > kMaxBytes) return not_a_list(path, "larger than any such list");
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  if (!in || !std::getline(in, line)) {
-    return Status::io_error("cannot read " + path.string());
+  // Only a plain file of the cache's own is read: never through a link out of it, and a FIFO
+  // or a device is not waited on (O_NONBLOCK), whatever was put there after a first look.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status();
+    if (errno == ELOOP) return not_a_list(path, "a symbolic link");
+    return Status::io_error("cannot read " + path.string() + ": " + std::strerror(errno));
   }
-  if (line != kHeader) return not_a_list(path, "its first line is not \"" + std::string(kHeader) + "\"");
+  struct stat st {};
+  std::string text;
+  Status status;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = not_a_list(path, "not a regular file");
+  } else if (static_cast<uintmax_t>(st.st_size) > kMaxBytes) {
+    status = not_a_list(path, "larger than any such list");
+  } else {
+    text.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::read(fd, &text[got], text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kHeader) {  // an empty or cut file too
+    return not_a_list(path, "its first line is not \"" + std::string(kHeader) + "\"");
+  }
   for (int64_t number = 2; std::getline(in, line); ++number) {
     Key key;
     if (!key_from_hex(line, &key)) {
@@ -49,9 +75,30 @@ Status read_damaged_records(const std::string& dir, KeySet* keys) {
     }
     keys->insert(key);
   }
-  if (in.bad()) return Status::io_error("cannot read " + path.string());
   return Status();
 }
+
+namespace {
+
+// Writes `text` to `path`, a new file (no link followed, none replaced), and syncs it.
+Status write_new_file(const fs::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error("cannot write " + path.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == text.size() && ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  ::close(fd);
+  if (!ok) return Status::io_error("cannot write " + path.string() + ": " + why);
+  return Status();
+}
+
+}  // namespace
 
 Status write_damaged_records(const std::string& dir, std::vector<Key> keys) {
   const fs::path path = fs::path(dir) / kDamagedRecordsName;
@@ -63,26 +110,28 @@ Status write_damaged_records(const std::string& dir, std::vector<Key> keys) {
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys.size() > kMaxKeys) {
+    return Status::invalid_argument(std::to_string(keys.size()) + " records are more than a list "
+                                    "holds (" + std::to_string(kMaxKeys) + ")");
+  }
   std::ostringstream text;
   text << kHeader << "\n";
   for (const Key& k : keys) text << k.to_hex() << "\n";
   const fs::path temp = fs::path(dir) / kDamagedRecordsTempName;
-  fs::remove(temp, ec);  // a link or a leftover of a killed verify: never written through
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text.str();
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(temp, ec);
-      return Status::io_error("cannot write " + temp.string());
-    }
+  fs::remove(temp, ec);  // a leftover of a killed verify, or a link: removed, never written through
+  Status st = write_new_file(temp, text.str());
+  if (st.ok()) {
+    fs::rename(temp, path, ec);
+    if (ec) st = Status::io_error("cannot write " + path.string() + ": " + ec.message());
   }
-  fs::rename(temp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
+  if (!st.ok()) {
     fs::remove(temp, ec);
-    return Status::io_error("cannot write " + path.string() + ": " + why);
+    return st;
+  }
+  const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // the rename, durable
+  if (d >= 0) {
+    ::fsync(d);
+    ::close(d);
   }
   return Status();
 }

@@ -6,6 +6,7 @@
 
 #include "base/strings.h"
 #include "cache/activation_store.h"
+#include "cache/cache_dir.h"
 #include "cache/damaged_records.h"
 #include "cache/open_existing.h"
 #include "cache/record.h"
@@ -177,7 +178,9 @@ std::string note_damaged(const std::string& dir, std::vector<Key> damaged) {
   std::sort(damaged.begin(), damaged.end());
   damaged.erase(std::unique(damaged.begin(), damaged.end()), damaged.end());
   const size_t n = damaged.size();
-  const Status st = write_damaged_records(dir, std::move(damaged));
+  std::string real;
+  Status st = resolve_cache_path(dir, &real);
+  if (st.ok()) st = write_damaged_records(real, std::move(damaged));
   if (n == 0) return "";
   const std::string records = n == 1 ? "the damaged record" : "the " + std::to_string(n) +
                                                                   " damaged records";

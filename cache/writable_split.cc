@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "cache/cache_dir.h"
 #include "cache/damaged_records.h"
 #include "recycle/errors.h"
 
@@ -44,7 +45,9 @@ void WritableSplit::start(Manifest manifest, const std::string& head) {
 
 void WritableSplit::find_damaged() {
   damaged_.clear();
-  read_damaged_records(store_->dir(), &damaged_).throw_if_error();
+  // The list of the directory the store opened (a link is followed once, as the store did).
+  resolve_cache_path(store_->dir(), &real_dir_).throw_if_error();
+  read_damaged_records(real_dir_, &damaged_).throw_if_error();
 }
 
 bool WritableSplit::complete_for(const std::string& data, int64_t samples) const {
@@ -60,15 +63,17 @@ void WritableSplit::begin(const SplitInfo& info) {
   head_.clear();  // written once
   if (damaged_.empty()) return;
   // Deleted, they are missing ones to the plan of any split. Those no longer stored (deleted
-  // by a build that then stopped before computing them) count nothing. A damaged record's size
-  // cannot be read: the mean record's stands in for it in the manifest's byte count (exact when
-  // every record has one size, as in a fixed layout; off by the difference for variable-length
-  // ones).
+  // by a build that then stopped before computing them) count nothing. A record that reads
+  // (one that does not parse, or holds values that are not finite) takes its own bytes off the
+  // manifest's count; a damaged one's size cannot be read, and the mean record's stands in for
+  // it (exact when every record has one size, as in a fixed layout; off by the difference for
+  // variable-length ones).
   const int64_t mean = manifest_.records > 0 ? manifest_.record_bytes / manifest_.records : 0;
   StagedWrite w = writer_->stage();
   for (const Key& k : damaged_) {
     std::string bytes;
-    if (!store_->get_record(k, &bytes).is_not_found()) w.delete_record(k, mean);
+    const Status st = store_->get_record(k, &bytes);
+    if (!st.is_not_found()) w.delete_record(k, st.ok() ? static_cast<int64_t>(bytes.size()) : mean);
   }
   writer_->seal(&w);
   writer_->write(&w);
@@ -80,7 +85,7 @@ void WritableSplit::finish(const std::unordered_set<Key, KeyHash>& computed) {
   for (const Key& k : computed) {
     if (damaged_.count(k)) done.insert(k);
   }
-  forget_damaged_records(store_->dir(), done).throw_if_error();
+  forget_damaged_records(real_dir_, done).throw_if_error();
 }
 
 void WritableSplit::ingest_records(const std::vector<std::string>& files) {

@@ -93,6 +93,7 @@ class WritableSplit {
   int64_t stored_entries_ = 0;
   bool had_records_ = false;
   std::unordered_set<Key, KeyHash> damaged_;
+  std::string real_dir_;  // the cache directory, links followed: where the list is
 };
 
 // Throws StaleCacheError (recycle/errors.h) with mismatch_message(dir, differences, hint) when

@@ -21,7 +21,7 @@ ROOT = HERE.parent
 HOW = "pip install --no-build-isolation ./python (from the repository's root)"
 VERSION = "0.1.0"
 # The engine's tools, installed in the package's bin/ and run by its console scripts
-# (recycle/_tools.py, pyproject.toml's [project.scripts]).
+# (recycle_tools.py, pyproject.toml's [project.scripts]).
 TOOLS = ["recycle-build", "recycle-train", "recycle-predict", "recycle-inspect", "recycle-corpus",
          "recycle-bench"]
 

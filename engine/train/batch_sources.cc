@@ -314,7 +314,9 @@ void throw_if_part_failed(const std::string& dir, const std::string& error,
   for (size_t k = 0; k < statuses.size(); ++k) {
     if (statuses[k].is_not_found()) {
       throw CorruptRecordError("corrupt cache " + dir + ": the samples index points to " +
-                               keys[k].to_hex() + ", which has no record");
+                               keys[k].to_hex() + ", which has no record (recycle-inspect --cache " +
+                               dir + " --verify notes every such record, and a rerun of the "
+                               "build of its split then computes them)");
     }
     if (statuses[k].is_corruption()) {  // a block that failed its checksum
       throw CorruptRecordError("cache " + dir + ": " + statuses[k].to_string() +

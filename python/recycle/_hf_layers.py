@@ -11,11 +11,14 @@ that every layer shares: they are the prefix's (frozen; the head's layers get th
 DeBERTa-v2's ConvLayer runs on layer 0's input and output: with the prefix when k >= 1, in the
 head when k = 0."""
 import collections
+import threading
 
 import torch
 import torch.nn as nn
 
 Family = collections.namedtuple("Family", "layers after")
+_PATCHING = threading.RLock()  # LayerArguments swaps layers' forward: one at a time
+_NONE = object()
 
 FAMILIES = {
     "bert": Family("encoder.layer", ()),
@@ -117,37 +120,51 @@ class LayerArguments:
 
     def __init__(self, base, layers):
         self.base, self.layers = base, layers
-        # The structure of a layer's output (a tensor, or a tuple: transformers 4.x, DeBERTa), from
-        # layer 0 run once on a one-token probe.
-        device = next(base.parameters()).device
-        probe = torch.ones(1, 1, dtype=torch.int64)
-        with torch.no_grad():
-            args, kwargs = _run_stopped(base, layers[0], probe, device)
-            out = layers[0](*args, **kwargs)
-        self.shape = len(out) if isinstance(out, tuple) else None
+        self.shape = _NONE  # learnt at the first call (_output_shape)
+
+    def _output_shape(self):
+        """The structure of a layer's output (None: a tensor; else the length of its tuple, as in
+        transformers 4.x and DeBERTa), from layer 0 run once on a one-token probe."""
+        if self.shape is _NONE:
+            device = next(self.base.parameters()).device
+            probe = torch.ones(1, 1, dtype=torch.int64)
+            with torch.no_grad():
+                args, kwargs = _run_stopped(self.base, self.layers[0], probe, device)
+                out = self.layers[0](*args, **kwargs)
+            self.shape = len(out) if isinstance(out, tuple) else None
+        return self.shape
 
     def __call__(self, mask):
-        """[(args, kwargs)] of every layer for `mask`, under no_grad."""
+        """[(args, kwargs)] of every layer for `mask`, under no_grad. For the moment it runs, the
+        layers' forward is the recorder's (restored as it was after, a wrapper of accelerate's
+        too): nothing else may run the same model in another thread meanwhile; calls of the
+        package's heads take turns (one lock)."""
         device = next(self.base.parameters()).device
+        shape = self._output_shape()
         seen = []
 
-        def recorder(layer, last):
+        def recorder(last):
             def forward(*args, **kwargs):
                 seen.append((args, kwargs))
                 if last:
                     raise Stop(args, kwargs)
-                return _passthrough(self.shape)(*args, **kwargs)
+                return _passthrough(shape)(*args, **kwargs)
             return forward
 
-        for i, layer in enumerate(self.layers):
-            layer.forward = recorder(layer, i == len(self.layers) - 1)
-        try:
-            with torch.no_grad():
-                self.base(input_ids=torch.zeros_like(mask, device=device),
-                          attention_mask=mask.to(device))
-            raise RuntimeError("recycle.hf: the model's forward did not reach its last layer")
-        except Stop:
-            return seen
-        finally:
-            for layer in self.layers:
-                del layer.forward  # the class's forward again
+        with _PATCHING:
+            own = [layer.__dict__.get("forward", _NONE) for layer in self.layers]
+            try:
+                for i, layer in enumerate(self.layers):
+                    layer.forward = recorder(i == len(self.layers) - 1)
+                with torch.no_grad():
+                    self.base(input_ids=torch.zeros_like(mask, device=device),
+                              attention_mask=mask.to(device))
+                raise RuntimeError("recycle.hf: the model's forward did not reach its last layer")
+            except Stop:
+                return seen
+            finally:
+                for layer, forward in zip(self.layers, own):
+                    if forward is _NONE:
+                        layer.__dict__.pop("forward", None)  # the class's forward again
+                    else:
+                        layer.forward = forward

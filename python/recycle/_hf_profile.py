@@ -62,7 +62,7 @@ def _layer_costs(base, layers, batch, repeats):
                     out = stop.args[0] if stop.args else stop.kwargs["hidden_states"]
                 finally:
                     handle.remove()
-                if grad:
+                if grad and out.requires_grad:  # frozen embeddings: forward only
                     out.float().sum().backward()
         return run
 
@@ -95,7 +95,6 @@ def _layer_costs(base, layers, batch, repeats):
         classifier((xg * m).sum(1) / m.sum(1).clamp(min=1e-9)).float().sum().backward()
 
     top_fb = _median_seconds(top, repeats)
-    base.zero_grad(set_to_none=True)
     return _median_seconds(embeddings(False), repeats), _median_seconds(embeddings(True), repeats), \
         costs, top_fb
 
@@ -116,6 +115,7 @@ def profile(model, tokenizer, texts, batch_size=16, max_length=128, batches=2, r
     if codec not in _VALUE_BYTES:
         raise ValueError(f"codec must be one of {', '.join(_VALUE_BYTES)}, not {codec!r}")
     training = base.training
+    grads = {p: p.grad for p in base.parameters()}  # the user's, given back as they were
     base.eval()  # no dropout: the same work, less noise
     try:
         runs = []
@@ -131,6 +131,8 @@ def profile(model, tokenizer, texts, batch_size=16, max_length=128, batches=2, r
                          top_fb * scale))
     finally:
         base.train(training)
+        for p, g in grads.items():
+            p.grad = g
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     emb_f = mean([r[0] for r in runs])
     emb_fb = mean([r[1] for r in runs])

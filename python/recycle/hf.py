@@ -240,9 +240,11 @@ def split(model, k, num_labels=None, pooling=None, layers=None):
         raise ValueError(f"num_labels must be None or a positive int, not {num_labels!r}")
     prefix = Prefix(base, family, layer_list, k)
     head = Head(base, family, layer_list, k, num_labels, pooling, sentence, width)
-    if layers is not None and family is not _hf_layers.FAMILIES.get(base.config.model_type) \
-            and not sentence:
-        _check_on_a_probe(base, prefix, head, layers, pooling)
+    if layers is not None and family is not _hf_layers.FAMILIES.get(base.config.model_type):
+        # A SentenceTransformer's transformer is checked as it is (mean pooling): what its own
+        # modules do after it is the same on both sides.
+        plain = Head(base, family, layer_list, k, None, "mean") if sentence else head
+        _check_on_a_probe(base, prefix, plain, layers, "mean" if sentence else pooling)
     return prefix, head
 
 

@@ -291,6 +291,10 @@ def test_layers_names_the_list_of_another_encoder_checked_on_a_probe():
                                    "(head(prefix(x)) differs from the model's output by up to ")
     assert str(e.value).endswith("it needs a family of its own")
     assert gpt2.training  # the probe left the model's mode as it was
+    # Nothing of the recorders is left on the layers after a head's call.
+    prefix, head = recycle.hf.split(camembert, 2, layers="encoder.layer")
+    head(prefix(x))
+    assert all("forward" not in layer.__dict__ for layer in camembert.encoder.layer)
 
 
 def test_shared_modules_are_the_prefixs_and_what_runs_after_the_layers_is_the_heads():
@@ -362,7 +366,8 @@ def test_profile_predicts_each_ks_step_from_each_layers_measured_cost(capsys):
     table = recycle.hf.profile(model, tokenizer, texts, batch_size=8, max_length=32, batches=1,
                                repeats=1)
     assert [row["k"] for row in table] == list(range(7))
-    assert model.training  # left in the mode it was in
+    assert model.training  # left in the mode it was in, and without gradients
+    assert all(p.grad is None for p in model.parameters())
     full = table[0]["full_s"]
     for row in table:
         assert row["full_s"] == full > row["cached_s"] > 0

@@ -28,7 +28,7 @@ def test_another_torch_is_refused_at_import_with_one_line():
 
 
 def test_the_tools_console_scripts_read_the_torch_version_without_importing_torch(tmp_path):
-    from recycle import _tools
+    import recycle_tools as _tools
     assert _tools._torch_version(_tools._torch_dir()) == torch.__version__
     (tmp_path / "version.py").write_text("__version__ = '0.0.1'\ncuda = None\n")
     assert _tools._torch_version(tmp_path) == "0.0.1"
@@ -36,7 +36,7 @@ def test_the_tools_console_scripts_read_the_torch_version_without_importing_torc
 
 
 def test_a_tool_under_another_torch_is_refused_with_one_line(tmp_path, monkeypatch):
-    from recycle import _tools
+    import recycle_tools as _tools
     monkeypatch.setattr(_tools, "_BIN", tmp_path)
     (tmp_path / "recycle-build").write_text("#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(_tools, "_BUILT_FOR", "0.0.1")
@@ -48,10 +48,18 @@ def test_a_tool_under_another_torch_is_refused_with_one_line(tmp_path, monkeypat
                               f"environment has torch {torch.__version__}"), message
 
 
+def test_the_tools_module_starts_without_importing_torch_or_recycle():
+    code = ("import sys, recycle_tools; "
+            "print(recycle_tools._BUILT_FOR, 'torch' in sys.modules, 'recycle' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [torch.__version__, "False", "False"]
+
+
 def test_a_console_script_runs_its_tool_with_the_exit_code_and_output_of_the_tool(tmp_path):
     # Where the package was installed with its tools (a wheel, pip install ./python), the console
     # script beside the interpreter runs the bundled executable; a build tree's package has none.
-    from recycle import _tools
+    import recycle_tools as _tools
     script = os.path.join(os.path.dirname(sys.executable), "recycle-inspect")
     if not (_tools._BIN / "recycle-inspect").is_file() or not os.path.exists(script):
         import pytest

@@ -3,6 +3,7 @@
 // and a damaged records file is counted in `corrupt`, as many as the problems say could not be
 // read.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <cmath>
@@ -234,7 +235,18 @@ TEST(DamagedRecords, ListWrittenReadAndTakenOff) {
   fs::remove(list);
   fs::create_symlink("/etc/passwd", list);
   st = recycle::read_damaged_records(dir, &keys);
+  EXPECT_NE(st.to_string().find("a symbolic link"), std::string::npos) << st.to_string();
+  fs::remove(list);
+  ASSERT_EQ(::mkfifo(list.c_str(), 0600), 0);  // not waited on
+  st = recycle::read_damaged_records(dir, &keys);
   EXPECT_NE(st.to_string().find("not a regular file"), std::string::npos) << st.to_string();
+  fs::remove(list);
+  recycle::testing::write_file(list, "");  // empty (cut by a crash): refused, saying what to do
+  st = recycle::read_damaged_records(dir, &keys);
+  EXPECT_NE(st.to_string().find("delete it and run recycle-inspect --verify again"),
+            std::string::npos) << st.to_string();
+  fs::remove(list);
+  fs::create_symlink("/etc/passwd", list);
   // Written anew through no link: the link is replaced, its target untouched.
   ASSERT_OK(recycle::write_damaged_records(dir, {key_of(2)}));
   EXPECT_FALSE(fs::is_symlink(list));

@@ -1,20 +1,39 @@
 """The engine's command-line tools on the environment's PATH: `recycle-build`, `recycle-train`,
-`recycle-predict`, `recycle-inspect` and `recycle-bench` are console scripts of the package that
-run the executables installed beside it (recycle/bin/, built against this environment's torch by
-the same build as recycle._native). Each execs its executable in place of the Python process (so
-exit codes, signals and the tools' own worker processes are the tool's), with torch's library
-folder on the loader's path: the executables link the torch this package was built for, found in
-the environment rather than bundled. Another torch is refused here with one line, as `import
-recycle` refuses it."""
+`recycle-predict`, `recycle-inspect`, `recycle-corpus` and `recycle-bench` are console scripts
+of the package `recycle` that run the executables installed in it (recycle/bin/, built against
+this environment's torch by the same build as recycle._native). Each execs its executable in
+place of the Python process (so exit codes, signals and the tools' own worker processes are the
+tool's), with torch's library folder on the loader's path: the executables link the torch this
+package was built for, found in the environment rather than bundled. Another torch is refused
+here with one line, as `import recycle` refuses it.
+
+A module beside the package, not in it: importing `recycle` imports torch (a second or more of
+start-up, and an ImportError for another torch), which a tool's start needs neither of. This
+finds the package's folder and reads its recycle/_build_info.py as text."""
 import importlib.util
 import os
 import pathlib
 import re
 import sys
 
-from ._build_info import TORCH_VERSION as _BUILT_FOR
 
-_BIN = pathlib.Path(__file__).resolve().parent / "bin"
+def _package():
+    spec = importlib.util.find_spec("recycle")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("recycle: the package recycle is not installed in this environment")
+    return pathlib.Path(list(spec.submodule_search_locations)[0])
+
+
+def _built_for(package):
+    """The torch version recycle/_build_info.py names (what the build linked)."""
+    m = re.search(r"""^TORCH_VERSION\s*=\s*['"]([^'"]+)['"]""",
+                  (package / "_build_info.py").read_text(), re.M)
+    return m.group(1) if m else None
+
+
+_PACKAGE = _package()
+_BIN = _PACKAGE / "bin"
+_BUILT_FOR = _built_for(_PACKAGE)
 
 
 def _torch_dir():
