@@ -120,18 +120,19 @@ class LayerArguments:
 
     def __init__(self, base, layers):
         self.base, self.layers = base, layers
-        self.shape = _NONE  # learnt at the first call (_output_shape)
+        self.shape, self.learnt = None, False  # learnt at the first call (_output_shape)
 
     def _output_shape(self):
         """The structure of a layer's output (None: a tensor; else the length of its tuple, as in
         transformers 4.x and DeBERTa), from layer 0 run once on a one-token probe."""
-        if self.shape is _NONE:
+        if not self.learnt:  # (a flag, not a sentinel object: a deepcopy of a head keeps it)
             device = next(self.base.parameters()).device
             probe = torch.ones(1, 1, dtype=torch.int64)
             with torch.no_grad():
                 args, kwargs = _run_stopped(self.base, self.layers[0], probe, device)
                 out = self.layers[0](*args, **kwargs)
             self.shape = len(out) if isinstance(out, tuple) else None
+            self.learnt = True
         return self.shape
 
     def __call__(self, mask):

@@ -291,9 +291,13 @@ def test_layers_names_the_list_of_another_encoder_checked_on_a_probe():
                                    "(head(prefix(x)) differs from the model's output by up to ")
     assert str(e.value).endswith("it needs a family of its own")
     assert gpt2.training  # the probe left the model's mode as it was
-    # Nothing of the recorders is left on the layers after a head's call.
+    # Nothing of the recorders is left on the layers after a head's call; a copy of a head
+    # (copy.deepcopy, before its first call) runs as the head does.
     prefix, head = recycle.hf.split(camembert, 2, layers="encoder.layer")
-    head(prefix(x))
+    prefix.eval(), head.eval()
+    import copy
+    with torch.no_grad():
+        assert torch.equal(copy.deepcopy(head)(prefix(x)), head(prefix(x)))
     assert all("forward" not in layer.__dict__ for layer in camembert.encoder.layer)
 
 
