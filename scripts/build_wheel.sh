@@ -35,6 +35,10 @@ fi
 
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
+# setuptools' staging folders (python/build/lib*, bdist*) keep the files of earlier builds: a
+# module since renamed or removed would ride along into this wheel. (python/build/temp* may hold
+# a source install's CMake build: kept.)
+rm -rf python/build/lib python/build/lib.* python/build/bdist.*
 echo "build_wheel: building against torch in $build ($tag)" >&2
 RECYCLE_BUILD_DIR=$build "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$raw" ./python >&2
 wheel=$(ls "$raw"/recycle-*.whl)
