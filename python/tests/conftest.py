@@ -13,6 +13,13 @@ TOOLS = pathlib.Path(os.environ.get("RECYCLE_TOOLS_DIR", SOURCE / "build"))
 FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
 
 
+def pytest_configure(config):
+    # The package calls nothing deprecated (issue 66): a DeprecationWarning or FutureWarning
+    # raised from one of its modules (recycle, recycle.hf, ..., recycle_tools) fails the test.
+    for kind in ("DeprecationWarning", "FutureWarning"):
+        config.addinivalue_line("filterwarnings", f"error::{kind}:recycle")
+
+
 def torchrun(nproc):
     """How a user starts nproc local processes: torchrun under torch 2.x (the script beside this
     interpreter); under Debian's torch 1.13 `python -m torch.distributed.run` with
