@@ -33,6 +33,19 @@ def torchrun(nproc):
             str(nproc), "--redirects", "1", "--tee", "1"]
 
 
+def pypi_model(name):
+    """The folder of pretrained model `name` from its PyPI packages (examples/pypi_models.py:
+    all-MiniLM-L6-v2, all-mpnet-base-v2), or a skip naming what to install."""
+    sys.path.insert(0, str(SOURCE / "examples"))
+    try:
+        import pypi_models
+        return pypi_models.model_path(name)
+    except pypi_models.Missing as e:
+        pytest.skip(str(e))
+    finally:
+        sys.path.remove(str(SOURCE / "examples"))
+
+
 def tool(name):
     path = TOOLS / name
     if not path.exists():

