@@ -16,7 +16,9 @@ int predict_main(int argc, char** argv) {
                "of --weights, then the head. Writes one row per sample to --out.",
                "recycle-predict");
   add_cache_flag(app, &o.cache_dir, "activation cache the head was trained from")->required();
-  app.add_option("--head", o.head, "head file written by recycle-train --save-head")
+  app.add_option("--head", o.head,
+                 "head file written by recycle-train --save-head, or a compiled head FILE.pt2 "
+                 "(recycle.export(head, example, FILE, cache=DIR); torch >= 2.6 builds)")
       ->check(kNotEmpty)
       ->required();
   app.add_option("--weights", o.weights,
@@ -25,8 +27,9 @@ int predict_main(int argc, char** argv) {
                  "refused as stale")
       ->check(kNotEmpty);
   app.add_option("--model", o.model,
-                 "torchscript:FILE, for --weights of such a model: the program they were saved "
-                 "from (a file the weights name is never opened)")
+                 "torchscript:FILE or pt2:FILE: the program the cache's prefix was loaded from "
+                 "(with --weights of such a model, the one they were saved from; a file the "
+                 "cache or the weights name is never opened)")
       ->check(kNotEmpty);
   add_data_flags(app, &o.data);
   app.add_option("--out", o.out,

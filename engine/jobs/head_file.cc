@@ -16,9 +16,9 @@ namespace {
 constexpr const char* kHeadEntry = "recycle.head";
 constexpr int kHeadFormat = 1;
 
-// {"format", "from_cache", "model", "fingerprint", "split_at", "prefix_blocks",
-// "total_blocks", "class_names"} and, from a cache, "cache_identity" (CacheIdentity::to_json).
-std::string identity_json(const HeadIdentity& h) {
+}  // namespace
+
+std::string head_identity_json(const HeadIdentity& h) {
   const CacheIdentity& id = h.identity;
   nlohmann::json j = {{"format", kHeadFormat},
                       {"from_cache", h.from_cache},
@@ -35,8 +35,6 @@ std::string identity_json(const HeadIdentity& h) {
   }
   return j.dump();
 }
-
-}  // namespace
 
 HeadIdentity head_identity_from_json(const std::string& text, const std::string& path) {
   HeadIdentity h;
@@ -83,7 +81,7 @@ void save_head(BlockStack& head, const HeadIdentity& identity, const std::string
                const std::function<void(TensorFile&)>& extra) {
   TensorFile file;
   add_module_state(*head, &file);
-  file.metadata[kHeadEntry] = identity_json(identity);
+  file.metadata[kHeadEntry] = head_identity_json(identity);
   if (extra) extra(file);
   save_tensor_file(file, path);  // atomically: no partial file, even on SIGTERM
 }

@@ -29,6 +29,11 @@ struct HeadIdentity {
   bool from_cache = false;
 };
 
+// The JSON a head file stores: {"format", "from_cache", "model", "fingerprint", "split_at",
+// "prefix_blocks", "total_blocks", "class_names"} and, from a cache, "cache_identity"
+// (CacheIdentity::to_json). A compiled head (recycle.export(..., cache=DIR)) carries the same
+// JSON in its package's metadata.
+std::string head_identity_json(const HeadIdentity& h);
 // A head identity from the JSON a head file stores (`path` names the file in errors). Throws
 // std::runtime_error for JSON that is not one.
 HeadIdentity head_identity_from_json(const std::string& text, const std::string& path);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -26,7 +27,9 @@
 #include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
+#include "engine/models/encoder_registry.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
+#include "engine/models/pt2_model.h"
 #include "engine/models/transformer.h"
 #include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/prefix_identity.h"
@@ -132,6 +135,15 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
   return o.write_back ? open_cache_to_add(o.cache_dir, m) : open_cache_for_read(o.cache_dir, m);
 }
 
+// True when the cache's prefix was loaded from a program file (torchscript:FILE, pt2:FILE).
+bool built_from_a_program(const Manifest& m) {
+  try {
+    return encoder_info(EncoderSpec::parse(m.model).name).takes_file;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
 // What the cache knows and the options left out: --classes, the list its splits were built with
 // (" classes=5-9" in their data descriptions). --weights is always the user's: the file the
 // manifest records is named in the refusal, never opened.
@@ -143,7 +155,11 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
                           "recycle-predict cannot run for its misses: serve it from Python " +
                           "with recycle.CachedPrefix(path, prefix) and your head");
   }
-  if (o.weights.empty()) {
+  // A prefix loaded from a program file (torchscript:FILE, pt2:FILE) without weights: --model
+  // gives it (check_fits compares its spec and fingerprint with the cache's).
+  const bool file_model = m.weights_file.empty() && m.derived_blocks.empty() &&
+                          !o.model.empty() && built_from_a_program(m);
+  if (o.weights.empty() && !file_model) {
     if (!m.derived_blocks.empty()) {
       throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +
                             " is a progressive level, derived from " + m.derived_from +
@@ -216,6 +232,28 @@ void check_fits(const PredictOptions& o, const Manifest& m, ChunkEncoder& encode
                           " (train one from this cache: recycle-train --cache " + o.cache_dir +
                           " --save-head FILE)");
   }
+}
+
+// The head of --head, its identity checked by `check` before its weights are loaded: a head file
+// (recycle-train --save-head) into the split's head, or a compiled head (FILE.pt2, from
+// recycle.export(head, ..., cache=DIR)) as it is.
+BlockStack load_head(const std::string& path, ChunkEncoder& encoder,
+                     const std::function<void(const HeadIdentity&)>& check) {
+  if (is_pt2_path(path)) {
+    std::string identity;
+    BlockStack head = load_pt2_head(path, "--head", &identity);
+    if (identity.empty()) {
+      throw InvalidArgument("--head " + path + " records no cache it was trained from: export it "
+                            "with recycle.export(head, example, path, cache=DIR)");
+    }
+    check(head_identity_from_json(identity, path));
+    return head;
+  }
+  HeadFile file(path);
+  check(file.identity());
+  BlockStack head = encoder.prefix().model().split.head;
+  file.load_into(head);
+  return head;
 }
 
 // One chunk's lookup: its distinct keys, which hit (their records), which miss.
@@ -436,6 +474,11 @@ struct PredictRun {
     }
     const torch::Tensor x = head_inputs(l, missed, m, o.cache_dir, inputs.data().is_text);
     torch::Tensor probs = torch::softmax(head->forward(x.to(device)), 1).to(torch::kCPU);
+    if (probs.dim() != 2 || probs.size(1) != static_cast<int64_t>(m.class_names.size())) {
+      throw std::runtime_error("head " + o.head + " gives " + c10::str(probs.sizes()) + " for " +
+                               std::to_string(x.size(0)) + " samples; the cache has " +
+                               std::to_string(m.class_names.size()) + " classes");
+    }
     return probs.contiguous();
   }
 
@@ -488,15 +531,14 @@ PredictReport run_predict(const PredictOptions& given) {
   AtomicFile out_file(output_target(o));
   std::ofstream out(out_file.temp_path(), std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write " + o.out + ": " + std::strerror(errno));
-  HeadFile head_file(o.head);
   const BuildOptions bo = build_options_for(o, m);
   bo.validate();
   set_thread_count(bo.threads);
   SplitInputs inputs(with_encoder_input(bo.data, bo.model), bo.keyer, "", 0);
   ChunkEncoder encoder(inputs, bo);
-  check_fits(o, m, encoder, inputs.data(), head_file.identity());
-  BlockStack head = encoder.prefix().model().split.head;
-  head_file.load_into(head);
+  BlockStack head = load_head(o.head, encoder, [&](const HeadIdentity& identity) {
+    check_fits(o, m, encoder, inputs.data(), identity);
+  });
   head->eval();
 
   const int64_t n = static_cast<int64_t>(inputs.data().size());
@@ -535,6 +577,12 @@ PredictReport run_predict(const PredictOptions& given) {
   report.samples_per_s = loop > 0 ? n / loop : 0;
   report.seconds = since(start);
   return report;
+}
+
+std::string head_identity_of_cache_dir(const std::string& cache_dir) {
+  Manifest m;
+  open_cache_for_read(cache_dir, &m);
+  return head_identity_json(head_identity_of_cache(m));
 }
 
 }  // namespace recycle

@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "engine/data/regular_file.h"
 #include "engine/models/block_model.h"
+#include "engine/models/pt2_model.h"
 #include "engine/models/resnet18.h"
 #include "engine/models/torchscript_model.h"
 #include "engine/models/transformer.h"
@@ -24,13 +25,16 @@ constexpr uintmax_t kMaxModelFileBytes = uintmax_t{4} << 30;
 struct Entry {
   EncoderInfo info;
   std::function<BlockModel(const EncoderSpec&, int64_t classes)> make;
+  // The digest of a file-loaded model's file (path, bytes); empty: the XXH3-128 of its bytes.
+  std::function<std::string(const std::string&, const std::string&)> digest;
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {resnet18_info(), make_resnet18},
-      {transformer_info(), make_transformer},
-      {torchscript_info(), make_torchscript},
+      {resnet18_info(), make_resnet18, {}},
+      {transformer_info(), make_transformer, {}},
+      {torchscript_info(), make_torchscript, {}},
+      {pt2_info(), make_pt2, pt2_digest},
   };
   return entries;
 }
@@ -43,9 +47,9 @@ const Entry& entry(const std::string& name) {
                               "' (known: " + join(encoder_names(), ", ") + ")");
 }
 
-// Sets spec->file to its absolute path and spec->digest to the XXH3-128 of its bytes; throws
-// std::runtime_error when a digest was given and the file's differs.
-void resolve_file(const std::string& text, EncoderSpec* spec) {
+// Sets spec->file to its absolute path and spec->digest to its digest (the entry's, else the
+// XXH3-128 of its bytes); throws std::runtime_error when a digest was given and the file's differs.
+void resolve_file(const std::string& text, const Entry& entry, EncoderSpec* spec) {
   if (spec->file.empty()) {
     throw std::invalid_argument("model spec '" + text + "' names no file (" + spec->name +
                                 ":FILE)");
@@ -58,12 +62,12 @@ void resolve_file(const std::string& text, EncoderSpec* spec) {
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument("model file " + std::string(e.what()));
   }
-  const std::string digest = hash128(bytes).to_hex();
   const std::string path = std::filesystem::absolute(spec->file).lexically_normal().string();
   if (path.find(',') != std::string::npos || path.find('=') != std::string::npos) {
     throw std::invalid_argument("model file " + path + ": a path with ',' or '=' cannot be part of "
                                 "a model spec (rename it or use a symbolic link)");
   }
+  const std::string digest = entry.digest ? entry.digest(path, bytes) : hash128(bytes).to_hex();
   if (!spec->digest.empty() && spec->digest != digest) {
     throw std::runtime_error("model file " + path + " changed since this spec was made (xxh3 " +
                              spec->digest + ", now " + digest + ")");
@@ -98,7 +102,8 @@ const EncoderInfo& encoder_info(const std::string& name) { return entry(name).in
 
 EncoderSpec resolve_encoder_spec(const std::string& text) {
   const EncoderSpec given = EncoderSpec::parse(text);
-  const EncoderInfo& info = encoder_info(given.name);
+  const Entry& e = entry(given.name);
+  const EncoderInfo& info = e.info;
   for (const auto& [name, value] : given.options) {
     const bool known = std::any_of(info.options.begin(), info.options.end(),
                                    [&](const EncoderOption& o) { return o.name == name; });
@@ -114,7 +119,7 @@ EncoderSpec resolve_encoder_spec(const std::string& text) {
   spec.file = given.file;
   spec.digest = given.digest;
   if (info.takes_file) {
-    resolve_file(text, &spec);
+    resolve_file(text, e, &spec);
   } else if (!given.file.empty() || !given.digest.empty()) {
     throw std::invalid_argument("model spec '" + text + "': " + info.name + " takes no file");
   }

@@ -6,6 +6,7 @@
 
 #include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/models/encoder_registry.h"
+#include "engine/models/pt2_model.h"
 #include "engine/models/weights_io.h"
 #include "engine/util/cores.h"
 
@@ -88,7 +89,15 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
   pm.model.to(device);
 
   int64_t prefix_blocks = 0;
-  if (recycle >= 0) {
+  if (spec.name == pt2_info().name) {
+    // A package runs whole and cannot train: it is the prefix, the classifier the head.
+    if ((recycle >= 0 && recycle != 1.0) || (recycle < 0 && !split_at.empty() &&
+                                             split_at != pm.model.block_names.back())) {
+      throw std::invalid_argument("a pt2 model is one frozen block, the whole package: give "
+                                  "--recycle 1 or leave it out (export the part to cache)");
+    }
+    prefix_blocks = 1;
+  } else if (recycle >= 0) {
     prefix_blocks = prefix_blocks_for_ratio(pm.model, recycle);
   } else if (!split_at.empty()) {
     prefix_blocks = prefix_blocks_for_name(pm.model, split_at);

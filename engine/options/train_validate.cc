@@ -58,7 +58,8 @@ void check_cache_fixes_the_model(const TrainOptions& o, const Gave& gave) {
   if (from_cache) {
     // --model names the file of a cache built from one (torchscript:FILE): the tools open no
     // path a cache names (head_from_cache checks it is the cache's).
-    const bool file_model = o.model.encoder.rfind("torchscript:", 0) == 0;
+    const bool file_model = o.model.encoder.rfind("torchscript:", 0) == 0 ||
+                            o.model.encoder.rfind("pt2:", 0) == 0;
     const bool set[] = {o.model.width > 0, !o.model.encoder.empty() && !file_model,
                         o.model.max_tokens > 0};
     const char* flags[] = {"--width", "--model", "--max-tokens"};

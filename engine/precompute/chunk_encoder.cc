@@ -10,6 +10,7 @@
 #include "engine/data/byte_tokenizer.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/preprocess.h"
+#include "engine/models/pt2_model.h"
 #include "engine/models/transformer.h"
 #include "engine/precompute/build_stages.h"  // text_record_layout
 #include "engine/precompute/cache_input.h"
@@ -115,6 +116,11 @@ ChunkEncoder::ChunkEncoder(SplitInputs& inputs, const BuildOptions& o)
   if (pm.split.prefix_blocks == 0) {
     throw std::invalid_argument(
         "--recycle 0 caches nothing; train without a cache with recycle-train --recycle 0");
+  }
+  if (o.precision != Precision::kFp32 && pm.model.spec.rfind(pt2_info().name + ":", 0) == 0) {
+    throw std::invalid_argument("--precision does not apply to a pt2 model: a package "
+                                "runs in the arithmetic it was compiled with (export it in "
+                                "bf16 or fp16 for that)");
   }
   const std::string keyer = inputs_.keyer().spec();
   requested_ = data.is_text ? requested_text_manifest(pm, keyer, codec_, data)

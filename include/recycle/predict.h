@@ -75,4 +75,10 @@ struct PredictReport {
 // one clear line. The output file is left as it was on any failure.
 PredictReport run_predict(const PredictOptions& options);
 
+// The identity a head trained from the cache in `cache_dir` carries, as JSON: what
+// recycle.export(head, ..., cache=DIR) writes into a compiled head's package ("recycle.head"),
+// and recycle-predict --head FILE.pt2 compares with the cache it serves. Opens the cache for
+// reading; throws std::runtime_error for a directory that is not a cache.
+std::string head_identity_of_cache_dir(const std::string& cache_dir);
+
 }  // namespace recycle

@@ -8,6 +8,7 @@ tools) builds, stores, verifies and serves the frozen prefix's activations:
     ds = recycle.CachedDataset("cache")                 # ds[i] -> (activation, label)
     for x, y in recycle.CachedLoader("cache", "train", batch_size=128): ...
     cached = recycle.CachedPrefix("cache", prefix)      # head(cached(x)): misses run prefix
+    recycle.export(prefix, (x,), "prefix.pt2")          # recycle-build --model pt2:prefix.pt2
 
 See docs/python.md. Errors are Python exceptions carrying the engine's one-line message:
 ValueError for bad arguments, StaleCacheError for a cache built for another prefix or
@@ -29,6 +30,7 @@ from .dataset import CachedDataset, collate
 from .loader import CachedLoader
 from .build import build
 from .predict import predict, CachedPrefix
+from .pt2 import export
 
-__all__ = ["build", "CachedDataset", "collate", "CachedLoader", "inspect", "verify", "predict",
+__all__ = ["build", "export", "CachedDataset", "collate", "CachedLoader", "inspect", "verify", "predict",
            "CachedPrefix", "StaleCacheError", "CorruptRecordError"]

@@ -354,6 +354,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("check_rebuild", &recycle::check_rebuild, py::arg("path"),
         "ValueError with one line unless rebuild=True may delete the cache at path whole (a "
         "cache, holding nothing else); nothing is deleted");
+  m.def("head_identity_of_cache", &recycle::head_identity_of_cache_dir, py::arg("cache_dir"),
+        "the identity JSON a head trained from the cache carries (recycle.export(..., cache=))");
   m.def("tensors_fingerprint", &recycle::tensors_fingerprint, py::arg("names"), py::arg("tensors"),
         "XXH3-128 hex of named tensors, as the engine fingerprints a module");
 }

@@ -44,7 +44,7 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   EXPECT_EQ(recycle::resolve_encoder_spec("resnet18").to_string(),
             "resnet18:width=16,in_channels=1");
   EXPECT_EQ(recycle::encoder_names(),
-            (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
+            (std::vector<std::string>{"pt2", "resnet18", "torchscript", "transformer"}));
   EXPECT_EQ(recycle::default_encoder_name(), "resnet18");
   EXPECT_EQ(recycle::encoder_info("resnet18").input, recycle::EncoderInput::kImage);
   for (const char* bad : {"vgg", "", ":width=3", "resnet18:width=0", "resnet18:depth=3",
@@ -54,7 +54,7 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   try {
     recycle::resolve_encoder_spec("vgg");
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("known: resnet18"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: pt2, resnet18, torchscript"), std::string::npos) << e.what();
   }
 }
 

@@ -114,7 +114,7 @@ TEST(TorchScriptModel, SpecHoldsThePathAndDigestAndAChangedFileIsRefused) {
                                   ",in_channels=1,in_height=28,in_width=28");
   EXPECT_EQ(recycle::resolve_encoder_spec(spec.to_string()), spec);
   EXPECT_EQ(recycle::encoder_names(),
-            (std::vector<std::string>{"resnet18", "torchscript", "transformer"}));
+            (std::vector<std::string>{"pt2", "resnet18", "torchscript", "transformer"}));
   // A relative path is made absolute.
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(dir.path());

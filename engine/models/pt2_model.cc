@@ -1,0 +1,189 @@
+#include "engine/models/pt2_model.h"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/data/regular_file.h"
+#include "engine/models/block_model.h"
+#include "recycle/content_hasher.h"
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define RECYCLE_PT2 1
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#else
+#define RECYCLE_PT2 0
+#endif
+
+namespace recycle {
+
+namespace nn = torch::nn;
+
+namespace {
+
+#if RECYCLE_PT2
+bool is_hex_digest(const std::string& s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The first line of an error's text (LibTorch's carry a stack after it).
+std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
+
+using Loader = torch::inductor::AOTIModelPackageLoader;
+
+std::shared_ptr<Loader> open_package(const std::string& file, const std::string& what) {
+  try {
+    return std::make_shared<Loader>(file, "model");
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(what + " " + file + " is not an AOTInductor package (write one "
+                                "with recycle.export, docs/pytorch2.md): " + first_line(e.what()));
+  }
+}
+
+// The package: run on its device, one tensor in and one out. Its one buffer is the package's
+// digest (as ASCII), so that a fingerprint of the module covers the package's weights.
+class PackageBlockImpl : public nn::Module {
+ public:
+  PackageBlockImpl(std::shared_ptr<Loader> loader, const std::string& digest)
+      : loader_(std::move(loader)) {
+    const auto meta = loader_->get_metadata();
+    const auto key = meta.find("AOTI_DEVICE_KEY");
+    device_ = key != meta.end() && key->second.rfind("cuda", 0) == 0 ? torch::Device(torch::kCUDA)
+                                                                      : torch::Device(torch::kCPU);
+    torch::Tensor d = torch::empty({static_cast<int64_t>(digest.size())}, torch::kUInt8);
+    std::copy(digest.begin(), digest.end(), d.data_ptr<uint8_t>());
+    register_buffer("xxh3", d);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    const torch::Device back = x.device();
+    std::vector<torch::Tensor> out = loader_->run({x.to(device_).contiguous()});
+    if (out.size() != 1) {
+      throw std::runtime_error("a pt2 package gave " + std::to_string(out.size()) +
+                               " outputs; the engine takes one tensor (export a module that "
+                               "returns one)");
+    }
+    return out[0].to(back);
+  }
+
+ private:
+  std::shared_ptr<Loader> loader_;
+  torch::Device device_{torch::kCPU};
+};
+TORCH_MODULE(PackageBlock);
+#else
+// The one line a build without AOTInductor gives for any package.
+std::string unsupported(const std::string& what, const std::string& file) {
+  return what + " " + file + ": AOTInductor packages (torch.export) are read by the tools " +
+         "built against torch >= 2.6; this build has LibTorch " + TORCH_VERSION +
+         " (give torchscript:FILE here, or use the tools of pip's torch: docs/pytorch2.md)";
+}
+#endif
+
+}  // namespace
+
+bool pt2_supported() { return RECYCLE_PT2 != 0; }
+
+bool is_pt2_path(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".pt2") == 0;
+}
+
+EncoderInfo pt2_info() {
+  EncoderInfo info;
+  info.name = "pt2";
+  info.input = EncoderInput::kImage;
+  info.options = {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
+                  {"in_height", 28, 1, 65536, "input height (set from the data)"},
+                  {"in_width", 28, 1, 65536, "input width (set from the data)"}};
+  info.help = "an AOTInductor package from recycle.export or torch.export (pt2:FILE): the "
+              "whole package is the frozen prefix (--recycle 1), the head a new classifier";
+  info.takes_file = true;
+  return info;
+}
+
+std::string pt2_digest(const std::string& path, const std::string& bytes) {
+#if RECYCLE_PT2
+  std::unordered_map<std::string, std::string> meta;
+  try {
+    meta = Loader::load_metadata_from_package(path, "model");
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("pt2 model " + path + " is not an AOTInductor package (write one "
+                                "with recycle.export, docs/pytorch2.md): " + first_line(e.what()));
+  }
+  const auto w = meta.find("recycle.weights");
+  if (w != meta.end() && is_hex_digest(w->second)) return w->second;
+  return hash128(bytes).to_hex();
+#else
+  (void)bytes;
+  throw std::invalid_argument(unsupported("pt2 model", path));
+#endif
+}
+
+BlockModel make_pt2(const EncoderSpec& spec, int64_t classes) {
+#if RECYCLE_PT2
+  const std::string& file = spec.file;
+  PackageBlock block(open_package(file, "pt2 model"), spec.digest);
+  const int64_t c = spec.get("in_channels"), h = spec.get("in_height"), w = spec.get("in_width");
+  torch::Tensor features;
+  try {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor probe =
+        torch::sin(torch::arange(2 * c * h * w, torch::kFloat32) * 0.37).reshape({2, c, h, w});
+    features = block->forward(probe);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("pt2 model " + file + " does not run on a batch of " +
+                                std::to_string(c) + "x" + std::to_string(h) + "x" +
+                                std::to_string(w) + " float32 inputs (export it with a dynamic "
+                                "batch for this input shape): " + first_line(e.what()));
+  }
+  if (features.dim() < 2 || features.size(0) != 2 || features.scalar_type() != torch::kFloat32) {
+    throw std::invalid_argument("pt2 model " + file + " gives " + features.toString() + " " +
+                                c10::str(features.sizes()) + " for a batch of 2: the engine " +
+                                "caches float32 [N, ...] (export a module that returns one)");
+  }
+  if (!torch::isfinite(features).all().item<bool>()) {
+    throw std::invalid_argument("pt2 model " + file + ": its outputs on a probe batch are not "
+                                "finite (NaN or infinity): check its weights");
+  }
+  BlockModel model;
+  model.block_names.push_back("package");
+  model.blocks.emplace_back(block);
+  model.classifier = Classifier(features.numel() / 2, classes, Pooling::kFlatten);
+  return model;
+#else
+  (void)classes;
+  throw std::invalid_argument(unsupported("pt2 model", spec.file));
+#endif
+}
+
+BlockStack load_pt2_head(const std::string& file, const std::string& flag,
+                         std::string* metadata_head) {
+#if RECYCLE_PT2
+  std::string bytes;
+  try {
+    bytes = read_regular_file(file);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(flag + " " + e.what());
+  }
+  auto loader = open_package(file, flag);
+  const auto meta = loader->get_metadata();
+  const auto head = meta.find("recycle.head");
+  if (metadata_head) *metadata_head = head == meta.end() ? "" : head->second;
+  BlockStack stack;
+  stack->append("package", nn::AnyModule(PackageBlock(loader, hash128(bytes).to_hex())));
+  return stack;
+#else
+  (void)metadata_head;
+  throw std::invalid_argument(unsupported(flag, file));
+#endif
+}
+
+}  // namespace recycle

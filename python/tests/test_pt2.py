@@ -1,0 +1,156 @@
+"""recycle.export and the tools' AOTInductor packages: pt2:FILE prefixes for recycle-build,
+recycle-train and recycle-predict, FILE.pt2 heads for recycle-predict (torch >= 2.6 builds), and
+the one-line refusal of both under Debian's torch 1.13."""
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import recycle
+from conftest import run_tool
+
+HAS_AOTI = hasattr(getattr(torch, "_inductor", None), "aoti_compile_and_package")
+needs_aoti = pytest.mark.skipif(not HAS_AOTI, reason="AOTInductor packages need torch >= 2.6")
+SHAPE = (2, 12, 12)
+
+
+def prefix_module(seed):
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 6, 3, padding=1), torch.nn.BatchNorm2d(6),
+                              torch.nn.ReLU(), torch.nn.Conv2d(6, 8, 3, stride=2, padding=1),
+                              torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(3))
+    with torch.no_grad():  # running statistics that are not the defaults: folded into the code
+        net[1].running_mean.uniform_(-0.5, 0.5)
+        net[1].running_var.uniform_(0.5, 2.0)
+    return net.eval()
+
+
+def write_npy(folder, split, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n,) + SHAPE).astype(np.float32)
+    y = (x[:, 0, :6].mean(axis=(1, 2)) > x[:, 1, 6:].mean(axis=(1, 2))).astype(np.int64)
+    folder.mkdir(exist_ok=True)
+    np.save(folder / f"{split}_x.npy", x)
+    np.save(folder / f"{split}_y.npy", y)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def build(cache, package, split, *extra, check=True):
+    return run_tool("recycle-build", "--data", f"npy:{package.parent / 'npy'}", "--split", split,
+                    "--model", f"pt2:{package}", "--codec", "fp32", "--cache", cache, *extra,
+                    check=check)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A prefix, its package, npy data (train, test, and `other`, samples no cache holds) and a
+    cache recycle-build made from the package."""
+    root = tmp_path_factory.mktemp("pt2")
+    data = {split: write_npy(root / "npy", split, n, seed)
+            for split, n, seed in (("train", 96, 0), ("test", 40, 1), ("other", 24, 2))}
+    net = prefix_module(0)
+    package = root / "prefix.pt2"
+    recycle.export(net, (data["train"][0][:4],), package)
+    cache = root / "cache"
+    for split in ("train", "test"):
+        build(cache, package, split)
+    return {"root": root, "data": data, "net": net, "package": package, "cache": cache}
+
+
+def features(net, x):
+    with torch.no_grad():
+        return net(x)
+
+
+@needs_aoti
+def test_a_package_builds_the_records_recycle_build_makes_from_the_module(world):
+    net, (x, y) = world["net"], world["data"]["train"]
+    python_cache = world["root"] / "python-cache"
+    recycle.build(python_cache, list(zip(x, y.tolist())), net, split="train", codec="fp32")
+    tools = recycle.CachedDataset(world["cache"], "train")
+    ours = recycle.CachedDataset(python_cache, "train")
+    assert len(tools) == len(ours) == len(x)
+    a = torch.stack([tools[i][0] for i in range(len(x))])
+    b = torch.stack([ours[i][0] for i in range(len(x))])
+    assert a.shape == b.shape == (len(x), 8, 3, 3)
+    assert (a - b).abs().max().item() < 1e-4
+    assert [tools[i][1] for i in range(len(x))] == y.tolist()
+    info = recycle.inspect(world["cache"])
+    assert info["model"].startswith(f"pt2:{world['package']},xxh3=")
+    assert info["split_at"] == "package"
+
+
+@needs_aoti
+def test_a_reexport_of_the_same_weights_is_the_same_cache_other_weights_are_stale(world):
+    package, cache = world["package"], world["cache"]
+    before = package.read_bytes()
+    net = prefix_module(0)
+    net.training = True  # the container alone in train mode, its children in eval mode
+    recycle.export(net, (torch.zeros((3,) + SHAPE),), package)
+    assert net.training and not any(m.training for m in net)  # each as it was
+    assert package.read_bytes() != before  # another file, the same weights
+    report = json.loads(build(cache, package, "train", "--json").stdout.splitlines()[-1])
+    assert report["computed"] == 0 and report["skipped"] == 96
+    try:
+        recycle.export(prefix_module(1), (torch.zeros((3,) + SHAPE),), package)
+        r = build(cache, package, "train", check=False)
+        assert r.returncode != 0
+        assert "fingerprint" in r.stderr or "model" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert len(recycle.CachedDataset(cache, "train")) == 96  # nothing stored was lost
+    finally:
+        package.write_bytes(before)
+
+
+@needs_aoti
+def test_a_head_trains_from_a_package_cache_and_a_compiled_head_serves_it(world):
+    root, cache, package = world["root"], world["cache"], world["package"]
+    r = run_tool("recycle-train", "--cache", cache, "--model", f"pt2:{package}", "--epochs", "2",
+                 "--save-head", root / "head.safetensors", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["mode"] == "cache" and report["test_samples"] == 40
+
+    torch.manual_seed(3)
+    head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(72, 2)).eval()
+    recycle.export(head, (torch.zeros(5, 8, 3, 3),), root / "head.pt2", cache=cache)
+    for split, hits in (("test", 40), ("other", 0)):
+        out = root / f"rows-{split}.csv"
+        r = run_tool("recycle-predict", "--cache", cache, "--head", root / "head.pt2", "--model",
+                     f"pt2:{package}", "--data", f"npy:{root / 'npy'}", "--split", split, "--out",
+                     out, "--json")
+        report = json.loads(r.stdout.splitlines()[-1])
+        x, _ = world["data"][split]
+        assert report["hits"] == hits and report["misses"] == len(x) - hits
+        with open(out) as f:
+            rows = list(csv.DictReader(f))
+        got = torch.tensor([[float(row["p_0"]), float(row["p_1"])] for row in rows])
+        with torch.no_grad():
+            want = torch.softmax(head(features(world["net"], x)), 1)
+        assert (got - want).abs().max().item() < 1e-4
+
+
+@needs_aoti
+def test_a_compiled_head_of_no_cache_or_of_another_is_refused(world):
+    root, cache, package = world["root"], world["cache"], world["package"]
+    head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(72, 2)).eval()
+    recycle.export(head, (torch.zeros(5, 8, 3, 3),), root / "nameless.pt2")
+    r = run_tool("recycle-predict", "--cache", cache, "--head", root / "nameless.pt2", "--model",
+                 f"pt2:{package}", "--data", f"npy:{root / 'npy'}", "--split", "test", "--out",
+                 root / "x.csv", check=False)
+    assert r.returncode != 0 and "records no cache" in r.stderr, r.stderr
+    r = build(cache, package, "train", "--recycle", "0.5", check=False)
+    assert r.returncode != 0 and "--recycle 1" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(HAS_AOTI, reason="this torch reads AOTInductor packages")
+def test_packages_are_refused_in_one_line_under_torch_1_13(tmp_path):
+    with pytest.raises(RuntimeError, match="torch >= 2.6"):
+        recycle.export(torch.nn.Linear(2, 2), (torch.zeros(1, 2),), tmp_path / "a.pt2")
+    write_npy(tmp_path / "npy", "train", 8, 0)
+    (tmp_path / "prefix.pt2").write_bytes(b"PK\x05\x06" + bytes(18))
+    r = build(tmp_path / "cache", tmp_path / "prefix.pt2", "train", check=False)
+    assert r.returncode != 0 and "torch >= 2.6" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "cache").exists()
