@@ -49,6 +49,16 @@ std::shared_ptr<Loader> open_package(const std::string& file, const std::string&
   }
 }
 
+// x with the strides of a contiguous tensor of its sizes. contiguous() is not enough: a tensor
+// whose size-1 dimensions have other strides counts as contiguous (a channels-last batch of one
+// channel: [N, 1, H, W] with strides [HW, 1, W, 1]), and a package given one computed other
+// values (torch 2.11: every output of a ResNet-18 prefix, by up to 8).
+torch::Tensor dense(const torch::Tensor& x) {
+  std::vector<int64_t> strides(x.dim(), 1);
+  for (int64_t d = x.dim() - 2; d >= 0; --d) strides[d] = strides[d + 1] * x.size(d + 1);
+  return x.strides() == c10::IntArrayRef(strides) ? x : x.clone(torch::MemoryFormat::Contiguous);
+}
+
 // The package: run on its device, one tensor in and one out. Its one buffer is the package's
 // digest (as ASCII), so that a fingerprint of the module covers the package's weights.
 class PackageBlockImpl : public nn::Module {
@@ -65,7 +75,7 @@ class PackageBlockImpl : public nn::Module {
   }
   torch::Tensor forward(torch::Tensor x) {
     const torch::Device back = x.device();
-    std::vector<torch::Tensor> out = loader_->run({x.to(device_).contiguous()});
+    std::vector<torch::Tensor> out = loader_->run({dense(x.to(device_))});
     if (out.size() != 1) {
       throw std::runtime_error("a pt2 package gave " + std::to_string(out.size()) +
                                " outputs; the engine takes one tensor (export a module that "
