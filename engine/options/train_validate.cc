@@ -292,6 +292,13 @@ void check_output_files(const TrainOptions& o, const Gave& gave) {
         {"--checkpoint", &o.checkpoint}};
     for (const auto& [flag, path] : outputs) {
       if (path->empty() && !gave(flag)) continue;
+      // recycle-predict reads a --head named *.pt2 as a compiled head (an AOTInductor package).
+      if (path->size() > 4 && path->compare(path->size() - 4, 4, ".pt2") == 0) {
+        throw InvalidArgument(std::string(flag) + " " + *path + ": the tools write tensor files, "
+                              "and read a .pt2 as an AOTInductor package: give another name "
+                              "(compile a head with recycle.export(head, example, FILE, "
+                              "cache=DIR))");
+      }
       const std::string problem = output_path_problem(*path);
       if (!problem.empty()) {
         throw InvalidArgument(std::string(flag) + (path->empty() ? "" : " " + *path) + ": " +

@@ -81,8 +81,16 @@ def export(module, example_inputs, path, dynamic_batch=True, dynamic_length=Fals
             program = torch.export.export(
                 module, inputs,
                 dynamic_shapes=_dynamic_shapes(inputs, dynamic_batch, dynamic_length))
-        return compile_and_package(program, package_path=path,
-                                   inductor_configs={"aot_inductor.metadata": metadata})
+        # Written beside, then renamed over path: a reader sees the old package or the new one.
+        partial = f"{path[:-4]}.partial-{os.getpid()}.pt2"
+        try:
+            compile_and_package(program, package_path=partial,
+                                inductor_configs={"aot_inductor.metadata": metadata})
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
+        return path
     finally:
         for m, training in modes:
             m.training = training

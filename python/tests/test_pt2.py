@@ -154,3 +154,11 @@ def test_packages_are_refused_in_one_line_under_torch_1_13(tmp_path):
     assert r.returncode != 0 and "torch >= 2.6" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_head_file_is_not_written_under_a_package_name(cli_fp32, tmp_path):
+    r = run_tool("recycle-train", "--cache", cli_fp32, "--epochs", "1", "--save-head",
+                 tmp_path / "head.pt2", check=False)
+    assert r.returncode == 2 and "recycle.export" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "head.pt2").exists()
