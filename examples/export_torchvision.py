@@ -72,7 +72,8 @@ def main():
     p.add_argument("--in-channels", type=int, default=3,
                    help="input channels of the stem (1 for Fashion-MNIST; default 3)")
     p.add_argument("--num-classes", type=int, default=1000, help="outputs of fc (default 1000)")
-    p.add_argument("--state-dict", help="weights for the torchvision model (torch.save'd state dict)")
+    p.add_argument("--state-dict",
+                   help="weights for the torchvision model (torch.save'd state dict)")
     p.add_argument("--seed", type=int, default=0, help="initialisation seed without --state-dict")
     p.add_argument("--size", type=int, default=28,
                    help="input height and width of the check and of a package (28)")

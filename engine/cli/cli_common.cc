@@ -176,8 +176,8 @@ void add_model_flags(CLI::App& app, ModelOptions* model) {
                      "; default: " + image_encoder + " for images, " + text_encoder +
                      " for text; e.g. " + resolve_encoder_spec(image_encoder).to_string() + ", " +
                      resolve_encoder_spec(text_encoder).to_string() +
-                     "), torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md), or pt2:FILE, "
-                     "an AOTInductor package from recycle.export, the whole prefix "
+                     "), torchscript:FILE, a scripted nn.Sequential (docs/torchscript.md), "
+                     "or pt2:FILE, an AOTInductor package from recycle.export, the whole prefix "
                      "(docs/pytorch2.md; torch >= 2.6 builds)")
       ->check(encoder_spec);
   app.add_option("--width", model->width,

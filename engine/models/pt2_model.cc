@@ -40,12 +40,20 @@ std::string first_line(const std::string& what) { return what.substr(0, what.fin
 
 using Loader = torch::inductor::AOTIModelPackageLoader;
 
+// The one line for a file the loader could not read (`what` names it: "--head", "pt2 model").
+std::invalid_argument not_a_package(const std::string& what, const std::string& file,
+                                    const std::exception& e) {
+  return std::invalid_argument(what + " " + file +
+                               " is not an AOTInductor package (write one with recycle.export, "
+                               "docs/pytorch2.md): " +
+                               first_line(e.what()));
+}
+
 std::shared_ptr<Loader> open_package(const std::string& file, const std::string& what) {
   try {
     return std::make_shared<Loader>(file, "model");
   } catch (const std::exception& e) {
-    throw std::invalid_argument(what + " " + file + " is not an AOTInductor package (write one "
-                                "with recycle.export, docs/pytorch2.md): " + first_line(e.what()));
+    throw not_a_package(what, file, e);
   }
 }
 
@@ -68,7 +76,7 @@ class PackageBlockImpl : public nn::Module {
     const auto meta = loader_->get_metadata();
     const auto key = meta.find("AOTI_DEVICE_KEY");
     device_ = key != meta.end() && key->second.rfind("cuda", 0) == 0 ? torch::Device(torch::kCUDA)
-                                                                      : torch::Device(torch::kCPU);
+                                                                     : torch::Device(torch::kCPU);
     torch::Tensor d = torch::empty({static_cast<int64_t>(digest.size())}, torch::kUInt8);
     std::copy(digest.begin(), digest.end(), d.data_ptr<uint8_t>());
     register_buffer("xxh3", d);
@@ -113,8 +121,9 @@ EncoderInfo pt2_info() {
   info.options = {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
                   {"in_height", 28, 1, 65536, "input height (set from the data)"},
                   {"in_width", 28, 1, 65536, "input width (set from the data)"}};
-  info.help = "an AOTInductor package from recycle.export or torch.export (pt2:FILE): the "
-              "whole package is the frozen prefix (--recycle 1), the head a new classifier";
+  info.help =
+      "an AOTInductor package from recycle.export or torch.export (pt2:FILE): the "
+      "whole package is the frozen prefix (--recycle 1), the head a new classifier";
   info.takes_file = true;
   return info;
 }
@@ -125,8 +134,7 @@ std::string pt2_digest(const std::string& path, const std::string& bytes) {
   try {
     meta = Loader::load_metadata_from_package(path, "model");
   } catch (const std::exception& e) {
-    throw std::invalid_argument("pt2 model " + path + " is not an AOTInductor package (write one "
-                                "with recycle.export, docs/pytorch2.md): " + first_line(e.what()));
+    throw not_a_package("pt2 model", path, e);
   }
   const auto w = meta.find("recycle.weights");
   if (w != meta.end() && is_hex_digest(w->second)) return w->second;
@@ -151,8 +159,10 @@ BlockModel make_pt2(const EncoderSpec& spec, int64_t classes) {
   } catch (const std::exception& e) {
     throw std::invalid_argument("pt2 model " + file + " does not run on a batch of " +
                                 std::to_string(c) + "x" + std::to_string(h) + "x" +
-                                std::to_string(w) + " float32 inputs (export it with a dynamic "
-                                "batch for this input shape): " + first_line(e.what()));
+                                std::to_string(w) +
+                                " float32 inputs (export it with a dynamic "
+                                "batch for this input shape): " +
+                                first_line(e.what()));
   }
   if (features.dim() < 2 || features.size(0) != 2 || features.scalar_type() != torch::kFloat32) {
     throw std::invalid_argument("pt2 model " + file + " gives " + features.toString() + " " +
@@ -160,7 +170,8 @@ BlockModel make_pt2(const EncoderSpec& spec, int64_t classes) {
                                 "caches float32 [N, ...] (export a module that returns one)");
   }
   if (!torch::isfinite(features).all().item<bool>()) {
-    throw std::invalid_argument("pt2 model " + file + ": its outputs on a probe batch are not "
+    throw std::invalid_argument("pt2 model " + file +
+                                ": its outputs on a probe batch are not "
                                 "finite (NaN or infinity): check its weights");
   }
   BlockModel model;

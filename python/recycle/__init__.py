@@ -32,5 +32,5 @@ from .build import build
 from .predict import predict, CachedPrefix
 from .pt2 import export
 
-__all__ = ["build", "export", "CachedDataset", "collate", "CachedLoader", "inspect", "verify", "predict",
-           "CachedPrefix", "StaleCacheError", "CorruptRecordError"]
+__all__ = ["build", "export", "CachedDataset", "collate", "CachedLoader", "inspect", "verify",
+           "predict", "CachedPrefix", "StaleCacheError", "CorruptRecordError"]

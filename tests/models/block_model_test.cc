@@ -54,7 +54,8 @@ TEST(EncoderRegistry, SpecsAreCompletedAndRoundTrip) {
   try {
     recycle::resolve_encoder_spec("vgg");
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("known: pt2, resnet18, torchscript"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: pt2, resnet18, torchscript"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,6 +1,8 @@
 // AOTInductor packages (engine/models/pt2_model.h): what the registry says of pt2:FILE without
 // a package. The packages themselves (export, build, train, predict) are tested from Python,
 // which makes them: python/tests/test_pt2.py.
+#include "engine/models/pt2_model.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,7 +10,6 @@
 
 #include "engine/models/block_model.h"
 #include "engine/models/encoder_registry.h"
-#include "engine/models/pt2_model.h"
 #include "tests/test_util.h"
 
 namespace {
