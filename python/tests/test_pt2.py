@@ -144,6 +144,34 @@ def test_a_compiled_head_of_no_cache_and_a_ratio_other_than_1_are_refused(world)
     assert r.returncode != 0 and "--recycle 1" in r.stderr, r.stderr
 
 
+class TokenMean(torch.nn.Module):
+    """A text prefix's shape: ids and mask [N, L] -> hidden states [N, L, D]."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.mix = torch.nn.Linear(8, 8)
+
+    def forward(self, ids, mask):
+        h = self.mix(self.embed(ids))
+        return h * mask.unsqueeze(-1).to(h.dtype)
+
+
+@needs_aoti
+def test_a_text_module_exports_with_a_dynamic_length(tmp_path):
+    torch.manual_seed(0)
+    net = TokenMean().eval()
+    ids, mask = torch.randint(0, 50, (3, 7)), torch.ones(3, 7, dtype=torch.int64)
+    path = recycle.export(net, (ids, mask), tmp_path / "text.pt2", dynamic_length=True)
+    package = torch._inductor.aoti_load_package(str(path))
+    for n, length in ((1, 1), (4, 7), (2, 33)):
+        ids = torch.randint(0, 50, (n, length))
+        mask = (torch.rand(n, length) > 0.3).to(torch.int64)
+        with torch.no_grad():
+            assert torch.allclose(package(ids, mask), net(ids, mask), atol=1e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.pt2"]  # no partial file left
+
+
 @pytest.mark.skipif(HAS_AOTI, reason="this torch reads AOTInductor packages")
 def test_packages_are_refused_in_one_line_under_torch_1_13(tmp_path):
     with pytest.raises(RuntimeError, match="torch >= 2.6"):
