@@ -4,7 +4,8 @@
     python bench/pt2_bench.py --tools DIR [--train 5000] [--test 1000] [--rounds 3] [--out DIR]
 
 Run with the python of a torch >= 2.6 environment that has the package `recycle` of that torch
-(the wheel's install, or a build tree on PYTHONPATH), torchvision and numpy; DIR holds the tools
+(the wheel's install, or a build tree on PYTHONPATH), torchvision and numpy (in the venv of
+scripts/torch2_venv.sh: pip install torchvision==0.26.0 pillow); DIR holds the tools
 (recycle-build, recycle-train, recycle-predict) of the same build. Fashion-MNIST (Debian's
 dataset-fashion-mnist) as npy float32 inputs, normalised; torchvision's ResNet-18 with a
 1-channel stem and 10 classes, random weights (seed 0; examples/export_torchvision.py):
