@@ -157,8 +157,12 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
   }
   // A prefix loaded from a program file (torchscript:FILE, pt2:FILE) without weights: --model
   // gives it (check_fits compares its spec and fingerprint with the cache's).
-  const bool file_model = m.weights_file.empty() && m.derived_blocks.empty() &&
-                          !o.model.empty() && built_from_a_program(m);
+  const bool program =
+      m.weights_file.empty() && m.derived_blocks.empty() && built_from_a_program(m);
+  if (program && o.weights.empty() && o.model.empty()) {
+    spec_with_given_file(m.model, "", "cache " + o.cache_dir);  // throws: give --model KIND:FILE
+  }
+  const bool file_model = program && !o.model.empty();
   if (o.weights.empty() && !file_model) {
     if (!m.derived_blocks.empty()) {
       throw InvalidArgument("--weights FILE is required: cache " + o.cache_dir +

@@ -140,6 +140,10 @@ def test_a_compiled_head_of_no_cache_and_a_ratio_other_than_1_are_refused(world)
                  f"pt2:{package}", "--data", f"npy:{root / 'npy'}", "--split", "test", "--out",
                  root / "x.csv", check=False)
     assert r.returncode != 0 and "records no cache" in r.stderr, r.stderr
+    r = run_tool("recycle-predict", "--cache", cache, "--head", root / "nameless.pt2",
+                 "--data", f"npy:{root / 'npy'}", "--split", "test", "--out", root / "x.csv",
+                 check=False)  # no --model: the package is named, not opened
+    assert r.returncode == 2 and "give --model pt2:FILE" in r.stderr, r.stderr
     r = build(cache, package, "train", "--recycle", "0.5", check=False)
     assert r.returncode != 0 and "--recycle 1" in r.stderr, r.stderr
 
