@@ -132,7 +132,7 @@ def test_a_head_trains_from_a_package_cache_and_a_compiled_head_serves_it(world)
 
 
 @needs_aoti
-def test_a_compiled_head_of_no_cache_and_a_ratio_other_than_1_are_refused(world):
+def test_a_compiled_head_of_no_cache_or_another_and_a_ratio_other_than_1_are_refused(world):
     root, cache, package = world["root"], world["cache"], world["package"]
     head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(72, 2)).eval()
     recycle.export(head, (torch.zeros(5, 8, 3, 3),), root / "nameless.pt2")
@@ -144,6 +144,15 @@ def test_a_compiled_head_of_no_cache_and_a_ratio_other_than_1_are_refused(world)
                  "--data", f"npy:{root / 'npy'}", "--split", "test", "--out", root / "x.csv",
                  check=False)  # no --model: the package is named, not opened
     assert r.returncode == 2 and "give --model pt2:FILE" in r.stderr, r.stderr
+    other = root / "cache-fp16"  # the same package, another codec: another cache
+    run_tool("recycle-build", "--data", f"npy:{root / 'npy'}", "--split", "test", "--model",
+             f"pt2:{package}", "--codec", "fp16", "--cache", other)
+    recycle.export(head, (torch.zeros(5, 8, 3, 3),), root / "other.pt2", cache=other)
+    r = run_tool("recycle-predict", "--cache", cache, "--head", root / "other.pt2", "--model",
+                 f"pt2:{package}", "--data", f"npy:{root / 'npy'}", "--split", "test", "--out",
+                 root / "x.csv", check=False)
+    assert r.returncode != 0 and "was trained for another cache" in r.stderr, r.stderr
+    assert "codec" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = build(cache, package, "train", "--recycle", "0.5", check=False)
     assert r.returncode != 0 and "--recycle 1" in r.stderr, r.stderr
 
