@@ -135,15 +135,6 @@ std::unique_ptr<ActivationStore> open_cache(const PredictOptions& o, Manifest* m
   return o.write_back ? open_cache_to_add(o.cache_dir, m) : open_cache_for_read(o.cache_dir, m);
 }
 
-// True when the cache's prefix was loaded from a program file (torchscript:FILE, pt2:FILE).
-bool built_from_a_program(const Manifest& m) {
-  try {
-    return encoder_info(EncoderSpec::parse(m.model).name).takes_file;
-  } catch (const std::invalid_argument&) {
-    return false;
-  }
-}
-
 // What the cache knows and the options left out: --classes, the list its splits were built with
 // (" classes=5-9" in their data descriptions). --weights is always the user's: the file the
 // manifest records is named in the refusal, never opened.
@@ -158,7 +149,7 @@ PredictOptions with_cache_defaults(const PredictOptions& given, const Manifest& 
   // A prefix loaded from a program file (torchscript:FILE, pt2:FILE) without weights: --model
   // gives it (check_fits compares its spec and fingerprint with the cache's).
   const bool program =
-      m.weights_file.empty() && m.derived_blocks.empty() && built_from_a_program(m);
+      m.weights_file.empty() && m.derived_blocks.empty() && loads_a_program(m.model);
   if (program && o.weights.empty() && o.model.empty()) {
     spec_with_given_file(m.model, "", "cache " + o.cache_dir);  // throws: give --model KIND:FILE
   }

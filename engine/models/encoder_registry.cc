@@ -134,19 +134,29 @@ EncoderSpec resolve_encoder_spec(const std::string& text) {
   return spec;
 }
 
-std::string spec_with_given_file(const std::string& stored, const std::string& given,
-                                 const std::string& whose) {
-  EncoderSpec spec;
+std::vector<EncoderOption> input_shape_options() {
+  return {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
+          {"in_height", 28, 1, 65536, "input height (set from the data)"},
+          {"in_width", 28, 1, 65536, "input width (set from the data)"}};
+}
+
+bool loads_a_program(const std::string& spec) {
+  EncoderSpec parsed;
   try {
-    spec = EncoderSpec::parse(stored);
+    parsed = EncoderSpec::parse(spec);
   } catch (const std::invalid_argument&) {
-    return stored;
+    return false;
   }
   const auto& entries = registry();
-  const bool takes_file = std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
-    return e.info.name == spec.name && e.info.takes_file;
+  return std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
+    return e.info.name == parsed.name && e.info.takes_file;
   });
-  if (!takes_file) return stored;
+}
+
+std::string spec_with_given_file(const std::string& stored, const std::string& given,
+                                 const std::string& whose) {
+  if (!loads_a_program(stored)) return stored;
+  EncoderSpec spec = EncoderSpec::parse(stored);
   const std::string flag = spec.name + ":FILE";
   if (given.empty()) {
     throw InvalidArgument(whose + " was made from the program " + spec.file + " (" + flag +

@@ -52,6 +52,14 @@ const EncoderInfo& encoder_info(const std::string& name);
 // result is canonical ("resnet18" -> "resnet18:width=16,in_channels=1") and round-trips.
 EncoderSpec resolve_encoder_spec(const std::string& text);
 
+// The input-shape options of an image model loaded from a file (torchscript, pt2), in this
+// order: in_channels, in_height, in_width, each set from the data.
+std::vector<EncoderOption> input_shape_options();
+
+// True when `spec` parses and names an encoder loaded from a program file (torchscript:FILE,
+// pt2:FILE); false for a built-in encoder or a spec that does not parse.
+bool loads_a_program(const std::string& spec);
+
 // The spec to make an encoder from when `stored` comes from data a user did not write as a
 // program (a cache's manifest, a weights file; `whose` names it: "cache DIR"): a model loaded from
 // a file (torchscript:FILE) is a program, so it is loaded only from the file the user gave

@@ -118,9 +118,7 @@ EncoderInfo pt2_info() {
   EncoderInfo info;
   info.name = "pt2";
   info.input = EncoderInput::kImage;
-  info.options = {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
-                  {"in_height", 28, 1, 65536, "input height (set from the data)"},
-                  {"in_width", 28, 1, 65536, "input width (set from the data)"}};
+  info.options = input_shape_options();
   info.help =
       "an AOTInductor package from recycle.export or torch.export (pt2:FILE): the "
       "whole package is the frozen prefix (--recycle 1), the head a new classifier";

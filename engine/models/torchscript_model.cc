@@ -159,9 +159,7 @@ EncoderInfo torchscript_info() {
   EncoderInfo info;
   info.name = "torchscript";
   info.input = EncoderInput::kImage;
-  info.options = {{"in_channels", 1, 1, 4096, "input channels (set from the data)"},
-                  {"in_height", 28, 1, 65536, "input height (set from the data)"},
-                  {"in_width", 28, 1, 65536, "input width (set from the data)"}};
+  info.options = input_shape_options();
   info.help = "a scripted nn.Sequential from torch.jit.save (torchscript:FILE); its named "
               "children are the blocks, the last one with parameters the classifier";
   info.takes_file = true;
