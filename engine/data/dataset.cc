@@ -24,7 +24,7 @@ const std::vector<std::string>& fashion_mnist_class_names() {
 int64_t Dataset::item_bytes() const {
   int64_t n = 1;
   for (int64_t d : item_shape) n *= d;
-  return float_pixels ? 4 * n : n;
+  return token_ids ? 8 * n : float_pixels ? 4 * n : n;
 }
 
 KeyInput Dataset::key_input(size_t i, TensorView* view) const {
@@ -33,11 +33,19 @@ KeyInput Dataset::key_input(size_t i, TensorView* view) const {
     in.text = texts[i];
     in.has_text = true;
   } else {
-    view->dtype = float_pixels ? "float32" : "uint8";
+    view->dtype = token_ids ? "int64" : float_pixels ? "float32" : "uint8";
     view->shape = item_shape;
     view->strides = TensorView::contiguous_strides(item_shape);
     view->data = item_pixels(i);
-    view->element_size = float_pixels ? 4 : 1;
+    if (token_ids) {  // the ids and mask of the text's own positions: padding is not content
+      const int64_t length = item_shape.at(1);
+      const auto* mask = reinterpret_cast<const int64_t*>(item_pixels(i)) + length;
+      int64_t valid = 0;
+      while (valid < length && mask[valid] != 0) ++valid;
+      view->shape = {2, valid};
+      view->strides = {length, 1};
+    }
+    view->element_size = token_ids ? 8 : float_pixels ? 4 : 1;
     in.tensor = view;
   }
   in.id = ids[i];

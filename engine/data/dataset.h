@@ -5,7 +5,8 @@
 //   tsv:FILE             `label<TAB>text` lines (see tsv_reader.h); the split only names it.
 //   tsv:DIR              a folder of such files, one per split: split S reads DIR/S.tsv.
 //   imagefolder:DIR      torchvision's ImageFolder layout, PNG and JPEG (source_imagefolder.cc).
-//   npy:DIR              DIR/<split>_x.npy (uint8 or float32) and <split>_y.npy (source_npy.cc).
+//   npy:DIR              DIR/<split>_x.npy (uint8 or float32; or integer token ids with
+//                        <split>_mask.npy) and <split>_y.npy (source_npy.cc).
 // Each source is a file of its own; data_source.h lists them.
 #pragma once
 
@@ -29,6 +30,10 @@ struct Dataset {
   // float_pixels (npy:DIR of float32: inputs made elsewhere, which image_batch takes as they are)
   std::vector<uint8_t> pixels;
   bool float_pixels = false;
+  // npy:DIR of integer token ids with their attention mask (a tokenizer's output): item_shape
+  // {2, L}, int64 values (host order), row 0 the ids, row 1 the mask (1s then 0s, at least one
+  // 1). Only a pt2 text prefix (recycle.export of recycle.hf.split's prefix) takes them.
+  bool token_ids = false;
   std::vector<std::string> texts;   // text: one per sample
   std::vector<int64_t> labels;      // 0..class_names.size()-1
   std::vector<std::string> ids;     // stable per-sample ids, e.g. "train/123" (source position)
@@ -41,9 +46,11 @@ struct Dataset {
   std::vector<float> norm_mean, norm_std;
 
   size_t size() const { return labels.size(); }
-  int64_t item_bytes() const;  // product(item_shape) times 1, or 4 for float_pixels
+  int64_t item_bytes() const;  // product(item_shape) times 1, 4 for float_pixels, 8 for token_ids
   const uint8_t* item_pixels(size_t i) const { return pixels.data() + i * item_bytes(); }
-  // What a keyer sees for sample i: the pixel tensor (uint8, item_shape), the text and the id.
+  // What a keyer sees for sample i: the pixel tensor (uint8, item_shape), the text and the id;
+  // token ids: int64 [2, its length], the ids and mask of its own positions (a view that skips
+  // the padding, so that the same text padded to another length has the same key).
   // `view` is storage for the tensor view and must outlive the returned input.
   KeyInput key_input(size_t i, TensorView* view) const;
 };

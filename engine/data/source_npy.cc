@@ -3,6 +3,9 @@
 // the classes are 0..max, named by their number). uint8 pixels go the IDX path's way (keyed as
 // stored, normalised like Fashion-MNIST); float32 ones are inputs made elsewhere, keyed as
 // float32 and given to the prefix as they are. The pixels are streamed from the file.
+// S_x.npy of int64 or int32, N x L, holds token ids (a tokenizer's input_ids) and needs
+// DIR/S_mask.npy, their attention mask (N x L, right padding): both are read whole and given
+// to a pt2 text prefix (Dataset::token_ids).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -199,23 +202,26 @@ class NpyPixels : public PixelSource {
   bool floats_;  // float32 values (checked finite as they are read)
 };
 
-// The labels of y.npy as int64.
-std::vector<int64_t> read_labels(const std::string& path) {
-  const NpyHeader h = read_npy_header(path);
+// Whether descr is a little-endian (or one-byte) integer dtype of 1, 2, 4 or 8 bytes, or bool.
+bool is_integer_dtype(const std::string& t) {
+  if (t == "|b1") return true;
+  return t.size() == 3 && (t[0] == '<' || t[0] == '|' || t[0] == '=') &&
+         (t[1] == 'i' || t[1] == 'u') && (t[2] == '1' || t[2] == '2' || t[2] == '4' || t[2] == '8');
+}
+
+// Every value of an integer (or bool) .npy file whose header is h, as int64, in C order.
+std::vector<int64_t> read_integers(const std::string& path, const NpyHeader& h) {
   const std::string& t = h.descr;
-  const bool ok_type = t.size() == 3 && (t[0] == '<' || t[0] == '|' || t[0] == '=') &&
-                       (t[1] == 'i' || t[1] == 'u') &&
-                       (t[2] == '1' || t[2] == '2' || t[2] == '4' || t[2] == '8');
-  if (!ok_type) bad(path, "labels of dtype " + t + " (expected integers)");
-  if (h.shape.size() != 1) bad(path, "labels must be one-dimensional (N,)");
   const int64_t size = element_size(t);
   check_size(path, h, size);
+  uint64_t count = 1;
+  for (int64_t d : h.shape) count *= static_cast<uint64_t>(d);
   std::ifstream in(path, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(h.data_offset));
-  std::string bytes(static_cast<size_t>(h.shape[0] * size), '\0');
+  std::string bytes(static_cast<size_t>(count * size), '\0');
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) bad(path, "ends early");
-  std::vector<int64_t> labels(static_cast<size_t>(h.shape[0]));
-  for (size_t i = 0; i < labels.size(); ++i) {
+  std::vector<int64_t> values(static_cast<size_t>(count));
+  for (size_t i = 0; i < values.size(); ++i) {
     const unsigned char* p = reinterpret_cast<const unsigned char*>(bytes.data()) + i * size;
     uint64_t u = 0;
     for (int64_t b = size; b-- > 0;) u = (u << 8) | p[b];  // little-endian
@@ -223,11 +229,83 @@ std::vector<int64_t> read_labels(const std::string& path) {
     if (t[1] == 'i' && size < 8 && (u >> (size * 8 - 1)) & 1) {
       v = static_cast<int64_t>(u) - (int64_t{1} << (size * 8));
     }
-    const std::string problem = class_id_problem(v, static_cast<int64_t>(i));
+    values[i] = v;
+  }
+  return values;
+}
+
+// The labels of y.npy as int64.
+std::vector<int64_t> read_labels(const std::string& path) {
+  const NpyHeader h = read_npy_header(path);
+  if (!is_integer_dtype(h.descr) || h.descr == "|b1") {
+    bad(path, "labels of dtype " + h.descr + " (expected integers)");
+  }
+  if (h.shape.size() != 1) bad(path, "labels must be one-dimensional (N,)");
+  std::vector<int64_t> labels = read_integers(path, h);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const std::string problem = class_id_problem(labels[i], static_cast<int64_t>(i));
     if (!problem.empty()) bad(path, problem);
-    labels[i] = v;
   }
   return labels;
+}
+
+// x.npy of integer token ids [N, L] and mask.npy, the tokenizer's attention mask of the same
+// shape: d's item_shape {2, L} and pixels, per sample L ids then L mask values as int64. Ids
+// must be >= 0, each mask row 1s then 0s (right padding) with at least one 1.
+void load_token_ids(const std::string& x, const NpyHeader& h, const std::string& mask_path,
+                    Dataset* d) {
+  if (h.shape.size() != 2) {
+    bad(x, "integer token ids must be N x L (a tokenizer's input_ids), not " +
+               std::to_string(h.shape.size()) + "-D");
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(mask_path, ec)) {
+    bad(x, "holds token ids; their attention mask " + mask_path +
+               " is missing (save the tokenizer's attention_mask there, N x L)");
+  }
+  const NpyHeader mh = read_npy_header(mask_path);
+  if (!is_integer_dtype(mh.descr)) {
+    bad(mask_path, "mask of dtype " + mh.descr + " (expected integers)");
+  }
+  if (mh.shape != h.shape) bad(mask_path, "mask's shape differs from " + x + "'s");
+  const std::vector<int64_t> ids = read_integers(x, h);
+  const std::vector<int64_t> mask = read_integers(mask_path, mh);
+  const int64_t n = h.shape[0], length = h.shape[1];
+  d->token_ids = true;
+  d->item_shape = {2, length};
+  d->pixels.resize(static_cast<size_t>(n * 2 * length * 8));
+  auto* out = reinterpret_cast<int64_t*>(d->pixels.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* row = ids.data() + i * length;
+    const int64_t* m = mask.data() + i * length;
+    for (int64_t j = 0; j < length; ++j) {
+      if (row[j] < 0) {
+        bad(x, "sample " + std::to_string(i) + " holds token id " + std::to_string(row[j]));
+      }
+      const bool after_padding = j > 0 && m[j - 1] == 0 && m[j] != 0;
+      if ((m[j] != 0 && m[j] != 1) || after_padding || (j == 0 && m[j] != 1)) {
+        bad(mask_path, "sample " + std::to_string(i) + "'s mask is not 1s then 0s (right padding " +
+                           "with at least one token: tokenize with padding_side=\"right\")");
+      }
+    }
+    std::copy_n(row, length, out + i * 2 * length);
+    std::copy_n(m, length, out + i * 2 * length + length);
+  }
+}
+
+// y.npy's labels for the n samples of x, their classes (0..max, named by number) and ids.
+void read_labels_of(const std::string& dir, const std::string& split, const std::string& x,
+                    const std::string& y, int64_t n, Dataset* d) {
+  d->labels = read_labels(y);
+  if (static_cast<int64_t>(d->labels.size()) != n) {
+    throw std::runtime_error(dir + ": " + std::to_string(n) + " samples in " + x + " but " +
+                             std::to_string(d->labels.size()) + " labels in " + y);
+  }
+  int64_t classes = 0;
+  for (int64_t l : d->labels) classes = std::max(classes, l + 1);
+  for (int64_t c = 0; c < classes; ++c) d->class_names.push_back(std::to_string(c));
+  d->ids.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) d->ids[i] = split + "/" + std::to_string(i);
 }
 
 SourceData load(const std::string& dir, const DatasetOptions& options, bool stream) {
@@ -235,15 +313,15 @@ SourceData load(const std::string& dir, const DatasetOptions& options, bool stre
   if (split.empty() || split.find('/') != std::string::npos || split == "." || split == "..") {
     throw std::invalid_argument("npy:" + dir + ": split '" + split + "' cannot name a file");
   }
-  const std::string x = (std::filesystem::path(dir) / (split + "_x.npy")).string();
-  const std::string y = (std::filesystem::path(dir) / (split + "_y.npy")).string();
+  const std::filesystem::path folder(dir);
+  const std::string x = (folder / (split + "_x.npy")).string();
+  const std::string y = (folder / (split + "_y.npy")).string();
   const NpyHeader h = read_npy_header(x);
   const bool is_float = h.descr == "<f4";
-  if (!is_float && h.descr != "|u1" && h.descr != "<u1") {
-    bad(x, "dtype " + h.descr + " (expected uint8 or float32, little-endian)");
-  }
-  if (h.shape.size() != 4 && h.shape.size() != 3) {
-    bad(x, "must be N x C x H x W (or N x H x W), not " + std::to_string(h.shape.size()) + "-D");
+  const bool is_tokens = h.descr == "<i8" || h.descr == "<i4";
+  if (!is_float && !is_tokens && h.descr != "|u1" && h.descr != "<u1") {
+    bad(x, "dtype " + h.descr + " (expected uint8 or float32 inputs, or int64 or int32 token " +
+               "ids; little-endian)");
   }
   for (int64_t d : h.shape) {
     if (d < 1) bad(x, "has a dimension of 0");
@@ -251,23 +329,21 @@ SourceData load(const std::string& dir, const DatasetOptions& options, bool stre
   SourceData out;
   out.canonical = "npy:" + dir;
   Dataset& d = out.data;
+  if (is_tokens) {  // held whole: ids and masks are small beside the records they make
+    load_token_ids(x, h, (folder / (split + "_mask.npy")).string(), &d);
+    read_labels_of(dir, split, x, y, h.shape[0], &d);
+    return out;
+  }
+  if (h.shape.size() != 4 && h.shape.size() != 3) {
+    bad(x, "must be N x C x H x W (or N x H x W), not " + std::to_string(h.shape.size()) + "-D");
+  }
   d.float_pixels = is_float;
   d.item_shape = h.shape.size() == 4 ? std::vector<int64_t>{h.shape[1], h.shape[2], h.shape[3]}
                                      : std::vector<int64_t>{1, h.shape[1], h.shape[2]};
   check_size(x, h, is_float ? 4 : 1);  // first: it names the file when the shape overflows
-  const int64_t item = d.item_bytes();
-  d.labels = read_labels(y);
   const int64_t n = h.shape[0];
-  if (static_cast<int64_t>(d.labels.size()) != n) {
-    throw std::runtime_error(dir + ": " + std::to_string(n) + " samples in " + x + " but " +
-                             std::to_string(d.labels.size()) + " labels in " + y);
-  }
-  int64_t classes = 0;
-  for (int64_t l : d.labels) classes = std::max(classes, l + 1);
-  for (int64_t c = 0; c < classes; ++c) d.class_names.push_back(std::to_string(c));
-  d.ids.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) d.ids[i] = split + "/" + std::to_string(i);
-  out.source = std::make_shared<NpyPixels>(x, h.data_offset, n, item, is_float);
+  read_labels_of(dir, split, x, y, n, &d);
+  out.source = std::make_shared<NpyPixels>(x, h.data_offset, n, d.item_bytes(), is_float);
   (void)stream;  // loaded whole, load_dataset reads every row through the source
   return out;
 }

@@ -29,6 +29,7 @@
 #include "engine/jobs/prediction_rows.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
+#include "engine/models/preprocess.h"  // kTokenIdsPreprocess
 #include "engine/models/pt2_model.h"
 #include "engine/models/transformer.h"
 #include "engine/precompute/chunk_encoder.h"
@@ -521,6 +522,11 @@ PredictReport run_predict(const PredictOptions& given) {
   Manifest m;
   std::unique_ptr<ActivationStore> store = open_cache(given, &m);
   const PredictOptions o = with_cache_defaults(given, m);
+  if (m.preprocess == kTokenIdsPreprocess) {
+    throw std::invalid_argument("cache " + given.cache_dir + " holds the hidden states of token "
+                                "ids (a pt2 text prefix's): recycle-predict does not serve them "
+                                "yet; run its head in Python (docs/pytorch2.md)");
+  }
   // The output before any work: a directory it cannot be written in fails first. Rows go to a
   // temporary file that replaces o.out only when every row is written.
   AtomicFile out_file(output_target(o));

@@ -28,6 +28,7 @@
 #include "engine/models/encoder_registry.h"
 #include "engine/models/memory_format.h"
 #include "engine/models/model_setup.h"
+#include "engine/models/preprocess.h"  // kTokenIdsPreprocess
 #include "engine/models/split_model.h"
 #include "engine/models/tensor_file.h"  // is_torch_archive
 #include "engine/models/torchscript_model.h"
@@ -450,6 +451,12 @@ void plan_memory_and_reopen(const TrainOptions& o, TrainCache* c, TrainReport* r
 // classes drawn from the seed).
 BlockStack make_cache_head(const TrainOptions& o, const torch::Device& device, DistContext* dist,
                            const TrainCache& c, bool script, BlockModel* model) {
+  if (!script && c.m.preprocess == kTokenIdsPreprocess) {
+    throw std::invalid_argument("cache " + o.cache_dir + " holds the hidden states of token ids "
+                                "(a pt2 text prefix's): recycle-train's heads do not take them; "
+                                "train its head in Python (recycle.CachedLoader and "
+                                "recycle.hf.split's head, docs/pytorch2.md) or give --script-head");
+  }
   if (script) {
     std::string digest;
     BlockStack head = load_script_head(o.script_head, &digest);
@@ -602,6 +609,10 @@ TrainReport train_from_data(const TrainOptions& o, const torch::Device& device, 
   TrainReport report;
   const DatasetOptions data_options = with_encoder_input(o.data, o.model);
   const Dataset data = load_dataset(data_options);
+  if (data.token_ids) {
+    throw std::invalid_argument(o.data.spec + " holds token ids: build their cache with "
+                                "recycle-build and train its head in Python (docs/pytorch2.md)");
+  }
   ModelOptions mo = o.model;
   mo.seed = o.hyper.seed;
   PreparedModel pm = prepare_model(mo, data, o.recycle, o.split_at, device);

@@ -35,6 +35,13 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
   if (input != info.input) {
     throw std::invalid_argument(spec.name + " needs " + input_name(info.input) + " data");
   }
+  if (spec.name == pt2_info().name) {
+    check_pt2_input(spec.file, data.token_ids);
+  } else if (data.token_ids) {
+    throw std::invalid_argument("token ids (npy:DIR with SPLIT_mask.npy) are the input of a text "
+                                "prefix from recycle.export: give --model pt2:FILE, not " +
+                                spec.name);
+  }
   if (!options.weights.empty() && !options.encoder.empty() &&
       !EncoderSpec::parse(options.encoder).options.empty()) {
     throw std::invalid_argument(
@@ -50,8 +57,9 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
     }
     spec.set("max_tokens", options.max_tokens);
   }
-  // The input shape's options come from the data (C, H, W of one sample).
-  for (size_t i = 0; i < 3; ++i) {
+  // The input shape's options come from the data (C, H, W of one sample); token ids have none
+  // (their padded length is not part of the model: texts are keyed without padding).
+  for (size_t i = 0; i < 3 && !data.token_ids; ++i) {
     if (spec.has(kShapeOptions[i]) && i < data.item_shape.size()) {
       spec.set(kShapeOptions[i], data.item_shape[i]);
     }

@@ -1,5 +1,6 @@
 #include "engine/models/preprocess.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@ std::string preprocess_spec() {
 }
 
 std::string preprocess_spec(const Dataset& data) {
+  if (data.token_ids) return kTokenIdsPreprocess;
   if (data.float_pixels) return "float32 as stored";
   if (data.transform.empty()) return preprocess_spec();
   return "files:" + data.transform + (data.norm_mean.empty() ? ";" + preprocess_spec() : "");
@@ -18,6 +20,7 @@ std::string preprocess_spec(const Dataset& data) {
 torch::Tensor image_batch(const Dataset& data, const int64_t* indices, int64_t n,
                           const torch::Device& device) {
   if (data.is_text) throw std::invalid_argument("image_batch: the dataset holds text");
+  if (data.token_ids) return token_id_batch(data, indices, n, device);
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), data.item_shape.begin(), data.item_shape.end());
   // For a GPU the pixels go up as they are stored (uint8: a quarter of float32's bytes), from
@@ -50,6 +53,29 @@ torch::Tensor image_batch(const Dataset& data, const int64_t* indices, int64_t n
                         .sub_(per_channel(data.norm_mean))
                         .div_(per_channel(data.norm_std));
   return x.to(device);
+}
+
+torch::Tensor token_id_batch(const Dataset& data, const int64_t* indices, int64_t n,
+                             const torch::Device& device) {
+  if (!data.token_ids) {
+    throw std::invalid_argument("token_id_batch: the dataset holds no token ids");
+  }
+  const int64_t length = data.item_shape.at(1);
+  int64_t longest = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* mask = reinterpret_cast<const int64_t*>(data.item_pixels(indices[i])) + length;
+    int64_t valid = 0;
+    while (valid < length && mask[valid] != 0) ++valid;  // 1s then 0s (source_npy.cc)
+    longest = std::max(longest, valid);
+  }
+  torch::Tensor batch = torch::empty({n, 2, longest}, torch::kInt64);
+  int64_t* dst = batch.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* src = reinterpret_cast<const int64_t*>(data.item_pixels(indices[i]));
+    std::memcpy(dst + (2 * i) * longest, src, longest * 8);
+    std::memcpy(dst + (2 * i + 1) * longest, src + length, longest * 8);
+  }
+  return batch.to(device);
 }
 
 }  // namespace recycle

@@ -12,6 +12,12 @@
 // ("pt2:/abs/prefix.pt2,xxh3=HEX,in_channels=3,in_height=64,in_width=64"), and the block
 // registers it as its one buffer, so the prefix's fingerprint covers it.
 //
+// A text prefix (recycle.export of recycle.hf.split's prefix: metadata "recycle.input" =
+// "tokens") takes token ids and their attention mask, each int64 [N, L], and returns the hidden
+// states [N, L, H] (and the mask). Its block takes the two as one int64 [N, 2, L] (npy token ids,
+// token_id_batch) and gives the packed text features [N, L, H + 1] of engine/models/transformer.h
+// (the mask as the last channel); its classifier pools over the mask (Pooling::kMaskedMean).
+//
 // Reading packages needs LibTorch >= 2.6 (torch::inductor::AOTIModelPackageLoader); under an
 // older LibTorch (Debian's 1.13) every function here refuses a package in one line that says
 // which build reads it. This header does not include LibTorch.
@@ -36,6 +42,12 @@ EncoderInfo pt2_info();
 // when it is 32 hex digits, else the XXH3-128 of `bytes`. Throws std::invalid_argument for a file
 // that is not an AOTInductor package, or under a build that cannot read one.
 std::string pt2_digest(const std::string& path, const std::string& bytes);
+
+// Throws std::invalid_argument in one line when the package `file` and the data do not fit: a
+// text prefix (it takes token ids) without token ids (`token_ids` false), or token ids for a
+// package that takes images. Under a build that cannot read packages, the one line make_pt2
+// gives.
+void check_pt2_input(const std::string& file, bool token_ids);
 
 // Loads the package for a resolved spec (one block, "package"; a new classifier of `classes`
 // outputs). Throws std::invalid_argument for a file that is not a package, that does not run on a

@@ -52,6 +52,11 @@ RecordLayout text_record_layout(int64_t d_model, Codec codec) {
           TensorLayout{"length", Dtype::kInt64, {}}};
 }
 
+RecordLayout token_record_layout(int64_t hidden, Codec codec) {
+  return {TensorLayout{"hidden", Dtype::kFloat32, {kVariableDim, hidden}, codec},
+          TensorLayout{"mask", Dtype::kInt64, {kVariableDim}}};
+}
+
 SplitBuild::SplitBuild(BuildOptions options, std::unique_ptr<SplitInputs> inputs,
                        std::unique_ptr<ChunkEncoder> encoder)
     : options_(std::move(options)),

@@ -186,4 +186,9 @@ class ChunkWriter {
 // from the lengths (engine/train/text_batches.h).
 RecordLayout text_record_layout(int64_t d_model, Codec codec);
 
+// What every record of a cache built from token ids holds, as recycle.build makes it from
+// recycle.hf.split's prefix: "hidden" float32 [length, hidden] (encoded by `codec`) and "mask"
+// int64 [length] (1s: the valid positions). recycle.CachedLoader pads both per batch.
+RecordLayout token_record_layout(int64_t hidden, Codec codec);
+
 }  // namespace recycle

@@ -68,6 +68,29 @@ Manifest requested_text_manifest(const PreparedModel& pm, const std::string& key
   return m;
 }
 
+// The manifest a run over token ids asks for: identity, the ids as the preprocessing, and
+// records as recycle.build makes them from recycle.hf.split's prefix (token_record_layout, H
+// the prefix's width: a probe forward's).
+Manifest requested_token_manifest(PreparedModel& pm, const std::string& keyer_spec,
+                                  Codec codec, const Dataset& data, const torch::Device& device) {
+  Manifest m;
+  set_prefix_identity(pm.model, pm.split, &m);
+  m.keyer = keyer_spec;
+  m.codec = codec;
+  m.preprocess = preprocess_spec(data);
+  // No input shape: the padded length is not the content (texts are keyed without padding),
+  // so the same texts padded to another length are the same cache.
+  torch::NoGradGuard no_grad;
+  const torch::Tensor probe =
+      pm.split.prefix->forward(torch::ones({1, 2, std::min<int64_t>(data.item_shape.at(1), 2)},
+                                           torch::TensorOptions(torch::kInt64).device(device)));
+  m.record_layout = token_record_layout(probe.size(2) - 1, codec);
+  m.record_shapes = layout_shapes(m.record_layout);
+  m.class_names = data.class_names;
+  m.classifier = classifier_word(pm.classifier_is_new);
+  return m;
+}
+
 // The codec's refusal of a sample's values, as one line that names the sample.
 [[noreturn]] void throw_for_sample(const Dataset& data, int64_t pos, const CodecRangeError& e) {
   const std::string id = pos < static_cast<int64_t>(data.ids.size()) ? data.ids[pos] + " " : "";
@@ -76,7 +99,8 @@ Manifest requested_text_manifest(const PreparedModel& pm, const std::string& key
 }
 
 // Per text of packed outputs [m, L, D + 1]: its valid positions' hidden states and its length
-// (the mask channel's sum), encoded by `codec` into records[r].
+// (the mask channel's sum), encoded by `codec` into records[r]; for token ids
+// (token_record_layout) the hidden states and a mask of as many 1s.
 void encode_text_records(const torch::Tensor& outputs, int64_t d, Codec codec, const Dataset& data,
                          const std::vector<int64_t>& pos, std::vector<std::string>* records) {
   const int64_t m = outputs.size(0), length = outputs.size(1);
@@ -91,11 +115,13 @@ void encode_text_records(const torch::Tensor& outputs, int64_t d, Codec codec, c
                              std::to_string(length));
     }
   }
+  const std::vector<int64_t> ones(static_cast<size_t>(length), 1);
   parallel_loop(m, [&](int64_t r) {
     try {
-      (*records)[r] =
-          encode_record({TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec),
-                         TypedArrayRef::exact(len + r, {})});
+      const TypedArrayRef hidden = TypedArrayRef::floats(base + r * length * d, {len[r], d}, codec);
+      (*records)[r] = encode_record({hidden, data.token_ids
+                                                 ? TypedArrayRef::exact(ones.data(), {len[r]})
+                                                 : TypedArrayRef::exact(len + r, {})});
     } catch (const CodecRangeError& e) {
       throw_for_sample(data, pos[r], e);
     }
@@ -111,7 +137,7 @@ ChunkEncoder::ChunkEncoder(SplitInputs& inputs, const BuildOptions& o)
   // Images run the folded prefix; the plain one (eval mode) makes text records: nothing of a
   // transformer folds.
   prefix_->use_model(prepare_model(o.model, data, o.recycle, o.split_at, prefix_->device()),
-                     /*fold=*/!data.is_text);
+                     /*fold=*/!data.is_text && !data.token_ids);
   PreparedModel& pm = prefix_->model();
   if (pm.split.prefix_blocks == 0) {
     throw std::invalid_argument(
@@ -123,8 +149,10 @@ ChunkEncoder::ChunkEncoder(SplitInputs& inputs, const BuildOptions& o)
                                 "bf16 or fp16 for that)");
   }
   const std::string keyer = inputs_.keyer().spec();
-  requested_ = data.is_text ? requested_text_manifest(pm, keyer, codec_, data)
-                            : requested_manifest(pm, keyer, codec_, data, prefix_->device());
+  const torch::Device& device = prefix_->device();
+  requested_ = data.is_text     ? requested_text_manifest(pm, keyer, codec_, data)
+               : data.token_ids ? requested_token_manifest(pm, keyer, codec_, data, device)
+                                : requested_manifest(pm, keyer, codec_, data, device);
   requested_.weights_file = weights_path(o.model.weights);
   set_prefix_precision(o.precision, &requested_);
   record_shape_ = requested_.record_shapes.at(0);
@@ -153,7 +181,7 @@ void ChunkEncoder::start(BuildChunk* chunk) {
   chunk->started = false;
   if (chunk->compute_pos.empty()) return;
   const torch::Tensor in = inputs(*chunk);
-  chunk->input_length = in.dim() > 1 ? in.size(1) : 0;
+  chunk->input_length = input_length(in);
   prefix_->start(in);
   chunk->started = true;
 }
@@ -190,15 +218,23 @@ torch::Tensor ChunkEncoder::inputs(const BuildChunk& chunk) {
 }
 
 torch::Tensor ChunkEncoder::prefix_outputs(const torch::Tensor& in) {
-  return checked(prefix_->run(in), in.size(0), in.dim() > 1 ? in.size(1) : 0);
+  return checked(prefix_->run(in), in.size(0), input_length(in));
+}
+
+int64_t ChunkEncoder::input_length(const torch::Tensor& in) const {
+  if (inputs_.data().token_ids) return in.size(2);  // [m, 2, L]
+  return in.dim() > 1 ? in.size(1) : 0;
 }
 
 torch::Tensor ChunkEncoder::checked(const torch::Tensor& out, int64_t m, int64_t length) {
   const std::vector<int64_t>& shape = record_shape_;
   prefix_seconds_ += prefix_->last_seconds();
-  // Per sample: the record shape; text: the packed features [L, D + 1] of the chunk's longest L.
-  const std::vector<int64_t> expected =
-      inputs_.data().is_text ? std::vector<int64_t>{length, shape.at(1) + 1} : shape;
+  // Per sample: the record shape; text and token ids: the packed features [L, D + 1] of the
+  // chunk's longest L.
+  const Dataset& data = inputs_.data();
+  const std::vector<int64_t> expected = data.is_text || data.token_ids
+                                            ? std::vector<int64_t>{length, shape.at(1) + 1}
+                                            : shape;
   // Records are cut from this buffer by the manifest's shape: check it every time.
   if (out.dim() < 1 || out.size(0) != m || out.sizes().slice(1).vec() != expected) {
     throw std::runtime_error("the prefix made outputs of shape " + shape_string(out.sizes().vec()) +
@@ -213,7 +249,7 @@ void ChunkEncoder::encode(const torch::Tensor& outputs, BuildChunk* chunk) {
   const Codec codec = codec_;
   const Dataset& data = inputs_.data();
   chunk->records.resize(m);
-  if (data.is_text) {
+  if (data.is_text || data.token_ids) {
     encode_text_records(outputs, shape.at(1), codec, data, chunk->compute_pos, &chunk->records);
     return;
   }

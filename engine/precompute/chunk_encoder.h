@@ -63,7 +63,8 @@ class ChunkEncoder {
 
   // compute step by step. The prefix's input for chunk.compute_pos: float32 [m, C, H, W] on the
   // prefix's device (another cache's split: its decoded records; text: byte tokens int64
-  // [m, L] of the texts as the keyer hashes them, L the chunk's longest).
+  // [m, L] of the texts as the keyer hashes them, L the chunk's longest; token ids: int64
+  // [m, 2, L], token_id_batch's).
   torch::Tensor inputs(const BuildChunk& chunk);
   // The prefix on such inputs (no grad), checked: float32, contiguous, on the CPU; images
   // [m, ...record shape], text the packed features [m, L, D + 1] of engine/models/transformer.h
@@ -81,6 +82,8 @@ class ChunkEncoder {
   double prefix_share() const { return prefix_share_; }
 
  private:
+  // The tokens per input of a text or token-id batch (0 for images).
+  int64_t input_length(const torch::Tensor& in) const;
   // The prefix's outputs of m inputs (text: of `length` tokens), checked; its time counted.
   torch::Tensor checked(const torch::Tensor& out, int64_t m, int64_t length);
   // The head timed on up to 64 of a chunk's prefix outputs, against the prefix's time for the

@@ -163,7 +163,9 @@ SplitInputs::SplitInputs(const DatasetOptions& data, const std::string& keyer_sp
     }
     if (data_.float_pixels || data_.item_shape.size() != 3) {
       throw std::invalid_argument("--augment needs images of uint8 pixels; " + data.spec +
-                                  " holds float32 inputs, which are taken as they are");
+                                  (data_.token_ids ? " holds token ids"
+                                                   : " holds float32 inputs, which are taken "
+                                                     "as they are"));
     }
     augment_ = Augment::parse(augment);
     augment_.check_image(data_.item_shape[1], data_.item_shape[2]);

@@ -11,6 +11,7 @@ that every layer shares: they are the prefix's (frozen; the head's layers get th
 DeBERTa-v2's ConvLayer runs on layer 0's input and output: with the prefix when k >= 1, in the
 head when k = 0."""
 import collections
+import contextlib
 import threading
 
 import torch
@@ -45,6 +46,28 @@ def stop_at(layer):
     def hook(module, args, kwargs):
         raise Stop(args, kwargs)
     return layer.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+@contextlib.contextmanager
+def cut_at(base, family, layers, k):
+    """While it is open, the base model's forward runs layers 0..k-1 only and returns their output
+    as last_hidden_state: its list of layers is cut to the first k, and its pooler and what runs
+    after the layers (family.after; kept when k is every layer) are identities. The model's own
+    forward, with no hook, so that torch.export can trace it (recycle.export of a Prefix)."""
+    holder_path, _, name = family.layers.rpartition(".")
+    holder = _attribute(base, holder_path) if holder_path else base
+    swaps = [] if k == len(layers) else [(holder, name, nn.ModuleList(list(layers)[:k]))]
+    after = ("pooler",) + (tuple(family.after) if k < len(layers) else ())
+    swaps += [(base, n, nn.Identity()) for n in after if isinstance(getattr(base, n, None), nn.Module)]
+    with _PATCHING:
+        kept = [(owner, n, getattr(owner, n)) for owner, n, _ in swaps]
+        try:
+            for owner, n, module in swaps:
+                setattr(owner, n, module)
+            yield
+        finally:
+            for owner, n, module in kept:
+                setattr(owner, n, module)
 
 
 def _attribute(root, path):

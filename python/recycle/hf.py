@@ -56,6 +56,7 @@ class Prefix(nn.Module):
         super().__init__()
         object.__setattr__(self, "_base", base)  # run, not owned: its later layers are the head's
         object.__setattr__(self, "_stop", layers[k] if k < len(layers) else None)
+        object.__setattr__(self, "_cut", (family, layers))  # for for_export
         self.k = k
         # What the prefix computes, owned so that its state_dict is the cache's identity: every
         # part of the base but the layers' container, the pooler and what runs after the layers
@@ -88,6 +89,29 @@ class Prefix(nn.Module):
             finally:
                 handle.remove()
         return {"hidden": hidden, "mask": inputs["attention_mask"].to(torch.int64)}
+
+    def for_export(self):
+        """This prefix as a module of tensors that torch.export traces (recycle.export takes the
+        prefix itself and calls this): forward(input_ids, attention_mask) -> (hidden, mask), the
+        model's own forward with its layers cut to the first k (_hf_layers.cut_at) instead of
+        stopped by a hook. token_type_ids are left out (the model's default: zeros, what a
+        tokenizer gives one text)."""
+        return _TokensPrefix(self)
+
+
+class _TokensPrefix(nn.Module):
+    """Prefix.for_export's module; its state_dict is the prefix's (under "prefix.")."""
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.prefix = prefix
+
+    def forward(self, input_ids, attention_mask):
+        prefix = self.prefix
+        family, layers = prefix._cut
+        with _hf_layers.cut_at(prefix._base, family, layers, prefix.k):
+            out = prefix._base(input_ids=input_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, attention_mask.to(torch.int64)
 
 
 class Head(nn.Module):

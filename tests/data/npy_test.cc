@@ -99,6 +99,60 @@ TEST(Npy, NonFiniteInputsAreRefusedNamingTheSample) {
   }
 }
 
+TEST(Npy, TokenIdsLoadWithTheirMaskAndAreKeyedAsInt64) {
+  TempDir dir;
+  const std::vector<int32_t> ids = {101, 7, 102, 0, 101, 102, 0, 0, 101, 5, 6, 102};  // 3 x 4
+  const std::vector<uint8_t> mask = {1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1};
+  const std::vector<uint8_t> y = {1, 0, 1};
+  write_file(dir.file("train_x.npy"), npy_bytes("<i4", {3, 4}, ids.data(), ids.size() * 4));
+  write_file(dir.file("train_mask.npy"), npy_bytes("|u1", {3, 4}, mask.data(), mask.size()));
+  write_file(dir.file("train_y.npy"), npy_bytes("|u1", {3}, y.data(), 3));
+  DatasetOptions o = npy_options(dir);
+  o.classes = "1";
+  const Dataset d = load_dataset(o);
+  EXPECT_TRUE(d.token_ids);
+  EXPECT_FALSE(d.is_text);
+  EXPECT_EQ(d.item_shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(d.item_bytes(), 64);
+  ASSERT_EQ(d.size(), 2u);
+  int64_t second[8];  // sample 2: its ids, then its mask
+  std::memcpy(second, d.item_pixels(1), 64);
+  EXPECT_EQ(std::vector<int64_t>(second, second + 8),
+            (std::vector<int64_t>{101, 5, 6, 102, 1, 1, 1, 1}));
+  TensorView view;
+  const KeyInput in = d.key_input(0, &view);
+  EXPECT_EQ(in.tensor->dtype, "int64");
+  EXPECT_EQ(in.tensor->element_size, 8u);
+  EXPECT_EQ(in.tensor->shape, (std::vector<int64_t>{2, 3}));  // its own 3 positions
+  EXPECT_EQ(in.tensor->strides, (std::vector<int64_t>{4, 1}));
+}
+
+TEST(Npy, BadTokenIdsAndMasksAreRefusedNamingTheSample) {
+  TempDir dir;
+  const std::vector<int64_t> ids = {101, 7, 102, 101, 102, 0};
+  const std::vector<uint8_t> y = {1, 0};
+  write_file(dir.file("train_x.npy"), npy_bytes("<i8", {2, 3}, ids.data(), ids.size() * 8));
+  write_file(dir.file("train_y.npy"), npy_bytes("|u1", {2}, y.data(), 2));
+  std::string e = error_of([&] { load_dataset(npy_options(dir)); });
+  EXPECT_NE(e.find("train_mask.npy is missing"), std::string::npos) << e;
+  const std::vector<uint8_t> left = {1, 1, 1, 0, 1, 1};  // sample 1 padded on the left
+  write_file(dir.file("train_mask.npy"), npy_bytes("|u1", {2, 3}, left.data(), 6));
+  e = error_of([&] { load_dataset(npy_options(dir)); });
+  EXPECT_NE(e.find("train_mask.npy: sample 1's mask is not 1s then 0s"), std::string::npos) << e;
+  write_file(dir.file("train_mask.npy"), npy_bytes("|u1", {3, 2}, left.data(), 6));
+  e = error_of([&] { load_dataset(npy_options(dir)); });
+  EXPECT_NE(e.find("mask's shape differs"), std::string::npos) << e;
+  const std::vector<int64_t> negative = {101, -3, 102, 101, 102, 0};
+  const std::vector<uint8_t> right = {1, 1, 1, 1, 1, 0};
+  write_file(dir.file("train_mask.npy"), npy_bytes("|u1", {2, 3}, right.data(), 6));
+  write_file(dir.file("train_x.npy"), npy_bytes("<i8", {2, 3}, negative.data(), 48));
+  e = error_of([&] { load_dataset(npy_options(dir)); });
+  EXPECT_NE(e.find("train_x.npy: sample 0 holds token id -3"), std::string::npos) << e;
+  write_file(dir.file("train_x.npy"), npy_bytes("<i8", {2, 3, 1}, ids.data(), 48));
+  e = error_of([&] { load_dataset(npy_options(dir)); });
+  EXPECT_NE(e.find("integer token ids must be N x L"), std::string::npos) << e;
+}
+
 TEST(Npy, BadFilesAreNamed) {
   TempDir dir;
   const std::vector<uint8_t> y = {0, 1};
