@@ -192,3 +192,20 @@ class LayerArguments:
                         layer.__dict__.pop("forward", None)  # the class's forward again
                     else:
                         layer.forward = forward
+
+
+def sentence_transformer(model, pooling):
+    """(its transformers model, its modules after the transformer, their output's width) of a
+    sentence-transformers model (an nn.Sequential whose first module holds `auto_model`), or
+    (model, (), None) for any other."""
+    if not (isinstance(model, nn.Sequential) and len(model) and hasattr(model[0], "auto_model")):
+        return model, (), None
+    if pooling is not None:
+        raise ValueError(f"recycle.hf.split: a SentenceTransformer pools with its own modules "
+                         f"({', '.join(type(m).__name__ for m in list(model)[1:])}), as encode "
+                         f"does; leave pooling unset, not {pooling!r}")
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension (now deprecated).
+    dimension = getattr(model, "get_embedding_dimension", None) or \
+        getattr(model, "get_sentence_embedding_dimension", lambda: None)
+    width = dimension()
+    return model[0].auto_model, tuple(model)[1:], width

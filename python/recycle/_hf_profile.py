@@ -106,8 +106,7 @@ def profile(model, tokenizer, texts, batch_size=16, max_length=128, batches=2, r
     cached_s (seconds of a step of batch_size texts), vs_full and vs_online (the head epoch's
     speedup against each: full_s / cached_s, online_s / cached_s), cache_bytes (the records of
     all `texts`). Prints the table to `file` (sys.stdout when None; False: nothing)."""
-    from .hf import _sentence_transformer
-    model, _, _ = _sentence_transformer(model, None)
+    model, _, _ = _hf_layers.sentence_transformer(model, None)
     base, _, layers = _hf_layers.base_and_layers(model)
     texts = list(texts)
     if not texts:

@@ -1,20 +1,13 @@
 """recycle.inspect and recycle.verify: what recycle-inspect [--verify] --json prints."""
 import json
-import os
 
-from . import _native
+from . import _native, _tensors
 from ._native import CorruptRecordError
-
-
-def _path(path):
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"path must be a string or os.PathLike, not {type(path).__name__}")
-    return os.fspath(path)
 
 
 def inspect(path):
     """The cache's manifest, counts and bytes as a dict (recycle-inspect --json's object)."""
-    return json.loads(_native.inspect(_path(path), False))
+    return json.loads(_native.inspect(_tensors.cache_dir(path), False))
 
 
 def verify(path, raise_on_error=True):
@@ -24,7 +17,7 @@ def verify(path, raise_on_error=True):
     so that the next recycle.build of their split computes them again); raises CorruptRecordError naming the first problem when there is one, unless
     raise_on_error is False: then a cache that cannot be opened at all gives a report with "ok"
     False and the reason as its one problem."""
-    path = _path(path)
+    path = _tensors.cache_dir(path)
     try:
         report = json.loads(_native.inspect(path, True))
     except (RuntimeError, ValueError, OSError) as e:  # not a cache, missing, unreadable

@@ -5,9 +5,8 @@ import os
 
 import torch
 
-from . import _native
+from . import _native, _tensors
 from ._options import filled
-from .cache import _path
 
 
 
@@ -18,23 +17,6 @@ def _leak(obj):
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
-def _activation(tensors, names, row=None):
-    """One tensor as it is, several as a dict by name (the record layout's names)."""
-    if row is not None:
-        tensors = [t[row] for t in tensors]
-    if len(tensors) == 1:
-        return tensors[0]
-    return dict(zip(names, tensors))
-
-
-def _stacked(tensors):
-    """Samples' tensors as one batch: stacked, those that differ in their first dimension (records
-    as long as the text) padded at its end with zeros to the longest (a mask's padding 0)."""
-    if tensors[0].dim() == 0 or len({t.shape for t in tensors}) == 1:
-        return torch.stack(tensors)
-    return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True)
-
-
 def collate(items):
     """A DataLoader's collate_fn for CachedDataset: items [(activation, label), ...] as
     (activations, labels int64 [n]), the activations stacked (a dict's tensors by name), records
@@ -43,8 +25,8 @@ def collate(items):
     activations = [a for a, _ in items]
     labels = torch.as_tensor([int(y) for _, y in items], dtype=torch.int64)
     if isinstance(activations[0], dict):
-        return {name: _stacked([a[name] for a in activations]) for name in activations[0]}, labels
-    return _stacked(activations), labels
+        return {name: _tensors.stacked([a[name] for a in activations]) for name in activations[0]}, labels
+    return _tensors.stacked(activations), labels
 
 
 class CachedDataset(torch.utils.data.Dataset):
@@ -72,7 +54,7 @@ class CachedDataset(torch.utils.data.Dataset):
             dist = torch.distributed
             rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
             path = str(path).replace("{rank}", str(rank))
-        self.path = _path(path)
+        self.path = _tensors.cache_dir(path)
         self.split = split
         self.allow_partial = bool(allow_partial)
         self.block_cache_mb = int(block_cache_mb)
@@ -123,7 +105,7 @@ class CachedDataset(torch.utils.data.Dataset):
         if not 0 <= index < self._len:
             raise IndexError(f"index out of range for a split of {self._len} samples")
         tensors, labels = self._open().read(torch.tensor([index], dtype=torch.int64))
-        return _activation(tensors, self.tensor_names, 0), int(labels[0])
+        return _tensors.activation(tensors, self.tensor_names, 0), int(labels[0])
 
     def __getitems__(self, indices):
         """The samples of one DataLoader batch, read at once (one MultiGet and one decode for the
@@ -142,4 +124,4 @@ class CachedDataset(torch.utils.data.Dataset):
             raise IndexError(f"index out of range for a split of {self._len} samples")
         idx = torch.where(idx < 0, idx + self._len, idx)
         tensors, labels = self._open().read(idx)
-        return _activation(tensors, self.tensor_names), labels
+        return _tensors.activation(tensors, self.tensor_names), labels

@@ -25,9 +25,8 @@ import operator
 import torch
 import torch.nn as nn
 
-from . import _hf_layers
-from .build import _on_device
-from .dataset import _stacked, collate
+from . import _hf_layers, _tensors
+from .dataset import collate
 
 _POOLINGS = ("mean", "cls")
 
@@ -149,7 +148,7 @@ class Head(nn.Module):
         if len(self.layers):
             every = self._arguments(mask)[self.k:]
             for i, (layer, (args, kwargs)) in enumerate(zip(self.layers, every)):
-                args, kwargs = _on_device(args, hidden.device), _on_device(kwargs, hidden.device)
+                args, kwargs = _tensors.on_device(args, hidden.device), _tensors.on_device(kwargs, hidden.device)
                 if args:
                     out = layer(hidden, *args[1:], **kwargs)
                 else:
@@ -208,7 +207,7 @@ def _collated_dicts(items):
     if "hidden" not in names or "mask" not in names:
         raise ValueError("recycle.hf.data_collator takes dicts of the prefix's hidden and mask "
                          f"(and labels), not of {', '.join(sorted(map(str, names)))}")
-    batch = {n: _stacked([torch.as_tensor(it[n]) for it in items]) for n in items[0]
+    batch = {n: _tensors.stacked([torch.as_tensor(it[n]) for it in items]) for n in items[0]
              if n != label}
     if label is not None:
         batch["labels"] = torch.as_tensor([int(it[label]) for it in items], dtype=torch.int64)
@@ -226,23 +225,6 @@ def _integer(value):
         return value
 
 
-def _sentence_transformer(model, pooling):
-    """(its transformers model, its modules after the transformer, their output's width) of a
-    sentence-transformers model (an nn.Sequential whose first module holds `auto_model`), or
-    (model, (), None) for any other."""
-    if not (isinstance(model, nn.Sequential) and len(model) and hasattr(model[0], "auto_model")):
-        return model, (), None
-    if pooling is not None:
-        raise ValueError(f"recycle.hf.split: a SentenceTransformer pools with its own modules "
-                         f"({', '.join(type(m).__name__ for m in list(model)[1:])}), as encode "
-                         f"does; leave pooling unset, not {pooling!r}")
-    # sentence-transformers 6 renamed get_sentence_embedding_dimension (now deprecated).
-    dimension = getattr(model, "get_embedding_dimension", None) or \
-        getattr(model, "get_sentence_embedding_dimension", lambda: None)
-    width = dimension()
-    return model[0].auto_model, tuple(model)[1:], width
-
-
 def split(model, k, num_labels=None, pooling=None, layers=None):
     """(prefix, head) of a transformers encoder cut before layer k (0: the embeddings alone are
     the prefix; the number of layers: the whole encoder). `pooling`: "mean" (None) or "cls"; a
@@ -251,7 +233,7 @@ def split(model, k, num_labels=None, pooling=None, layers=None):
     not know, the attribute path of its list of layers (e.g. "encoder.layer"); the split is then
     checked on a probe batch and refused in one line where head(prefix(x)) is not the model's
     own output. See the module's docstring."""
-    model, sentence, width = _sentence_transformer(model, pooling)
+    model, sentence, width = _hf_layers.sentence_transformer(model, pooling)
     pooling = "mean" if pooling is None else pooling
     base, family, layer_list = _hf_layers.base_and_layers(model, layers)
     k, num_labels = _integer(k), _integer(num_labels)  # numpy's and torch's integers too

@@ -4,10 +4,8 @@ import os
 
 import torch
 
-from . import _native
+from . import _native, _tensors
 from ._options import filled
-from .cache import _path
-from .dataset import _activation
 
 
 def _dist_default(rank, world_size):
@@ -105,7 +103,7 @@ class CachedLoader:
         rank, world_size = _dist_default(rank, world_size)
         if sharded:
             path = str(path).replace("{rank}", str(rank))
-        self.path = _path(path)
+        self.path = _tensors.cache_dir(path)
         self.split = split
         self.batch_size = batch_size
         # For a GPU the engine's loader makes the batches there: pinned on the host, copied
@@ -183,7 +181,7 @@ class CachedLoader:
                 if self.device is not None and self.device.type != "cpu":
                     tensors = [t.to(self.device, non_blocking=True) for t in tensors]
                     labels = labels.to(self.device, non_blocking=True)
-                yield _activation(tensors, names), labels
+                yield _tensors.activation(tensors, names), labels
         finally:
             if not own:
                 self._native_in_use = False

