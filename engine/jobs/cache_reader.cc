@@ -219,12 +219,17 @@ struct CacheLoader::Impl {
 
   BatchSource& source() { return ahead ? static_cast<BatchSource&>(*ahead) : cached; }
 
-  void start(int64_t epoch) {
+  void start(int64_t epoch, int64_t first_batch = 0) {
     order = sampler.epoch_order(epoch);
     if (o.group_by_length) order = grouped_by_length(order, lengths, o.batch_size);
     if (o.drop_last) {
       order.resize(order.size() - order.size() % static_cast<size_t>(o.batch_size));
     }
+    // A resumed epoch: its batches are consecutive runs of the order, so the ones after
+    // first_batch are what is left once the runs before it are dropped.
+    const size_t batch = static_cast<size_t>(o.batch_size);
+    const size_t skipped = std::min(order.size(), static_cast<size_t>(first_batch) * batch);
+    order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(skipped));
     source().plan(order, o.batch_size);
     next = 0;
     started = true;
@@ -245,9 +250,13 @@ std::vector<std::string> CacheLoader::tensor_names() const {
 }
 std::string CacheLoader::manifest_json() const { return impl_->open.manifest_json; }
 
-void CacheLoader::start_epoch(int64_t epoch) {
+void CacheLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   if (epoch < 0) throw InvalidArgument("epoch must be 0 or more, not " + std::to_string(epoch));
-  impl_->start(epoch);
+  if (first_batch < 0 || first_batch > batches()) {
+    throw InvalidArgument("first_batch must be 0 to the epoch's " + std::to_string(batches()) +
+                          " batches, not " + std::to_string(first_batch));
+  }
+  impl_->start(epoch, first_batch);
 }
 
 bool CacheLoader::next(std::vector<at::Tensor>* tensors, at::Tensor* labels) {

@@ -136,8 +136,11 @@ class CacheLoader {
   std::vector<std::string> tensor_names() const;
   std::string manifest_json() const;
 
-  // Starts `epoch`: its order is drawn and the first batches start loading.
-  void start_epoch(int64_t epoch);
+  // Starts `epoch`: its order is drawn and the first batches start loading. first_batch > 0
+  // resumes the epoch there: the batches it gives are the epoch's from that one on, the same
+  // samples in the same order, and the ones before it are not read. InvalidArgument for a
+  // negative epoch, or a first_batch outside 0..batches().
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The epoch's next batch, as SplitReader::read gives one; false after its last. The tensors
   // are the caller's to keep: the loader decodes into a buffer again only when nothing else
   // refers to it.

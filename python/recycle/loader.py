@@ -89,6 +89,11 @@ class CachedLoader:
     as the largest shard holds (its own first samples again, as DistributedSampler pads: the
     largest is agreed on with an all_reduce, so torch.distributed must be initialised when
     world_size > 1). A shard read with sharded=False is refused: it holds a part of the split.
+
+    state_dict() and load_state_dict() resume an epoch where a killed job left it, as torchdata's
+    StatefulDataLoader does: a loader given the state of another over the same split and
+    options gives the batches that one had not given yet, the same samples in the same order
+    (the batches before are not read).
     """
 
     def __init__(self, path, split="train", batch_size=128, shuffle=True, seed=0, rank=None,
@@ -132,6 +137,8 @@ class CachedLoader:
         self.rank, self.world_size = rank, world_size
         self.tensor_names = self._native.tensor_names()
         self._epoch = 0
+        self._first_batch = 0  # of the next iteration's epoch: load_state_dict's
+        self._position = (0, 0)  # (epoch, batches given) of the latest iteration
         self._pid = os.getpid()
 
     def _open(self):
@@ -141,7 +148,46 @@ class CachedLoader:
         """The epoch the next iteration draws its order for (as DistributedSampler.set_epoch)."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        if epoch != self._epoch:
+            self._first_batch = 0  # a resumed epoch stays resumed when set_epoch names it
         self._epoch = epoch
+
+    def _order_facts(self):
+        """What fixes each epoch's batches besides its number."""
+        o = self._options
+        return {"split": self.split, "samples": self.samples, "batch_size": self.batch_size,
+                "shuffle": o["shuffle"], "seed": o["seed"], "rank": self.rank,
+                "world_size": self.world_size, "drop_last": o["drop_last"],
+                "group_by_length": o["group_by_length"]}
+
+    def state_dict(self):
+        """Where the loader is: the epoch of its latest iteration and the batches that iteration
+        has given ({"epoch": e, "batches": k}; once an iteration has ended, the next epoch and 0),
+        with what fixes the order (seed, shuffle, batch size, rank, world size, the split's
+        samples, ...), for load_state_dict. Save it with the model and optimizer after a step."""
+        epoch, batches = self._position
+        return dict(self._order_facts(), epoch=epoch, batches=batches)
+
+    def load_state_dict(self, state):
+        """The next iteration resumes where state_dict() said: its epoch from the batch after
+        the last one given (a later set_epoch of another epoch starts that one whole instead).
+        ValueError in one line when the state is not a state_dict's or was taken of a loader
+        whose batches differ (another seed, batch size, rank, split size, ...)."""
+        if not isinstance(state, dict) or not {"epoch", "batches"} <= set(state):
+            raise ValueError("load_state_dict takes what CachedLoader.state_dict() returned")
+        for name, want in self._order_facts().items():
+            if state.get(name, want) != want:
+                raise ValueError(f"the state is of a loader with {name} {state[name]!r}, this one "
+                                 f"has {want!r}: its batches would differ")
+        epoch, batches = state["epoch"], state["batches"]
+        for name, value in (("epoch", epoch), ("batches", batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"the state's {name} must be an int >= 0, not {value!r}")
+        if batches > len(self):
+            raise ValueError(f"the state says {batches} batches were given of an epoch of "
+                             f"{len(self)}")
+        self._epoch, self._first_batch = epoch, batches
+        self._position = (epoch, batches)
 
     def __len__(self):
         """Batches per epoch on this rank."""
@@ -159,28 +205,34 @@ class CachedLoader:
             raise RuntimeError("a CachedLoader cannot be used in a fork()ed child process (a "
                                "DataLoader worker, multiprocessing's fork): create it in the process "
                                "that iterates it, or give DataLoader workers a CachedDataset")
-        epoch = self._epoch
+        epoch, first = self._epoch, self._first_batch
         self._epoch += 1
-        return self._batches(epoch)
+        self._first_batch = 0
+        return self._batches(epoch, first)
 
-    def _batches(self, epoch):
-        """The batches of `epoch`, read with self._native, or with a loader of its own when
-        another iterator is reading with that one."""
+    def _batches(self, epoch, first=0):
+        """The batches of `epoch` from batch `first` on, read with self._native, or with a loader
+        of its own when another iterator is reading with that one."""
         own = self._native_in_use
         native = self._open() if own else self._native
         if not own:
             self._native_in_use = True
         try:
-            native.start_epoch(epoch)
+            native.start_epoch(epoch, first)
+            self._position = (epoch, first)
             names = self.tensor_names
+            given = first
             while True:
                 batch = native.next()
                 if batch is None:
+                    self._position = (epoch + 1, 0)
                     return
                 tensors, labels = batch
                 if self.device is not None and self.device.type != "cpu":
                     tensors = [t.to(self.device, non_blocking=True) for t in tensors]
                     labels = labels.to(self.device, non_blocking=True)
+                given += 1
+                self._position = (epoch, given)
                 yield _tensors.activation(tensors, names), labels
         finally:
             if not own:

@@ -227,7 +227,7 @@ PYBIND11_MODULE(_native, m) {
       .def("tensor_names", &recycle::CacheLoader::tensor_names)
       .def("manifest_json", &recycle::CacheLoader::manifest_json)
       .def("start_epoch", &recycle::CacheLoader::start_epoch, py::arg("epoch"),
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("first_batch") = 0, py::call_guard<py::gil_scoped_release>())
       .def("next", [](recycle::CacheLoader& l) -> py::object {
         Tensors tensors;
         at::Tensor labels;

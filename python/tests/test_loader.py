@@ -126,3 +126,39 @@ def test_starting_epochs_mid_epoch_and_exiting_mid_epoch_is_safe(cli_fp32, tmp_p
                            text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout.split("\n")[:3] == ["8 7", "8", "left mid-epoch 9"], r.stdout
+
+
+def test_a_loader_given_anothers_state_resumes_its_epoch_mid_way(cli_fp32):
+    """state_dict() after some batches of epoch 1; a new loader (a rerun) given it gives the
+    rest of that epoch, the same samples in the same order, then epoch 2 as the first would."""
+    first = recycle.CachedLoader(cli_fp32, "train", batch_size=32, seed=5)
+    assert first.state_dict()["epoch"] == 0 and first.state_dict()["batches"] == 0
+    list(first)  # epoch 0
+    assert (first.state_dict()["epoch"], first.state_dict()["batches"]) == (1, 0)
+    it = iter(first)
+    taken = [next(it) for _ in range(3)]
+    state = first.state_dict()
+    assert (state["epoch"], state["batches"]) == (1, 3)
+    rest = list(it)
+    following = list(first)  # epoch 2
+    for resume_via_set_epoch in (False, True):
+        again = recycle.CachedLoader(cli_fp32, "train", batch_size=32, seed=5)
+        again.load_state_dict(state)
+        if resume_via_set_epoch:  # a DistributedSampler-style loop names the epoch: kept
+            again.set_epoch(1)
+        got = list(again)
+        assert len(got) == len(rest) == len(first) - 3 and len(taken) == 3
+        for (x, y), (want_x, want_y) in zip(got, rest):
+            assert torch.equal(x, want_x) and torch.equal(y, want_y)
+        assert again.state_dict()["epoch"] == 2
+        for (x, _), (want_x, _) in zip(again, following):
+            assert torch.equal(x, want_x)
+    other = recycle.CachedLoader(cli_fp32, "train", batch_size=32, seed=6)
+    with pytest.raises(ValueError, match="seed 5, this one has 6"):
+        other.load_state_dict(state)
+    for bad in ({"epoch": 1}, dict(state, batches=len(first) + 1), dict(state, epoch=-1)):
+        with pytest.raises(ValueError):
+            first.load_state_dict(bad)
+    done = recycle.CachedLoader(cli_fp32, "train", batch_size=32, seed=5)
+    done.load_state_dict(dict(state, batches=len(first)))  # the epoch's last batch was given
+    assert list(done) == [] and len(list(done)) == len(first)  # then epoch 2, whole
