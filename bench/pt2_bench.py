@@ -28,7 +28,6 @@ import gzip
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 
 import recycle
+from bench_report import cpu_name, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
@@ -158,8 +158,7 @@ def main():
         expected = torch.softmax(head(prefix(data["test"][0])), 1)
     rows_diff = (got - expected).abs().max().item()
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_name()
     med = {k: statistics.median(v) for k, v in rates.items()}
     lines = [
         f"torch {torch.__version__}, {cpu}, {os.cpu_count()} cores; ResNet-18 (1-channel stem, "
@@ -184,12 +183,8 @@ def main():
         f"{served['accuracy']:.4f}, {served['hits']} hits, {served['samples_per_s']:.0f} "
         f"samples/s; rows against head(prefix(x)): largest difference {rows_diff:.2e}",
     ]
-    table = "\n".join(lines)
-    print(table)
-    with open(f"{work}/pt2_bench.md", "w") as f:
-        f.write(table + "\n")
-    with open(f"{work}/reports.json", "w") as f:
-        json.dump({"builds": reports, "train": trained, "predict": served}, f, indent=1)
+    write_results(work, "pt2_bench.md", lines, "reports.json",
+                  {"builds": reports, "train": trained, "predict": served})
 
 
 if __name__ == "__main__":

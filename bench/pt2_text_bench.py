@@ -26,7 +26,6 @@ Prints one markdown table (and writes it, with every report, to --out).
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -38,6 +37,7 @@ import transformers
 
 import recycle
 import recycle.hf
+from bench_report import cpu_name, write_results
 
 
 def package_texts(n):
@@ -127,8 +127,7 @@ def main():
         if x.shape == y.shape:
             diff = max(diff, (x - y).abs().max().item())
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_name()
     med = {k: statistics.median(v) for k, v in rates.items()}
     lines = [
         f"torch {torch.__version__}, transformers {transformers.__version__}, {cpu}, "
@@ -151,15 +150,14 @@ def main():
         "",
         f"export (torch.export + AOTInductor compile of the prefix): {export_seconds:.0f} s; "
         f"rates per round: pt2 {[round(v) for v in rates['pt2']]}, Python "
-        f"{[round(v) for v in rates['python']]}",
+        f"{[round(v) for v in rates['python']]}; in-process seconds pt2 "
+        f"{[round(v, 2) for v in inside['pt2']]}, Python {[round(v, 2) for v in inside['python']]}; "
+        f"prefix seconds pt2 {[round(v, 2) for v in in_prefix['pt2']]}, Python "
+        f"{[round(v, 2) for v in in_prefix['python']]}",
     ]
-    table = "\n".join(lines)
-    print(table)
-    with open(f"{work}/pt2_text_bench.md", "w") as f:
-        f.write(table + "\n")
-    with open(f"{work}/pt2_text_bench.json", "w") as f:
-        json.dump({"rates": rates, "diff": diff, "same_shapes": same_shapes,
-                   "computed": computed, "export_seconds": export_seconds, "reports": reports}, f, indent=1)
+    write_results(work, "pt2_text_bench.md", lines, "pt2_text_bench.json",
+                  {"rates": rates, "diff": diff, "same_shapes": same_shapes, "computed": computed,
+                   "export_seconds": export_seconds, "reports": reports})
 
 
 if __name__ == "__main__":
