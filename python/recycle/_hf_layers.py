@@ -58,7 +58,8 @@ def cut_at(base, family, layers, k):
     holder = _attribute(base, holder_path) if holder_path else base
     swaps = [] if k == len(layers) else [(holder, name, nn.ModuleList(list(layers)[:k]))]
     after = ("pooler",) + (tuple(family.after) if k < len(layers) else ())
-    swaps += [(base, n, nn.Identity()) for n in after if isinstance(getattr(base, n, None), nn.Module)]
+    swaps += [(base, n, nn.Identity()) for n in after
+              if isinstance(getattr(base, n, None), nn.Module)]
     with _PATCHING:
         kept = [(owner, n, getattr(owner, n)) for owner, n, _ in swaps]
         try:
