@@ -366,8 +366,11 @@ def test_profile_predicts_each_ks_step_from_each_layers_measured_cost(capsys):
         # The online prefix runs what the cache skips: never cheaper than the cache.
         assert row["online_s"] >= row["cached_s"]
         assert row["vs_full"] == pytest.approx(full / row["cached_s"])
-    # Each layer cached takes that layer's forward and backward off the step.
+    # Each layer cached takes that layer's forward and backward, and its optimizer step, off the
+    # step; the classifier's step stays.
     assert all(a["cached_s"] > b["cached_s"] for a, b in zip(table, table[1:]))
+    assert all(a["optimizer_s"] > b["optimizer_s"] > 0 for a, b in zip(table, table[1:]))
+    assert all(row["optimizer_s"] < row["cached_s"] for row in table)
     # fp16 hidden states (384 values) and the int64 mask for every token of every text.
     tokens = sum(len(ids) for ids in tokenizer(texts, truncation=True, max_length=32)["input_ids"])
     assert table[0]["cache_bytes"] == tokens * (384 * 2 + 8)
