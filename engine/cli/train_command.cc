@@ -103,6 +103,10 @@ void add_run_flags(CLI::App& app, TrainOptions* o) {
                  "with --cache: resume from FILE when it exists (written by the same job), and "
                  "write it after every epoch: the head, its optimizer's state, the epochs done "
                  "(under --sync async the servers' parameters; their optimizer state starts over)");
+  app.add_option("--checkpoint-every", o->checkpoint_every,
+                 "with --checkpoint: write it every N steps too (0: at epoch ends only); a rerun "
+                 "resumes in the middle of the epoch with the batches it had left, in order")
+      ->capture_default_str();
   app.add_option("--threads", o->threads,
                  "threads, " + range_text(0, kMaxThreads) + " (0 = every core)")
       ->capture_default_str();
@@ -222,7 +226,10 @@ int launch_workers_if_asked(const CLI::App& app, int argc, char** argv, TrainOpt
 void print_report(const TrainReport& r, const TrainOptions& o, bool json) {
   for (const std::string& note : r.notes)
     std::cerr << "recycle-train: note: " << note << std::endl;
-  if (r.resumed_epochs > 0) {
+  if (r.resumed_batches > 0) {
+    std::cerr << "recycle-train: resumed from --checkpoint " << o.checkpoint << " in epoch "
+              << r.resumed_epochs + 1 << ", after its batch " << r.resumed_batches << std::endl;
+  } else if (r.resumed_epochs > 0) {
     std::cerr << "recycle-train: resumed from --checkpoint " << o.checkpoint << " after epoch "
               << r.resumed_epochs << std::endl;
   }

@@ -11,10 +11,13 @@
 
 #include "base/strings.h"
 #include "engine/data/regular_file.h"
+#include "engine/distributed/dist_context.h"
 #include "engine/models/tensor_file.h"
 #include "engine/models/torch_compat.h"
+#include "engine/train/trainer.h"
 #include "recycle/content_hasher.h"
 #include "recycle/options.h"
+#include "recycle/train.h"
 
 namespace recycle {
 
@@ -129,8 +132,10 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const TensorFile& 
 
 void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdentity& identity,
                      const torch::optim::Optimizer& optimizer, const std::string& job,
-                     int64_t epochs_done) {
-  const nlohmann::json meta = {{"epochs_done", epochs_done}, {"job", job}};
+                     const EpochPosition& at) {
+  const nlohmann::json meta = {{"epochs_done", at.epoch}, {"batches_done", at.batches},
+                               {"loss_sum", at.loss_sum},  {"correct", at.correct},
+                               {"seen", at.seen},          {"job", job}};
   save_head(head, identity, path, [&](TensorFile& file) {
     file.metadata[kCheckpointEntry] = meta.dump();
     add_optimizer_state(optimizer, &file);
@@ -149,7 +154,7 @@ std::string checkpoint_digest(const std::string& path) {
   }
 }
 
-int64_t load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,
+EpochPosition load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,
                         BlockStack& head, torch::optim::Optimizer& optimizer) {
   const std::string where = "--checkpoint " + path;
   if (is_torch_archive(read_regular_file(path))) {
@@ -171,11 +176,20 @@ int64_t load_checkpoint(const std::string& path, const std::string& job, const M
                                      "another path)");
   }
   nlohmann::json meta;
+  EpochPosition at;
   try {
     meta = nlohmann::json::parse(entry->second);
-    meta.at("epochs_done").get<int64_t>();
+    at.epoch = meta.at("epochs_done").get<int64_t>();
     meta.at("job").get<std::string>();
+    // A checkpoint of an epoch's end written before --checkpoint-every has no position in it.
+    at.batches = meta.value("batches_done", int64_t{0});
+    at.loss_sum = meta.value("loss_sum", 0.0);
+    at.correct = meta.value("correct", int64_t{0});
+    at.seen = meta.value("seen", int64_t{0});
   } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(where + " has a damaged checkpoint entry");
+  }
+  if (at.epoch < 0 || at.batches < 0 || at.seen < 0 || at.correct < 0 || at.correct > at.seen) {
     throw std::runtime_error(where + " has a damaged checkpoint entry");
   }
   // The same job: every shared option, the world, and the cache the head was trained on.
@@ -196,7 +210,43 @@ int64_t load_checkpoint(const std::string& path, const std::string& job, const M
   }
   file.load_into(head);
   load_optimizer_state(optimizer, file.file(), where);
-  return meta["epochs_done"].get<int64_t>();
+  return at;
+}
+
+EpochPosition resume_from_checkpoint(const CheckpointPlan& checkpoint, DistContext* dist,
+                                     BlockStack& head, Trainer& trainer, TrainReport* report) {
+  EpochPosition from;
+  const std::string digest = checkpoint_digest(checkpoint.path);
+  if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
+  if (digest != kNoCheckpoint) {
+    from = load_checkpoint(checkpoint.path, checkpoint.job, *checkpoint.cache, head,
+                           trainer.optimizer());
+  }
+  report->resumed_epochs = from.epoch;
+  report->resumed_batches = from.batches;
+  return from;
+}
+
+CheckpointWrite checkpoint_writer(const CheckpointPlan& checkpoint, BlockStack& head,
+                                  Trainer& trainer) {
+  return [&checkpoint, &head, &trainer,
+          identity = head_identity_of_cache(*checkpoint.cache)](const EpochPosition& at) {
+    save_checkpoint(checkpoint.path, head, identity, trainer.optimizer(), checkpoint.job, at);
+  };
+}
+
+EpochPosition epochs_done(int64_t epochs) {
+  EpochPosition at;
+  at.epoch = epochs;
+  return at;
+}
+
+void add_checkpoint_hooks(Trainer& trainer, int64_t every, const CheckpointWrite& write) {
+  trainer.add_epoch_end_hook([write](Trainer&, int64_t epoch) { write(epochs_done(epoch + 1)); });
+  if (every <= 0) return;
+  trainer.add_batch_end_hook([write, every](Trainer&, const EpochPosition& at, bool last) {
+    if (!last && at.step % every == 0) write(at);
+  });
 }
 
 }  // namespace recycle

@@ -127,29 +127,6 @@ void restore_state(BlockStack& module, const std::vector<torch::Tensor>& state) 
   for (torch::Tensor& t : module->buffers()) t.detach().copy_(state.at(i++));
 }
 
-// --checkpoint: where, the job it belongs to, and the cache the head trains from.
-struct CheckpointPlan {
-  std::string path;
-  std::string job;  // checkpoint_job
-  const Manifest* cache = nullptr;
-};
-
-// --checkpoint: the epochs done by the checkpoint the trainer resumes from, its weights and
-// optimizer state loaded into `head` and `trainer` (0 where there is none yet); every rank of
-// `dist` must give the same file. Sets report->resumed_epochs.
-int64_t resume_from_checkpoint(const CheckpointPlan& checkpoint, DistContext* dist,
-                               BlockStack& head, Trainer& trainer, TrainReport* report) {
-  int64_t first_epoch = 0;
-  const std::string digest = checkpoint_digest(checkpoint.path);
-  if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
-  if (digest != kNoCheckpoint) {
-    first_epoch = load_checkpoint(checkpoint.path, checkpoint.job, *checkpoint.cache, head,
-                                  trainer.optimizer());
-  }
-  report->resumed_epochs = first_epoch;
-  return first_epoch;
-}
-
 // The trainer's hooks that change no figure: the alternating source's switch at each epoch's
 // start, --profile's epoch (rank 0), and --throttle's pause on its rank.
 void add_side_hooks(Trainer& trainer, const TrainOptions& o, DistContext* dist,
@@ -202,25 +179,23 @@ Sampler epoch_sampler(const BatchSource& train, const TrainOptions& o, DistConte
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
 // `checkpoint`, when given: every rank resumes from its file when there is one, and rank 0
 // writes it after every epoch (under async, when it sees the epoch complete: the servers'
-// parameters, whose optimizer state starts over in a resumed run).
+// parameters, whose optimizer state starts over in a resumed run), and with
+// --checkpoint-every N after every N-th step (but an epoch's last: the epoch's end writes).
 void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistContext* dist,
               TrainReport* report, AlternatingBatches* alternating = nullptr,
               int64_t draws = 0, const std::function<double()>& evaluate = {},
               const CheckpointPlan* checkpoint = nullptr) {
   Trainer trainer(head, o.hyper);
-  const int64_t first_epoch =
-      checkpoint ? resume_from_checkpoint(*checkpoint, dist, head, trainer, report) : 0;
-  // Rank 0 writes the checkpoint once `epochs_done` epochs are done.
-  const HeadIdentity identity =
-      checkpoint ? head_identity_of_cache(*checkpoint->cache) : HeadIdentity{};
-  auto write_checkpoint = [&](int64_t epochs_done) {
-    save_checkpoint(checkpoint->path, head, identity, trainer.optimizer(), checkpoint->job,
-                    epochs_done);
-  };
+  const EpochPosition from =
+      checkpoint ? resume_from_checkpoint(*checkpoint, dist, head, trainer, report)
+                 : EpochPosition{};
+  const CheckpointWrite write_checkpoint =
+      checkpoint ? checkpoint_writer(*checkpoint, head, trainer) : CheckpointWrite{};
   // Registered last, after the evaluation's: the epoch's final parameters and optimizer state.
   auto checkpoint_epochs = [&] {
-    if (!checkpoint || (dist && dist->rank() != 0)) return;
-    trainer.add_epoch_end_hook([&](Trainer&, int64_t epoch) { write_checkpoint(epoch + 1); });
+    if (checkpoint && (!dist || dist->rank() == 0)) {
+      add_checkpoint_hooks(trainer, o.checkpoint_every, write_checkpoint);
+    }
   };
   // Registered last (after DataParallel's hooks): it sees the epoch's final parameters.
   auto evaluate_epochs = [&] {
@@ -240,11 +215,11 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
       std::vector<std::vector<torch::Tensor>> snapshots;
       const std::function<void(int64_t)> epoch_done = [&](int64_t epoch) {
         if (evaluate && epoch + 1 < o.hyper.epochs) snapshots.push_back(copy_state(head));
-        if (checkpoint) write_checkpoint(epoch + 1);
+        if (checkpoint) write_checkpoint(epochs_done(epoch + 1));
       };
       const AsyncReport a = train_async(*dist, trainer, train, sampler, o.progress,
                                         evaluate || checkpoint ? epoch_done : nullptr,
-                                        first_epoch);
+                                        from.epoch);
       if (!snapshots.empty()) evaluate_snapshots(head, snapshots, evaluate, report);
       fill_report(report, a.epochs);
       fill_async_report(report, *dist, o, a);
@@ -256,9 +231,10 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
   if (!dist) {
     evaluate_epochs();
     checkpoint_epochs();
-    fill_report(report, trainer.fit(train, sampler, o.progress, first_epoch));
+    fill_report(report, trainer.fit(train, sampler, o.progress, from));
     report->steps =
-        report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch);
+        report->epochs * ((sampler.samples_per_rank() + o.hyper.batch - 1) / o.hyper.batch) -
+        report->resumed_batches;
     return;
   }
   // A failure of the group is explained by naming the rank that was lost; a failure of this
@@ -267,7 +243,7 @@ void fit_head(BlockStack& head, BatchSource& train, const TrainOptions& o, DistC
     DataParallel dp(*dist, trainer);
     evaluate_epochs();
     checkpoint_epochs();
-    fill_report(report, trainer.fit(train, sampler, o.progress, first_epoch));
+    fill_report(report, trainer.fit(train, sampler, o.progress, from));
     dp.finish();
     fill_dist_report(report, *dist, o, dp.stats());
   } catch (const CommFailure& e) {

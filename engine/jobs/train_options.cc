@@ -70,6 +70,7 @@ std::vector<FlagValue> TrainOptions::flag_values() const {
       {"--save-head", o.save_head, per_rank},
       {"--save-model", o.save_model, per_rank},
       {"--checkpoint", o.checkpoint, per_rank},  // its bytes are compared on their own
+      {"--checkpoint-every", std::to_string(o.checkpoint_every), per_rank},  // rank 0 writes
       {"--threads", std::to_string(o.threads), per_rank},
       {"--device", o.device, per_rank},
       {"--profile", o.profile, per_rank},

@@ -89,6 +89,7 @@ std::string TrainReport::to_json() const {
                       {"recycle", ratio},
                       {"epochs", epochs},
                       {"resumed_epochs", resumed_epochs},
+                      {"resumed_batches", resumed_batches},
                       {"train_samples", train_samples},
                       {"epoch_seconds", epoch_seconds},
                       {"epoch_loss", epoch_loss},

@@ -155,6 +155,17 @@ void check_model_files(const TrainOptions& o) {
     }
     if (o.freeze.enabled()) throw InvalidArgument("--checkpoint does not apply to --freeze");
   }
+  if (o.checkpoint_every < 0) {
+    throw InvalidArgument("--checkpoint-every must be 0 (epoch ends only) or a number of steps, "
+                          "not " + std::to_string(o.checkpoint_every));
+  }
+  if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
+    throw InvalidArgument("--checkpoint-every needs --checkpoint FILE (where to write)");
+  }
+  if (o.checkpoint_every > 0 && o.dist.sync.kind == Sync::Kind::kAsync) {
+    throw InvalidArgument("--checkpoint-every does not go with --sync async (its checkpoints "
+                          "are written as epochs complete)");
+  }
   if (from_cache && !o.save_model.empty()) {
     throw InvalidArgument(
         "--save-model needs raw data: a cache holds no prefix weights "

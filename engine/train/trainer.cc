@@ -95,6 +95,8 @@ void Trainer::add_after_backward_hook(StepHook hook) {
 
 void Trainer::add_after_step_hook(StepHook hook) { after_step_hooks_.push_back(std::move(hook)); }
 
+void Trainer::add_batch_end_hook(BatchEndHook hook) { batch_end_hooks_.push_back(std::move(hook)); }
+
 void Trainer::rebuild_optimizer() {
   trainable_ = trainable_parameters(module_);
   std::unique_ptr<torch::optim::Optimizer> fresh = make_optimizer(trainable_, hyper_);
@@ -167,8 +169,27 @@ StepOutcome Trainer::train_step(const Batch& batch, double lr, int64_t step, boo
   return out;
 }
 
+namespace {
+
+// `at` as epoch `epoch` starts: at its first batch, or (a run resumed inside it) at batch
+// `done`, the batches before it gone from `order` and the epoch's figures so far `from`'s.
+// Returns the samples skipped.
+int64_t start_epoch(int64_t epoch, int64_t done, const EpochPosition& from, int64_t batch,
+                    std::vector<int64_t>* order, EpochPosition* at) {
+  at->epoch = epoch;
+  at->batches = done;
+  at->loss_sum = done ? from.loss_sum : 0;
+  at->correct = done ? from.correct : 0;
+  at->seen = done ? from.seen : 0;
+  const size_t skip = std::min(order->size(), static_cast<size_t>(done * batch));
+  order->erase(order->begin(), order->begin() + static_cast<std::ptrdiff_t>(skip));
+  return static_cast<int64_t>(skip);
+}
+
+}  // namespace
+
 std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler, bool progress,
-                                      int64_t first_epoch) {
+                                      const EpochPosition& from) {
   if (sampler.size() != train.size()) {
     throw std::invalid_argument("the sampler covers " + std::to_string(sampler.size()) +
                                 " samples, the source has " + std::to_string(train.size()));
@@ -176,8 +197,10 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
   const int64_t per_epoch = sampler.samples_per_rank();
   const int64_t steps_per_epoch = (per_epoch + hyper_.batch - 1) / hyper_.batch;
   const int64_t total_steps = steps_per_epoch * hyper_.epochs;
-  first_epoch = std::max<int64_t>(first_epoch, 0);
-  int64_t step = first_epoch * steps_per_epoch;
+  const int64_t first_epoch = std::max<int64_t>(from.epoch, 0);
+  const int64_t first_batches = std::clamp<int64_t>(from.batches, 0, steps_per_epoch);
+  EpochPosition at;  // where the run stands, after each step
+  at.step = first_epoch * steps_per_epoch + first_batches;
 
   std::vector<EpochResult> results;
   const TrainingLayout layout(*this);
@@ -188,18 +211,20 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
     Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(hyper_.epochs),
                  per_epoch, progress);
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<int64_t> order =
+    std::vector<int64_t> order =
         next_order.empty() ? sampler.epoch_order(epoch) : std::move(next_order);
     next_order.clear();
+    const int64_t skipped = start_epoch(epoch, epoch == first_epoch ? first_batches : 0, from,
+                                        hyper_.batch, &order, &at);
+    bar.advance(skipped);
     train.plan(order, hyper_.batch);  // a prefetching source loads ahead
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0;
     for (size_t pos = 0; pos < order.size(); pos += static_cast<size_t>(hyper_.batch)) {
       const int64_t n = std::min<int64_t>(hyper_.batch, static_cast<int64_t>(order.size() - pos));
+      const bool last = pos + static_cast<size_t>(n) >= order.size();
       {
         RECORD_USER_SCOPE("step.load");
         train.load(order.data() + pos, n, &batch);
-        if (pos + static_cast<size_t>(n) >= order.size() && epoch + 1 < hyper_.epochs) {
+        if (last && epoch + 1 < hyper_.epochs) {
           // The next epoch's first batches load behind this last step (its plan, made again
           // when that epoch starts, keeps them).
           next_order = sampler.epoch_order(epoch + 1);
@@ -208,27 +233,28 @@ std::vector<EpochResult> Trainer::fit(BatchSource& train, const Sampler& sampler
       }
       StepOutcome out;
       try {
-        out = train_step(batch, scheduled_lr(hyper_, step, total_steps), step);
+        out = train_step(batch, scheduled_lr(hyper_, at.step, total_steps), at.step);
       } catch (const NonFiniteLoss& e) {
         throw std::runtime_error(std::string(e.what()) + " at epoch " + std::to_string(epoch + 1) +
-                                 ", step " + std::to_string(step - epoch * steps_per_epoch + 1) +
-                                 " of " + std::to_string(steps_per_epoch) + ": " +
+                                 ", step " + std::to_string(at.batches + 1) + " of " +
+                                 std::to_string(steps_per_epoch) + ": " +
                                  why_not_finite(batch, order.data() + pos, train));
       }
-      ++step;
-      const double loss_value = out.loss;
-      loss_sum += loss_value * n;
-      correct += out.correct;
-      seen += n;
+      ++at.step;
+      ++at.batches;
+      at.loss_sum += out.loss * n;
+      at.correct += out.correct;
+      at.seen += n;
       bar.advance(n);
-      bar.set_suffix(" loss " + std::to_string(loss_sum / seen).substr(0, 6));
+      bar.set_suffix(" loss " + std::to_string(at.loss_sum / at.seen).substr(0, 6));
+      for (const BatchEndHook& hook : batch_end_hooks_) hook(*this, at, last);
     }
     bar.finish();
     EpochResult r;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    r.samples = seen;
-    r.loss = seen ? loss_sum / seen : 0.0;
-    r.accuracy = seen ? static_cast<double>(correct) / seen : 0.0;
+    r.samples = at.seen;
+    r.loss = at.seen ? at.loss_sum / at.seen : 0.0;
+    r.accuracy = at.seen ? static_cast<double>(at.correct) / at.seen : 0.0;
     for (const EpochHook& hook : epoch_end_hooks_) hook(*this, epoch);
     results.push_back(r);
   }

@@ -26,6 +26,18 @@ struct EpochResult {
   int64_t samples = 0;
 };
 
+// Where a run of Trainer::fit stands after a step: what a checkpoint keeps to resume in the
+// middle of an epoch. A fit started at a position trains the rest of that epoch (the same
+// order, without its first `batches` batches) and sums its loss and accuracy on from these.
+struct EpochPosition {
+  int64_t epoch = 0;    // the epoch it is in (0-based): the epochs done before it
+  int64_t batches = 0;  // the batches of that epoch done
+  int64_t step = 0;     // the steps done since the run's first (epoch * steps an epoch + batches)
+  double loss_sum = 0;  // that epoch's training loss so far, summed over its samples
+  int64_t correct = 0;  // its samples classified right so far (train mode)
+  int64_t seen = 0;     // its samples so far
+};
+
 struct EvalResult {
   double accuracy = 0;
   double loss = 0;
@@ -80,6 +92,9 @@ class Trainer {
  public:
   using EpochHook = std::function<void(Trainer&, int64_t epoch)>;
   using StepHook = std::function<void(Trainer&, int64_t step)>;
+  // After a step's figures are counted: where the run stands, and whether the step was its
+  // epoch's last (the epoch-end hooks follow).
+  using BatchEndHook = std::function<void(Trainer&, const EpochPosition&, bool last_of_epoch)>;
 
   // Throws std::invalid_argument for bad hyper-parameters (epochs, batch, lr, optimizer,
   // schedule, memory format or precision names), before any work.
@@ -92,6 +107,8 @@ class Trainer {
   void add_after_backward_hook(StepHook hook);
   // Runs after the optimizer step (where parameter averaging goes).
   void add_after_step_hook(StepHook hook);
+  // Runs in fit after each step, once the step is counted (where a mid-epoch checkpoint goes).
+  void add_batch_end_hook(BatchEndHook hook);
 
   BlockStack& module() { return module_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -125,13 +142,14 @@ class Trainer {
   // finite.
   StepOutcome train_step(const Batch& batch, double lr, int64_t step, bool optimizer_step = true);
 
-  // Runs epochs first_epoch .. hyper.epochs - 1 (a run resumed after first_epoch epochs: the
-  // same orders, steps and learning rates as those epochs of a whole run), the module laid out
-  // in hyper.memory_format meanwhile and in contiguous NCHW again when it returns or throws.
-  // Returns the epochs it ran. Throws std::runtime_error when the loss stops being finite,
-  // naming the epoch and step, and why_not_finite's account of it.
+  // Runs epochs start.epoch .. hyper.epochs - 1, the first from its batch start.batches on (a
+  // run resumed at `start`: the same orders, batches, steps and learning rates as the rest of a
+  // whole run, and that epoch's figures summed on from start's), the module laid out in
+  // hyper.memory_format meanwhile and in contiguous NCHW again when it returns or throws.
+  // Returns the epochs it ran (or finished). Throws std::runtime_error when the loss stops
+  // being finite, naming the epoch and step, and why_not_finite's account of it.
   std::vector<EpochResult> fit(BatchSource& train, const Sampler& sampler, bool progress,
-                               int64_t first_epoch = 0);
+                               const EpochPosition& start = {});
 
  private:
   BlockStack module_;
@@ -145,6 +163,7 @@ class Trainer {
   std::vector<EpochHook> epoch_end_hooks_;
   std::vector<StepHook> after_backward_hooks_;
   std::vector<StepHook> after_step_hooks_;
+  std::vector<BatchEndHook> batch_end_hooks_;
 };
 
 // Trains `module` alone (rank 0 of 1), shuffling with hyper.seed and the epoch: a Trainer

@@ -386,6 +386,9 @@ struct TrainOptions {
   // optimizer's state and the epochs done (engine/jobs/checkpoint.h; under --sync async the
   // servers' parameters, their optimizer state starting over). "" = none.
   std::string checkpoint;
+  // With --checkpoint: write it every this many steps too (0: at epoch ends only); a rerun
+  // resumes in the middle of the epoch, with the batches it had left, in the same order.
+  int64_t checkpoint_every = 0;
   int threads = 0;
   bool progress = true;
   std::string device = "cpu";

@@ -96,6 +96,7 @@ struct TrainReport {
   double recycle = 0;
   int64_t epochs = 0;          // trained by this run
   int64_t resumed_epochs = 0;  // done before it, by the --checkpoint it resumed from
+  int64_t resumed_batches = 0;  // of the epoch after those, done before it (--checkpoint-every)
   int64_t train_samples = 0;  // per epoch
   int64_t views = 0;          // from a cache split of augmented views: K (one read per epoch)
   std::vector<double> epoch_seconds;

@@ -1,5 +1,6 @@
 // recycle-train --checkpoint with the real tool: a head training killed mid-run resumes to the
-// head a run never stopped ends with, two ranks resume a finished checkpoint, and a checkpoint
+// head a run never stopped ends with (at an epoch's end, and in the middle of an epoch with
+// --checkpoint-every), two ranks resume a finished checkpoint, and a checkpoint
 // of another job, a damaged one or a head file are refused with one line and left as they were.
 #include <gtest/gtest.h>
 
@@ -73,6 +74,46 @@ TEST(Checkpoint, AKilledHeadTrainingResumesToTheHeadOfARunNeverStopped) {
   EXPECT_EQ(resumed.last["test_acc"], whole.last["test_acc"]) << describe(resumed);
 }
 
+TEST(Checkpoint, AHeadTrainingKilledMidEpochResumesWithTheBatchesItHadLeft) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string cache = dir.file("cache"), ck = dir.file("head.ckpt");
+  build_cache(dir, cache);
+  // 30 steps an epoch; a checkpoint every 7 steps falls inside epochs.
+  const std::string job = "--cache " + cache + " --epochs 4 --batch 20 --seed 5 --threads 1 --json";
+  const ToolRun whole = run_tool(dir, "recycle-train", job + " --save-head " + dir.file("a.pt"));
+  ASSERT_EQ(whole.code, 0) << describe(whole);
+
+  // Killed as soon as its first checkpoint is there (step 7, or a little later).
+  const std::string resumable = job + " --checkpoint " + ck + " --checkpoint-every 7";
+  const pid_t pid = spawn_tool("recycle-train", words(resumable));
+  while (!std::filesystem::exists(ck)) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) FAIL() << "it ended before its first checkpoint";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  kill(pid, SIGKILL);
+  wait_tool(pid);
+
+  const ToolRun resumed = run_tool(dir, "recycle-train", resumable + " --save-head " +
+                                                             dir.file("b.pt"));
+  ASSERT_EQ(resumed.code, 0) << describe(resumed);
+  const int64_t epochs = resumed.last["resumed_epochs"], batches = resumed.last["resumed_batches"];
+  std::cout << "killed in epoch " << epochs + 1 << " after its batch " << batches << "\n";
+  ASSERT_EQ((epochs * 30 + batches) % 7, 0) << describe(resumed);
+  if (batches > 0) {
+    EXPECT_NE(resumed.err.find("after its batch " + std::to_string(batches)), std::string::npos)
+        << describe(resumed);
+  }
+  EXPECT_EQ(epochs + resumed.last["epochs"].get<int64_t>(), 4) << describe(resumed);
+  // The same steps: the interrupted epoch's loss over all its samples, the same head.
+  const std::vector<double> all = whole.last["epoch_loss"], tail = resumed.last["epoch_loss"];
+  EXPECT_EQ(tail, std::vector<double>(all.begin() + epochs, all.end())) << describe(resumed);
+  EXPECT_EQ(resumed.last["test_acc"], whole.last["test_acc"]) << describe(resumed);
+  EXPECT_TRUE(read_file(dir.file("a.pt")) == read_file(dir.file("b.pt")))
+      << "the heads differ";
+}
+
 TEST(Checkpoint, TwoRanksResumeAFinishedRunAndAnotherJobsCheckpointIsRefused) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDir dir;
@@ -125,7 +166,9 @@ TEST(Checkpoint, TwoRanksResumeAFinishedRunAndAnotherJobsCheckpointIsRefused) {
   // What it does not apply to is a usage error.
   for (const std::string& args :
        {std::string("--data fashion-mnist --checkpoint ") + ck,
-        "--cache " + cache + " --freeze auto --levels l --checkpoint " + ck}) {
+        "--cache " + cache + " --freeze auto --levels l --checkpoint " + ck,
+        "--cache " + cache + " --checkpoint-every 5",
+        "--cache " + cache + " --nproc 2 --sync async --checkpoint-every 5 --checkpoint " + ck}) {
     const ToolRun r = run_tool(dir, "recycle-train", args);
     EXPECT_EQ(r.code, 2) << args << "\n" << describe(r);
     EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << describe(r);
