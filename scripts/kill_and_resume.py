@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,19 @@ def run(cmd):
     if r.returncode != 0:
         sys.exit(f"kill_and_resume: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
     return json.loads(r.stdout.splitlines()[-1]), r.stderr
+
+
+def position(path):
+    """(epochs done, batches of the next) of the checkpoint at `path`: its metadata entry is JSON
+    text inside the file; (0, 0) when there is none yet."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode("latin-1")
+    except FileNotFoundError:
+        return 0, 0
+    batches = re.search(r'batches_done\\?":(\d+)', data)
+    epochs = re.search(r'epochs_done\\?":(\d+)', data)
+    return int(epochs.group(1)) if epochs else 0, int(batches.group(1)) if batches else 0
 
 
 def main():
@@ -67,7 +81,9 @@ def main():
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.communicate()
                     kills += 1
-                    print(f"kill {kills}: SIGKILL after {delay:.2f} s", flush=True)
+                    epochs, batches = position(ck)
+                    print(f"kill {kills}: SIGKILL after {delay:.2f} s; the checkpoint stands in "
+                          f"epoch {epochs + 1} after its batch {batches}", flush=True)
                     continue
             out, err = proc.communicate()
             if proc.returncode != 0:
