@@ -104,7 +104,8 @@ def evaluate(a, run, test_texts, test_y, classes):
         if run.kind == "cached":
             test = recycle.CachedLoader(run.cache, "test", batch_size=64, shuffle=False)
         else:
-            test = ((dict(cut(test_texts[i:i + 64], padding=True, truncation=True, return_tensors="pt")),
+            test = ((dict(cut(test_texts[i:i + 64], padding=True, truncation=True,
+                              return_tensors="pt")),
                      torch.tensor(test_y[i:i + 64])) for i in range(0, len(test_y), 64))
         preds, ys = zip(*[(run.forward(x).argmax(1), y) for x, y in test])
     pred, y = torch.cat(preds), torch.cat(ys)
@@ -129,7 +130,8 @@ def one_seed(a):
     predicted = recycle.hf.profile(model, a.tokenizer, train_x + test_x, batch_size=a.batch,
                                    max_length=a.tokens, batches=a.profile_batches, codec=a.codec)
     profile_s = time.perf_counter() - start
-    caches = build_caches(a, model, ks, names, {"train": (train_x, train_y), "test": (test_x, test_y)})
+    texts = {"train": (train_x, train_y), "test": (test_x, test_y)}
+    caches = build_caches(a, model, ks, names, texts)
     encoded = [a.tokenizer(t, truncation=True, max_length=a.tokens) for t in train_x]
 
     def tokens_loader(epoch):  # the texts' tokens, each batch padded to its longest
@@ -143,10 +145,12 @@ def one_seed(a):
     for epoch in range(a.epochs):
         for run in runs:
             run.run_epoch(epoch)
-        print(f"epoch {epoch}: " + ", ".join(f"{r.name} {r.times[-1]:.1f} s" for r in runs), flush=True)
+        print(f"epoch {epoch}: " + ", ".join(f"{r.name} {r.times[-1]:.1f} s" for r in runs),
+              flush=True)
     results = {}
     for run in runs:
-        results[run.name] = dict(evaluate(a, run, test_x, test_y, len(names)), k=run.k, kind=run.kind)
+        results[run.name] = dict(evaluate(a, run, test_x, test_y, len(names)), k=run.k,
+                                 kind=run.kind)
         if run.kind == "cached":
             info = recycle.inspect(run.cache)
             results[run.name].update(build_s=caches[run.k][3],
@@ -169,7 +173,8 @@ def table(seeds):
     first = seeds[0]
     rows = []
     full = [s["runs"]["full fine-tuning"] for s in seeds]
-    rows.append({"k": None, "run": "full fine-tuning", "acc": mean_sd([r["test_acc"] for r in full]),
+    rows.append({"k": None, "run": "full fine-tuning",
+                 "acc": mean_sd([r["test_acc"] for r in full]),
                  "f1": mean_sd([r["f1"] for r in full]),
                  "epoch_s": statistics.median(r["median_epoch_s"] for r in full)})
     for k in sorted({r["k"] for r in first["runs"].values() if r["k"] is not None}):
@@ -177,7 +182,8 @@ def table(seeds):
             name = f"{kind} k={k}"
             runs = [s["runs"][name] for s in seeds]
             ratio = lambda base: statistics.median(  # noqa: E731
-                s["runs"][base]["median_epoch_s"] / s["runs"][name]["median_epoch_s"] for s in seeds)
+                s["runs"][base]["median_epoch_s"] / s["runs"][name]["median_epoch_s"]
+                for s in seeds)
             pred = [next(p for p in s["predicted"] if p["k"] == k) for s in seeds]
             row = {"k": k, "run": name, "acc": mean_sd([r["test_acc"] for r in runs]),
                    "f1": mean_sd([r["f1"] for r in runs]),
@@ -192,7 +198,8 @@ def table(seeds):
                                p["cache_bytes"] / s["texts_profiled"] for p, s in zip(pred, seeds)),
                            build_s=statistics.median(r["build_s"] for r in runs))
             else:
-                row["predicted_vs_full"] = statistics.median(p["full_s"] / p["online_s"] for p in pred)
+                row["predicted_vs_full"] = statistics.median(p["full_s"] / p["online_s"]
+                                                             for p in pred)
             rows.append(row)
     return rows
 
@@ -200,9 +207,10 @@ def table(seeds):
 def markdown(seeds, rows, cpu):
     first = seeds[0]
     full_acc = rows[0]["acc"][0]
-    lines = [f"{first['model']} ({first['layers']} layers) on {os.path.basename(first['data'].rstrip('/'))}: "
-             f"{first['train']} training and {first['test']} test texts, {len(first['classes'])} "
-             f"classes, cut at {first['tokens']} tokens, {first['epochs']} epochs, batch "
+    task = os.path.basename(first['data'].rstrip('/'))
+    lines = [f"{first['model']} ({first['layers']} layers) on {task}: {first['train']} training "
+             f"and {first['test']} test texts, {len(first['classes'])} classes, cut at "
+             f"{first['tokens']} tokens, {first['epochs']} epochs, batch "
              f"{first['batch']}, {first['codec']} records, seeds "
              f"{[s['seed'] for s in seeds]}, {first['threads']} threads; {cpu}", "",
              "| run | test acc | vs full (points) | macro F1 | median epoch s | vs full: measured "
@@ -234,7 +242,8 @@ def svg(rows, title):
     px = lambda x: m + x / x1 * (w - 2 * m)  # noqa: E731
     py = lambda y: h - m - (y - y0) / (y1 - y0) * (h - 2 * m)  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           f'font-family="sans-serif" font-size="12">', f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
            f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
            f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',
            f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>',
@@ -258,7 +267,8 @@ def svg(rows, title):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, help="folder of train.tsv and test.tsv (label<TAB>text)")
+    p.add_argument("--data", required=True,
+                   help="folder of train.tsv and test.tsv (label<TAB>text)")
     p.add_argument("--model", default="all-mpnet-base-v2")
     p.add_argument("--k", type=int, nargs="+", default=[3, 6, 9, 12])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -272,7 +282,8 @@ def main():
     p.add_argument("--head-lr", type=float, default=1e-3, help="the new classifier's")
     p.add_argument("--codec", default="fp16")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--profile-batches", type=int, default=4, help="batches recycle.hf.profile times")
+    p.add_argument("--profile-batches", type=int, default=4,
+                   help="batches recycle.hf.profile times")
     p.add_argument("--json", help="(with --seed) write that seed's figures here")
     p.add_argument("--out", help="write er-table.md, er-table.json and er-table.svg here")
     a = p.parse_args()
