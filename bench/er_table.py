@@ -17,7 +17,8 @@ k the head from its cache (recycle.CachedLoader) and the head with the prefix ru
 and macro F1. The table: accuracy (mean +- sd over the seeds), the head epoch's speedup over
 full fine-tuning and over the online prefix (medians over the seeds of each run's own ratio),
 measured beside predicted, and the records' bytes a text, measured beside predicted. --out DIR
-writes er-table.md, er-table.json and er-table.svg (accuracy against the measured speedup).
+writes er-table.md, er-table.json and er-table.svg (accuracy against the measured speedup);
+--merge DIR... --out DIR makes the table of seeds run apart (each with its own --seeds and --out).
 The data: any folder of train.tsv and test.tsv, label<TAB>text (scripts/fetch_wordnet_task.sh,
 scripts/fetch_debian_task.sh). Needs transformers and the model's PyPI packages
 (scripts/torch2_venv.sh's venv has them).
@@ -267,8 +268,7 @@ def svg(rows, title):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True,
-                   help="folder of train.tsv and test.tsv (label<TAB>text)")
+    p.add_argument("--data", help="folder of train.tsv and test.tsv (label<TAB>text)")
     p.add_argument("--model", default="all-mpnet-base-v2")
     p.add_argument("--k", type=int, nargs="+", default=[3, 6, 9, 12])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -286,7 +286,19 @@ def main():
                    help="batches recycle.hf.profile times")
     p.add_argument("--json", help="(with --seed) write that seed's figures here")
     p.add_argument("--out", help="write er-table.md, er-table.json and er-table.svg here")
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="no runs: the table of the seeds in these --out folders' er-table.json "
+                        "(seeds run apart, e.g. on two cores)")
     a = p.parse_args()
+    if a.merge:
+        seeds = []
+        for folder in a.merge:
+            with open(os.path.join(folder, "er-table.json")) as f:
+                seeds += json.load(f)["seeds"]
+        write_table(sorted(seeds, key=lambda s: s["seed"]), a.out)
+        return
+    if not a.data:
+        p.error("--data is required (or --merge)")
     if a.seed is not None:
         with tempfile.TemporaryDirectory() as a.work:
             result = one_seed(a)
@@ -304,18 +316,25 @@ def main():
             subprocess.run(cmd, check=True, stdout=sys.stderr)
             with open(out) as f:
                 seeds.append(json.load(f))
+    write_table(seeds, a.out)
+
+
+def write_table(seeds, out):
+    """Prints the seeds' table and writes it to `out` (when given) with the figures and the
+    plot."""
     cpu = bench_report.cpu_name()
     rows = table(seeds)
     text = markdown(seeds, rows, cpu)
     print(text, end="")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "er-table.md"), "w") as f:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "er-table.md"), "w") as f:
             f.write(text)
-        with open(os.path.join(a.out, "er-table.json"), "w") as f:
+        with open(os.path.join(out, "er-table.json"), "w") as f:
             json.dump({"cpu": cpu, "seeds": seeds, "table": rows}, f, indent=1)
-        title = f"{a.model} on {os.path.basename(a.data.rstrip('/'))}, {cpu}"
-        with open(os.path.join(a.out, "er-table.svg"), "w") as f:
+        first = seeds[0]
+        title = f"{first['model']} on {os.path.basename(first['data'].rstrip('/'))}, {cpu}"
+        with open(os.path.join(out, "er-table.svg"), "w") as f:
             f.write(svg(rows, title))
 
 
