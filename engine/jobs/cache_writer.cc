@@ -8,7 +8,6 @@
 // time, so the plan is made chunk by chunk (KeyPlan::add_chunk) against the stored index instead
 // of for the whole split first. What is its own: checking the caller's tensors.
 #include <torch/torch.h>
-#include <xxhash.h>
 
 #include <chrono>
 #include <cmath>
@@ -603,15 +602,11 @@ std::unique_ptr<Keyer> shard_keyer(const std::string& spec, int64_t shard_count)
 
 RowShards shards_of_keys(const std::vector<Key>& keys, int64_t shard_count) {
   RowShards out;
-  std::string bytes;
+  out.keys.reserve(keys.size() * Key::kBytes);
   for (const Key& k : keys) {
     out.shards.push_back(shard_of(k, shard_count));
-    bytes += k.to_bytes();
+    out.keys += k.to_bytes();
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
-  out.keys_digest = hex;
   return out;
 }
 

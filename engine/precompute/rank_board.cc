@@ -1,18 +1,21 @@
 #include "engine/precompute/rank_board.h"
 
-#include <xxhash.h>
-
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include "base/coding.h"
 #include "base/strings.h"  // first_line
 #include "cache/shard_rule.h"
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/split_inputs.h"
+#include "recycle/build.h"
+#include "recycle/keys_digest.h"
 
 namespace recycle {
 
@@ -26,14 +29,8 @@ std::string board(const std::string& name, int rank) {
 std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
   const std::vector<Key>& keys = b.plan().keys();
   const std::vector<int64_t>& labels = b.inputs().data().labels;
-  std::string bytes;
-  bytes.reserve(keys.size() * (Key::kBytes + 8));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    bytes += keys[i].to_bytes();
-    put_le64(&bytes, static_cast<uint64_t>(labels[i]));
-  }
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  Key digest{h.high64, h.low64};
+  KeysDigest digest;
+  for (size_t i = 0; i < keys.size(); ++i) digest.add(keys[i], labels[i]);
   json manifest = json::parse(b.encoder().requested().to_json_string());
   // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
   // here, a rank's mismatch names both words.
@@ -44,7 +41,7 @@ std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
       {"split", o.data.split},
       {"samples", static_cast<int64_t>(keys.size())},
       {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
-      {"keys and labels", digest.to_hex()}};
+      {"keys and labels", digest.hex()}};
   if (sharded) j["shard rule"] = kShardRule;
   return j.dump();
 }
@@ -152,6 +149,42 @@ BuildReport report_from_json(const std::string& text, const std::string& whose) 
     for (const json& s : j["per_shard"]) r.per_shard.push_back(report_from_json(s.dump(), whose));
   }
   return r;
+}
+
+BuildReport merged_reports(std::vector<BuildReport> shards, int own) {
+  if (own < 0 || own >= static_cast<int>(shards.size())) {
+    throw std::invalid_argument("shard " + std::to_string(own) + " of " +
+                                std::to_string(shards.size()) + " reports");
+  }
+  BuildReport job = shards[static_cast<size_t>(own)];
+  job.samples = job.unique = job.computed = job.skipped = job.index_written = 0;
+  job.files_left_out = job.bytes = job.records = job.cache_records = 0;
+  job.seconds = job.prefix_seconds = 0;
+  for (const BuildReport& s : shards) {
+    job.samples += s.samples;
+    job.unique += s.unique;
+    job.computed += s.computed;
+    job.skipped += s.skipped;
+    job.index_written += s.index_written;
+    job.files_left_out = std::max(job.files_left_out, s.files_left_out);  // the same files
+    job.bytes += s.bytes;
+    job.records += s.records;
+    job.cache_records += s.cache_records;
+    job.seconds = std::max(job.seconds, s.seconds);
+    job.prefix_seconds += s.prefix_seconds;
+  }
+  job.samples_per_s = job.seconds > 0 ? static_cast<double>(job.samples) / job.seconds : 0;
+  job.ranks = static_cast<int>(shards.size());
+  job.per_shard = std::move(shards);
+  return job;
+}
+
+std::string merged_shard_reports(const std::vector<std::string>& reports, int own) {
+  std::vector<BuildReport> shards;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    shards.push_back(report_from_json(reports[r], "shard " + std::to_string(r) + "'s report"));
+  }
+  return merged_reports(std::move(shards), own).to_json();
 }
 
 }  // namespace recycle

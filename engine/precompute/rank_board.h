@@ -40,4 +40,7 @@ BuildReport run_as_rank(BuildGroup& g, const std::function<BuildReport()>& part)
 // `whose` ("rank 0's report") when it is not one.
 BuildReport report_from_json(const std::string& text, const std::string& whose);
 
+// A sharded build's report from its shards' in rank order (merged_shard_reports, build.h).
+BuildReport merged_reports(std::vector<BuildReport> shards, int own);
+
 }  // namespace recycle

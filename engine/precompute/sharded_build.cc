@@ -35,27 +35,12 @@ namespace {
 
 // The job's report: rank 0's own with every shard's counts added, each rank's in per_shard.
 BuildReport job_report(const BuildReport& own, BuildGroup& g) {
-  BuildReport job = own;
-  job.per_shard.push_back(own);
+  std::vector<BuildReport> shards = {own};
   for (int r = 1; r < g.world(); ++r) {
     const std::string whose = "rank " + std::to_string(r) + "'s report";
-    BuildReport s = report_from_json(g.wait(board("report", r), r), whose);
-    job.samples += s.samples;
-    job.unique += s.unique;
-    job.computed += s.computed;
-    job.skipped += s.skipped;
-    job.index_written += s.index_written;
-    job.files_left_out = std::max(job.files_left_out, s.files_left_out);  // the same files
-    job.bytes += s.bytes;
-    job.records += s.records;
-    job.cache_records += s.cache_records;
-    job.seconds = std::max(job.seconds, s.seconds);
-    job.prefix_seconds += s.prefix_seconds;
-    job.per_shard.push_back(std::move(s));
+    shards.push_back(report_from_json(g.wait(board("report", r), r), whose));
   }
-  job.samples_per_s = job.seconds > 0 ? static_cast<double>(job.samples) / job.seconds : 0;
-  job.ranks = g.world();
-  return job;
+  return merged_reports(std::move(shards), 0);
 }
 
 // Rank 0: refuses two ranks given one directory (cache_location equal: one machine, one

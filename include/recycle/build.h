@@ -63,4 +63,12 @@ BuildReport run_build(const BuildOptions& options);
 // the whole build (ranks: the world). Without dist.distributed(): run_build(options).
 BuildReport run_build(const BuildOptions& options, const DistOptions& dist);
 
+// A sharded build's report from its shards' (BuildReport::to_json, in rank order): shard
+// `own`'s with every shard's counts added up (seconds: the slowest shard's; files_left_out: the
+// most any shard left out), ranks the shard count and each shard's report in per_shard, as JSON.
+// What recycle-build --sharded's rank 0 and recycle.build(..., sharded=True) report.
+// std::runtime_error naming the shard whose report is not one; std::invalid_argument for an
+// `own` outside the reports.
+std::string merged_shard_reports(const std::vector<std::string>& reports, int own);
+
 }  // namespace recycle

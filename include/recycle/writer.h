@@ -176,12 +176,13 @@ std::string tensors_fingerprint(const std::vector<std::string>& names,
 // Where the rows of a chunk go in a sharded build (WriterOptions::shard_count): rows of
 // `inputs` (the batch as dimension 0) at split positions first, first + 1, ... keyed by
 // `keyer` (a spec) as a CacheWriter keys them; `shards` holds each row's shard of
-// `shard_count` (cache/shard_rule.h) and `keys_digest` the XXH3-64 hex of the rows' keys in
-// order, so that ranks can check they key the same samples. InvalidArgument for a bad keyer
-// spec, shard count or input.
+// `shard_count` (cache/shard_rule.h) and `keys` the rows' keys (Key::to_bytes, 16 bytes each)
+// end to end, in order: with the labels, what a KeysDigest (keys_digest.h) takes, so that ranks
+// can check they key the same samples. InvalidArgument for a bad keyer spec, shard count or
+// input.
 struct RowShards {
   std::vector<int64_t> shards;
-  std::string keys_digest;
+  std::string keys;
 };
 RowShards shards_of_rows(const std::string& keyer, const at::Tensor& inputs, int64_t first,
                          int64_t shard_count);

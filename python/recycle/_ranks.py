@@ -1,7 +1,6 @@
 """recycle.build under torch.distributed: rank 0 writing what every rank computes, or every rank
 building its own shard (sharded=True), with errors sent so that every rank stops with the same
 one."""
-import hashlib
 import json
 import os
 import socket
@@ -165,7 +164,7 @@ def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None)
     are refused."""
     mine = seen = 0
     kinds = {}
-    digest = hashlib.sha256()
+    digest = _native.KeysDigest()  # the engine's ranks compare the same digest
     try:
         if check is not None:
             check()
@@ -177,8 +176,7 @@ def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None)
                 shards, keys = _native.shards_of_named(keyer_of(inputs), list(inputs), seen, world)
             else:
                 shards, keys = _native.shards_of_rows(keyer_of(inputs), inputs, seen, world)
-            digest.update(keys.encode())
-            digest.update(labels.to(torch.int64).contiguous().numpy().tobytes())
+            digest.add(keys, labels.to(torch.int64).tolist())
             mine += shards.count(rank)
             seen += len(inputs)
         if seen == 0:
@@ -224,12 +222,5 @@ def build_sharded(loader, keyer_of, facts, one_process, rank, world, check=None,
     except Exception as e:
         own = error_of(e)
     shards = [m[1] for m in exchanged(own, world)]
-    job = dict(shards[rank])
-    for name in ("samples", "unique", "computed", "skipped", "index_written", "bytes", "records",
-                 "cache_records", "prefix_seconds"):
-        job[name] = sum(s[name] for s in shards)
-    job["seconds"] = max(s["seconds"] for s in shards)
-    job["samples_per_s"] = job["samples"] / job["seconds"] if job["seconds"] > 0 else 0.0
-    job["ranks"] = world
-    job["per_shard"] = shards
-    return job
+    # The engine's merge, as recycle-build --sharded's rank 0 makes it.
+    return json.loads(_native.merged_shard_reports([json.dumps(s) for s in shards], rank))

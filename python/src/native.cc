@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "recycle/build.h"
 #include "recycle/cache.h"
 #include "recycle/errors.h"
+#include "recycle/keys_digest.h"
 #include "recycle/predict.h"
 #include "recycle/reader.h"
 #include "recycle/writer.h"
@@ -59,7 +61,8 @@ py::tuple looked_up(recycle::KeyedReader& r,
   return py::make_tuple(tensors, hits);
 }
 
-// A key pass's shards_of_* (writer.h), the GIL released: (each row's shard, the keys' digest).
+// A key pass's shards_of_* (writer.h), the GIL released: (each row's shard, the rows' keys as
+// bytes, 16 each).
 template <typename Inputs>
 py::tuple row_shards(recycle::RowShards (*of)(const std::string&, const Inputs&, int64_t, int64_t),
                      const std::string& keyer, const Inputs& inputs, int64_t first, int64_t count) {
@@ -68,7 +71,7 @@ py::tuple row_shards(recycle::RowShards (*of)(const std::string&, const Inputs&,
     py::gil_scoped_release release;
     r = of(keyer, inputs, first, count);
   }
-  return py::make_tuple(r.shards, r.keys_digest);
+  return py::make_tuple(r.shards, py::bytes(r.keys));
 }
 
 }  // namespace
@@ -324,7 +327,7 @@ PYBIND11_MODULE(_native, m) {
         return row_shards(&recycle::shards_of_rows, keyer, inputs, first, count);
       },
       py::arg("keyer"), py::arg("inputs"), py::arg("first"), py::arg("shard_count"),
-      "(each row's shard of shard_count, the XXH3-64 hex of the rows' keys) as a sharded "
+      "(each row's shard of shard_count, the rows' keys as bytes, 16 each) as a sharded "
       "CacheWriter keys rows at split positions first, first + 1, ...");
   m.def(
       "shards_of_texts",
@@ -342,6 +345,25 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("keyer"), py::arg("samples"), py::arg("first"), py::arg("shard_count"),
       "shards_of_rows for a chunk of samples of named tensors");
+
+  py::class_<recycle::KeysDigest>(
+      m, "KeysDigest",
+      "the digest ranks compare to agree on their data (recycle/keys_digest.h): XXH3-128 over "
+      "each sample's key and label, in order")
+      .def(py::init<>())
+      .def(
+          "add",
+          [](recycle::KeysDigest& d, const py::bytes& keys, const std::vector<int64_t>& labels) {
+            const std::string bytes = keys;
+            d.add(bytes, labels.data(), labels.size());
+          },
+          py::arg("keys"), py::arg("labels"),
+          "the next samples: their keys (bytes, 16 each, as shards_of_* give them) and labels")
+      .def("hexdigest", &recycle::KeysDigest::hex, "32 hex digits");
+  m.def("merged_shard_reports", &recycle::merged_shard_reports, py::arg("reports"),
+        py::arg("own"),
+        "a sharded build's report (JSON) from its shards' in rank order, shard own's with every "
+        "shard's counts added up, as recycle-build --sharded reports it");
 
   // The engine's rules, so that the package checks what the tools check, in their words.
   m.attr("MAX_CLASS_ID") = recycle::kMaxClassId;

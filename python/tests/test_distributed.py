@@ -322,3 +322,29 @@ def test_two_ranks_build_one_cache_of_texts_as_one_process_does(tmp_path):
     assert torch.equal(a["hidden"], b["hidden"])
     assert [int(m.sum()) for m in a["mask"]] == [len(t) for t in TEXTS]
     assert recycle.verify(cache)["checked"] == 70
+
+
+def test_the_key_pass_digest_and_the_reports_merge_are_the_engines():
+    # The ranks of recycle.build(..., sharded=True) agree on their data with the digest
+    # recycle-build's ranks compare (KeysDigest: each key's 16 bytes and its label, in order),
+    # fed in chunks as the key pass goes.
+    x = torch.randn(10, 3, generator=torch.Generator().manual_seed(0))
+    _, keys = recycle._native.shards_of_rows("xxh3", x, 0, 2)
+    assert isinstance(keys, bytes) and len(keys) == 10 * 16
+    labels = list(range(10))
+    whole = recycle._native.KeysDigest()
+    whole.add(keys, labels)
+    chunks = recycle._native.KeysDigest()
+    chunks.add(keys[:64], labels[:4])
+    chunks.add(keys[64:], labels[4:])
+    assert whole.hexdigest() == chunks.hexdigest() and len(whole.hexdigest()) == 32
+    other = recycle._native.KeysDigest()
+    other.add(keys, labels[:9] + [0])
+    assert other.hexdigest() != whole.hexdigest()
+    # The shards' reports merged by the engine: the own shard's with the counts added.
+    a = {"cache": "a", "samples": 6, "computed": 6, "seconds": 2.0, "shards": 2, "shard": 0}
+    b = {"cache": "b", "samples": 4, "computed": 1, "seconds": 3.0, "shards": 2, "shard": 1}
+    job = json.loads(recycle._native.merged_shard_reports([json.dumps(a), json.dumps(b)], 1))
+    assert (job["cache"], job["shard"], job["samples"], job["computed"]) == ("b", 1, 10, 7)
+    assert job["seconds"] == 3.0 and job["ranks"] == 2
+    assert [s["cache"] for s in job["per_shard"]] == ["a", "b"]
