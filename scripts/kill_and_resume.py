@@ -52,9 +52,11 @@ def main():
     p.add_argument("--cache", required=True)
     p.add_argument("--kills", type=int, default=10)
     p.add_argument("--every", type=int, default=5, help="--checkpoint-every")
-    p.add_argument("--min-s", type=float, default=0.3, help="the earliest kill, seconds after start")
+    p.add_argument("--min-s", type=float, default=0.3,
+                   help="the earliest kill, seconds after start")
     p.add_argument("--max-s", type=float, default=0,
-                   help="the latest kill, seconds after start (0: a quarter of the whole run's time)")
+                   help="the latest kill, seconds after start (0: a quarter of the whole run's "
+                        "time)")
     p.add_argument("--seed", type=int, default=0, help="of the kills' times")
     p.add_argument("job", nargs="*", help="recycle-train's arguments (after --)")
     a = p.parse_args()

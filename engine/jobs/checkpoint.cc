@@ -154,8 +154,9 @@ std::string checkpoint_digest(const std::string& path) {
   }
 }
 
-EpochPosition load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,
-                        BlockStack& head, torch::optim::Optimizer& optimizer) {
+EpochPosition load_checkpoint(const std::string& path, const std::string& job,
+                              const Manifest& cache, BlockStack& head,
+                              torch::optim::Optimizer& optimizer) {
   const std::string where = "--checkpoint " + path;
   if (is_torch_archive(read_regular_file(path))) {
     throw std::runtime_error(where + " is in the format of an older recycle (a TorchScript "

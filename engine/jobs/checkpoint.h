@@ -53,8 +53,9 @@ std::string checkpoint_digest(const std::string& path);
 // the file when it is not a checkpoint, was written by another job ("--lr: 0.05 in the
 // checkpoint, 0.1 in this run") or for another cache (head_differences), or does not fit the
 // head.
-EpochPosition load_checkpoint(const std::string& path, const std::string& job, const Manifest& cache,
-                        BlockStack& head, torch::optim::Optimizer& optimizer);
+EpochPosition load_checkpoint(const std::string& path, const std::string& job,
+                              const Manifest& cache, BlockStack& head,
+                              torch::optim::Optimizer& optimizer);
 
 // recycle-train's --checkpoint: where, the job it belongs to, and the cache the head trains from.
 struct CheckpointPlan {

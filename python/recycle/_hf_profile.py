@@ -138,7 +138,8 @@ def profile(model, tokenizer, texts, batch_size=16, max_length=128, batches=2, r
     `texts` (the module's docstring). Returns a list of dicts, one per k: k, full_s, online_s,
     cached_s (seconds of a step of batch_size texts), optimizer_s (the cached step's AdamW
     share), vs_full and vs_online (the head epoch's speedup against each: full_s / cached_s,
-    online_s / cached_s), cache_bytes (the records of all `texts`). Prints the table to `file` (sys.stdout when None; False: nothing)."""
+    online_s / cached_s), cache_bytes (the records of all `texts`). Prints the table to `file`
+    (sys.stdout when None; False: nothing)."""
     model, _, _ = _hf_layers.sentence_transformer(model, None)
     base, _, layers = _hf_layers.base_and_layers(model)
     texts = list(texts)
