@@ -258,6 +258,18 @@ CacheWriter::CacheWriter(const WriterOptions& options) : impl_(std::make_unique<
 CacheWriter::~CacheWriter() = default;
 
 int64_t CacheWriter::position() const { return impl_->next; }
+
+void CacheWriter::skip_other_shards(int64_t n) {
+  Impl& s = *impl_;
+  if (s.o.shard_count == 0) throw InvalidArgument("skip_other_shards: this writer has no shard");
+  if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
+  if (n < 0 || s.next_in_split + n > s.o.split_samples) {
+    throw InvalidArgument("skip_other_shards(" + std::to_string(n) + "): " +
+                          std::to_string(s.next_in_split) + " of the split's " +
+                          std::to_string(s.o.split_samples) + " samples came already");
+  }
+  s.next_in_split += n;
+}
 bool CacheWriter::unchanged_so_far() const {
   return impl_->stored_complete && impl_->matched_so_far && !impl_->classes_changed;
 }

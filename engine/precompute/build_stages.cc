@@ -104,8 +104,65 @@ WritableSplit& SplitBuild::split() {
   return *split_;
 }
 
-void SplitBuild::key_samples() {
-  std::vector<Key> keys = inputs_->key_all();
+namespace {
+
+// Samples of the other ranks' parts that a sharded build's rank keys too (key_samples(part, ...)).
+constexpr int64_t kSpotChecks = 64;
+
+// The spot checks' keys (`spot`: samples of other parts keyed here) against the keys their ranks
+// sent (`whole`): std::runtime_error naming the first sample whose content differs. A file
+// skipped on either side is not compared.
+void check_spot_keys(const SampleKeys& spot, const SampleKeys& whole, int parts,
+                     const Dataset& data) {
+  auto skipped = [](const SampleKeys& k, int64_t p) {
+    return std::any_of(k.skipped.begin(), k.skipped.end(),
+                       [p](const auto& s) { return s.first == p; });
+  };
+  for (size_t i = 0; i < spot.positions.size(); ++i) {
+    const int64_t p = spot.positions[i];
+    if (spot.keys[i] == whole.keys.at(static_cast<size_t>(p)) || skipped(spot, p) ||
+        skipped(whole, p)) {
+      continue;
+    }
+    throw std::runtime_error("sample " + data.ids.at(static_cast<size_t>(p)) + " of " +
+                             data.description + " is not the same on rank " +
+                             std::to_string(p % parts) + " as here (its content key differs): " +
+                             "every rank needs the same data, model, weights and options");
+  }
+}
+
+}  // namespace
+
+void SplitBuild::key_samples() { use_keys(inputs_->key_all()); }
+
+void SplitBuild::key_samples(int part, int parts,
+                             const std::function<SampleKeys(SampleKeys, int64_t)>& gather) {
+  const int64_t samples = static_cast<int64_t>(inputs_->data().size());
+  // This part's samples, and up to kSpotChecks of the others' spread over the split: keyed here
+  // too, and compared with the keys their ranks send, so that ranks whose files differ are
+  // refused (a difference in a file no spot check reads is not seen).
+  const int64_t step = std::max<int64_t>(1, samples / kSpotChecks);
+  std::vector<int64_t> read;
+  for (int64_t p = 0; p < samples; ++p) {
+    if (p % parts == part || (p % step == 0 && p / step < kSpotChecks)) read.push_back(p);
+  }
+  SampleKeys keyed = inputs_->key_positions(std::move(read));
+  SampleKeys own, spot;
+  for (size_t i = 0; i < keyed.positions.size(); ++i) {
+    SampleKeys& to = keyed.positions[i] % parts == part ? own : spot;
+    to.positions.push_back(keyed.positions[i]);
+    to.keys.push_back(keyed.keys[i]);
+  }
+  for (auto& s : keyed.skipped) {
+    if (s.first % parts == part) own.skipped.push_back(std::move(s));
+    else spot.skipped.push_back(std::move(s));
+  }
+  SampleKeys whole = gather(std::move(own), samples);
+  check_spot_keys(spot, whole, parts, inputs_->data());
+  use_keys(inputs_->settle_keys(std::move(whole)));
+}
+
+void SplitBuild::use_keys(std::vector<Key> keys) {
   const std::unordered_set<Key, KeyHash> distinct(keys.begin(), keys.end());
   report_.cache_dir = options_.cache_dir;
   report_.split = options_.data.split;

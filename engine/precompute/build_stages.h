@@ -49,6 +49,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -66,6 +67,7 @@ namespace recycle {
 class ChunkEncoder;       // the prefix over a chunk's samples (chunk_encoder.h; LibTorch)
 class Progress;
 class SplitInputs;        // the split's samples and keys (split_inputs.h)
+struct SampleKeys;        // some samples' keys (split_inputs.h)
 struct CacheBuildInputs;  // another cache's split as the samples (cache_input.h)
 
 class SplitBuild {
@@ -89,6 +91,14 @@ class SplitBuild {
   // Keys every sample (SplitInputs::key_all) and sets the report's samples and unique counts.
   // Needs no cache: the ranks of a distributed build that do not write it call this alone.
   void key_samples();
+  // key_samples with the key pass shared by the ranks of a sharded build: this rank keys only
+  // its part of the split (the samples p with p % parts == part; of a folder, only their files
+  // are read) and `gather` makes every sample's keys of it and the split's sample count (the
+  // other parts from the other ranks: rank_board.h's gathered_keys). Up to 64 samples of the
+  // other parts, spread over the split, are keyed here too and must have the keys their ranks
+  // sent (std::runtime_error naming the first that differs: ranks given different files).
+  void key_samples(int part, int parts,
+                   const std::function<SampleKeys(SampleKeys, int64_t)>& gather);
   // key_samples unless done; deletes the cache first with --rebuild, opens (or creates) it and
   // compares the stored manifest with the requested one, refusing another identity, other
   // classes, other record shapes or views with one line (nothing is written, and the cache is
@@ -134,6 +144,8 @@ class SplitBuild {
   WritableSplit& split();
 
  private:
+  // The samples' keys as key_samples found them: the report's counts and the plan's keys.
+  void use_keys(std::vector<Key> keys);
   // BuildOptions::validate, the split's name; the thread count set.
   void check_options();
   // A sharded build's rank (options.shard_count > 0): keeps the samples of its shard, before

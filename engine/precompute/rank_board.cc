@@ -15,6 +15,7 @@
 #include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/split_inputs.h"
 #include "recycle/build.h"
+#include "recycle/key.h"
 #include "recycle/keys_digest.h"
 
 namespace recycle {
@@ -120,6 +121,78 @@ BuildReport run_as_rank(BuildGroup& g, const std::function<BuildReport()>& part)
     g.fail("rank " + std::to_string(rank) + ": " + first_line(e.what()));
     throw;
   }
+}
+
+namespace {
+
+// A part of the keys as gathered_keys publishes it: a line of JSON (the sample count, the
+// skipped files), then the keys' 16 bytes each.
+std::string key_part_text(const SampleKeys& part, int64_t samples) {
+  json skipped = json::array();
+  for (const auto& [position, line] : part.skipped) skipped.push_back({position, line});
+  std::string text = json{{"samples", samples}, {"skipped", skipped}}.dump() + "\n";
+  text.reserve(text.size() + part.keys.size() * Key::kBytes);
+  char bytes[Key::kBytes];
+  for (const Key& k : part.keys) {
+    k.to_bytes(bytes);
+    text.append(bytes, Key::kBytes);
+  }
+  return text;
+}
+
+// Rank `rank`'s part (key_part_text's) of a split of `samples` in `world` parts, read back into
+// *whole; `me` is the reading rank, whose split has `samples`.
+void add_key_part(const std::string& text, int rank, int world, int me, int64_t samples,
+                  SampleKeys* whole) {
+  const std::string whose = "rank " + std::to_string(rank) + "'s keys";
+  const size_t line = text.find('\n');
+  const json head = json::parse(text.substr(0, line), nullptr, /*allow_exceptions=*/false);
+  if (line == std::string::npos || !head.is_object() || !head["samples"].is_number_integer() ||
+      !head["skipped"].is_array()) {
+    throw std::runtime_error(whose + " are malformed");
+  }
+  const int64_t theirs = head["samples"].get<int64_t>();
+  if (theirs != samples) {
+    throw std::runtime_error("rank " + std::to_string(rank) + " lists " + std::to_string(theirs) +
+                             " samples, rank " + std::to_string(me) + " " +
+                             std::to_string(samples) +
+                             " (every rank needs the same data, model, weights and options)");
+  }
+  const int64_t count = samples > rank ? (samples - rank + world - 1) / world : 0;
+  if (text.size() - line - 1 != static_cast<size_t>(count) * Key::kBytes) {
+    throw std::runtime_error(whose + " are malformed");
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const std::string_view bytes(text.data() + line + 1 + j * Key::kBytes, Key::kBytes);
+    Key::from_bytes(bytes, &whole->keys[static_cast<size_t>(rank + j * world)]);
+  }
+  for (const json& s : head["skipped"]) {
+    const int64_t p = s.at(0).get<int64_t>();
+    if (p < 0 || p >= samples || p % world != rank) {
+      throw std::runtime_error(whose + " are malformed");
+    }
+    whole->skipped.emplace_back(p, s.at(1).get<std::string>());
+  }
+}
+
+}  // namespace
+
+SampleKeys gathered_keys(SampleKeys own, int64_t samples, BuildGroup& g) {
+  g.set(board("keys", g.rank()), key_part_text(own, samples));
+  SampleKeys whole;
+  whole.positions.resize(static_cast<size_t>(samples));
+  for (int64_t p = 0; p < samples; ++p) whole.positions[static_cast<size_t>(p)] = p;
+  whole.keys.resize(static_cast<size_t>(samples));
+  for (size_t j = 0; j < own.positions.size(); ++j) {
+    whole.keys.at(static_cast<size_t>(own.positions[j])) = own.keys[j];
+  }
+  whole.skipped = std::move(own.skipped);
+  for (int r = 0; r < g.world(); ++r) {
+    if (r == g.rank()) continue;
+    add_key_part(g.wait(board("keys", r), r), r, g.world(), g.rank(), samples, &whole);
+  }
+  std::sort(whole.skipped.begin(), whole.skipped.end());
+  return whole;
 }
 
 BuildReport report_from_json(const std::string& text, const std::string& whose) {

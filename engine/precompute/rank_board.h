@@ -15,6 +15,7 @@ namespace recycle {
 class BuildGroup;
 class SplitBuild;
 struct BuildOptions;
+struct SampleKeys;
 
 // "recycle/build/NAME", and "recycle/build/NAME/RANK": a key on the job's store.
 std::string board(const std::string& name);
@@ -35,6 +36,14 @@ void check_rank_inputs(const std::string& mine, BuildGroup& g);
 // group; an exception of `part` is published first (BuildGroup::fail: "rank R: LINE"; the
 // first failure reported is the one every rank names), then rethrown.
 BuildReport run_as_rank(BuildGroup& g, const std::function<BuildReport()>& part);
+
+// A sharded build's key pass (SplitBuild::key_samples(part, parts, gather)): this rank's part of
+// the keys (`own`: the samples p of the split's `samples` with p % world == rank, each rank's
+// from its own data) published on the board (board("keys", r): the sample count, the skipped
+// files and the 16-byte keys), every other rank's read, and every sample's keys returned, the
+// skipped files ascending. std::runtime_error in one line when a rank's data has another sample
+// count ("rank 2 lists 999 samples, rank 0 1000 (every rank needs the same data...)").
+SampleKeys gathered_keys(SampleKeys own, int64_t samples, BuildGroup& g);
 
 // A report as BuildReport::to_json wrote it (per_shard included). std::runtime_error naming
 // `whose` ("rank 0's report") when it is not one.

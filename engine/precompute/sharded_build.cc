@@ -1,10 +1,14 @@
 // A sharded build (recycle-build --sharded): every rank builds its own shard of the split into
 // its own cache, a directory no other rank opens (usually on its own machine's disk), and the
 // ranks talk only through the job's c10d store.
-//   1. Every rank loads the inputs (dataset, keyer, model and weights) and keys every sample, as
-//      a distributed build does, and the ranks agree on what they build through the store
-//      (rank_board.h: the identity, the data, the split's samples, their keys and labels as one
-//      hash, the views, the shard rule). No rank opens its cache before rank 0 says they agree.
+//   1. Every rank loads the inputs (dataset, keyer, model and weights) and keys its part of the
+//      split (the samples p with p % W == r: of an image folder, only their files are read);
+//      the ranks exchange their parts' keys through the store (rank_board.h: gathered_keys,
+//      16 bytes a sample), so that every rank knows every sample's key having read 1/W of the
+//      data. Then they agree on what they build (rank_board.h: the identity, the data, the
+//      split's samples, their keys and labels as one hash, the views, the shard rule). No rank
+//      opens its cache before rank 0 says they agree. A rank reads only the files of its part
+//      and of its shard: about 2/W of the folder.
 //   2. Rank r keeps the samples whose content key the shard rule puts in shard r of W
 //      (cache/shard_rule.h: the same on every rank, from the key alone) and builds them as a
 //      one-process build does, into its own cache: resumable, refusing another identity, and
@@ -28,6 +32,7 @@
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/rank_board.h"
+#include "engine/precompute/split_inputs.h"  // SampleKeys
 
 namespace recycle {
 
@@ -64,7 +69,9 @@ BuildReport build_shard(const BuildOptions& options, BuildGroup& g) {
   o.shard_index = g.rank();
   o.shard_count = g.world();
   SplitBuild b(o);
-  b.key_samples();
+  b.key_samples(g.rank(), g.world(), [&](SampleKeys own, int64_t samples) {
+    return gathered_keys(std::move(own), samples, g);
+  });
   // --rebuild deletes every rank's cache: each rank checks that its own may be deleted before it
   // says it is ready, so that no rank deletes anything while another would refuse.
   if (o.rebuild) ActivationStore::check_destroy(o.cache_dir).throw_if_error();

@@ -65,30 +65,29 @@ void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vec
   });
 }
 
-// Keys of every sample; a streamed split is read a chunk at a time, then checked to its end.
-// The samples whose file was skipped (--on-bad-file skip) go to *skipped (their keys are of
-// zeros: the caller drops them).
-std::vector<Key> key_every_sample(const Dataset& data, const StreamedImages& streamed,
-                                  const Keyer& keyer,
-                                  std::vector<std::pair<int64_t, std::string>>* skipped) {
-  std::vector<Key> keys(data.size());
+// Keys of the samples `positions` (ascending, distinct) into *keys; a streamed split is read a
+// chunk at a time, then checked to its end. The samples whose file was skipped (--on-bad-file
+// skip) go to *skipped (their keys are of zeros: the caller drops them).
+void key_samples_at(const Dataset& data, const StreamedImages& streamed, const Keyer& keyer,
+                    const std::vector<int64_t>& positions, std::vector<Key>* keys,
+                    std::vector<std::pair<int64_t, std::string>>* skipped) {
+  const int64_t n = static_cast<int64_t>(positions.size());
+  keys->assign(positions.size(), Key{});
   skipped->clear();
   if (!streamed.streamed()) {
-    key_range(data, keyer, 0, &keys);
-    return keys;
+    parallel_loop(n, [&](int64_t i) {
+      TensorView view;
+      (*keys)[i] = keyer.key(data.key_input(static_cast<size_t>(positions[i]), &view));
+    });
+    return;
   }
   ImageStream stream(data, streamed);
-  const int64_t n = static_cast<int64_t>(data.size());
-  std::vector<int64_t> positions;
   for (int64_t lo = 0; lo < n; lo += kKeyChunk) {
     const int64_t hi = std::min(n, lo + kKeyChunk);
-    positions.resize(hi - lo);
-    for (int64_t i = lo; i < hi; ++i) positions[i - lo] = i;
-    key_range(read_samples(data, stream, positions.data(), hi - lo), keyer, lo, &keys);
+    key_range(read_samples(data, stream, positions.data() + lo, hi - lo), keyer, lo, keys);
   }
   stream.finish();
   *skipped = stream.skipped();
-  return keys;
 }
 
 // A class whose every file was left out (--on-bad-file skip) is still a class of the split (the
@@ -196,8 +195,29 @@ size_t SplitInputs::chunk_size(int64_t batch) const {
 
 std::vector<Key> SplitInputs::key_all() {
   if (from_cache_) return cache_keys_;
-  std::vector<std::pair<int64_t, std::string>> skipped;
-  std::vector<Key> keys = key_every_sample(data_, streamed_, *keyer_, &skipped);
+  std::vector<int64_t> every(data_.size());
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int64_t>(i);
+  return settle_keys(key_positions(std::move(every)));
+}
+
+SampleKeys SplitInputs::key_positions(std::vector<int64_t> positions) {
+  if (from_cache_) throw std::logic_error("key_positions: another cache's split has its keys");
+  SampleKeys out;
+  key_samples_at(data_, streamed_, *keyer_, positions, &out.keys, &out.skipped);
+  out.positions = std::move(positions);
+  return out;
+}
+
+std::vector<Key> SplitInputs::settle_keys(SampleKeys whole) {
+  const size_t n = data_.size();
+  bool every = whole.positions.size() == n && whole.keys.size() == n;
+  for (size_t i = 0; every && i < n; ++i) every = whole.positions[i] == static_cast<int64_t>(i);
+  if (!every) {
+    throw std::invalid_argument("settle_keys: the keys of " + std::to_string(n) +
+                                " samples, in order, are needed");
+  }
+  std::vector<Key> keys = std::move(whole.keys);
+  const auto& skipped = whole.skipped;
   if (skipped.empty()) return keys;
   // Files that could not be decoded, left out with their samples.
   report_skipped(streamed_.file, skipped);

@@ -6,9 +6,11 @@
 // The images of a streamed split are read twice: key_all reads them a chunk at a time to key
 // every sample (memory holds keys, labels and ids, never the split's images), and the chunk
 // loop reads them a second time for the samples it computes (ChunkReader, a chunk ahead, or
-// the inputs' own stream). That second read is checked against the keys the chunk computes, so
-// a file changed in between stops the build instead of storing one image's record under
-// another's key.
+// the inputs' own stream). A sharded build's rank keys only its part of the split
+// (key_positions) and takes the other ranks' keys for the rest (settle_keys), so it reads a
+// folder's files of its part and then of its shard only. The second read is checked against
+// the keys the chunk computes, so a file changed in between stops the build instead of storing
+// one image's record under another's key.
 //
 // No LibTorch here. Not thread safe, except that a ChunkReader reads on its thread through a
 // stream of its own.
@@ -30,6 +32,16 @@
 #include "recycle/keyer.h"
 
 namespace recycle {
+
+// The keys of some samples of a split (SplitInputs::key_positions), as the ranks of a sharded
+// build exchange them: keys[i] is the key of sample positions[i] (zeros for a skipped file's),
+// `skipped` the samples among them whose file could not be decoded (--on-bad-file skip),
+// ascending, each with one line naming the file.
+struct SampleKeys {
+  std::vector<int64_t> positions;
+  std::vector<Key> keys;
+  std::vector<std::pair<int64_t, std::string>> skipped;
+};
 
 class SplitInputs {
  public:
@@ -67,6 +79,15 @@ class SplitInputs {
   // counted by files_left_out(); every file left out is an error.
   std::vector<Key> key_all();
   int64_t files_left_out() const { return files_left_out_; }
+  // The keys of the samples `positions` only (ascending, distinct, in range), in parallel: of a
+  // streamed folder only their files are read (an IDX file is read through). A file that could
+  // not be decoded is not dropped here: it is in the result's `skipped`. Not for another cache's
+  // split.
+  SampleKeys key_positions(std::vector<int64_t> positions);
+  // key_all's result from every sample's keys gathered from parts (`whole.positions` 0..n-1 for
+  // the data's n samples: std::invalid_argument otherwise): the skipped files' samples dropped,
+  // said on stderr and counted by files_left_out(), as key_all does.
+  std::vector<Key> settle_keys(SampleKeys whole);
   // Keeps only the samples `positions` (ascending, distinct), after key_all: a sharded build's
   // shard (SplitBuild::open). Not for another cache's split.
   void keep_only(const std::vector<int64_t>& positions);

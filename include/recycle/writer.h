@@ -158,6 +158,13 @@ class CacheWriter {
   // samples, data and classes already.
   BuildReport finish();
 
+  // A shard's writer given its shard's samples only (a key pass found every sample's shard, and
+  // each rank read only its own: recycle.build(..., sharded=True)): `n` samples of the split
+  // that are in other shards and will not come, counted as the split's for finish's check.
+  // InvalidArgument for a writer of the whole split, n < 0 or more samples than the split's.
+  // Not with the "id" keyer, which keys the chunks' split positions: give it the whole split.
+  void skip_other_shards(int64_t n);
+
   int64_t position() const;  // samples added so far
   // Whether the stored split was complete with an index the chunks so far matched entry for
   // entry (a rerun that will write nothing, so far).

@@ -210,6 +210,34 @@ def holds_strings(items):
     return isinstance(items, (str, bytes))
 
 
+class Positions:
+    """Where a batch's samples are in the split when they are not one after another (a rank's
+    part or shard of a sharded build): `start + i` is the split position of the batch's i-th
+    sample, as checked_batch counts, and the first's when it is shown."""
+
+    def __init__(self, positions, first):
+        self.positions, self.first = positions, first
+
+    def __add__(self, i):
+        return self.positions[self.first + i]
+
+    def __int__(self):
+        return self.positions[self.first]
+
+    __index__ = __int__
+
+    def __format__(self, spec):
+        return format(int(self), spec)
+
+    __str__ = __repr__ = lambda self: str(int(self))
+
+
+def batch_start(positions, seen):
+    """The split position of a batch's first sample after `seen` samples: seen itself when the
+    batches are the whole split (positions None), else a Positions of the ones read."""
+    return seen if positions is None else Positions(positions, seen)
+
+
 def checked_batch(batch, start, kinds):
     """A batch's inputs and labels, checked; `start` is the position of its first sample.
     `kinds` is a dict the caller keeps for one pass over the data: the first batch's kind of
@@ -278,3 +306,12 @@ def loader_of(data, batch_size, num_workers):
     loader = DataLoader(data, batch_size=max(1, min(batch_size, n)), shuffle=False,
                         num_workers=num_workers, collate_fn=collate_inputs)
     return loader, n, f"python:{type(data).__name__}:{n}"
+
+
+def loader_at(data, positions, batch_size, num_workers):
+    """A DataLoader over the samples `positions` of a map-style Dataset, in that order, batched
+    as loader_of batches the whole."""
+    subset = torch.utils.data.Subset(data, positions)
+    return torch.utils.data.DataLoader(subset, batch_size=max(1, min(batch_size, len(subset))),
+                                       shuffle=False, num_workers=num_workers,
+                                       collate_fn=collate_inputs)

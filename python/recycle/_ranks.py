@@ -152,39 +152,23 @@ def location_of(path):
     return f"{socket.gethostname()} {st.st_dev}:{st.st_ino} {'/'.join(rest)}"
 
 
-def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None):
-    """The key pass of a sharded build: keys every sample of `loader` (the whole split, in order)
-    as the writer will (keyer_of(inputs): the keyer spec of a batch's inputs), and checks with
-    every rank that they key the same samples with the same labels and build the same cache
-    (`facts`: the identity and options). Returns (the split's samples, this rank's shard's).
-    Every rank raises the same one-line ValueError when they differ or a shard would be empty;
-    an error on one rank is raised on every rank. `check` (optional) runs first on every rank
-    (rebuild=True's: this rank's cache may be deleted), so that no rank goes on, and deletes,
-    when another's fails. `where` is this rank's cache directory (location_of): two ranks given one
-    are refused."""
-    mine = seen = 0
-    kinds = {}
-    digest = _native.KeysDigest()  # the engine's ranks compare the same digest
-    try:
-        if check is not None:
-            check()
-        for batch in loader:
-            inputs, labels = _inputs.checked_batch(batch, seen, kinds)
-            if isinstance(inputs, _inputs.Texts):
-                shards, keys = _native.shards_of_texts(keyer_of(inputs), list(inputs), seen, world)
-            elif isinstance(inputs, _inputs.Named):
-                shards, keys = _native.shards_of_named(keyer_of(inputs), list(inputs), seen, world)
-            else:
-                shards, keys = _native.shards_of_rows(keyer_of(inputs), inputs, seen, world)
-            digest.add(keys, labels.to(torch.int64).tolist())
-            mine += shards.count(rank)
-            seen += len(inputs)
-        if seen == 0:
-            raise ValueError("data gave no batches")
-        mine_facts = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), mine, where)
-    except Exception as e:  # every rank stops with it
-        mine_facts = error_of(e)
-    every = exchanged(mine_facts, world)
+def _rows_keyed(batch, seen, kinds, keyer_of, world):
+    """A batch's (labels, each row's shard of world, the rows' keys: 16 bytes each) as a sharded
+    CacheWriter keys them; `seen` as checked_batch takes it."""
+    inputs, labels = _inputs.checked_batch(batch, seen, kinds)
+    if isinstance(inputs, _inputs.Texts):
+        shards, keys = _native.shards_of_texts(keyer_of(inputs), list(inputs), int(seen), world)
+    elif isinstance(inputs, _inputs.Named):
+        shards, keys = _native.shards_of_named(keyer_of(inputs), list(inputs), int(seen), world)
+    else:
+        shards, keys = _native.shards_of_rows(keyer_of(inputs), inputs, int(seen), world)
+    return labels.to(torch.int64).tolist(), shards, keys
+
+
+def _agreed(every, world, samples, counts):
+    """Checks the ranks' messages of a key pass (each: (kind, facts, ..., where)) as every rank
+    does: the same facts, one directory each, and no empty shard by `counts` (each shard's
+    samples) (ValueError)."""
     first = every[0][1]
     for r, message in enumerate(every):
         theirs = message[1]
@@ -202,23 +186,115 @@ def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None)
             raise ValueError(f"ranks {places.index(place)} and {r} of this sharded build were given "
                              "one directory: every rank builds its own shard into its own cache "
                              "(put {rank} in the path on a machine of several ranks)")
-    for r, message in enumerate(every):
-        count = message[2]
-        if count == 0:
-            raise ValueError(f"shard {r} of {world} would hold none of the split's {seen} samples: "
-                             "build with fewer ranks")
-    return seen, mine
+    for r in range(world):
+        if counts[r] == 0:
+            raise ValueError(f"shard {r} of {world} would hold none of the split's {samples} "
+                             "samples: build with fewer ranks")
 
 
-def build_sharded(loader, keyer_of, facts, one_process, rank, world, check=None, where=None):
-    """The build with sharded=True: the key pass (shard_of_split), then this rank builds its own
-    shard into its own cache as one process does (one_process(shard): the whole split's chunks,
-    the writer keeping the shard's rows). No rank waits for another until the end, where the
-    reports (or an error: raised on every rank) are exchanged. Returns the job's report: the
-    shards' counts added up, each rank's own under per_shard."""
-    n, mine = shard_of_split(loader, keyer_of, rank, world, facts, check, where)
+def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None):
+    """The key pass of a sharded build over the whole split: keys every sample of `loader` (in
+    order) as the writer will (keyer_of(inputs): the keyer spec of a batch's inputs), and checks
+    with every rank that they key the same samples with the same labels and build the same cache
+    (`facts`: the identity and options). Returns (the split's samples, this rank's shard's,
+    None: the shard's samples are read from the whole split). Every rank raises the same
+    one-line ValueError when they differ or a shard would be empty; an error on one rank is
+    raised on every rank. `check` (optional) runs first on every rank (rebuild=True's: this
+    rank's cache may be deleted), so that no rank goes on, and deletes, when another's fails.
+    `where` is this rank's cache directory (location_of): two ranks given one are refused."""
+    seen, counts, kinds = 0, [0] * world, {}
+    digest = _native.KeysDigest()  # the engine's ranks compare the same digest
     try:
-        own = ("report", one_process((rank, world, mine, n)))
+        if check is not None:
+            check()
+        for batch in loader:
+            labels, shards, keys = _rows_keyed(batch, seen, kinds, keyer_of, world)
+            digest.add(keys, labels)
+            for s in shards:
+                counts[s] += 1
+            seen += len(labels)
+        if seen == 0:
+            raise ValueError("data gave no batches")
+        mine = ("facts", dict(facts, samples=seen, data=digest.hexdigest()), None, where)
+    except Exception as e:  # every rank stops with it
+        mine = error_of(e)
+    _agreed(exchanged(mine, world), world, seen, counts)
+    return seen, counts[rank], None
+
+
+SPOT_CHECKS = 64  # samples of the other ranks' parts each rank keys too, as recycle-build's
+
+
+def _part_and_spots(n, rank, world):
+    """What a rank keys in shard_of_parts, ascending: its part (the samples p with p % world ==
+    rank) and up to SPOT_CHECKS of the others', spread over the split (recycle-build --sharded's
+    choice, build_stages.cc)."""
+    step = max(1, n // SPOT_CHECKS)
+    spots = set(range(0, n, step)[:SPOT_CHECKS])
+    return [p for p in range(n) if p % world == rank or p in spots]
+
+
+def shard_of_parts(loader_at, n, keyer_of, rank, world, facts, check=None, where=None):
+    """The key pass of a sharded build that reads 1/world of the split: this rank keys its part
+    (the samples p with p % world == rank, read by loader_at(positions)) and up to SPOT_CHECKS
+    of the other parts'; the ranks exchange their parts' keys, labels and shards, and each
+    checks its spot checks against the keys their owners sent (ranks given different data are
+    refused, unless no spot check falls on a difference). Returns (n, this rank's shard's
+    samples, their positions, ascending); errors, check and where as shard_of_split's."""
+    read = _part_and_spots(n, rank, world)
+    kinds, keys, labels, shards, spots = {}, [], [], [], {}
+    try:
+        if check is not None:
+            check()
+        seen = 0
+        for batch in loader_at(read):
+            got = _rows_keyed(batch, _inputs.batch_start(read, seen), kinds, keyer_of, world)
+            for j, (label, shard) in enumerate(zip(got[0], got[1])):
+                p, key = read[seen + j], got[2][16 * j:16 * j + 16]
+                if p % world != rank:
+                    spots[p] = key
+                    continue
+                keys.append(key)
+                labels.append(label)
+                shards.append(shard)
+            seen += len(got[0])
+        mine = ("part", dict(facts, samples=n), None, where, b"".join(keys), labels, shards)
+    except Exception as e:  # every rank stops with it
+        mine = error_of(e)
+    every = exchanged(mine, world)
+    _agreed(every, world, n, [1] * world)  # the same samples: then each part is whole
+    shard_of = [0] * n
+    for q, message in enumerate(every):
+        shard_of[q::world] = message[6]
+    counts = [shard_of.count(r) for r in range(world)]
+    _agreed(every, world, n, counts)
+    exchanged(_spot_check(spots, every, rank, world), world)
+    return n, counts[rank], [p for p in range(n) if shard_of[p] == rank]
+
+
+def _spot_check(spots, every, rank, world):
+    """("ok",), or error_of the first of this rank's spot checks whose key is not the one its
+    owner sent."""
+    for p, key in sorted(spots.items()):
+        q, j = p % world, p // world
+        if every[q][4][16 * j:16 * j + 16] != key:
+            return error_of(ValueError(
+                f"sample {p} of data is not the same on rank {q} as on rank {rank} (its content "
+                "key differs): every rank must call build with the same data in the same order"))
+    return ("ok",)
+
+
+def build_sharded(key_pass, one_process, rank, world):
+    """The build with sharded=True: the key pass (key_pass(): shard_of_split's or
+    shard_of_parts' result), then this rank builds its own shard into its own cache as one
+    process does (one_process(shard, positions): the shard's samples read at `positions`, or
+    from the whole split's chunks when None, the writer keeping the shard's rows). No rank waits
+    for another until the end, where the reports (or an error: raised on every rank) are
+    exchanged. Returns the job's report: the shards' counts added up, each rank's own under
+    per_shard."""
+    n, mine, positions = key_pass()
+    try:
+        own = ("report", one_process((rank, world, mine, n), positions))
     except Exception as e:
         own = error_of(e)
     shards = [m[1] for m in exchanged(own, world)]

@@ -79,11 +79,14 @@ def build(path, data, prefix, split="train", keyer="tensor", codec="fp16", batch
     as recycle-build --sharded does, with no file or directory shared between ranks: rank r keeps
     the samples whose content key falls in shard r of the world size ("xxh3_64(key) % count",
     written in the split's manifest entry with the shard's index and count and the split's
-    sample count). Every rank reads the data twice: once to key it (the ranks check through
-    torch.distributed that they key the same samples with the same labels and build the same
-    cache, and that no shard is empty), then to build its shard, running the prefix on its own
-    samples only. A killed rank's shard resumes as a cache does. recycle.CachedLoader(...,
-    sharded=True) and recycle-train --sharded read the shards. Returns the job's report on every
+    sample count). Of a map-style Dataset each rank reads about 2/world of the samples: it keys
+    its part (the samples p with p % world == r) and 64 spot checks of the others', the ranks
+    exchange their parts' keys and labels through torch.distributed (16 bytes a sample) and
+    check that they build the same cache, that the spot checks agree and that no shard is
+    empty; then each reads its own shard's samples and runs the prefix on them. A DataLoader
+    (or keyer="id") is read whole twice instead: to key every sample, then to build the shard.
+    A killed rank's shard resumes as a cache does. recycle.CachedLoader(..., sharded=True) and
+    recycle-train --sharded read the shards. Returns the job's report on every
     rank: the shards' counts added up, `shards`, this rank's `shard`, and each rank's own report
     under `per_shard`; the progress line (rank 0) follows rank 0's shard.
     """
@@ -156,6 +159,11 @@ class _Build:
         self.model, self.fingerprint = _identity.identity_of(prefix, o["model_id"])
         self.preprocessing = _identity.preprocessing_of(tokenizer)
         self.loader, self.n, self.description = _inputs.loader_of(data, batch_size, num_workers)
+        # A map-style Dataset's samples can be read apart (a sharded build's parts and shards).
+        self.loader_at = None
+        if not isinstance(data, torch.utils.data.DataLoader):
+            self.loader_at = lambda positions: _inputs.loader_at(data, positions, batch_size,
+                                                                 num_workers)
         if self.n < 1:
             raise ValueError("data has no samples")
         classes = o["classes"]
@@ -237,14 +245,19 @@ class _Build:
             flush_seconds=float(o["flush_seconds"]), engine_model=o["engine_model"] or "",
             engine_weights=o["engine_weights"] or "", engine_split_at=o["engine_split_at"] or ""))
 
-    def one_process(self, shard=None):
+    def one_process(self, shard=None, positions=None):
         """The build as one process makes it (of a shard: `shard` as open_writer takes it, the
-        writer keeping the shard's rows of the whole split's chunks): its report."""
+        writer keeping the shard's rows of the whole split's chunks, or given the shard's own
+        samples only, read at `positions`): its report."""
         writer, kinds = None, {}
         try:
             seen = 0
-            for batch in self.loader:
-                inputs, labels = _inputs.checked_batch(batch, seen, kinds)
+            loader = self.loader if positions is None else self.loader_at(positions)
+            if positions is not None:
+                self.bar.total = len(positions)  # the shard's samples are all it reads
+            for batch in loader:
+                inputs, labels = _inputs.checked_batch(batch, _inputs.batch_start(positions, seen),
+                                                       kinds)
                 seen += len(inputs)
                 if writer is None:
                     writer = self.open_writer(inputs, shard)
@@ -257,6 +270,8 @@ class _Build:
                 self.bar.advance(len(inputs))
             if writer is None:
                 raise ValueError("data gave no batches")
+            if positions is not None:
+                writer.skip_other_shards(shard[3] - shard[2])
             report = json.loads(writer.finish())
             report["prefix_seconds"] = self.prefix_seconds
             self.bar.finish()
@@ -273,5 +288,13 @@ class _Build:
                  "split": o["split"], "classes": self.class_names}
         # rebuild=True: every rank checks that its cache may be deleted before any deletes.
         check = (lambda: _native.check_rebuild(self.path)) if o["rebuild"] else None
-        return _ranks.build_sharded(self.loader, self.keyer_of, facts, self.one_process, rank,
-                                    world, check, _ranks.location_of(self.path))
+        where = _ranks.location_of(self.path)
+        if self.loader_at is None or o["keyer"] == "id":  # the whole split, read twice
+            def key_pass():
+                return _ranks.shard_of_split(self.loader, self.keyer_of, rank, world, facts,
+                                             check, where)
+        else:  # 1/world of the split to key, then the shard's samples
+            def key_pass():
+                return _ranks.shard_of_parts(self.loader_at, self.n, self.keyer_of, rank, world,
+                                             facts, check, where)
+        return _ranks.build_sharded(key_pass, self.one_process, rank, world)

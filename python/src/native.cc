@@ -314,6 +314,8 @@ PYBIND11_MODULE(_native, m) {
              py::gil_scoped_release release;
              return h.get().finish().to_json();
            })
+      .def("skip_other_shards", [](WriterHolder& h, int64_t n) { h.get().skip_other_shards(n); },
+           py::arg("n"))
       .def("position", [](WriterHolder& h) { return h.get().position(); })
       .def("unchanged_so_far", [](WriterHolder& h) { return h.get().unchanged_so_far(); })
       .def("close", [](WriterHolder& h) {

@@ -141,11 +141,23 @@ SHARDED_BUILD_SCRIPT = textwrap.dedent("""
     def prefix(batch):
         calls.append(len(batch))
         return {"a": torch.tanh(batch * 2), "s": batch.sum(dim=(1, 2, 3))}
-    def build(data):
-        return recycle.build(sys.argv[1], data, prefix, model_id="shards", codec="fp32",
+    def build(data, path=sys.argv[1]):
+        return recycle.build(path, data, prefix, model_id="shards", codec="fp32",
                              batch_size=40, sharded=True)
-    first = build(list(zip(x, y.tolist())))
+    class Counted(torch.utils.data.Dataset):  # the positions read
+        def __init__(self):
+            self.read = []
+        def __len__(self):
+            return len(x)
+        def __getitem__(self, i):
+            self.read.append(i)
+            return x[i], int(y[i])
+    counted = Counted()
+    first = build(counted)
     rows = sum(calls)
+    # A DataLoader is read whole, twice: the same shards, in caches of their own.
+    loader_built = build(torch.utils.data.DataLoader(list(zip(x, y.tolist())), batch_size=40),
+                         sys.argv[1].replace("shard-", "loader-shard-"))
     again = build(list(zip(x, y.tolist())))
     loader = recycle.CachedLoader(sys.argv[1], "train", batch_size=16, seed=1, sharded=True)
     seen = sum(len(labels) for _, labels in loader)
@@ -176,6 +188,7 @@ SHARDED_BUILD_SCRIPT = textwrap.dedent("""
         one_dir = str(e)
     sys.stdout.write("RESULT " + json.dumps({"rank": rank, "first": first, "again": again,
                                              "prefix_rows": rows, "seen": seen,
+                                             "read": counted.read, "loader_built": loader_built,
                                              "refused": refused,
                                              "rebuild_refused": rebuild_refused,
                                              "rebuilt_rows": sum(calls) - before,
@@ -203,8 +216,20 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
         assert again["computed"] == 0 and again["index_written"] == 0
         assert res["prefix_rows"] == sizes[rank] + 1  # its own samples, and the layout's probe
         assert res["seen"] == max(sizes)  # padded to the largest shard
-        assert res["refused"] == ("rank 1 keys other samples (or labels) than rank 0: every rank "
-                                  "must call build with the same data in the same order")
+        # Sample 100 is in rank 0's part and one of rank 1's spot checks (every 4th of 257).
+        assert res["refused"] == ("sample 100 of data is not the same on rank 0 as on rank 1 "
+                                  "(its content key differs): every rank must call build with "
+                                  "the same data in the same order")
+        # Read once each: its part (every 2nd sample) and the spot checks in the other part,
+        # then its shard's samples; never the whole split.
+        part_and_spots = set(range(rank, 257, 2)) | set(range(0, 257, 4)[:64])
+        assert sorted(res["read"]) == sorted(list(part_and_spots) + torch.nonzero(
+            shard_of == rank).flatten().tolist())
+        # 129 or 128 of the part, 32 spot checks, the shard's ~128: against 2 x 257 when the
+        # split is read twice.
+        assert len(res["read"]) < 257 * 1.3
+        assert res["loader_built"]["per_shard"][rank]["samples"] == sizes[rank]
+        assert res["loader_built"]["computed"] == 257
         assert "also holds notes.txt" in res["rebuild_refused"], res["rebuild_refused"]
         assert res["rebuilt_rows"] == 0  # no rank deleted or rebuilt anything
         assert "ranks 0 and 1 of this sharded build were given one directory" in res["one_dir"]

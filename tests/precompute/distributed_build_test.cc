@@ -452,3 +452,62 @@ TEST(ShardedBuild, RanksThatWouldBuildSomethingElseOpenNoCache) {
   EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 0)));
   EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 1)));
 }
+
+TEST(ShardedBuild, RanksKeyAPartOfAFolderEachAndShareTheFilesLeftOut) {
+  TempDir dir;
+  const std::string png = dir.file("png");
+  recycle::testing::write_pattern_png_folder(png, patterns(27, 3));  // 30 files, 27 distinct
+  recycle::testing::write_file(png + "/c3/00003.png", "broken");
+  auto options_of = [&](const std::string& cache) {
+    BuildOptions o = options_for(dir.path().string(), cache);
+    o.data.spec = "imagefolder:" + png;
+    o.data.on_bad_file = recycle::BadFilePolicy::kSkip;
+    return o;
+  };
+  ::testing::internal::CaptureStderr();
+  recycle::run_build(options_of(dir.file("one")));
+  const CacheContents whole = read_cache(dir.file("one"));
+  const auto results = run_shards(3, [&](int r) { return options_of(shard_dir(dir, 3, r)); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(results[r].error, "") << "rank " << r;
+    // The broken file is in rank 0's part (position 3 % 3): every rank leaves it out.
+    EXPECT_EQ(results[r].report.files_left_out, 1) << "rank " << r;
+    std::vector<IndexEntry> mine;
+    for (const IndexEntry& e : whole.index) {
+      if (recycle::shard_of(e.key, 3) == r) mine.push_back(e);
+    }
+    EXPECT_TRUE(read_cache(shard_dir(dir, 3, r)).index == mine) << "rank " << r;
+    EXPECT_EQ(read_cache(shard_dir(dir, 3, r)).manifest.splits.at("train").shard.split_samples,
+              29);
+  }
+  EXPECT_EQ(results[0].report.samples, 29);
+  EXPECT_NE(err.find("c3/00003.png"), std::string::npos) << err;
+}
+
+TEST(ShardedBuild, RanksWhoseFilesOrCountsDifferAreRefusedBeforeAnyCacheIsOpened) {
+  TempDir dir;
+  for (const std::string name : {"a", "b"}) {
+    recycle::testing::write_pattern_png_folder(dir.file(name), patterns(20, 0));
+  }
+  // Sample 0 (in rank 0's part, and one of rank 1's spot checks) differs in rank 1's folder.
+  recycle::testing::write_gray_png(dir.file("b") + "/c0/00000.png", 28, 28,
+                                   recycle::testing::pattern_pixels(7));
+  auto options_of = [&](int r, int64_t limit) {
+    BuildOptions o = options_for(dir.path().string(), shard_dir(dir, 2, r));
+    o.data.spec = "imagefolder:" + dir.file(r == 0 ? "a" : "b");
+    o.data.limit = limit;
+    return o;
+  };
+  weights_in(dir.path().string());  // made here, not by the ranks' threads
+  auto results = run_shards(2, [&](int r) { return options_of(r, 0); });
+  EXPECT_NE(results[1].error.find("is not the same on rank 0 as here (its content key differs)"),
+            std::string::npos)
+      << results[1].error;
+  EXPECT_NE(results[0].error, "");
+  results = run_shards(2, [&](int r) { return options_of(r, r == 0 ? 0 : 19); });
+  const std::string said = results[0].error + " | " + results[1].error;
+  EXPECT_NE(said.find("rank 1 lists 19 samples, rank 0 20"), std::string::npos) << said;
+  EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 0)));
+  EXPECT_FALSE(fs::exists(shard_dir(dir, 2, 1)));
+}

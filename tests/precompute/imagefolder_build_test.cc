@@ -18,6 +18,7 @@
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/split_inputs.h"
 #include "recycle/errors.h"
 #include "tests/data/image_files.h"
 #include "tests/data/npy_files.h"
@@ -266,6 +267,31 @@ TEST(ImageFolderBuild, SkippedFilesAreLeftOutOfTheIndex) {
   const auto c = read_cache(dir.file("cache"));
   EXPECT_EQ(c.index.size(), 9u);
   EXPECT_EQ(c.manifest.splits.at("train").samples, 9);
+}
+
+// A sharded build's rank keys its part of the split only (SplitInputs::key_positions): of a
+// folder, only those files are read, and their keys are the ones key_all gives.
+TEST(ImageFolderBuild, KeyingSomeSamplesReadsOnlyTheirFiles) {
+  TempDir dir;
+  const std::vector<int> pattern = recycle::testing::patterns(10, 0);  // file i: c<i>/0000i.png
+  recycle::testing::write_pattern_images(dir.path().string(), pattern);
+  recycle::testing::write_pattern_png_folder(dir.file("png"), pattern);
+  recycle::testing::write_file(dir.file("png") + "/c3/00003.png", "broken");
+  recycle::DatasetOptions idx, png;
+  idx.spec = "fashion-mnist:" + dir.path().string();
+  png.spec = "imagefolder:" + dir.file("png");
+  const std::vector<recycle::Key> every = recycle::SplitInputs(idx, "", "", 0).key_all();
+  recycle::SplitInputs folder(png, "", "", 0);
+  const recycle::SampleKeys some = folder.key_positions({0, 2, 4, 9});  // never reads 00003.png
+  ASSERT_EQ(some.keys.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(some.keys[i], every[some.positions[i]]) << i;
+  EXPECT_TRUE(some.skipped.empty());
+  try {
+    recycle::SplitInputs(png, "", "", 0).key_positions({1, 3});
+    ADD_FAILURE() << "the broken file was not read";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("c3/00003.png"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
