@@ -137,6 +137,7 @@ struct Round {
   double disk_mb_per_s = 0;  // the cache's files read in order, cold
   Epoch cold, warm;
   Epoch one_reader;  // cold, each batch read by one MultiGet (RECYCLE_READ_THREADS=1)
+  Epoch warm_verified;  // warm, RocksDB's checksums verified too (RECYCLE_VERIFY_READS=1)
   Epoch loader, loader_one_reader;  // recycle.CachedLoader's, cold (when --python has recycle)
 };
 
@@ -184,6 +185,7 @@ class LargeBench {
       round.cold = epoch(cache, true);
       round.warm = epoch(cache, false);
       round.one_reader = epoch(cache, true, "1");
+      round.warm_verified = epoch(cache, false, "", "1");
       if (python_loader_) {
         round.loader = loader_epoch(cache, "");
         round.loader_one_reader = loader_epoch(cache, "1");
@@ -257,24 +259,29 @@ class LargeBench {
                     r.result.at("samples").get<double>());
   }
   // One epoch of recycle-train from `cache`, the page cache dropped first when `cold`;
-  // RECYCLE_READ_THREADS=read_threads unless that is empty.
-  Epoch epoch(const std::string& cache, bool cold, const std::string& read_threads = "") {
+  // RECYCLE_READ_THREADS=read_threads and RECYCLE_VERIFY_READS=verify unless they are empty.
+  Epoch epoch(const std::string& cache, bool cold, const std::string& read_threads = "",
+              const std::string& verify = "") {
     const ChildRun r = run_epoch(
         {c_.tool("recycle-train"), "--cache", cache, "--script-head", head_, "--memory-budget",
          std::to_string(o_.budget_mb), "--epochs", "1", "--eval-split", "none", "--batch",
          std::to_string(c_.batch), "--threads", std::to_string(c_.threads), "--json"},
-        cold, read_threads);
+        cold, read_threads, verify);
     return epoch_of(r, r.result.at("epoch_seconds").at(0).get<double>(),
                     r.result.at("train_samples").get<double>());
   }
   // Runs an epoch's child, the page cache dropped first when `cold`, with
-  // RECYCLE_READ_THREADS=read_threads unless that is empty.
+  // RECYCLE_READ_THREADS=read_threads and RECYCLE_VERIFY_READS=verify unless they are empty.
   ChildRun run_epoch(const std::vector<std::string>& argv, bool cold,
-                     const std::string& read_threads) {
+                     const std::string& read_threads, const std::string& verify = "") {
     if (cold) drop_page_cache();
     if (!read_threads.empty()) ::setenv("RECYCLE_READ_THREADS", read_threads.c_str(), 1);
+    if (!verify.empty()) ::setenv("RECYCLE_VERIFY_READS", verify.c_str(), 1);
     struct Unset {
-      ~Unset() { ::unsetenv("RECYCLE_READ_THREADS"); }
+      ~Unset() {
+        ::unsetenv("RECYCLE_READ_THREADS");
+        ::unsetenv("RECYCLE_VERIFY_READS");
+      }
     } unset;
     return run_child(argv, work_);
   }
@@ -289,6 +296,7 @@ class LargeBench {
 
   void report(const std::vector<Round>& rounds) {
     std::vector<double> disk, cold, warm, cold_s, warm_s, ratio, rss, over, one, gain;
+    std::vector<double> verified, one_checksum;
     std::vector<double> loader, loader_one, loader_ratio, loader_rss;
     for (const Round& r : rounds) {
       disk.push_back(r.disk_mb_per_s);
@@ -301,6 +309,8 @@ class LargeBench {
       over.push_back(r.cold.peak_mb - small_.peak_mb);
       one.push_back(r.one_reader.mb_per_s);
       gain.push_back(r.cold.mb_per_s / r.one_reader.mb_per_s);
+      verified.push_back(r.warm_verified.mb_per_s);
+      one_checksum.push_back(r.warm.mb_per_s / r.warm_verified.mb_per_s);
       if (python_loader_) {
         loader.push_back(r.loader.mb_per_s);
         loader_one.push_back(r.loader_one_reader.mb_per_s);
@@ -328,6 +338,9 @@ class LargeBench {
     reads.add_row({"cold epoch, s", spread(cold_s, 2)});
     reads.add_row({"warm epoch (page cache holds the records), s", spread(warm_s, 2)});
     reads.add_row({"warm epoch: records read, MB/s", spread(warm, 0)});
+    reads.add_row({"warm epoch, RocksDB's checksums verified too (RECYCLE_VERIFY_READS=1), MB/s",
+                   spread(verified, 0)});
+    reads.add_row({"warm epoch: the record's checksum alone / both", spread(one_checksum, 2)});
     reads.add_row({"cold epoch's peak RSS, MB", spread(rss, 0)});
     if (python_loader_) {
       reads.add_row({"recycle.CachedLoader, cold epoch, MB/s", spread(loader, 0)});
@@ -376,6 +389,7 @@ class LargeBench {
                              {"cold_peak_rss_mb", r.cold.peak_mb},
                              {"warm_epoch_seconds", r.warm.seconds},
                              {"warm_mb_per_s", r.warm.mb_per_s},
+                             {"warm_verified_mb_per_s", r.warm_verified.mb_per_s},
                              {"one_reader_cold_mb_per_s", r.one_reader.mb_per_s},
                              {"loader_cold_mb_per_s", r.loader.mb_per_s},
                              {"loader_cold_peak_rss_mb", r.loader.peak_mb},

@@ -166,9 +166,11 @@ void ActivationStore::multi_get(const Key* keys, size_t n,
   constexpr size_t kMinKeysPerPart = 4;
   const size_t parts =
       read_pool_ ? std::min<size_t>(read_pool_->threads(), n / kMinKeysPerPart) : 1;
+  rocksdb::ReadOptions reads;
+  reads.verify_checksums = verify_reads_;
   auto read_part = [&](int p) {
     const size_t begin = n * p / parts, end = n * (p + 1) / parts;
-    db_->MultiGet(rocksdb::ReadOptions(), handles_[kRecords], end - begin, slices.data() + begin,
+    db_->MultiGet(reads, handles_[kRecords], end - begin, slices.data() + begin,
                   values.data() + begin, rs.data() + begin);
   };
   if (parts > 1) {

@@ -113,7 +113,9 @@ class ActivationStore {
   Status get_record(const Key& key, std::string* out) const;
 
   // Batched lookup (RocksDB MultiGet). Calls fn(i, bytes) for each key found, in order;
-  // `bytes` is valid only during the call. statuses[i] is OK, NotFound, or an error.
+  // `bytes` is valid only during the call. statuses[i] is OK, NotFound, or an error. RocksDB's
+  // own checksums are verified only with StoreOptions::verify_read_checksums: the caller
+  // checks each record's (parse_record).
   void multi_get(const std::vector<Key>& keys,
                  const std::function<void(size_t, std::string_view)>& fn,
                  std::vector<Status>* statuses) const;
@@ -220,6 +222,7 @@ class ActivationStore {
   std::atomic<bool> unlogged_{false};  // unlogged writes since the last flush
   std::atomic<int64_t> written_since_release_{0};  // bytes written since release_obsolete_files
   std::unique_ptr<ReadPool> read_pool_;  // multi_get's, with StoreOptions::read_threads > 1
+  bool verify_reads_ = false;             // StoreOptions::verify_read_checksums
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, records, samples
 };

@@ -28,6 +28,17 @@ Status read_threads_from_environment(int* threads) {
   return Status();
 }
 
+Status verify_reads_from_environment(bool* verify) {
+  const char* v = std::getenv("RECYCLE_VERIFY_READS");
+  if (v == nullptr || *v == '\0') return Status();
+  const std::string s(v);
+  if (s != "0" && s != "1") {
+    return Status::invalid_argument("RECYCLE_VERIFY_READS=" + s + ": expected 0 or 1");
+  }
+  *verify = s == "1";
+  return Status();
+}
+
 struct ReadPool::Job {
   const std::function<void(int)>* task = nullptr;
   int n = 0;

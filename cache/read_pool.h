@@ -24,6 +24,10 @@ namespace recycle {
 // (InvalidArgument naming the value otherwise, *threads left alone). For disks that want more
 // reads in flight (NVMe) or fewer.
 Status read_threads_from_environment(int* threads);
+// RECYCLE_VERIFY_READS, when set, into *verify: "1" verifies RocksDB's own checksums on the
+// records' reads too (StoreOptions::verify_read_checksums), "0" not (InvalidArgument naming
+// the value otherwise, *verify left alone).
+Status verify_reads_from_environment(bool* verify);
 
 class ReadPool {
  public:

@@ -241,6 +241,9 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
   st = read_threads_from_environment(&read_threads);
   if (!st.ok()) return st;
   if (read_threads > 1) store->read_pool_ = std::make_unique<ReadPool>(read_threads);
+  store->verify_reads_ = options.verify_read_checksums;
+  st = verify_reads_from_environment(&store->verify_reads_);
+  if (!st.ok()) return st;
   // Readers open under the shared open lock, writers under the exclusive one: a reader never
   // opens while a writer opens (RocksDB's recovery deletes old WAL files), closes or deletes
   // the cache. While a writer is open it keeps RocksDB from deleting any file (below) except
