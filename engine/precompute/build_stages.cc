@@ -154,8 +154,7 @@ void SplitBuild::key_samples(int part, int parts,
     to.keys.push_back(keyed.keys[i]);
   }
   for (auto& s : keyed.skipped) {
-    if (s.first % parts == part) own.skipped.push_back(std::move(s));
-    else spot.skipped.push_back(std::move(s));
+    (s.first % parts == part ? own : spot).skipped.push_back(std::move(s));
   }
   SampleKeys whole = gather(std::move(own), samples);
   check_spot_keys(spot, whole, parts, inputs_->data());
