@@ -152,11 +152,13 @@ void add_key_part(const std::string& text, int rank, int world, int me, int64_t 
     throw std::runtime_error(whose + " are malformed");
   }
   const int64_t theirs = head["samples"].get<int64_t>();
-  if (theirs != samples) {
-    throw std::runtime_error("rank " + std::to_string(rank) + " lists " + std::to_string(theirs) +
-                             " samples, rank " + std::to_string(me) + " " +
-                             std::to_string(samples) +
-                             " (every rank needs the same data, model, weights and options)");
+  if (theirs != samples) {  // said alike by either rank: the lower one first
+    const bool first = rank < me;
+    throw std::runtime_error(
+        "rank " + std::to_string(first ? rank : me) + " lists " +
+        std::to_string(first ? theirs : samples) + " samples, rank " +
+        std::to_string(first ? me : rank) + " " + std::to_string(first ? samples : theirs) +
+        " (every rank needs the same data, model, weights and options)");
   }
   const int64_t count = samples > rank ? (samples - rank + world - 1) / world : 0;
   if (text.size() - line - 1 != static_cast<size_t>(count) * Key::kBytes) {

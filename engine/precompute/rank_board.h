@@ -42,7 +42,8 @@ BuildReport run_as_rank(BuildGroup& g, const std::function<BuildReport()>& part)
 // from its own data) published on the board (board("keys", r): the sample count, the skipped
 // files and the 16-byte keys), every other rank's read, and every sample's keys returned, the
 // skipped files ascending. std::runtime_error in one line when a rank's data has another sample
-// count ("rank 2 lists 999 samples, rank 0 1000 (every rank needs the same data...)").
+// count ("rank 0 lists 1000 samples, rank 2 999 (every rank needs the same data...)", the
+// lower rank first, whichever rank finds it).
 SampleKeys gathered_keys(SampleKeys own, int64_t samples, BuildGroup& g);
 
 // A report as BuildReport::to_json wrote it (per_shard included). std::runtime_error naming
