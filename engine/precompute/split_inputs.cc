@@ -65,6 +65,15 @@ void key_range(const Dataset& data, const Keyer& keyer, int64_t offset, std::vec
   });
 }
 
+// Keys of the samples positions[0, n) of a split held in memory into keys[0, n), in parallel.
+void key_in_memory(const Dataset& data, const Keyer& keyer, const int64_t* positions, int64_t n,
+                   std::vector<Key>* keys) {
+  parallel_loop(n, [&](int64_t i) {
+    TensorView view;
+    (*keys)[i] = keyer.key(data.key_input(static_cast<size_t>(positions[i]), &view));
+  });
+}
+
 // Keys of the samples `positions` (ascending, distinct) into *keys; a streamed split is read a
 // chunk at a time, then checked to its end. The samples whose file was skipped (--on-bad-file
 // skip) go to *skipped (their keys are of zeros: the caller drops them).
@@ -75,10 +84,7 @@ void key_samples_at(const Dataset& data, const StreamedImages& streamed, const K
   keys->assign(positions.size(), Key{});
   skipped->clear();
   if (!streamed.streamed()) {
-    parallel_loop(n, [&](int64_t i) {
-      TensorView view;
-      (*keys)[i] = keyer.key(data.key_input(static_cast<size_t>(positions[i]), &view));
-    });
+    key_in_memory(data, keyer, positions.data(), n, keys);
     return;
   }
   ImageStream stream(data, streamed);
@@ -257,10 +263,7 @@ void SplitInputs::key_samples(const BuildChunk& chunk, const int64_t* positions,
   if (from_cache_) throw std::logic_error("key_samples: another cache's split has its keys");
   keys->resize(static_cast<size_t>(n));
   if (!streamed_.streamed()) {
-    parallel_loop(n, [&](int64_t i) {
-      TensorView view;
-      (*keys)[i] = keyer_->key(data_.key_input(static_cast<size_t>(positions[i]), &view));
-    });
+    key_in_memory(data_, *keyer_, positions, n, keys);
     return;
   }
   const std::vector<int64_t> wanted(positions, positions + n);
