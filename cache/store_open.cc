@@ -207,6 +207,24 @@ rocksdb::Status open_read_only(const rocksdb::DBOptions& db_options, const std::
   return s;
 }
 
+// A failed open of the database in `real` (cache `dir`) in the words of what the user has; OK
+// for OK.
+Status open_failure(const rocksdb::Status& s, const std::string& dir, const std::string& real) {
+  if (s.ok()) return Status();
+  if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
+  if (s.IsInvalidArgument() &&
+      s.ToString().find("Column family not found") != std::string::npos) {
+    return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
+  }
+  if (s.ToString().find("CURRENT file") != std::string::npos) {
+    // An emptied or cut CURRENT (a copy that lost its files' contents): RocksDB's own words
+    // ("CURRENT file does not end with newline") do not say what the user has.
+    return Status::corruption("cache " + dir + " is damaged: its CURRENT file is empty or cut (" +
+                              s.ToString() + "); build it again with --rebuild, or restore it");
+  }
+  return from_rocks(s, "cannot open cache " + dir);
+}
+
 }  // namespace
 
 Status ActivationStore::open(const std::string& dir, const StoreOptions& options,
@@ -277,18 +295,8 @@ Status ActivationStore::open(const std::string& dir, const StoreOptions& options
       }
     }
   }
-  if (is_lock_error(s)) return Status::io_error(writer_lock_message(dir, real));
-  if (s.IsInvalidArgument() &&
-      s.ToString().find("Column family not found") != std::string::npos) {
-    return Status::corruption("cache " + dir + " lacks its column families (not a cache?)");
-  }
-  if (!s.ok() && s.ToString().find("CURRENT file") != std::string::npos) {
-    // An emptied or cut CURRENT (a copy that lost its files' contents): RocksDB's own words
-    // ("CURRENT file does not end with newline") do not say what the user has.
-    return Status::corruption("cache " + dir + " is damaged: its CURRENT file is empty or cut (" +
-                              s.ToString() + "); build it again with --rebuild, or restore it");
-  }
-  if (!s.ok()) return from_rocks(s, "cannot open cache " + dir);
+  st = open_failure(s, dir, real);
+  if (!st.ok()) return st;
   if (!store->db_) store->db_.reset(db);
   *out = std::move(store);
   return Status();

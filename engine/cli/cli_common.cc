@@ -225,14 +225,10 @@ void add_dist_flags(CLI::App& app, DistOptions* dist) {
       ->capture_default_str();
 }
 
-int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOptions& dist,
+int launch_if_asked(const CLI::App& app, int argc, char** argv, DistOptions& dist,
                     int threads) {
-  const bool by_hand = app.count("--rank") || app.count("--world-size") || app.count("--master");
-  if (dist.nproc > 0 && by_hand) {
-    throw std::invalid_argument("--nproc starts its own workers: give either --nproc or "
-                                "--rank/--world-size/--master");
-  }
-  dist.validate();
+  dist.ranks_by_hand = app.count("--rank") || app.count("--world-size") || app.count("--master");
+  dist.validate();  // --nproc with any of those refused
   if (dist.nproc == 0) return -1;
   if (dist.nproc == 1) return -1;  // one worker: no launcher, no group
   // The workers get this tool's arguments without --nproc and --threads (the launcher adds

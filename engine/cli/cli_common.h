@@ -74,12 +74,12 @@ CLI::Option* add_split_flags(CLI::App& app, double* recycle, std::string* split_
 // --nproc, --rank, --world-size, --master, --timeout (data-parallel jobs; see
 // engine/distributed/launcher.h). A worker started by the launcher learns it from RECYCLE_LAUNCHED.
 void add_dist_flags(CLI::App& app, DistOptions* dist);
-// After parsing: checks the data-parallel flags together (std::invalid_argument). With
-// --nproc N, starts N local workers running this tool with the same arguments and returns the
-// launcher's exit code; otherwise returns -1: this process does the work (alone, or as
-// --rank R of --world-size W).
-int launch_if_asked(const CLI::App& app, int argc, char** argv, const DistOptions& dist,
-                    int threads);
+// After parsing: notes whether --rank, --world-size or --master was given
+// (DistOptions::ranks_by_hand) and checks the data-parallel flags together (DistOptions::validate:
+// std::invalid_argument). With --nproc N, starts N local workers running this tool with the same
+// arguments and returns the launcher's exit code; otherwise returns -1: this process does the
+// work (alone, or as --rank R of --world-size W).
+int launch_if_asked(const CLI::App& app, int argc, char** argv, DistOptions& dist, int threads);
 
 // A report's --json object (one line) with "omp_wait": {"policy", "why"} added: the OpenMP wait
 // policy the tool chose at load and why (engine/util/omp_wait.h).

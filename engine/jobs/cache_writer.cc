@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "base/range_check.h"
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/record.h"
@@ -22,7 +23,7 @@
 #include "cache/shard_rule.h"
 #include "cache/split_writer.h"
 #include "cache/writable_split.h"
-#include "engine/jobs/option_checks.h"
+#include "engine/options/writer_layout.h"
 #include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
@@ -601,10 +602,7 @@ namespace {
 
 // The keyer of `spec` for a key pass, and the shard count checked: InvalidArgument for either.
 std::unique_ptr<Keyer> shard_keyer(const std::string& spec, int64_t shard_count) {
-  if (shard_count < 1 || shard_count > kMaxWorldSize) {
-    throw InvalidArgument("the shard count must be 1 to " + std::to_string(kMaxWorldSize) +
-                          ", not " + std::to_string(shard_count));
-  }
+  check_range("the shard count", shard_count, int64_t{1}, int64_t{kMaxWorldSize});
   try {
     return make_keyer(spec);
   } catch (const std::invalid_argument& e) {

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -27,6 +26,7 @@
 #include "engine/data/data_source.h"  // parse_data_spec
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/prediction_rows.h"
+#include "engine/options/predict_output.h"  // output_target
 #include "engine/models/encoder_registry.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
 #include "engine/models/preprocess.h"  // kTokenIdsPreprocess
@@ -44,58 +44,6 @@
 #include "recycle/predict.h"
 
 namespace recycle {
-
-namespace {
-
-namespace fs = std::filesystem;
-
-// Where --out is written: through a symbolic link (a chain of them) to its target, as cp and a
-// shell's > do, so the link stays. Refuses, naming the flag, an output that is one of the run's
-// input files (--head, --weights, a --data file), the --data directory or inside the cache: the
-// rows would replace what the run reads. Paths are compared as files (fs::equivalent) where they
-// exist, and by their canonical form otherwise.
-std::string output_target(const PredictOptions& o) {
-  fs::path out = o.out;
-  std::error_code ec;
-  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(out, ec)); ++hops) {
-    const fs::path link = fs::read_symlink(out, ec);
-    if (ec) break;
-    out = link.is_absolute() ? link : out.parent_path() / link;
-  }
-  const fs::path canonical = fs::weakly_canonical(out, ec);
-  const fs::path target = ec ? out : canonical;
-  auto is = [&](const std::string& input) {
-    std::error_code e;
-    return !input.empty() && fs::exists(input, e) && fs::exists(target, e) &&
-           fs::equivalent(target, input, e);
-  };
-  const std::string why = " (the rows would replace what this run reads): give another --out";
-  if (is(o.head)) throw InvalidArgument("--out " + o.out + " is the --head file" + why);
-  if (is(o.weights)) throw InvalidArgument("--out " + o.out + " is the --weights file" + why);
-  const std::optional<DataSpec> data = parse_data_spec(o.data.spec);
-  if (data && is(data->path)) {
-    throw InvalidArgument("--out " + o.out + " is the --data file" + why);
-  }
-  std::error_code e;
-  const fs::path cache = fs::weakly_canonical(o.cache_dir, e);
-  if (!e) {
-    const auto [c, t] = std::mismatch(cache.begin(), cache.end(), target.begin(), target.end());
-    if (c == cache.end()) {
-      throw InvalidArgument("--out " + o.out + " is inside the cache " + o.cache_dir +
-                            ": give an --out outside it");
-    }
-  }
-  return target.string();
-}
-
-}  // namespace
-
-// The checks of --out that need this file's output_target (engine/jobs/option_checks.h);
-// PredictOptions::validate (engine/options/predict_validate.cc) calls them.
-void check_predict_output(const PredictOptions& o) {
-  output_format(o.out);  // throws for another extension
-  output_target(o);      // throws for an output that is an input or inside the cache
-}
 
 std::string PredictReport::to_json() const {
   nlohmann::json j = {{"out", out},

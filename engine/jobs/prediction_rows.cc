@@ -1,7 +1,6 @@
 #include "engine/jobs/prediction_rows.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -12,15 +11,6 @@
 namespace recycle {
 
 namespace {
-
-bool ends_with_lower(const std::string& path, const std::string& suffix) {
-  if (path.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    const char c = path[path.size() - suffix.size() + i];
-    if (std::tolower(static_cast<unsigned char>(c)) != suffix[i]) return false;
-  }
-  return true;
-}
 
 std::string number(double v) {
   char buf[32];
@@ -39,12 +29,6 @@ std::string csv_field(const std::string& s) {
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
-
-OutputFormat output_format(const std::string& path) {
-  if (ends_with_lower(path, ".jsonl")) return OutputFormat::kJsonl;
-  if (ends_with_lower(path, ".csv")) return OutputFormat::kCsv;
-  throw InvalidArgument("--out " + path + ": the file must end in .jsonl or .csv");
-}
 
 RowWriter::RowWriter(std::ostream& out, OutputFormat format, std::vector<std::string> class_names,
                      int64_t top_k)

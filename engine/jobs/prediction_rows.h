@@ -18,12 +18,9 @@
 #include <vector>
 
 #include "engine/data/dataset.h"
+#include "engine/options/predict_output.h"  // OutputFormat
 
 namespace recycle {
-
-enum class OutputFormat { kJsonl, kCsv };
-// By the extension: .jsonl or .csv (any case). Throws std::invalid_argument naming --out.
-OutputFormat output_format(const std::string& path);
 
 class RowWriter {
  public:

@@ -17,17 +17,10 @@ namespace {
 // The encoder options that the input's shape (C, H, W) sets.
 constexpr const char* kShapeOptions[] = {"in_channels", "in_height", "in_width"};
 
-}  // namespace
-
-void set_thread_count(int threads) {
-  if (threads < 0) throw std::invalid_argument("--threads must be 0 (all cores) or positive");
-  const int n = threads > 0 ? threads : usable_cores();
-  torch::set_num_threads(n);
-  omp_set_num_threads(n);
-}
-
-PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
-                            const std::string& split_at, const torch::Device& device) {
+// The encoder `options` name (or the data's default), its input shape set from `data`, its
+// ranges checked. Throws std::invalid_argument for data the encoder does not take and for options
+// a --weights file sets.
+EncoderSpec encoder_spec_for(const ModelOptions& options, const Dataset& data) {
   const EncoderInput input = data.is_text ? EncoderInput::kText : EncoderInput::kImage;
   EncoderSpec spec =
       resolve_encoder_spec(options.encoder.empty() ? default_encoder_for(input) : options.encoder);
@@ -64,7 +57,21 @@ PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, do
       spec.set(kShapeOptions[i], data.item_shape[i]);
     }
   }
-  spec = resolve_encoder_spec(spec.to_string());  // checks the ranges again
+  return resolve_encoder_spec(spec.to_string());  // checks the ranges again
+}
+
+}  // namespace
+
+void set_thread_count(int threads) {
+  if (threads < 0) throw std::invalid_argument("--threads must be 0 (all cores) or positive");
+  const int n = threads > 0 ? threads : usable_cores();
+  torch::set_num_threads(n);
+  omp_set_num_threads(n);
+}
+
+PreparedModel prepare_model(const ModelOptions& options, const Dataset& data, double recycle,
+                            const std::string& split_at, const torch::Device& device) {
+  const EncoderSpec spec = encoder_spec_for(options, data);
   const int64_t classes = static_cast<int64_t>(data.class_names.size());
 
   PreparedModel pm;

@@ -13,6 +13,10 @@ void DistOptions::validate() const {
   const DistOptions& o = *this;
   check_range("--nproc", o.nproc, 0, kMaxNproc);  // 0: no launcher
   check_range("--world-size", o.world_size, 1, kMaxWorldSize);
+  if (o.nproc > 0 && (o.ranks_by_hand || o.world_size > 1 || !o.master.empty())) {
+    throw InvalidArgument("--nproc starts its own workers: give either --nproc or "
+                          "--rank/--world-size/--master");
+  }
   if (o.world_size > 1 && o.master.empty()) {
     throw InvalidArgument("--world-size above 1 needs --master HOST:PORT");
   }

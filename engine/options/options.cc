@@ -313,10 +313,7 @@ void BuildOptions::validate() const {
     throw InvalidArgument("--augment needs --views K (the views stored per sample)");
   }
   if (!augment.empty()) Augment::parse(augment);  // throws naming the op
-  if (shard_count != 0) {  // set by a sharded build, not by a flag
-    check_range("the shard count", shard_count, int64_t{1}, int64_t{kMaxWorldSize});
-    check_range("the shard index", shard_index, int64_t{0}, shard_count - 1);
-  }
+  check_shard(shard_index, shard_count, kMaxWorldSize);  // set by a sharded build, not a flag
 }
 
 }  // namespace recycle

@@ -1,16 +1,17 @@
 // WriterOptions::validate (include/recycle/writer.h) and the parses of the names its typed fields
 // have at the edges (the Python package). Compiled into the jobs/ room (recycle_jobs): it makes
 // the keyer to check its spec. CacheWriter (engine/jobs/cache_writer.cc) starts with validate()
-// and builds its record layout with writer_record_layout (engine/jobs/option_checks.h).
+// and builds its record layout with writer_record_layout (engine/options/writer_layout.h).
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "base/range_check.h"
 #include "base/strings.h"
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
-#include "engine/jobs/option_checks.h"
+#include "engine/options/writer_layout.h"
 #include "recycle/errors.h"
 #include "recycle/keyer.h"
 #include "recycle/manifest.h"  // kVariableDim
@@ -55,19 +56,10 @@ RecordLayout writer_record_layout(const WriterOptions& o) {
 void WriterOptions::validate() const {
   if (cache_dir.empty()) throw InvalidArgument("a cache directory is required");
   if (samples < 1) throw InvalidArgument("a split needs at least one sample");
-  if (shard_count < 0 || shard_count > kMaxWorldSize) {
-    throw InvalidArgument("shard_count must be 0 (the whole split) to " +
-                          std::to_string(kMaxWorldSize) + ", not " + std::to_string(shard_count));
-  }
-  if (shard_count > 0) {
-    if (shard_index < 0 || shard_index >= shard_count) {
-      throw InvalidArgument("shard_index must be 0 to " + std::to_string(shard_count - 1) +
-                            ", not " + std::to_string(shard_index));
-    }
-    if (split_samples < samples) {
-      throw InvalidArgument("the split's " + std::to_string(split_samples) +
-                            " samples cannot hold a shard of " + std::to_string(samples));
-    }
+  check_shard(shard_index, shard_count, kMaxWorldSize);
+  if (shard_count > 0 && split_samples < samples) {
+    throw InvalidArgument("the split's " + std::to_string(split_samples) +
+                          " samples cannot hold a shard of " + std::to_string(samples));
   }
   if (model.empty()) throw InvalidArgument("the model that computes the records must be named");
   if (!std::isfinite(flush_seconds) || flush_seconds < 0) {

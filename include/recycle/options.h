@@ -240,6 +240,9 @@ struct DistOptions {
   int rank = 0;
   int world_size = 1;
   std::string master;
+  // --rank, --world-size or --master was given (the command line sets it): with --nproc, which
+  // starts its own ranks, refused by validate() even where the value is the default.
+  bool ranks_by_hand = false;
   // The store at `master` is hosted by a launcher (--nproc), not by rank 0 (set by the launcher
   // through the environment of its workers: RECYCLE_LAUNCHED=1).
   bool store_hosted_elsewhere = false;

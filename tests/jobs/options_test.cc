@@ -412,12 +412,12 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   bad.shard_count = 2;
   bad.shard_index = 2;
   bad.split_samples = 5;
-  EXPECT_EQ(refused(bad), "shard_index must be 0 to 1, not 2");
+  EXPECT_EQ(refused(bad), "the shard index must be in 0..1, not 2");
   bad.shard_index = 1;
   bad.split_samples = 2;
   EXPECT_EQ(refused(bad), "the split's 2 samples cannot hold a shard of 3");
   bad.shard_count = -1;
-  EXPECT_EQ(refused(bad), "shard_count must be 0 (the whole split) to 65536, not -1");
+  EXPECT_EQ(refused(bad), "the shard count must be in 0..65536, not -1");
   EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
 }
 
