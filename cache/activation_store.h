@@ -64,24 +64,26 @@ struct IndexEntry {
 
 class ActivationStore {
  public:
-  // A batch of writes for one store, applied atomically by ActivationStore::write().
+  // A batch of writes for one store, applied atomically. Only the writers of
+  // cache/split_writer.h fill and apply one (SplitWriter, StagedWrite; ActivationStore's own
+  // ingest): every record, index entry, manifest and blob reaches the cache through them, and
+  // tests reach them through StoreTestAccess (tests/cache/store_test_access.h).
+  // store_sealed_test checks that these mutators are out of reach.
   class Batch {
    public:
     explicit Batch(const ActivationStore& store);
     ~Batch();
-    void put_record(const Key& key, std::string_view record);
-    void delete_record(const Key& key);
-    void put_blob(const std::string& name, std::string_view bytes);
     size_t count() const;
     size_t record_bytes() const { return record_bytes_; }
 
    private:
-    // The index and the manifest are written by the writers of cache/split_writer.h only (and
-    // by ActivationStore's ingest); tests reach them through StoreTestAccess.
     friend class ActivationStore;
     friend class SplitWriter;
-    friend struct StagedWrite;
+    friend class StagedWrite;
     friend class StoreTestAccess;
+    void put_record(const Key& key, std::string_view record);
+    void delete_record(const Key& key);
+    void put_blob(const std::string& name, std::string_view bytes);
     // Throws std::invalid_argument for a negative position.
     void put_index(const std::string& split, int64_t position, const IndexEntry& entry);
     // Deletes the split's index entries at positions >= from (every entry when from <= 0).
@@ -149,17 +151,6 @@ class ActivationStore {
   // Live SST, blob and WAL bytes on disk.
   uint64_t disk_bytes() const;
 
-  // Applies the batch atomically. sync: wait for the WAL to reach the disk. Unlogged writes
-  // before it are flushed first, so it never survives a crash without them.
-  Status write(Batch* batch, bool sync = false);
-  // Applies the batch atomically without RocksDB's write-ahead log, for bulk writes (a build's
-  // records: half the bytes written). Durable once flushed: a crash before the next flush
-  // (memtables fill and flush on their own, or flush()) loses it and the unlogged writes after
-  // the last flush. The column families flush together (atomic flush), so what a crash leaves
-  // is a prefix of the writes, whole batches, as with the log. Safe beside readers; one
-  // writing thread at a time, as for write().
-  Status write_unlogged(Batch* batch);
-
   // The cache's staging area, DIR/recycle-staging (kStagingDirName in cache/cache_dir.h): where
   // record files to ingest are made. Not created here. A writer's open empties it (whatever is
   // there was left by a build that died), and destroy() deletes it.
@@ -200,7 +191,21 @@ class ActivationStore {
   static Status check_split_name(const std::string& split);
 
  private:
+  // Batches are applied by the writers of cache/split_writer.h only (see Batch).
+  friend class SplitWriter;
+  friend class StoreTestAccess;
   ActivationStore() = default;
+
+  // Applies the batch atomically. sync: wait for the WAL to reach the disk. Unlogged writes
+  // before it are flushed first, so it never survives a crash without them.
+  Status write(Batch* batch, bool sync = false);
+  // Applies the batch atomically without RocksDB's write-ahead log, for bulk writes (a build's
+  // records: half the bytes written). Durable once flushed: a crash before the next flush
+  // (memtables fill and flush on their own, or flush()) loses it and the unlogged writes after
+  // the last flush. The column families flush together (atomic flush), so what a crash leaves
+  // is a prefix of the writes, whole batches, as with the log. Safe beside readers; one
+  // writing thread at a time, as for write().
+  Status write_unlogged(Batch* batch);
   // The note of a pending ingest: *found when there is one; *undo when its records are not in
   // the store (the manifest's counts are ahead by *records and *bytes).
   Status read_pending_ingest(bool* found, bool* undo, int64_t* records, int64_t* bytes) const;

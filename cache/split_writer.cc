@@ -16,11 +16,6 @@ namespace {
 // rather than returning an error when a write fails for lack of space.
 constexpr uint64_t kFreeSpaceReserve = 96ull << 20;
 
-void require_open(const StagedWrite& w, const char* what) {
-  if (!w.batch) throw std::logic_error(std::string("StagedWrite::") + what + ": no batch");
-  if (w.sealed) throw std::logic_error(std::string("StagedWrite::") + what + ": sealed already");
-}
-
 }  // namespace
 
 void check_free_space(const std::string& dir, uint64_t batch_bytes) {
@@ -36,23 +31,28 @@ void check_free_space(const std::string& dir, uint64_t batch_bytes) {
   }
 }
 
+void StagedWrite::require_open(const char* what) const {
+  if (!batch_) throw std::logic_error(std::string("StagedWrite::") + what + ": no batch");
+  if (sealed) throw std::logic_error(std::string("StagedWrite::") + what + ": sealed already");
+}
+
 void StagedWrite::put_record(const Key& key, std::string_view record) {
-  require_open(*this, "put_record");
-  batch->put_record(key, record);
+  require_open("put_record");
+  batch_->put_record(key, record);
   ++records;
 }
 
 void StagedWrite::delete_record(const Key& key, int64_t bytes) {
-  require_open(*this, "delete_record");
-  batch->delete_record(key);
+  require_open("delete_record");
+  batch_->delete_record(key);
   --records;
   deleted_bytes += bytes;
 }
 
 void StagedWrite::put_index(int64_t position, const IndexEntry& entry) {
-  require_open(*this, "put_index");
+  require_open("put_index");
   if (split.empty()) throw std::logic_error("StagedWrite::put_index: a writer of no split");
-  batch->put_index(split, position, entry);
+  batch_->put_index(split, position, entry);
   ++entries;
 }
 
@@ -63,15 +63,14 @@ SplitWriter::SplitWriter(ActivationStore* store, Manifest* manifest, std::string
   if (store_->read_only()) throw std::logic_error("SplitWriter: the store is open read-only");
 }
 
-void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries,
-                        ActivationStore::Batch* opening) {
+void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries, std::string_view head) {
   if (begun_) throw std::logic_error("SplitWriter::begin: the split is begun already");
   if (split_.empty()) throw std::logic_error("SplitWriter::begin: a writer of no split");
   SplitInfo& entry = manifest_->splits[split_];
   entry = info;
   entry.complete = false;
-  ActivationStore::Batch own(*store_);
-  ActivationStore::Batch& first = opening ? *opening : own;
+  ActivationStore::Batch first(*store_);
+  if (!head.empty()) first.put_blob("head", head);
   first.put_manifest(*manifest_);
   if (stored_entries > info.samples) first.truncate_index(split_, info.samples);
   store_->write(&first).throw_if_error();
@@ -81,24 +80,24 @@ void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries,
 
 StagedWrite SplitWriter::stage() const {
   StagedWrite w;
-  w.batch = std::make_unique<ActivationStore::Batch>(*store_);
+  w.batch_ = std::make_unique<ActivationStore::Batch>(*store_);
   w.split = split_;
   return w;
 }
 
 void SplitWriter::seal(StagedWrite* w) {
-  require_open(*w, "seal");
+  w->require_open("seal");
   manifest_->records += w->records;
   manifest_->record_bytes = std::max<int64_t>(
       0, manifest_->record_bytes + static_cast<int64_t>(w->record_bytes()) - w->deleted_bytes);
-  w->batch->put_manifest(*manifest_);  // counts stay consistent with the data after a crash
+  w->batch_->put_manifest(*manifest_);  // counts stay consistent with the data after a crash
   w->sealed = true;
 }
 
 void SplitWriter::write(StagedWrite* w) {
   if (!w->sealed) throw std::logic_error("SplitWriter::write: the staged write is not sealed");
   check_free_space(store_->dir(), w->record_bytes());
-  store_->write_unlogged(w->batch.get()).throw_if_error();
+  store_->write_unlogged(w->batch_.get()).throw_if_error();
   ++writes_;
   if (flush_seconds_ < 0) return;
   const auto now = std::chrono::steady_clock::now();
@@ -106,6 +105,13 @@ void SplitWriter::write(StagedWrite* w) {
     store_->flush().throw_if_error();  // what was written so far survives a kill
     flushed_ = now;
   }
+}
+
+void SplitWriter::write_blob(ActivationStore* store, const std::string& name,
+                             std::string_view bytes) {
+  ActivationStore::Batch batch(*store);
+  batch.put_blob(name, bytes);
+  store->write(&batch, /*sync=*/true).throw_if_error();
 }
 
 void SplitWriter::finish() {

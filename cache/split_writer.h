@@ -2,15 +2,16 @@
 // calls it: recycle-build's chunk loop and its distributed build's rank 0
 // (engine/precompute/build_stages.cc), the library's CacheWriter (engine/jobs/cache_writer.cc,
 // and through it recycle.build in Python), recycle-predict's --write-back and recycle-inspect
-// --compact (both records only: a writer of no split). ActivationStore::Batch keeps the index
-// and manifest writes private to this file's classes (and to ActivationStore's ingest of record
-// files, which WritableSplit calls): a new writer cannot appear without one. What decides which
+// --compact (both records only: a writer of no split). ActivationStore::Batch keeps every write
+// (records, index, manifest, blobs) and ActivationStore its write() private to this file's
+// classes (and to ActivationStore's ingest of record files, which WritableSplit calls): a new
+// writer cannot appear without one. What decides which
 // samples need a record (the plan) stays with them; how a write is made, and what a crash may
 // leave, is here:
 //
 //   begin(info, stored)    the split's first write, logged: its manifest entry (data, counts,
 //                          augmentation) marked incomplete, the stored index cut to the split's
-//                          length, and the opening writes (a new cache's head) in the same batch
+//                          length, and a new cache's head in the same batch
 //   w = stage(); w.put_record(...); w.put_index(...); seal(&w)
 //                          a chunk's records and index entries in one batch, sealed with the
 //                          manifest's counts (records, record bytes) as they are after it: the
@@ -45,9 +46,10 @@
 
 namespace recycle {
 
-// One chunk's writes: records, index entries, then (seal) the manifest with its counts.
-struct StagedWrite {
-  std::unique_ptr<ActivationStore::Batch> batch;
+// One chunk's writes: records, index entries, then (seal) the manifest with its counts. Made
+// by SplitWriter::stage; its batch is reachable by SplitWriter only.
+class StagedWrite {
+ public:
   std::string split;     // the split whose index entries it holds
   int64_t records = 0;   // records put (less those deleted)
   int64_t deleted_bytes = 0;  // bytes of the records deleted
@@ -58,7 +60,16 @@ struct StagedWrite {
   // Removes a stored record of `bytes` bytes (recycle-inspect --compact): the counts go down.
   void delete_record(const Key& key, int64_t bytes);
   void put_index(int64_t position, const IndexEntry& entry);  // not for a writer of no split
-  uint64_t record_bytes() const { return batch ? batch->record_bytes() : 0; }
+  uint64_t record_bytes() const { return batch_ ? batch_->record_bytes() : 0; }
+
+ private:
+  friend class SplitWriter;
+  friend class StoreTestAccess;
+  // Throws std::logic_error when there is no batch (a moved-from or default write) or it is
+  // sealed.
+  void require_open(const char* what) const;
+
+  std::unique_ptr<ActivationStore::Batch> batch_;
 };
 
 class SplitWriter {
@@ -75,9 +86,9 @@ class SplitWriter {
 
   // The split's first write, logged: the manifest's entry for the split set from `info` (data,
   // samples, unique, augment, views) and marked incomplete; the stored index cut to
-  // info.samples when it holds more (`stored_entries`); `opening`'s writes (may be null) with
-  // them. Once only.
-  void begin(const SplitInfo& info, int64_t stored_entries, ActivationStore::Batch* opening);
+  // info.samples when it holds more (`stored_entries`); with them, unless empty, the blob
+  // "head" (a new cache's initial head). Once only.
+  void begin(const SplitInfo& info, int64_t stored_entries, std::string_view head = {});
   bool begun() const { return begun_; }
 
   // A new batch for a chunk of the split.
@@ -92,6 +103,10 @@ class SplitWriter {
   // Marks the split complete (unlogged) and flushes the memtables; a writer of no split only
   // flushes them.
   void finish();
+
+  // A blob written alone, logged and synced (recycle-inspect --convert-old-head's new head):
+  // neither a record nor a split's, so no split writer is needed.
+  static void write_blob(ActivationStore* store, const std::string& name, std::string_view bytes);
 
   // Writes made so far (begin, chunks, finish).
   int64_t writes() const { return writes_.load(); }

@@ -57,9 +57,7 @@ bool WritableSplit::complete_for(const std::string& data, int64_t samples) const
 }
 
 void WritableSplit::begin(const SplitInfo& info) {
-  ActivationStore::Batch first(*store_);
-  if (!head_.empty()) first.put_blob("head", head_);
-  writer_->begin(info, stored_entries_, &first);
+  writer_->begin(info, stored_entries_, head_);
   head_.clear();  // written once
   if (damaged_.empty()) return;
   // Deleted, they are missing ones to the plan of any split. Those no longer stored (deleted

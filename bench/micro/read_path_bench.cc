@@ -34,6 +34,7 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/record.h"
+#include "cache/split_writer.h"
 #include "recycle/key.h"
 #include "recycle/status.h"
 
@@ -72,19 +73,24 @@ struct ReadPath {
                                             {{values.data(), {256, 14, 14}}}));
     }
     recycle::StoreOptions o;
-    std::unique_ptr<ActivationStore> writer;
-    check(ActivationStore::open(dir.str(), o, &writer), "open");
-    for (int start = 0; start < kRecords; start += 100) {
-      ActivationStore::Batch batch(*writer);
-      for (int i = start; i < start + 100; ++i) {
-        keys.push_back(key_of(static_cast<uint64_t>(i)));
-        bytes.push_back(pool[static_cast<size_t>(i % kPool)]);
-        batch.put_record(keys.back(), bytes.back());
+    std::unique_ptr<ActivationStore> store_writer;
+    check(ActivationStore::open(dir.str(), o, &store_writer), "open");
+    {
+      recycle::Manifest manifest;
+      recycle::SplitWriter writer(store_writer.get(), &manifest, "");  // records only
+      for (int start = 0; start < kRecords; start += 100) {
+        recycle::StagedWrite w = writer.stage();
+        for (int i = start; i < start + 100; ++i) {
+          keys.push_back(key_of(static_cast<uint64_t>(i)));
+          bytes.push_back(pool[static_cast<size_t>(i % kPool)]);
+          w.put_record(keys.back(), bytes.back());
+        }
+        writer.seal(&w);
+        writer.write(&w);
       }
-      check(writer->write(&batch), "write");
+      writer.finish();  // flushes
     }
-    check(writer->flush(), "flush");
-    writer.reset();
+    store_writer.reset();
     std::vector<recycle::RecordTensor> parts;
     for (const std::string& r : bytes) {
       check(recycle::parse_record(r, &parts), "parse");

@@ -1,8 +1,10 @@
 // Micro benchmarks of ActivationStore (RocksDB) with the records a 50% split of the width-16
 // ResNet-18 produces: one fp16 32x14x14 activation each (12,544 payload bytes, 12.5 KB with
 // header and checksum). Every store lives in a mkdtemp directory removed at the end.
-//   store/put_batch       ActivationStore::Batch of 256 put_record, then write() (no sync),
-//                         into a store that grows as the benchmark runs
+//   store/put_batch       a staged write of 256 records by a SplitWriter of no split
+//                         (cache/split_writer.h: unlogged, the manifest's counts sealed in, the
+//                         free-space check), as a build writes, into a store that grows as the
+//                         benchmark runs
 //   store/multi_get       128 random keys out of 20,000 stored, warm (every key read once
 //                         before timing), store opened read-only as recycle-train does
 //   store/multi_get+decode  the same plus parse_record and decode_tensor into a float batch,
@@ -26,6 +28,7 @@
 #include "cache/activation_store.h"
 #include "cache/codec.h"
 #include "cache/record.h"
+#include "cache/split_writer.h"
 #include "recycle/key.h"
 #include "recycle/status.h"
 
@@ -74,17 +77,19 @@ void BM_PutBatch(benchmark::State& state) {
   const auto& pool = record_pool();
   recycle::bench::TempDir dir;
   auto store = open_store(dir.str(), false);
+  recycle::Manifest manifest;
+  recycle::SplitWriter writer(store.get(), &manifest, "");
   uint64_t next = 0;
   int64_t bytes = 0;
   for (auto _ : state) {
-    ActivationStore::Batch batch(*store);
-    for (int i = 0; i < kPutBatch; ++i, ++next) {
-      batch.put_record(key_of(next), pool[next % kPoolSize]);
-    }
-    bytes += static_cast<int64_t>(batch.record_bytes());
-    const Status st = store->write(&batch);
-    if (!st.ok()) {
-      recycle::bench::fail(state, st.to_string());
+    recycle::StagedWrite w = writer.stage();
+    for (int i = 0; i < kPutBatch; ++i, ++next) w.put_record(key_of(next), pool[next % kPoolSize]);
+    bytes += static_cast<int64_t>(w.record_bytes());
+    writer.seal(&w);
+    try {
+      writer.write(&w);
+    } catch (const std::exception& e) {
+      recycle::bench::fail(state, e.what());
       break;
     }
   }
@@ -105,16 +110,19 @@ struct StoredCache {
   StoredCache() {
     const auto& pool = record_pool();
     {
-      auto writer = open_store(dir.str(), false);
+      auto store_writer = open_store(dir.str(), false);
+      recycle::Manifest manifest;
+      recycle::SplitWriter writer(store_writer.get(), &manifest, "");
       for (int start = 0; start < kStored; start += kPutBatch) {
-        ActivationStore::Batch batch(*writer);
+        recycle::StagedWrite w = writer.stage();
         for (int i = start; i < start + kPutBatch && i < kStored; ++i) {
           keys.push_back(key_of(static_cast<uint64_t>(i)));
-          batch.put_record(keys.back(), pool[static_cast<size_t>(i) % kPoolSize]);
+          w.put_record(keys.back(), pool[static_cast<size_t>(i) % kPoolSize]);
         }
-        check(writer->write(&batch), "write");
+        writer.seal(&w);
+        writer.write(&w);
       }
-      check(writer->flush(), "flush");
+      writer.finish();  // flushes
     }
     store = open_store(dir.str(), true);
     std::vector<Status> statuses;

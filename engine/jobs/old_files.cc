@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cache/open_existing.h"
+#include "cache/split_writer.h"
 #include "engine/data/regular_file.h"
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"  // model_of_cache
@@ -111,9 +112,7 @@ void convert_old_cache_head(const std::string& dir, const std::string& model_giv
                              e.what_without_backtrace());
   }
   load_archive(*split.head, archive, "cache " + dir + "'s stored head");
-  ActivationStore::Batch batch(*store);
-  batch.put_blob("head", module_to_bytes(*split.head));
-  store->write(&batch).throw_if_error();
+  SplitWriter::write_blob(store.get(), "head", module_to_bytes(*split.head));
 }
 
 }  // namespace recycle

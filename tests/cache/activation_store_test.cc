@@ -63,12 +63,12 @@ recycle::Manifest manifest_of(const std::string& model) {
 void write_sample_cache(recycle::ActivationStore* store, int n) {
   recycle::ActivationStore::Batch batch(*store);
   for (int i = 0; i < n; ++i) {
-    batch.put_record(key_of(i), record_of(i));
+    recycle::StoreTestAccess::put_record(batch, key_of(i), record_of(i));
     recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), 10 + i});
   }
   recycle::StoreTestAccess::put_manifest(batch, manifest_of("resnet18"));
-  batch.put_blob("head", std::string("\x00\x01head-weights\xff", 15));
-  ASSERT_OK(store->write(&batch));
+  recycle::StoreTestAccess::put_blob(batch, "head", std::string("\x00\x01head-weights\xff", 15));
+  ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
 }
 
 std::vector<recycle::IndexEntry> entries(int from, int to, int label_base = 10) {
@@ -119,8 +119,8 @@ TEST(ActivationStore, EveryCompressionStoresAndReadsRecords) {
     std::unique_ptr<recycle::ActivationStore> ok;
     ASSERT_OK(recycle::ActivationStore::open(tmp.file(compression), options, &ok));
     recycle::ActivationStore::Batch batch(*ok);
-    batch.put_record(key_of(1), std::string(5000, 'z'));
-    ASSERT_OK(ok->write(&batch));
+    recycle::StoreTestAccess::put_record(batch, key_of(1), std::string(5000, 'z'));
+    ASSERT_OK(recycle::StoreTestAccess::write(*ok, &batch));
     ASSERT_OK(ok->flush());
     std::string back;
     ASSERT_OK(ok->get_record(key_of(1), &back));
@@ -136,7 +136,7 @@ TEST(ActivationStore, BatchWritesAtomicallyAndReadsBack) {
   recycle::ActivationStore::Batch batch(*store);
   EXPECT_EQ(batch.count(), 0u);
   for (int i = 0; i < 5; ++i) {
-    batch.put_record(key_of(i), record_of(i));
+    recycle::StoreTestAccess::put_record(batch, key_of(i), record_of(i));
   }
   // Index entries out of position order, and one key used at two positions.
   recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(2), 7});
@@ -144,7 +144,7 @@ TEST(ActivationStore, BatchWritesAtomicallyAndReadsBack) {
   recycle::StoreTestAccess::put_index(batch, "train", 1, {key_of(4), -1});
   recycle::StoreTestAccess::put_index(batch, "train", 3, {key_of(0), 3});
   recycle::StoreTestAccess::put_manifest(batch, manifest_of("resnet18"));
-  batch.put_blob("head", "weights");
+  recycle::StoreTestAccess::put_blob(batch, "head", "weights");
   EXPECT_EQ(batch.count(), 5u + 4u + 1u + 1u);
   size_t bytes = 0;
   for (int i = 0; i < 5; ++i) bytes += record_of(i).size();
@@ -157,7 +157,7 @@ TEST(ActivationStore, BatchWritesAtomicallyAndReadsBack) {
   EXPECT_TRUE(store->read_manifest(&m).is_not_found());
   EXPECT_TRUE(read_index(*store, "train").empty());
 
-  ASSERT_OK(store->write(&batch, /*sync=*/true));
+  ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch, /*sync=*/true));
   for (int i = 0; i < 5; ++i) {
     ASSERT_OK(store->get_record(key_of(i), &value));
     EXPECT_EQ(value, record_of(i));
@@ -180,11 +180,11 @@ TEST(ActivationStore, LaterWritesReplaceEarlierOnes) {
   ASSERT_NE(store, nullptr);
   write_sample_cache(store.get(), 3);
   recycle::ActivationStore::Batch batch(*store);
-  batch.put_record(key_of(1), "new");
+  recycle::StoreTestAccess::put_record(batch, key_of(1), "new");
   recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(0), 99});
   recycle::StoreTestAccess::put_manifest(batch, manifest_of("transformer"));
-  batch.put_blob("head", "");
-  ASSERT_OK(store->write(&batch));
+  recycle::StoreTestAccess::put_blob(batch, "head", "");
+  ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   std::string value;
   ASSERT_OK(store->get_record(key_of(1), &value));
   EXPECT_EQ(value, "new");
@@ -267,9 +267,9 @@ TEST(ActivationStore, MultiGetInPartsGivesWhatOneReadGives) {
       // Every third record large: 20 KB of its own bytes.
       const std::string r =
           record_of(i) + (i % 3 == 0 ? std::string(20000, static_cast<char>('a' + i % 26)) : "");
-      batch.put_record(key_of(i), r);
+      recycle::StoreTestAccess::put_record(batch, key_of(i), r);
     }
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
     ASSERT_OK(store->flush());
   }
   int blob_files = 0;
@@ -316,8 +316,8 @@ TEST(ActivationStore, MultiGetVerifiesRocksDbsChecksumsOnlyWhenAsked) {
     auto store = open_store(dir);
     ASSERT_NE(store, nullptr);
     recycle::ActivationStore::Batch batch(*store);
-    batch.put_record(key_of(1), value);
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::put_record(batch, key_of(1), value);
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
     ASSERT_OK(store->flush());
   }
   std::string blob;
@@ -384,12 +384,12 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
       for (int i = 0; i < 10; ++i)
         recycle::StoreTestAccess::put_index(batch, split, i, {key_of(i), 10 + i});
     }
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   {
     recycle::ActivationStore::Batch batch(*store);
     recycle::StoreTestAccess::truncate_index(batch, "train", 6);
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   EXPECT_EQ(read_index(*store, "train"), entries(0, 6));
   for (const std::string split : {"train2", "trai", "train.x", "test"}) {
@@ -401,7 +401,7 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
     recycle::ActivationStore::Batch batch(*store);
     recycle::StoreTestAccess::truncate_index(batch, "train", 2);
     recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(50), 50});
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   std::vector<recycle::IndexEntry> want = entries(0, 2);
   want.push_back({key_of(50), 50});
@@ -412,7 +412,7 @@ TEST(ActivationStore, TruncateIndexRemovesFromAPositionOnOnlyInThatSplit) {
     recycle::ActivationStore::Batch batch(*store);
     recycle::StoreTestAccess::truncate_index(batch, "test", 10);
     recycle::StoreTestAccess::truncate_index(batch, "train2", 0);
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   EXPECT_EQ(read_index(*store, "test"), entries(0, 10));
   EXPECT_TRUE(read_index(*store, "train2").empty());
@@ -427,7 +427,7 @@ TEST(ActivationStore, ReadIndexReportsAGapAsCorruption) {
   ASSERT_NE(store, nullptr);
   recycle::ActivationStore::Batch batch(*store);
   for (int i : {0, 1, 3}) recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), i});
-  ASSERT_OK(store->write(&batch));
+  ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   std::vector<recycle::IndexEntry> out;
   const recycle::Status st = store->read_index("train", &out);
   EXPECT_TRUE(st.is_corruption()) << st.to_string();
@@ -501,9 +501,9 @@ TEST(ActivationStore, AWriterReleasesObsoleteFilesWhileReadersOpen) {
     for (int b = 0; b < mb; ++b) {
       recycle::ActivationStore::Batch batch(*store);
       for (int r = 0; r < 256; ++r, ++next) {
-        batch.put_record(key_of(next), record_of(next) + filler);
+        recycle::StoreTestAccess::put_record(batch, key_of(next), record_of(next) + filler);
       }
-      ASSERT_OK(store->write(&batch));
+      ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
     }
   };
   std::atomic<bool> done{false};
@@ -590,8 +590,8 @@ TEST(ActivationStore, ReadOnlyInstancesBesideAWriter) {
   }
   // The writer keeps writing while the readers are open.
   recycle::ActivationStore::Batch batch(*writer);
-  batch.put_record(key_of(5), record_of(5));
-  ASSERT_OK(writer->write(&batch));
+  recycle::StoreTestAccess::put_record(batch, key_of(5), record_of(5));
+  ASSERT_OK(recycle::StoreTestAccess::write(*writer, &batch));
   std::string value;
   ASSERT_OK(writer->get_record(key_of(5), &value));
   EXPECT_EQ(value, record_of(5));
@@ -615,12 +615,12 @@ TEST(ActivationStore, WritingThroughAReadOnlyStoreFails) {
   auto reader = open_store(dir, /*read_only=*/true);
   ASSERT_NE(reader, nullptr);
   recycle::ActivationStore::Batch batch(*reader);
-  batch.put_record(key_of(7), "x");
+  recycle::StoreTestAccess::put_record(batch, key_of(7), "x");
   recycle::StoreTestAccess::put_index(batch, "train", 2, {key_of(7), 0});
   recycle::StoreTestAccess::truncate_index(batch, "train", 0);
   recycle::StoreTestAccess::put_manifest(batch, manifest_of("other"));
-  batch.put_blob("head", "y");
-  const recycle::Status st = reader->write(&batch);
+  recycle::StoreTestAccess::put_blob(batch, "head", "y");
+  const recycle::Status st = recycle::StoreTestAccess::write(*reader, &batch);
   EXPECT_TRUE(st.is_invalid_argument()) << st.to_string();
   std::string value;
   EXPECT_TRUE(reader->get_record(key_of(7), &value).is_not_found());
@@ -641,8 +641,8 @@ TEST(ActivationStore, BatchOfAnotherStoreIsRefused) {
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   recycle::ActivationStore::Batch batch(*a);
-  batch.put_record(key_of(1), "x");
-  EXPECT_TRUE(b->write(&batch).is_invalid_argument());
+  recycle::StoreTestAccess::put_record(batch, key_of(1), "x");
+  EXPECT_TRUE(recycle::StoreTestAccess::write(*b, &batch).is_invalid_argument());
   std::string value;
   EXPECT_TRUE(b->get_record(key_of(1), &value).is_not_found());
   EXPECT_TRUE(a->get_record(key_of(1), &value).is_not_found());
@@ -662,8 +662,9 @@ TEST(ActivationStore, ForEachRecordVisitsAllInKeyOrder) {
   // Written in two batches, one flushed, so the iterator merges SST files and memtable.
   for (int half = 0; half < 2; ++half) {
     recycle::ActivationStore::Batch batch(*store);
-    for (size_t i = half; i < keys.size(); i += 2) batch.put_record(keys[i], keys[i].to_hex());
-    ASSERT_OK(store->write(&batch));
+    for (size_t i = half; i < keys.size(); i += 2)
+      recycle::StoreTestAccess::put_record(batch, keys[i], keys[i].to_hex());
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
     if (half == 0) ASSERT_OK(store->flush());
   }
   std::vector<recycle::Key> visited;
@@ -763,9 +764,10 @@ TEST(ActivationStore, CheckDestroyNamesWhatIsNotTheCaches) {
     write_sample_cache(store.get(), 10);
     recycle::ActivationStore::Batch big(*store);
     for (int i = 0; i < 8; ++i) {
-      big.put_record(key_of(1000 + 10 * session + i), std::string(40 << 10, char('a' + i)));
+      recycle::StoreTestAccess::put_record(big, key_of(1000 + 10 * session + i),
+                                           std::string(40 << 10, char('a' + i)));
     }
-    ASSERT_OK(store->write(&big));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &big));
     ASSERT_OK(store->flush());
   }
   bool blobs = false;
@@ -850,10 +852,10 @@ TEST(ActivationStore, NegativePositionsAreRejectedOrClamped) {
     recycle::StoreTestAccess::put_index(b, "train", i, {recycle::Key{1, 2}, 0});
   EXPECT_THROW(recycle::StoreTestAccess::put_index(b, "train", -1, {recycle::Key{1, 2}, 0}),
                std::invalid_argument);
-  ASSERT_OK(s->write(&b));
+  ASSERT_OK(recycle::StoreTestAccess::write(*s, &b));
   recycle::ActivationStore::Batch t(*s);
   recycle::StoreTestAccess::truncate_index(t, "train", -1);
-  ASSERT_OK(s->write(&t));
+  ASSERT_OK(recycle::StoreTestAccess::write(*s, &t));
   std::vector<recycle::IndexEntry> out;
   ASSERT_OK(s->read_index("train", &out));
   EXPECT_EQ(out.size(), 0u);

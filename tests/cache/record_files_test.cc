@@ -58,10 +58,10 @@ Manifest manifest_with(int64_t records, int64_t bytes) {
 // A store holding records 0..n-1 (written in a batch) and a manifest that counts them.
 Manifest write_records(ActivationStore* store, int n) {
   ActivationStore::Batch batch(*store);
-  for (int i = 0; i < n; ++i) batch.put_record(key_of(i), record_of(i));
+  for (int i = 0; i < n; ++i) recycle::StoreTestAccess::put_record(batch, key_of(i), record_of(i));
   Manifest m = manifest_with(n, static_cast<int64_t>(batch.record_bytes()));
   recycle::StoreTestAccess::put_manifest(batch, m);
-  EXPECT_OK(store->write(&batch));
+  EXPECT_OK(recycle::StoreTestAccess::write(*store, &batch));
   return m;
 }
 

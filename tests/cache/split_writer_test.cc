@@ -68,7 +68,7 @@ std::vector<IndexEntry> stored_index(const ActivationStore& store, const std::st
 // Writes a complete split of n samples, sample i with record "r<i>".
 void write_split(ActivationStore* store, Manifest* m, int64_t n) {
   SplitWriter w(store, m, "train");
-  w.begin(info_of(n), 0, nullptr);
+  w.begin(info_of(n), 0);
   StagedWrite chunk = w.stage();
   for (int64_t i = 0; i < n; ++i) {
     chunk.put_record(key_of(i), "r" + std::to_string(i));
@@ -84,13 +84,11 @@ TEST(SplitWriter, WritesASplitWithItsCountsAndMarksItCompleteAtTheEnd) {
   auto store = open_store(dir.file("cache"));
   Manifest m = manifest_for_test();
   SplitWriter w(store.get(), &m, "train");
-  ActivationStore::Batch opening(*store);
-  opening.put_blob("head", "weights");
-  w.begin(info_of(3), 0, &opening);
+  w.begin(info_of(3), 0, "weights");
   EXPECT_TRUE(w.begun());
   EXPECT_FALSE(stored_manifest(*store).splits.at("train").complete);
   std::string blob;
-  ASSERT_TRUE(store->get_blob("head", &blob).ok());  // the opening writes went with it
+  ASSERT_TRUE(store->get_blob("head", &blob).ok());  // the head went with it
   EXPECT_EQ(blob, "weights");
 
   StagedWrite chunk = w.stage();
@@ -129,7 +127,7 @@ TEST(SplitWriter, BeginCutsALongerStoredIndexAndMarksTheSplitIncomplete) {
   write_split(store.get(), &m, 5);
   ASSERT_EQ(stored_index(*store, "train").size(), 5u);
   SplitWriter again(store.get(), &m, "train");
-  again.begin(info_of(3), 5, nullptr);
+  again.begin(info_of(3), 5);
   EXPECT_EQ(stored_index(*store, "train").size(), 3u);
   const Manifest stored = stored_manifest(*store);
   EXPECT_FALSE(stored.splits.at("train").complete);
@@ -142,8 +140,8 @@ TEST(SplitWriter, RefusesWritesOutOfOrder) {
   auto store = open_store(dir.file("cache"));
   Manifest m = manifest_for_test();
   SplitWriter w(store.get(), &m, "train");
-  w.begin(info_of(1), 0, nullptr);
-  EXPECT_THROW(w.begin(info_of(1), 0, nullptr), std::logic_error);  // once only
+  w.begin(info_of(1), 0);
+  EXPECT_THROW(w.begin(info_of(1), 0), std::logic_error);  // once only
   StagedWrite chunk = w.stage();
   chunk.put_record(key_of(0), "r0");
   EXPECT_THROW(w.write(&chunk), std::logic_error);  // not sealed: the counts are not in it
@@ -175,7 +173,7 @@ TEST(SplitWriter, FlushesEveryWriteWithFlushSecondsZero) {
   Manifest m = manifest_for_test();
   SplitWriter w(store.get(), &m, "train");
   w.set_flush_seconds(0);
-  w.begin(info_of(2), 0, nullptr);
+  w.begin(info_of(2), 0);
   StagedWrite chunk = w.stage();
   chunk.put_record(key_of(0), "r0");
   chunk.put_index(0, IndexEntry{key_of(0), 1});

@@ -73,7 +73,7 @@ void make_cache(const std::string& dir, Codec codec, int n,
   for (int i = 0; i < n; ++i) {
     std::string r = record_of(codec, i);
     if (patch) r = patch(i, std::move(r));
-    batch.put_record(key_of(i), r);
+    recycle::StoreTestAccess::put_record(batch, key_of(i), r);
     recycle::StoreTestAccess::put_index(batch, "test", i, IndexEntry{key_of(i), i % 2});
   }
   Manifest m;
@@ -96,7 +96,7 @@ void make_cache(const std::string& dir, Codec codec, int n,
   info.data = "test data";
   m.splits["test"] = info;
   recycle::StoreTestAccess::put_manifest(batch, m);
-  ASSERT_TRUE(store->write(&batch).ok());
+  ASSERT_TRUE(recycle::StoreTestAccess::write(*store, &batch).ok());
   ASSERT_TRUE(store->flush().ok());
 }
 

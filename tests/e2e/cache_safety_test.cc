@@ -67,7 +67,7 @@ TEST(CacheSafety, CompleteSplitWithMissingIndexEntriesIsRefused) {
     ActivationStore::Batch cut(*store);
     recycle::StoreTestAccess::truncate_index(cut, "test",
                                              60);  // a torn view: 60 entries, the manifest says 100
-    ASSERT_OK(store->write(&cut));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &cut));
   }
   const ToolRun t = run(dir, "recycle-train", "--cache " + cache + " --split test --epochs 1 "
                                              "--eval-split none");
@@ -109,7 +109,7 @@ TEST(CacheSafety, AnotherInputShapeIsRefused) {
     m.input_shape.clear();
     ActivationStore::Batch b(*store);
     recycle::StoreTestAccess::put_manifest(b, m);
-    ASSERT_OK(store->write(&b));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &b));
   }
   r = run(dir, "recycle-build", "--data fashion-mnist:" + dir.file("d28") + common);
   expect_one_line_error(r, 1, "record layout: the cache has activation float32 8x16x16 fp16, "
@@ -531,8 +531,8 @@ TEST(CacheSafety, ARecordThatIsNotFiniteIsNamedNotBlamedOnTheLearningRate) {
     std::vector<recycle::RecordTensor> tensors;
     ASSERT_OK(recycle::parse_record(record, &tensors));
     ActivationStore::Batch batch(*store);
-    batch.put_record(index[37].key, record);
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::put_record(batch, index[37].key, record);
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
     ASSERT_OK(store->flush());
   }
   for (const std::string how : {"", "--prefetch 0 ", "--preload "}) {

@@ -21,6 +21,7 @@
 #include "engine/precompute/prefix_runner.h"
 #include "engine/precompute/split_inputs.h"
 #include "recycle/errors.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
@@ -356,7 +357,7 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
   // A batch of another cache: the store refuses it with an error.
   std::unique_ptr<ActivationStore> other;
   ASSERT_OK(ActivationStore::open(dir.file("other"), recycle::StoreOptions(), &other));
-  w.batch = std::make_unique<ActivationStore::Batch>(*other);
+  recycle::StoreTestAccess::set_batch(w, std::make_unique<ActivationStore::Batch>(*other));
   recycle::ChunkWriter writer(split_writer, nullptr);
   writer.submit(std::move(w));
   EXPECT_THROW(writer.finish(), std::invalid_argument);  // "batch belongs to another cache"

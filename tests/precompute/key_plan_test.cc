@@ -8,6 +8,7 @@
 #include "engine/precompute/key_plan.h"
 #include "keyers/view_key.h"
 #include "tests/cache/open_store.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -26,8 +27,8 @@ TEST(KeyPlan, WritesWhatDiffersAndComputesWhatNoRecordHolds) {
   ASSERT_NE(store, nullptr);
   {  // A record the index does not point to (left by another split): found by one MultiGet.
     recycle::ActivationStore::Batch batch(*store);
-    batch.put_record(k(7), "seven");
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::put_record(batch, k(7), "seven");
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   KeyPlan plan;
   plan.set_keys({k(1), k(2), k(2), k(7), k(3)});
@@ -109,8 +110,8 @@ TEST(KeyPlan, ChunksAddedOneByOnePlanAsTheWholeSplitDoes) {
   ASSERT_NE(store, nullptr);
   {
     recycle::ActivationStore::Batch batch(*store);
-    batch.put_record(k(1), "one");
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::put_record(batch, k(1), "one");
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   KeyPlan plan;
   plan.plan({IndexEntry{k(1), 0}, IndexEntry{k(2), 0}}, {}, false, /*had_records=*/true);
@@ -141,8 +142,8 @@ TEST(KeyPlan, DamagedRecordsAreComputedAgain) {
   ASSERT_NE(store, nullptr);
   {
     recycle::ActivationStore::Batch batch(*store);
-    for (uint64_t i : {1, 2, 3}) batch.put_record(k(i), "stored");
-    ASSERT_OK(store->write(&batch));
+    for (uint64_t i : {1, 2, 3}) recycle::StoreTestAccess::put_record(batch, k(i), "stored");
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   const std::vector<IndexEntry> stored = {{k(1), 0}, {k(2), 1}, {k(3), 0}};
   for (bool whole : {true, false}) {  // planned at once (recycle-build), chunk by chunk (CacheWriter)

@@ -107,7 +107,8 @@ struct CodecCache {
     for (int i = 0; i < n; ++i) {
       const std::vector<float> v = values_of(i, 36, 4);
       const recycle::Key key{7, static_cast<uint64_t>(i)};
-      batch.put_record(key, recycle::encode_record(codec, {{v.data(), {4, 3, 3}}}));
+      recycle::StoreTestAccess::put_record(batch, key,
+                                           recycle::encode_record(codec, {{v.data(), {4, 3, 3}}}));
       recycle::StoreTestAccess::put_index(batch, "train", i, {key, i % 3});
     }
     manifest.codec = codec;
@@ -119,7 +120,7 @@ struct CodecCache {
     info.complete = true;
     manifest.splits["train"] = info;
     recycle::StoreTestAccess::put_manifest(batch, manifest);
-    EXPECT_OK(store->write(&batch));
+    EXPECT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
 };
 

@@ -17,6 +17,7 @@
 #include "engine/data/sampler.h"
 #include "engine/train/batch_sources.h"
 #include "engine/train/trainer.h"
+#include "tests/cache/store_test_access.h"
 #include "tests/test_util.h"
 #include "tests/train/small_cache.h"
 
@@ -121,8 +122,8 @@ TEST(PrefetchedBatches, ThrowsTheSourcesErrorOnTheCallersThreadAndDoesNotHang) {
   Cache c(30);
   {
     recycle::ActivationStore::Batch batch(*c.store);
-    batch.delete_record({1, 17});
-    ASSERT_OK(c.store->write(&batch));
+    recycle::StoreTestAccess::delete_record(batch, {1, 17});
+    ASSERT_OK(recycle::StoreTestAccess::write(*c.store, &batch));
   }
   CachedBatches inner(*c.store, c.manifest, "train", torch::kCPU);
   CachedBatches reference(*c.store, c.manifest, "train", torch::kCPU);

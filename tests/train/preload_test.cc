@@ -87,8 +87,9 @@ void check_channels_last_batches(const std::vector<int64_t>& shape) {
     for (int i = 0; i < 9; ++i) {
       std::vector<float> v(static_cast<size_t>(numel));
       for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 1000 + k);
-      batch.put_record({2, static_cast<uint64_t>(i)},
-                       recycle::encode_record(recycle::Codec::kFp32, {{v.data(), shape}}));
+      recycle::StoreTestAccess::put_record(
+          batch, {2, static_cast<uint64_t>(i)},
+          recycle::encode_record(recycle::Codec::kFp32, {{v.data(), shape}}));
       recycle::StoreTestAccess::put_index(batch, "train", i,
                                           {{2, static_cast<uint64_t>(i)}, i % 2});
     }
@@ -98,7 +99,7 @@ void check_channels_last_batches(const std::vector<int64_t>& shape) {
     m.class_names = {"even", "odd"};
     m.splits["train"] = {"test data", 9, 9, true};
     recycle::StoreTestAccess::put_manifest(batch, m);
-    ASSERT_OK(store->write(&batch));
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   recycle::Manifest m;
   ASSERT_OK(store->read_manifest(&m));

@@ -21,8 +21,8 @@ inline std::unique_ptr<ActivationStore> write_small_cache(const std::string& dir
   for (int i = 0; i < n; ++i) {
     std::vector<float> v(6);
     std::iota(v.begin(), v.end(), static_cast<float>(i * 10));
-    batch.put_record({1, static_cast<uint64_t>(i)},
-                     encode_record(Codec::kFp32, {{v.data(), {2, 3}}}));
+    recycle::StoreTestAccess::put_record(batch, {1, static_cast<uint64_t>(i)},
+                                         encode_record(Codec::kFp32, {{v.data(), {2, 3}}}));
     recycle::StoreTestAccess::put_index(batch, "train", i, {{1, static_cast<uint64_t>(i)}, i % 2});
   }
   Manifest m;
@@ -31,7 +31,7 @@ inline std::unique_ptr<ActivationStore> write_small_cache(const std::string& dir
   m.class_names = {"even", "odd"};
   m.splits["train"] = {"test data", n, n, true};
   recycle::StoreTestAccess::put_manifest(batch, m);
-  EXPECT_OK(store->write(&batch));
+  EXPECT_OK(recycle::StoreTestAccess::write(*store, &batch));
   return store;
 }
 

@@ -36,7 +36,7 @@ Manifest write_cache(ActivationStore& store, ActivationStore::Batch& batch,
   m.class_names = classes;
   m.splits["train"] = {"test data", n, n, true};
   recycle::StoreTestAccess::put_manifest(batch, m);
-  EXPECT_OK(store.write(&batch));
+  EXPECT_OK(recycle::StoreTestAccess::write(store, &batch));
   Manifest read;
   EXPECT_OK(store.read_manifest(&read));
   return read;
@@ -62,8 +62,8 @@ TEST(TextBatchesTest, VariableLengthRecordsRoundTripExactly) {
       lengths[i] = length_of(rng);
       hidden[i].resize(static_cast<size_t>(lengths[i] * kDim));
       for (float& v : hidden[i]) v = value(rng);
-      batch.put_record(
-          key_of(i),
+      recycle::StoreTestAccess::put_record(
+          batch, key_of(i),
           encode_record({TypedArrayRef::floats(hidden[i].data(), {lengths[i], kDim}, Codec::kFp32),
                          TypedArrayRef::exact(&lengths[i], {})}));
       recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), i % 3});
@@ -121,9 +121,11 @@ TEST(TextBatchesTest, IntAndBoolTensorsOfVariableLengthAreExact) {
       bytes[i][t] = static_cast<uint8_t>(rng());
       masks[i][t] = rng() % 2 == 0;
     }
-    batch.put_record(key_of(i), encode_record({TypedArrayRef::exact(ids[i].data(), {len}),
-                                               TypedArrayRef::exact(masks[i].get(), {len}),
-                                               TypedArrayRef::exact(bytes[i].data(), {len})}));
+    recycle::StoreTestAccess::put_record(
+        batch, key_of(i),
+        encode_record({TypedArrayRef::exact(ids[i].data(), {len}),
+                       TypedArrayRef::exact(masks[i].get(), {len}),
+                       TypedArrayRef::exact(bytes[i].data(), {len})}));
     recycle::StoreTestAccess::put_index(batch, "train", i, {key_of(i), 0});
   }
   const Manifest read = write_cache(*store, batch,
@@ -157,7 +159,7 @@ TEST(TextBatchesTest, NotATextCacheIsAClearError) {
   ASSERT_OK(ActivationStore::open(tmp.file("cache"), StoreOptions(), &store));
   ActivationStore::Batch batch(*store);
   const float v[2] = {1, 2};
-  batch.put_record(key_of(0), encode_record(Codec::kFp32, {{v, {2}}}));
+  recycle::StoreTestAccess::put_record(batch, key_of(0), encode_record(Codec::kFp32, {{v, {2}}}));
   recycle::StoreTestAccess::put_index(batch, "train", 0, {key_of(0), 0});
   const Manifest read =
       write_cache(*store, batch, layout_from_shapes({{2}}, recycle::Codec::kFp32), {"only"}, 1);

@@ -389,8 +389,8 @@ TEST(CachedBatches, LoadsInPartsOnATeamWithTheValuesOfOneThread) {
   EXPECT_EQ(b.features()[0][1][2].item<float>(), pick[0] * 10.0f + 5.0f);
   {
     recycle::ActivationStore::Batch batch(*store);
-    batch.delete_record({1, static_cast<uint64_t>(pick[80])});
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::delete_record(batch, {1, static_cast<uint64_t>(pick[80])});
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   for (recycle::CachedBatches* source : {&one, &team}) {
     try {
@@ -410,9 +410,10 @@ TEST(CachedBatches, RefusesARecordOfAnotherShapeAndAMissingRecord) {
   {
     recycle::ActivationStore::Batch batch(*store);
     std::vector<float> v(4, 1.0f);
-    batch.put_record({1, 1}, recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {2, 2}}}));
-    batch.delete_record({1, 2});
-    ASSERT_OK(store->write(&batch));
+    recycle::StoreTestAccess::put_record(
+        batch, {1, 1}, recycle::encode_record(recycle::Codec::kFp32, {{v.data(), {2, 2}}}));
+    recycle::StoreTestAccess::delete_record(batch, {1, 2});
+    ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
   }
   recycle::Manifest m;
   ASSERT_OK(store->read_manifest(&m));
@@ -449,8 +450,8 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
     std::unique_ptr<bool[]> mask(new bool[len]);
     for (int64_t t = 0; t < len; ++t) mask[t] = true;
     using recycle::TypedArrayRef;
-    batch.put_record(
-        {2, static_cast<uint64_t>(i)},
+    recycle::StoreTestAccess::put_record(
+        batch, {2, static_cast<uint64_t>(i)},
         recycle::encode_record(
             {TypedArrayRef::floats(hidden.data(), {len, 2}, recycle::Codec::kFp16),
              TypedArrayRef::exact(&length, {1}), TypedArrayRef::exact(mask.get(), {len})}));
@@ -465,7 +466,7 @@ TEST(CachedBatches, NamedTensorsOfVariableLengthArePaddedAtBatchTime) {
   m.class_names = {"only"};
   m.splits["train"] = {"test data", 3, 3, true};
   recycle::StoreTestAccess::put_manifest(batch, m);
-  ASSERT_OK(store->write(&batch));
+  ASSERT_OK(recycle::StoreTestAccess::write(*store, &batch));
 
   recycle::Manifest read;
   ASSERT_OK(store->read_manifest(&read));
