@@ -54,12 +54,13 @@ cmake -S . -B "$build" -DRECYCLE_PYTEST_VENV="$wv" >>"$build/configure.log" 2>&1
 cd "$build"
 export OMP_WAIT_POLICY=PASSIVE
 # Not again here: the suites whose test files include no LibTorch, tool or engine header (the
-# store, records, manifests, readers, keyers, samplers, small utilities) and the micro
-# benchmarks' smoke run (no LibTorch in what it times). They test code that does not change
-# with the LibTorch it is linked with; scripts/test.sh runs them once, against Debian's 1.13.
+# store, records, manifests, readers, keyers, samplers, small utilities), the micro benchmarks'
+# smoke run (no LibTorch in what it times) and house_rules (a grep of the sources). They test
+# code that does not change with the LibTorch it is linked with; scripts/test.sh runs them once,
+# against Debian's 1.13.
 once="ActivationStore|AtomicFile|Augment|CacheIdentity|CodecInt8|Coding|Csv|DatasetShards"
 once+="|IdKeyer|IdxReader|IdxStream|ImageStream|Jsonl|Key|KeyPlan|KeyerRegistry|Manifest|Npy"
 once+="|ParallelLoop|Progress|ReadPool|RecordFiles|RecordLayout|RegularFile|Sampler|SamplerDraws"
-once+="|SplitWriter|Stats|Status|TemporaryFile|TextKeyer|TsvReader|Verify|ViewKey|WorkQueue"
-once+="|Xxh3Keyer|GroupedByLength"
-ctest --output-on-failure -j 2 --timeout 900 -E "^(($once)\\.|micro_bench_smoke$)"
+once+="|SplitWriter|Stats|Status|StoreSealed|TemporaryFile|TextKeyer|TsvReader|Verify|ViewKey"
+once+="|WorkQueue|Xxh3Keyer|GroupedByLength"
+ctest --output-on-failure -j 2 --timeout 900 -E "^(($once)\\.|micro_bench_smoke$|house_rules$)"
