@@ -10,6 +10,16 @@ int64_t shard_of(const Key& key, int64_t count) {
   return static_cast<int64_t>(XXH3_64bits(bytes, sizeof bytes) % static_cast<uint64_t>(count));
 }
 
+SplitShard split_shard(int64_t index, int64_t count, int64_t split_samples) {
+  SplitShard s;
+  if (count == 0) return s;
+  s.index = index;
+  s.count = count;
+  s.rule = kShardRule;
+  s.split_samples = split_samples;
+  return s;
+}
+
 std::string shard_words(const SplitShard& s) {
   if (!s.sharded()) return "the whole split";
   return "shard " + std::to_string(s.index) + " of " + std::to_string(s.count) +

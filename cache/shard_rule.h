@@ -21,6 +21,10 @@ inline constexpr char kShardRule[] = "xxh3_64(key) % count";
 // itself, so that a keyer whose keys are not uniform (an id's) still spreads the samples.
 int64_t shard_of(const Key& key, int64_t count);
 
+// The SplitShard (by kShardRule) of a shard `index` of `count` of a split of `split_samples`
+// samples; the whole split (SplitShard{}) when count is 0.
+SplitShard split_shard(int64_t index, int64_t count, int64_t split_samples);
+
 // "the whole split", or "shard 1 of 3" (with " by rule 'R'" for another rule than kShardRule):
 // a split's shard in messages and recycle-inspect's text.
 std::string shard_words(const SplitShard& shard);

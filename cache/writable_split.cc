@@ -5,6 +5,7 @@
 
 #include "cache/cache_dir.h"
 #include "cache/damaged_records.h"
+#include "cache/shard_rule.h"
 #include "recycle/errors.h"
 
 namespace recycle {
@@ -94,6 +95,18 @@ void refuse_other_identity(const Manifest& stored, const Manifest& wanted, const
                            const std::string& hint) {
   const auto diffs = stored.identity().identity_differences(wanted.identity());
   if (!diffs.empty()) throw StaleCacheError(mismatch_message(dir, diffs, hint));
+}
+
+void refuse_other_shard(const Manifest& stored, const std::string& split, const SplitShard& want,
+                        const std::string& dir, const std::string& hint) {
+  const auto entry = stored.splits.find(split);
+  if (entry == stored.splits.end()) return;
+  const SplitShard& has = entry->second.shard;
+  if (has.index == want.index && has.count == want.count && has.rule == want.rule) return;
+  throw StaleCacheError(mismatch_message(dir,
+                                         {"split " + split + ": the cache has " + shard_words(has) +
+                                          ", this run asks for " + shard_words(want)},
+                                         hint));
 }
 
 }  // namespace recycle

@@ -4,8 +4,8 @@
 //
 //   WritableSplit w({dir, split, compression, rebuild});   the store opened for writing (deleted
 //                                                          first with rebuild); its manifest read
-//   if (w.stored()) ...the caller's checks of the stored manifest (refuse_other_identity and its
-//                      own), throwing before anything is written
+//   if (w.stored()) ...the caller's checks of the stored manifest (refuse_other_identity,
+//                      refuse_other_shard and its own), throwing before anything is written
 //   w.start(manifest, head);   the manifest the writes go with; the split's stored index and
 //                              whether the store holds any record read
 //   w.begin(info); chunks through w.writer() (cache/split_writer.h); w.finish()
@@ -100,5 +100,9 @@ class WritableSplit {
 // `stored`'s identity is not `wanted`'s.
 void refuse_other_identity(const Manifest& stored, const Manifest& wanted, const std::string& dir,
                            const std::string& hint);
+// The same when `stored` holds `split` as another shard than `want` (or the whole split, or a
+// shard, when the other is asked for): a sharded build's caches are not mixed.
+void refuse_other_shard(const Manifest& stored, const std::string& split, const SplitShard& want,
+                        const std::string& dir, const std::string& hint);
 
 }  // namespace recycle

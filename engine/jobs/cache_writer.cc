@@ -23,10 +23,11 @@
 #include "cache/shard_rule.h"
 #include "cache/split_writer.h"
 #include "cache/writable_split.h"
-#include "engine/options/writer_layout.h"
 #include "engine/jobs/tensor_keys.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
+#include "engine/options/writer_layout.h"
+#include "engine/precompute/chunk_write.h"
 #include "engine/precompute/key_plan.h"
 #include "engine/precompute/prefix_identity.h"
 #include "engine/train/batch_sources.h"  // torch_dtype
@@ -125,7 +126,6 @@ struct CacheWriter::Impl {
       split->start(reconciled(*split->stored(), wanted), "");
     }
     split->writer().set_flush_seconds(o.flush_seconds);
-    if (!new_cache) refuse_other_shard();
     stored_complete = split->complete_for(o.data, o.samples);
     plan.set_damaged(split->damaged());
     plan.plan(split->take_index(), {}, false, split->had_records());
@@ -176,6 +176,8 @@ struct CacheWriter::Impl {
   // The stored manifest checked against the requested one, as the writer goes on with it.
   Manifest reconciled(Manifest stored, const Manifest& wanted) const {
     refuse_other_identity(stored, wanted, o.cache_dir, "pass rebuild=True to start over");
+    refuse_other_shard(stored, o.split, shard(), o.cache_dir,
+                       "use another path, or rebuild=True to start over");
     if (!o.class_names.empty() && !stored.class_names.empty() &&
         stored.class_names != o.class_names) {
       throw InvalidArgument(
@@ -188,30 +190,7 @@ struct CacheWriter::Impl {
   }
 
   // The shard this writer fills (SplitInfo::shard): none for the whole split.
-  SplitShard shard() const {
-    SplitShard s;
-    if (o.shard_count == 0) return s;
-    s.index = o.shard_index;
-    s.count = o.shard_count;
-    s.rule = kShardRule;
-    s.split_samples = o.split_samples;
-    return s;
-  }
-
-  // A stored split that holds another shard (or the whole split, or a shard, when the other is
-  // asked for) is refused, as recycle-build --sharded refuses it.
-  void refuse_other_shard() const {
-    const auto stored = split->manifest().splits.find(o.split);
-    if (stored == split->manifest().splits.end()) return;
-    const SplitShard want = shard();
-    const SplitShard& has = stored->second.shard;
-    if (has.index == want.index && has.count == want.count && has.rule == want.rule) return;
-    throw StaleCacheError(
-        mismatch_message(o.cache_dir,
-                         {"split " + o.split + ": the cache has " + shard_words(has) +
-                          ", this build asks for " + shard_words(want)},
-                         "use another path, or rebuild=True to start over"));
-  }
+  SplitShard shard() const { return split_shard(o.shard_index, o.shard_count, o.split_samples); }
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
   void begin() {
@@ -528,19 +507,16 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs,
   SplitWriter& writer = s.split->writer();
   if (!writer.begun()) s.begin();
   std::vector<std::string> records = s.encode(out, lengths);
-  StagedWrite w = writer.stage();
-  for (int64_t r = 0; r < m; ++r) w.put_record(s.chunk_keys[s.compute[r]], records[r]);
-  records.clear();
-  for (size_t t = s.todo_begin; t < s.todo_end; ++t) {
-    const int64_t pos = s.plan.todo()[t];
-    const size_t i = static_cast<size_t>(pos - s.chunk_begin);
-    w.put_index(pos, IndexEntry{s.chunk_keys[i], s.chunk_labels[i]});
-  }
+  std::vector<Key> record_keys;
+  for (int64_t r = 0; r < m; ++r) record_keys.push_back(s.chunk_keys[s.compute[r]]);
   s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-  writer.seal(&w);
-  s.report.computed += w.records;
-  s.report.bytes += static_cast<int64_t>(w.record_bytes());
-  s.report.index_written += w.entries;
+  StagedWrite w = stage_chunk(
+      writer, s.plan, s.todo_begin, s.todo_end, record_keys, &records,
+      [&s](int64_t pos) {
+        const size_t i = static_cast<size_t>(pos - s.chunk_begin);
+        return IndexEntry{s.chunk_keys[i], s.chunk_labels[i]};
+      },
+      &s.report);
   writer.write(&w);  // flushed every flush_seconds: what was written so far survives a kill
 }
 

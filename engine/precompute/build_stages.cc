@@ -11,6 +11,7 @@
 #include "engine/models/model_setup.h"  // with_encoder_input
 #include "engine/precompute/cache_input.h"
 #include "engine/precompute/chunk_encoder.h"
+#include "engine/precompute/chunk_write.h"
 #include "engine/precompute/prefix_runner.h"
 #include "engine/precompute/split_inputs.h"
 #include "engine/util/parallel_loop.h"
@@ -214,16 +215,8 @@ Manifest SplitBuild::reconciled(const Manifest& stored_manifest) {
                           ", this run asks for " + views_words(inputs_->views(), augment)},
                          "use another --cache, or --rebuild to start over"));
   }
-  const SplitShard want = shard();
-  if (split != stored.splits.end() &&
-      (split->second.shard.index != want.index || split->second.shard.count != want.count ||
-       split->second.shard.rule != want.rule)) {
-    throw StaleCacheError(mismatch_message(
-        dir,
-        {"split " + options_.data.split + ": the cache has " + shard_words(split->second.shard) +
-         ", this run asks for " + shard_words(want)},
-        "use another --cache, or --rebuild to start over"));
-  }
+  refuse_other_shard(stored, options_.data.split, shard(), dir,
+                     "use another --cache, or --rebuild to start over");
   return stored;
 }
 
@@ -247,13 +240,7 @@ void SplitBuild::keep_shard() {
 }
 
 SplitShard SplitBuild::shard() const {
-  SplitShard s;
-  if (options_.shard_count == 0) return s;
-  s.index = options_.shard_index;
-  s.count = options_.shard_count;
-  s.rule = kShardRule;
-  s.split_samples = split_samples_;
-  return s;
+  return split_shard(options_.shard_index, options_.shard_count, split_samples_);
 }
 
 void SplitBuild::open() {
@@ -297,22 +284,13 @@ bool SplitBuild::next_chunk(BuildChunk* chunk) {
 }
 
 StagedWrite SplitBuild::stage_write(BuildChunk* chunk) {
-  SplitWriter& writer = split().writer();
-  StagedWrite w = writer.stage();
-  for (size_t r = 0; r < chunk->records.size(); ++r) {
-    w.put_record(chunk->compute_keys[r], chunk->records[r]);
-  }
-  chunk->records.clear();  // the batch holds its own copy
   const std::vector<int64_t>& labels = inputs_->data().labels;
-  for (size_t t = chunk->begin; t < chunk->end; ++t) {
-    const int64_t pos = plan_.todo()[t];
-    w.put_index(pos, IndexEntry{plan_.keys()[pos], labels[pos]});
-  }
-  writer.seal(&w);
-  report_.computed += w.records;
-  report_.bytes += static_cast<int64_t>(w.record_bytes());
-  report_.index_written += w.entries;
-  return w;
+  return stage_chunk(
+      split().writer(), plan_, chunk->begin, chunk->end, chunk->compute_keys, &chunk->records,
+      [&](int64_t pos) {
+        return IndexEntry{plan_.keys()[pos], labels[pos]};
+      },
+      &report_);
 }
 
 void SplitBuild::write_chunk(BuildChunk* chunk) {

@@ -244,7 +244,7 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
         assert recycle.verify(path)["checked"] == sizes[rank]
     # The whole split asked of a shard, and another shard count, are refused as stale.
     data = list(zip(x, y.tolist()))
-    with pytest.raises(recycle.StaleCacheError, match="the cache has shard 0 of 2, this build asks "
+    with pytest.raises(recycle.StaleCacheError, match="the cache has shard 0 of 2, this run asks "
                        "for the whole split"):
         recycle.build(cache.replace("{rank}", "0"), data, lambda b: {"a": torch.tanh(b * 2),
                       "s": b.sum(dim=(1, 2, 3))}, model_id="shards", codec="fp32")
