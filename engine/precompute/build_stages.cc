@@ -105,6 +105,14 @@ WritableSplit& SplitBuild::split() {
   return *split_;
 }
 
+void SplitBuild::compute(BuildChunk* chunk) { encoder_->compute(chunk); }
+const Manifest& SplitBuild::requested() const { return encoder_->requested(); }
+const Dataset& SplitBuild::data() const { return inputs_->data(); }
+std::string SplitBuild::augment() const { return inputs_->augment().spec(); }
+int64_t SplitBuild::views() const { return inputs_->views(); }
+std::string SplitBuild::staging_dir() { return split().staging_dir(); }
+int64_t SplitBuild::writes() { return split().writer().writes(); }
+
 namespace {
 
 // Samples of the other ranks' parts that a sharded build's rank keys too (key_samples(part, ...)).

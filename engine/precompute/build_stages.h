@@ -67,6 +67,7 @@ namespace recycle {
 class ChunkEncoder;       // the prefix over a chunk's samples (chunk_encoder.h; LibTorch)
 class Progress;
 class SplitInputs;        // the split's samples and keys (split_inputs.h)
+struct Dataset;
 struct SampleKeys;        // some samples' keys (split_inputs.h)
 struct CacheBuildInputs;  // another cache's split as the samples (cache_input.h)
 
@@ -133,17 +134,33 @@ class SplitBuild {
   // split's index entries chunk by chunk. finish comes next.
   void ingest_and_index(const std::vector<std::string>& files, int64_t computed, int64_t bytes);
 
-  // ---- the pieces ----------------------------------------------------------------------------
-  SplitInputs& inputs() { return *inputs_; }
-  ChunkEncoder& encoder() { return *encoder_; }
+  // ---- what the distributed build asks of it (distributed_build.cc, rank_board.cc) ---------
+  // The records of a chunk whose compute_pos/compute_keys/compute_views are set (any rank's
+  // batch): the prefix over its samples (ChunkEncoder::compute).
+  void compute(BuildChunk* chunk);
   // The samples' keys (after key_samples), the index as stored and the positions to write
   // (after open).
   const KeyPlan& plan() const { return plan_; }
+  // The manifest this build asks for, the split's samples (labels, description), its
+  // augmentation and views: what the ranks compare.
+  const Manifest& requested() const;
+  const Dataset& data() const;
+  std::string augment() const;
+  int64_t views() const;
+  // The opened cache's staging area (after open; std::logic_error before).
+  std::string staging_dir();
+  // Writes made to the cache so far (after open): begin, chunks, finish.
+  int64_t writes();
+
+ private:
+  // Its pieces, for tests that run one of them alone (tests/precompute/split_build_access.h).
+  friend class SplitBuildTestAccess;
+  SplitInputs& inputs() { return *inputs_; }
+  ChunkEncoder& encoder() { return *encoder_; }
   // The opened cache: its manifest (the stored one, with this run's counts as chunks are
   // staged), its writer, its staging area. std::logic_error before open.
   WritableSplit& split();
 
- private:
   // The samples' keys as key_samples found them: the report's counts and the plan's keys.
   void use_keys(std::vector<Key> keys);
   // BuildOptions::validate, the split's name; the thread count set.

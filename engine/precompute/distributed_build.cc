@@ -48,9 +48,7 @@
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/build_stages.h"
-#include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/rank_board.h"
-#include "engine/precompute/split_inputs.h"
 #include "engine/util/progress.h"
 
 namespace recycle {
@@ -139,7 +137,7 @@ Staged compute_share(SplitBuild& b, const BuildOptions& o,
   for (const std::vector<int64_t>* batch : mine) {
     BuildChunk chunk;
     b.plan().from_items(*batch, &chunk.compute_pos, &chunk.compute_keys, &chunk.compute_views);
-    b.encoder().compute(&chunk);
+    b.compute(&chunk);
     for (size_t r = 0; r < chunk.records.size(); ++r) {
       pending_bytes += static_cast<int64_t>(chunk.records[r].size());
       staged.bytes += static_cast<int64_t>(chunk.records[r].size());
@@ -191,7 +189,7 @@ BuildReport lead(const BuildOptions& options, BuildGroup& g) {
     int64_t to_compute = 0;
     for (const auto& b : batches) to_compute += static_cast<int64_t>(b.size());
     const std::string id = new_run_id();
-    run.path = fs::path(b.split().staging_dir()) / ("run-" + id);
+    run.path = fs::path(b.staging_dir()) / ("run-" + id);
     std::error_code ec;
     fs::create_directories(run.path, ec);
     if (ec) throw std::runtime_error("cannot create " + run.path.string() + ": " + ec.message());
@@ -247,9 +245,8 @@ BuildReport follow(const BuildOptions& options, BuildGroup& g) {
                                "system, at the same --cache path on every machine");
     }
     const std::vector<std::vector<int64_t>> batches =
-        decode_batches(g.wait(board("batches"), 0),
-                       static_cast<int64_t>(b.plan().keys().size()) *
-                           std::max<int64_t>(1, b.inputs().views()));
+        decode_batches(g.wait(board("batches"), 0), static_cast<int64_t>(b.plan().keys().size()) *
+                                                        std::max<int64_t>(1, b.views()));
     const Staged own = compute_share(b, options, batches, rank, g.world(), run_dir);
     g.set(board("done", rank), staged_json(own).dump());
   }

@@ -1,8 +1,7 @@
 #include "engine/precompute/rank_board.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -10,9 +9,9 @@
 
 #include "base/strings.h"  // first_line
 #include "cache/shard_rule.h"
+#include "engine/data/dataset.h"
 #include "engine/precompute/build_group.h"
 #include "engine/precompute/build_stages.h"
-#include "engine/precompute/chunk_encoder.h"
 #include "engine/precompute/split_inputs.h"
 #include "recycle/build.h"
 #include "recycle/key.h"
@@ -29,20 +28,19 @@ std::string board(const std::string& name, int rank) {
 
 std::string rank_inputs(SplitBuild& b, const BuildOptions& o, bool sharded) {
   const std::vector<Key>& keys = b.plan().keys();
-  const std::vector<int64_t>& labels = b.inputs().data().labels;
+  const std::vector<int64_t>& labels = b.data().labels;
   KeysDigest digest;
   for (size_t i = 0; i < keys.size(); ++i) digest.add(keys[i], labels[i]);
-  json manifest = json::parse(b.encoder().requested().to_json_string());
+  json manifest = json::parse(b.requested().to_json_string());
   // The manifest leaves fp32 unsaid (caches made before the precision keep their JSON): said
   // here, a rank's mismatch names both words.
-  manifest["prefix_precision"] = b.encoder().requested().prefix_precision_name();
-  json j = {
-      {"manifest", manifest},
-      {"data", b.inputs().data().description},
-      {"split", o.data.split},
-      {"samples", static_cast<int64_t>(keys.size())},
-      {"views", json{{"augment", b.inputs().augment().spec()}, {"views", b.inputs().views()}}},
-      {"keys and labels", digest.hex()}};
+  manifest["prefix_precision"] = b.requested().prefix_precision_name();
+  json j = {{"manifest", manifest},
+            {"data", b.data().description},
+            {"split", o.data.split},
+            {"samples", static_cast<int64_t>(keys.size())},
+            {"views", json{{"augment", b.augment()}, {"views", b.views()}}},
+            {"keys and labels", digest.hex()}};
   if (sharded) j["shard rule"] = kShardRule;
   return j.dump();
 }

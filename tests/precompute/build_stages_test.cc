@@ -24,6 +24,7 @@
 #include "tests/cache/store_test_access.h"
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
+#include "tests/precompute/split_build_access.h"
 #include "tests/tool_runner.h"
 
 namespace {
@@ -37,6 +38,7 @@ using recycle::BuildOptions;
 using recycle::IndexEntry;
 using recycle::Manifest;
 using recycle::SplitBuild;
+using Pieces = recycle::SplitBuildTestAccess;  // SplitBuild hands its pieces to tests only
 using recycle::testing::TempDir;
 
 using recycle::testing::kPatternSide;
@@ -60,14 +62,14 @@ void start(SplitBuild& s) { s.open(); }
 // finishes the split when none is left.
 void run_chunks(SplitBuild& s, int max_chunks = -1) {
   if (s.plan().unchanged()) return;
-  if (!s.split().writer().begun()) s.begin();
+  if (!Pieces::split(s).writer().begun()) s.begin();
   BuildChunk chunk;
   for (int done = 0; max_chunks < 0 || done < max_chunks; ++done) {
     if (!s.next_chunk(&chunk)) {
       s.finish();
       return;
     }
-    s.encoder().compute(&chunk);
+    s.compute(&chunk);
     s.write_chunk(&chunk);
   }
 }
@@ -107,7 +109,7 @@ TEST(BuildStages, FirstBuildComputesEveryUniqueKeyAndIndexesEverySample) {
     expect_counts(r, {30, 40, 10, 30});
     EXPECT_GT(r.bytes, 0);
     // The opening write, one per chunk of 8, the closing one.
-    EXPECT_EQ(s.split().writer().writes(), 1 + 5 + 1);
+    EXPECT_EQ(s.writes(), 1 + 5 + 1);
     keys = s.plan().keys();
   }  // the state is dropped: the store closes
 
@@ -158,7 +160,7 @@ TEST(BuildStages, SecondRunComputesNothingAndWritesNothing) {
     EXPECT_TRUE(s.plan().todo().empty());
     EXPECT_EQ(s.plan().existing().size(), 25u);
     run_chunks(s);
-    EXPECT_EQ(s.split().writer().writes(), 0);
+    EXPECT_EQ(s.writes(), 0);
     const recycle::BuildReport r = s.report();
     expect_counts(r, {0, 0, 25, 20});
     EXPECT_EQ(r.bytes, 0);
@@ -233,7 +235,7 @@ TEST(BuildStages, AnotherIdentityIsRefusedWithOneLine) {
                         "this run asks for fp32 (use --rebuild to start over)");
     EXPECT_EQ(what.find('\n'), std::string::npos);
   }
-  EXPECT_THROW(s.split(), std::logic_error);  // refused: the cache was closed again
+  EXPECT_THROW(s.writes(), std::logic_error);  // refused: the cache was closed again
   const CacheContents after = read_cache(cache);
   EXPECT_EQ(after.manifest.to_json_string(), before.manifest.to_json_string());
 }
@@ -244,12 +246,12 @@ TEST(BuildStages, ChunkShapeCheckFiresWhenThePrefixDisagreesWithTheManifest) {
   SplitBuild s(options_for(dir, dir.file("cache")));
   start(s);
   s.begin();
-  s.encoder().set_record_shape({4, 14, 14});  // another prefix's
+  Pieces::encoder(s).set_record_shape({4, 14, 14});  // another prefix's
   BuildChunk chunk;
   ASSERT_TRUE(s.next_chunk(&chunk));
   ASSERT_EQ(chunk.compute_keys.size(), 8u);
   try {
-    s.encoder().compute(&chunk);
+    s.compute(&chunk);
     FAIL() << "the shape check did not fire";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -351,7 +353,7 @@ TEST(BuildStages, ChunkWriterRethrowsAWriteError) {
   SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
   s.begin();
-  recycle::SplitWriter& split_writer = s.split().writer();
+  recycle::SplitWriter& split_writer = Pieces::split(s).writer();
   recycle::StagedWrite w = split_writer.stage();
   split_writer.seal(&w);
   // A batch of another cache: the store refuses it with an error.
@@ -376,14 +378,14 @@ TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
   BuildOptions o = options_for(dir, dir.file("streamed"), 3);
   o.data.classes = "1-8";
   SplitBuild s(o);
-  EXPECT_TRUE(s.inputs().streamed().streamed());
-  EXPECT_TRUE(s.inputs().data().pixels.empty());
+  EXPECT_TRUE(Pieces::inputs(s).streamed().streamed());
+  EXPECT_TRUE(Pieces::inputs(s).data().pixels.empty());
   s.key_samples();
   const recycle::Dataset whole = recycle::load_dataset(o.data);
   ASSERT_EQ(s.plan().keys().size(), whole.size());
   for (size_t i = 0; i < whole.size(); ++i) {
     recycle::TensorView view;
-    EXPECT_EQ(s.plan().keys()[i], s.inputs().keyer().key(whole.key_input(i, &view))) << i;
+    EXPECT_EQ(s.plan().keys()[i], Pieces::inputs(s).keyer().key(whole.key_input(i, &view))) << i;
   }
   s.open();
   run_chunks(s);
@@ -391,7 +393,7 @@ TEST(BuildStages, StreamedInputBuildsTheCacheOfTheWholeInput) {
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
   SplitBuild w(ow);
-  w.inputs().use_samples_in_memory(whole);  // pixels in memory: the encoder reads them there
+  Pieces::inputs(w).use_samples_in_memory(whole);  // pixels in memory: the encoder reads them there
   w.open();
   run_chunks(w);
 
@@ -421,7 +423,7 @@ TEST(BuildStages, ReadAheadBuildsTheCacheOfTheStagesRunOneByOne) {
   BuildOptions ow = o;
   ow.cache_dir = dir.file("whole");
   SplitBuild w(ow);
-  w.inputs().use_samples_in_memory(recycle::load_dataset(o.data));
+  Pieces::inputs(w).use_samples_in_memory(recycle::load_dataset(o.data));
   w.open();
   EXPECT_FALSE(w.plan().had_records());
   run_chunks(w);
@@ -439,7 +441,7 @@ TEST(BuildStages, ChunkReaderRefusesAChunkOutOfOrder) {
   SplitBuild s(options_for(dir, dir.file("cache"), 4));
   start(s);
   s.begin();
-  recycle::ChunkReader reader(s.inputs(), s.plan().todo(), 0, 4);
+  recycle::ChunkReader reader(Pieces::inputs(s), s.plan().todo(), 0, 4);
   BuildChunk first, second;
   ASSERT_TRUE(s.next_chunk(&first));
   ASSERT_TRUE(s.next_chunk(&second));
@@ -547,9 +549,9 @@ TEST(BuildStages, PrefixRunsFinishInTheOrderTheyStarted) {
   s.begin();
   std::vector<torch::Tensor> inputs;
   BuildChunk chunk;
-  while (s.next_chunk(&chunk)) inputs.push_back(s.encoder().inputs(chunk));
+  while (s.next_chunk(&chunk)) inputs.push_back(Pieces::encoder(s).inputs(chunk));
   ASSERT_EQ(inputs.size(), 3u);
-  recycle::PrefixRunner& p = s.encoder().prefix();
+  recycle::PrefixRunner& p = Pieces::encoder(s).prefix();
   std::vector<torch::Tensor> alone;
   for (const torch::Tensor& in : inputs) alone.push_back(p.run(in));
   for (const torch::Tensor& in : inputs) p.start(in);

@@ -98,7 +98,7 @@ std::string build_with_a_change_after_keying(const BuildOptions& o,
     b.begin();
     recycle::BuildChunk chunk;
     while (b.next_chunk(&chunk)) {
-      b.encoder().compute(&chunk);
+      b.compute(&chunk);
       b.write_chunk(&chunk);
     }
     b.finish();

@@ -154,7 +154,7 @@ TEST(ViewsBuild, StoppedMidwayAndResumedEqualsBuildInOneGo) {
     recycle::BuildChunk chunk;
     for (int i = 0; i < 3 && s.next_chunk(&chunk); ++i) {  // chunks of 8 / 3 = 2 samples
       EXPECT_EQ(chunk.compute_views.size(), chunk.compute_keys.size());
-      s.encoder().compute(&chunk);
+      s.compute(&chunk);
       s.write_chunk(&chunk);
     }
     EXPECT_EQ(s.plan().next(), 6u);
