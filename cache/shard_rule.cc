@@ -10,6 +10,14 @@ int64_t shard_of(const Key& key, int64_t count) {
   return static_cast<int64_t>(XXH3_64bits(bytes, sizeof bytes) % static_cast<uint64_t>(count));
 }
 
+std::vector<int64_t> rows_of_shard(const std::vector<Key>& keys, int64_t index, int64_t count) {
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (shard_of(keys[i], count) == index) rows.push_back(static_cast<int64_t>(i));
+  }
+  return rows;
+}
+
 SplitShard split_shard(int64_t index, int64_t count, int64_t split_samples) {
   SplitShard s;
   if (count == 0) return s;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "recycle/key.h"
 #include "recycle/manifest.h"  // SplitShard
@@ -20,6 +21,10 @@ inline constexpr char kShardRule[] = "xxh3_64(key) % count";
 // the key's 16 bytes (Key::to_bytes) modulo count. A hash of the key rather than the key
 // itself, so that a keyer whose keys are not uniform (an id's) still spreads the samples.
 int64_t shard_of(const Key& key, int64_t count);
+
+// The rows i of `keys` whose sample is in shard `index` of `count` (shard_of(keys[i], count)
+// == index), ascending: what a sharded build and a CacheWriter of a shard keep.
+std::vector<int64_t> rows_of_shard(const std::vector<Key>& keys, int64_t index, int64_t count);
 
 // The SplitShard (by kShardRule) of a shard `index` of `count` of a split of `split_samples`
 // samples; the whole split (SplitShard{}) when count is 0.

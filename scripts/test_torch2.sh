@@ -61,6 +61,7 @@ export OMP_WAIT_POLICY=PASSIVE
 once="ActivationStore|AtomicFile|Augment|CacheIdentity|CodecInt8|Coding|Csv|DatasetShards"
 once+="|IdKeyer|IdxReader|IdxStream|ImageStream|Jsonl|Key|KeyPlan|KeyerRegistry|Manifest|Npy"
 once+="|ParallelLoop|Progress|ReadPool|RecordFiles|RecordLayout|RegularFile|Sampler|SamplerDraws"
+once+="|ShardRule"
 once+="|SplitWriter|Stats|Status|StoreSealed|TemporaryFile|TextKeyer|TsvReader|Verify|ViewKey"
 once+="|WorkQueue|Xxh3Keyer|GroupedByLength"
 ctest --output-on-failure -j 2 --timeout 900 -E "^(($once)\\.|micro_bench_smoke$|house_rules$)"

@@ -24,14 +24,14 @@
 
 namespace recycle {
 
+std::string heartbeat_key(int rank) { return "recycle/hb/" + std::to_string(rank); }
+
 namespace {
 
 constexpr auto kBeat = std::chrono::milliseconds(1000);
 
 std::string to_string(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-std::string hb_key(int rank) { return "recycle/hb/" + std::to_string(rank); }
 
 // One rank's heartbeat as read from the store: beats so far and the step it is on, or
 // beats -1 when it never wrote one.
@@ -44,8 +44,8 @@ std::map<int, Beat> read_beats(c10d::Store& store, int world) {
   std::map<int, Beat> beats;
   for (int r = 0; r < world; ++r) {
     Beat b;
-    if (store.check({hb_key(r)})) {
-      std::istringstream in(to_string(store.get(hb_key(r))));
+    if (store.check({heartbeat_key(r)})) {
+      std::istringstream in(to_string(store.get(heartbeat_key(r))));
       in >> b.beats >> b.step;
     }
     beats[r] = b;
@@ -404,7 +404,7 @@ DistContext::DistContext(const DistOptions& options, const std::vector<FlagValue
   open_store(parse_master(options.master));
   rendezvous(must_agree);
 
-  store_->set(hb_key(rank_), to_bytes("0 -1"));
+  store_->set(heartbeat_key(rank_), to_bytes("0 -1"));
   heartbeat_.stop = &stop_;
   heartbeat_.thread = std::thread([this] { heartbeat_loop(); });
 
@@ -512,7 +512,7 @@ void DistContext::heartbeat_loop() {
   int64_t beats = 0;
   while (!stop_) {
     try {
-      store_->set(hb_key(rank_),
+      store_->set(heartbeat_key(rank_),
                   to_bytes(std::to_string(++beats) + " " + std::to_string(step_.load())));
     } catch (const std::exception&) {
       // The store is gone (its host died): the next collective or store call fails and says so.

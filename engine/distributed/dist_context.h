@@ -28,6 +28,10 @@
 
 namespace recycle {
 
+// The key of a rank's heartbeat on the job's store ("BEATS STEP", rewritten every second by its
+// DistContext): the one spelling, for whoever watches a rank (the build's board too).
+std::string heartbeat_key(int rank);
+
 class DistContext {
  public:
   // Joins the job at options.master as options.rank (every rank must call this; it returns once

@@ -48,7 +48,7 @@ class StoreBuildGroup : public BuildGroup {
   std::string wait(const std::string& key, int from) override {
     using Clock = std::chrono::steady_clock;
     const auto timeout = std::chrono::seconds(std::max(1, ctx_.options().timeout_seconds));
-    const std::string beat_key = "recycle/hb/" + std::to_string(from);
+    const std::string beat_key = heartbeat_key(from);
     std::string beat;
     auto beat_changed = Clock::now();
     auto next_look = Clock::now();

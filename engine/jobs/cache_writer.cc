@@ -290,12 +290,11 @@ std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
   kept_rows.clear();
   const bool sharded = o.shard_count > 0;
   if (sharded) {  // the shard's rows only, from here on
+    kept_rows = rows_of_shard(chunk_keys, o.shard_index, o.shard_count);
     std::vector<Key> kept_keys;
     std::vector<int64_t> kept_labels;
-    for (int64_t i = 0; i < n; ++i) {
-      if (shard_of(chunk_keys[i], o.shard_count) != o.shard_index) continue;
-      kept_rows.push_back(i);
-      kept_keys.push_back(chunk_keys[i]);
+    for (int64_t i : kept_rows) {
+      kept_keys.push_back(chunk_keys[static_cast<size_t>(i)]);
       kept_labels.push_back(lp[i]);
     }
     next_in_split += n;

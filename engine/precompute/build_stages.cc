@@ -231,13 +231,9 @@ Manifest SplitBuild::reconciled(const Manifest& stored_manifest) {
 void SplitBuild::keep_shard() {
   const std::vector<Key>& keys = plan_.keys();
   split_samples_ = static_cast<int64_t>(keys.size());
-  std::vector<int64_t> keep;
+  std::vector<int64_t> keep = rows_of_shard(keys, options_.shard_index, options_.shard_count);
   std::vector<Key> kept;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (shard_of(keys[i], options_.shard_count) != options_.shard_index) continue;
-    keep.push_back(static_cast<int64_t>(i));
-    kept.push_back(keys[i]);
-  }
+  for (int64_t i : keep) kept.push_back(keys[static_cast<size_t>(i)]);
   inputs_->keep_only(keep);
   report_.samples = static_cast<int64_t>(kept.size());
   report_.unique =
