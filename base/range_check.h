@@ -40,12 +40,4 @@ void check_at_least(const char* option, T value, T least) {
   throw InvalidArgument(line.str());
 }
 
-// A cache shard, the samples whose content key's hash modulo `count` is `index` (SplitShard,
-// cache/manifest.h): count 0 for the whole split, else 1..most, and then index 0..count-1 ("the
-// shard index must be in 0..1, not 2"). BuildOptions and WriterOptions check theirs with it.
-inline void check_shard(int64_t index, int64_t count, int64_t most) {
-  check_range("the shard count", count, int64_t{0}, most);
-  if (count > 0) check_range("the shard index", index, int64_t{0}, count - 1);
-}
-
 }  // namespace recycle

@@ -225,11 +225,11 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     }
   };
   filter_samples(&d, classes, options.limit, move_item);
-  if (options.shard_count > 1) {
-    const size_t count = static_cast<size_t>(options.shard_count);
+  if (options.slice_count > 1) {
+    const size_t count = static_cast<size_t>(options.slice_count);
     const size_t whole = d.labels.size() / count * count;
     size_t kept = 0;
-    for (size_t i = static_cast<size_t>(options.shard_index); i < whole; i += count, ++kept) {
+    for (size_t i = static_cast<size_t>(options.slice_index); i < whole; i += count, ++kept) {
       move_item(i, kept);
       d.labels[kept] = d.labels[i];
       d.ids[kept] = d.ids[i];
@@ -246,16 +246,17 @@ Dataset load(const DatasetOptions& options, StreamedImages* streamed) {
     d.pixels.resize(d.labels.size() * item);
   }
   if (d.size() == 0) {
-    throw std::runtime_error("no samples left in " + spec + " after --classes" +
-                             (options.shard_count > 1 ? std::string(" and sharding") : ""));
+    throw std::runtime_error(
+        "no samples left in " + spec + " after --classes" +
+        (options.slice_count > 1 ? std::string(" and the ranks' slicing") : ""));
   }
   if (rows) streamed->source->settle_shape(streamed->rows, &d.item_shape);
   d.classes = options.classes;
   d.description = source + " split=" + options.split +
                   (options.classes.empty() ? "" : " classes=" + options.classes) +
                   (options.limit > 0 ? " limit=" + std::to_string(options.limit) : "") +
-                  (options.shard_count > 1 ? " shard=" + std::to_string(options.shard_index) +
-                                                 "/" + std::to_string(options.shard_count)
+                  (options.slice_count > 1 ? " shard=" + std::to_string(options.slice_index) + "/" +
+                                                 std::to_string(options.slice_count)
                                            : "");
   if (own) read_whole(&d, &*own);
   return d;

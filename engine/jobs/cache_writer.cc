@@ -75,6 +75,45 @@ ParsedOptions parse_options(const WriterOptions& o) {
   return p;
 }
 
+// The manifest the options ask for, `keyer` and `layout` made from them; an engine model's
+// identity when one is named (engine_model / engine_weights), the model prepared into *engine:
+// the records must match its prefix.
+Manifest requested_manifest(const WriterOptions& o, const Keyer& keyer, const RecordLayout& layout,
+                            std::unique_ptr<PreparedModel>* engine) {
+  Manifest wanted;
+  wanted.model = o.model;
+  wanted.fingerprint = o.fingerprint;
+  wanted.split_at = o.split_at;
+  wanted.keyer = keyer.spec();
+  wanted.codec = o.codec;
+  wanted.preprocess = o.preprocess;
+  wanted.input_shape = o.input_shape;
+  wanted.record_layout = layout;
+  wanted.record_shapes = layout_shapes(layout);
+  wanted.class_names = o.class_names;
+  wanted.classifier = kClassifierNone;  // a program's prefix: the head is the program's
+  if (o.engine_model.empty() && o.engine_weights.empty()) return wanted;
+  Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
+  d.item_shape = o.input_shape;
+  d.class_names = o.class_names;
+  ModelOptions mo;
+  mo.encoder = o.engine_model;
+  mo.weights = o.engine_weights;
+  try {
+    mo.validate();
+    *engine =
+        std::make_unique<PreparedModel>(prepare_model(mo, d, -1.0, o.engine_split_at, torch::kCPU));
+  } catch (const std::invalid_argument& e) {
+    throw InvalidArgument(e.what());
+  }
+  if ((*engine)->split.prefix_blocks == 0) {
+    throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
+  }
+  set_prefix_identity((*engine)->model, (*engine)->split, &wanted);
+  wanted.classifier = classifier_word((*engine)->classifier_is_new);
+  return wanted;
+}
+
 }  // namespace
 
 struct CacheWriter::Impl {
@@ -115,7 +154,7 @@ struct CacheWriter::Impl {
     codec = o.codec;
     keyer = std::move(parsed.keyer);
     layout = std::move(parsed.layout);
-    const Manifest wanted = requested_manifest();
+    const Manifest wanted = requested_manifest(o, *keyer, layout, &engine);
     split = std::make_unique<WritableSplit>(
         WritableSplit::Options{o.cache_dir, o.split, o.compression, o.rebuild});
     const bool new_cache = split->stored() == nullptr;
@@ -137,42 +176,6 @@ struct CacheWriter::Impl {
     if (new_cache) begin();
   }
 
-  // The manifest the options ask for (an engine model's identity when one is named).
-  Manifest requested_manifest() {
-    Manifest wanted;
-    wanted.model = o.model;
-    wanted.fingerprint = o.fingerprint;
-    wanted.split_at = o.split_at;
-    wanted.keyer = keyer->spec();
-    wanted.codec = codec;
-    wanted.preprocess = o.preprocess;
-    wanted.input_shape = o.input_shape;
-    wanted.record_layout = layout;
-    wanted.record_shapes = layout_shapes(layout);
-    wanted.class_names = o.class_names;
-    wanted.classifier = kClassifierNone;  // a program's prefix: the head is the program's
-    if (o.engine_model.empty() && o.engine_weights.empty()) return wanted;
-    Dataset d;  // what prepare_model reads of the data: one input's shape, the classes
-    d.item_shape = o.input_shape;
-    d.class_names = o.class_names;
-    ModelOptions mo;
-    mo.encoder = o.engine_model;
-    mo.weights = o.engine_weights;
-    try {
-      mo.validate();
-      engine = std::make_unique<PreparedModel>(
-          prepare_model(mo, d, -1.0, o.engine_split_at, torch::kCPU));
-    } catch (const std::invalid_argument& e) {
-      throw InvalidArgument(e.what());
-    }
-    if (engine->split.prefix_blocks == 0) {
-      throw InvalidArgument("the engine model's prefix is empty: name one of its blocks");
-    }
-    set_prefix_identity(engine->model, engine->split, &wanted);
-    wanted.classifier = classifier_word(engine->classifier_is_new);
-    return wanted;
-  }
-
   // The stored manifest checked against the requested one, as the writer goes on with it.
   Manifest reconciled(Manifest stored, const Manifest& wanted) const {
     refuse_other_identity(stored, wanted, o.cache_dir, "pass rebuild=True to start over");
@@ -190,7 +193,7 @@ struct CacheWriter::Impl {
   }
 
   // The shard this writer fills (SplitInfo::shard): none for the whole split.
-  SplitShard shard() const { return split_shard(o.shard_index, o.shard_count, o.split_samples); }
+  SplitShard shard() const { return split_shard(o.shard, o.shard.split_samples); }
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
   void begin() {
@@ -202,9 +205,6 @@ struct CacheWriter::Impl {
     split->begin(info);
   }
 
-  // The chunk's first computed rows through the engine model's prefix (engine_model): the
-  // program's outputs `out` must be its outputs (InvalidArgument naming the difference).
-  void check_against_engine(const std::vector<torch::Tensor>& out);
   // The split position of the next chunk of n samples (the whole split's, for a shard),
   // refusing more samples than the split was opened for.
   int64_t chunk_start(int64_t n) const;
@@ -241,12 +241,12 @@ int64_t CacheWriter::position() const { return impl_->next; }
 
 void CacheWriter::skip_other_shards(int64_t n) {
   Impl& s = *impl_;
-  if (s.o.shard_count == 0) throw InvalidArgument("skip_other_shards: this writer has no shard");
+  if (!s.o.shard.sharded()) throw InvalidArgument("skip_other_shards: this writer has no shard");
   if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
-  if (n < 0 || s.next_in_split + n > s.o.split_samples) {
-    throw InvalidArgument("skip_other_shards(" + std::to_string(n) + "): " +
-                          std::to_string(s.next_in_split) + " of the split's " +
-                          std::to_string(s.o.split_samples) + " samples came already");
+  if (n < 0 || s.next_in_split + n > s.o.shard.split_samples) {
+    throw InvalidArgument("skip_other_shards(" + std::to_string(n) +
+                          "): " + std::to_string(s.next_in_split) + " of the split's " +
+                          std::to_string(s.o.shard.split_samples) + " samples came already");
   }
   s.next_in_split += n;
 }
@@ -269,8 +269,8 @@ torch::Tensor chunk_labels_of(const at::Tensor& labels, int64_t n) {
 
 int64_t CacheWriter::Impl::chunk_start(int64_t n) const {
   if (pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
-  const bool sharded = o.shard_count > 0;
-  const int64_t split_samples = sharded ? o.split_samples : o.samples;
+  const bool sharded = o.shard.sharded();
+  const int64_t split_samples = sharded ? o.shard.split_samples : o.samples;
   const int64_t first = sharded ? next_in_split : next;  // the chunk's split position
   if (first + n > split_samples) {
     throw InvalidArgument("more samples than the " + std::to_string(split_samples) +
@@ -288,9 +288,9 @@ std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
   chunk_keys = std::move(keys);
   chunk_labels.assign(lp, lp + n);
   kept_rows.clear();
-  const bool sharded = o.shard_count > 0;
+  const bool sharded = o.shard.sharded();
   if (sharded) {  // the shard's rows only, from here on
-    kept_rows = rows_of_shard(chunk_keys, o.shard_index, o.shard_count);
+    kept_rows = rows_of_shard(chunk_keys, o.shard);
     std::vector<Key> kept_keys;
     std::vector<int64_t> kept_labels;
     for (int64_t i : kept_rows) {
@@ -299,8 +299,7 @@ std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
     }
     next_in_split += n;
     if (next + static_cast<int64_t>(kept_rows.size()) > o.samples) {
-      throw InvalidArgument("more samples of shard " + std::to_string(o.shard_index) + " of " +
-                            std::to_string(o.shard_count) + " than the " +
+      throw InvalidArgument("more samples of " + shard_words(shard()) + " than the " +
                             std::to_string(o.samples) + " it was opened for");
     }
     if (inputs.defined()) inputs = inputs.index_select(0, torch::tensor(kept_rows, torch::kInt64));
@@ -440,18 +439,19 @@ std::vector<torch::Tensor> checked_outputs(const std::vector<at::Tensor>& output
   return out;
 }
 
-}  // namespace
-
-void CacheWriter::Impl::check_against_engine(const std::vector<torch::Tensor>& out) {
-  // The program's outputs must be the engine's prefix: checked on up to 16 computed rows.
-  const int64_t k = std::min<int64_t>(static_cast<int64_t>(compute.size()), 16);
-  const torch::Tensor rows =
-      torch::tensor(std::vector<int64_t>(compute.begin(), compute.begin() + k));
+// The chunk's first computed rows (`rows` of `inputs`, up to 16) through the engine model's
+// prefix: the program's outputs `out` must be its outputs (InvalidArgument naming the
+// difference; `m` the manifest, for its model and split point).
+void check_against_engine(PreparedModel& engine, const torch::Tensor& inputs,
+                          const std::vector<int64_t>& rows, const std::vector<torch::Tensor>& out,
+                          const RecordLayout& layout, const Manifest& m) {
+  const int64_t k = std::min<int64_t>(static_cast<int64_t>(rows.size()), 16);
+  const torch::Tensor some = torch::tensor(std::vector<int64_t>(rows.begin(), rows.begin() + k));
   torch::Tensor want;
   {
     torch::NoGradGuard no_grad;
-    engine->split.prefix->eval();
-    want = engine->split.prefix->forward(chunk_inputs.index_select(0, rows).to(torch::kFloat32))
+    engine.split.prefix->eval();
+    want = engine.split.prefix->forward(inputs.index_select(0, some).to(torch::kFloat32))
                .to(torch::kFloat32);
   }
   if (layout.size() != 1 || want.sizes() != out[0].narrow(0, 0, k).sizes()) {
@@ -461,12 +461,13 @@ void CacheWriter::Impl::check_against_engine(const std::vector<torch::Tensor>& o
   const double scale = std::max(1.0, want.abs().max().item<double>());
   const double diff = (out[0].narrow(0, 0, k) - want).abs().max().item<double>();
   if (!(diff <= 1e-3 * scale)) {
-    throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" +
-                          split->manifest().model + " up to " + split->manifest().split_at +
-                          ") by up to " + std::to_string(diff) + ": not the same model or weights");
+    throw InvalidArgument("the prefix's outputs differ from the engine model's prefix (" + m.model +
+                          " up to " + m.split_at + ") by up to " + std::to_string(diff) +
+                          ": not the same model or weights");
   }
-  engine_checked = true;
 }
+
+}  // namespace
 
 std::vector<std::string> CacheWriter::Impl::encode(const std::vector<torch::Tensor>& out,
                                                    const std::vector<int64_t>& lengths) const {
@@ -500,7 +501,10 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs,
   std::vector<torch::Tensor> out;  // per layout tensor: [m, ...] contiguous on the CPU
   if (m > 0) out = checked_outputs(outputs, s.layout, m);
   check_lengths(s.layout, out, lengths, m);
-  if (s.engine && !s.engine_checked && m > 0) s.check_against_engine(out);
+  if (s.engine && !s.engine_checked && m > 0) {
+    check_against_engine(*s.engine, s.chunk_inputs, s.compute, out, s.layout, s.split->manifest());
+    s.engine_checked = true;
+  }
   s.chunk_inputs = torch::Tensor();
   if (s.todo_end == s.todo_begin) return;  // every entry of the chunk is stored already
   SplitWriter& writer = s.split->writer();
@@ -522,11 +526,11 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs,
 BuildReport CacheWriter::finish() {
   Impl& s = *impl_;
   if (s.pending) throw std::logic_error("CacheWriter: write_chunk must follow add_chunk");
-  if (s.o.shard_count > 0 && (s.next_in_split != s.o.split_samples || s.next != s.o.samples)) {
-    throw InvalidArgument("the split was opened for " + std::to_string(s.o.split_samples) +
-                          " samples, " + std::to_string(s.o.samples) + " of them in shard " +
-                          std::to_string(s.o.shard_index) + " of " +
-                          std::to_string(s.o.shard_count) + "; " + std::to_string(s.next_in_split) +
+  const SplitShard& shard = s.o.shard;
+  if (shard.sharded() && (s.next_in_split != shard.split_samples || s.next != s.o.samples)) {
+    throw InvalidArgument("the split was opened for " + std::to_string(shard.split_samples) +
+                          " samples, " + std::to_string(s.o.samples) + " of them in " +
+                          shard_words(s.shard()) + "; " + std::to_string(s.next_in_split) +
                           " came, " + std::to_string(s.next) + " of them in the shard");
   }
   if (s.next != s.o.samples) {
@@ -547,10 +551,8 @@ BuildReport CacheWriter::finish() {
   r.skipped = r.samples - r.computed;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;
-  if (s.o.shard_count > 0) {
-    r.shards = static_cast<int>(s.o.shard_count);
-    r.shard_index = static_cast<int>(s.o.shard_index);
-  }
+  r.shards = static_cast<int>(shard.count);
+  r.shard_index = static_cast<int>(shard.index);
   return r;
 }
 

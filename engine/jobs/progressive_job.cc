@@ -88,17 +88,18 @@ EvalResult summed_over_ranks(const EvalResult& mine, DistContext& dist) {
   return r;
 }
 
-// Alone: the whole split and LEVELS. Rank R of W: its shard and LEVELS/shard-R-of-W.
-DatasetOptions rank_shard(const TrainOptions& o, DistContext* dist, std::string* levels_dir) {
-  DatasetOptions shard = with_encoder_input(o.data, o.model);
+// Alone: the whole split and LEVELS. Rank R of W: its slice (DatasetOptions::slice_*) and
+// LEVELS/shard-R-of-W.
+DatasetOptions rank_slice(const TrainOptions& o, DistContext* dist, std::string* levels_dir) {
+  DatasetOptions slice = with_encoder_input(o.data, o.model);
   *levels_dir = o.levels_dir;
   if (dist) {
-    shard.shard_index = dist->rank();
-    shard.shard_count = dist->world();
+    slice.slice_index = dist->rank();
+    slice.slice_count = dist->world();
     *levels_dir +=
         "/shard-" + std::to_string(dist->rank()) + "-of-" + std::to_string(dist->world());
   }
-  return shard;
+  return slice;
 }
 
 // Where the run starts: a level (--cache), or raw data and the model prepared for it (--data);
@@ -277,7 +278,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   report.mode = "progressive";
   report.freeze = rule.spec();
   std::string levels_dir;
-  const DatasetOptions shard = rank_shard(o, dist, &levels_dir);
+  const DatasetOptions shard = rank_slice(o, dist, &levels_dir);
 
   // The model, where the run starts, and its training source.
   RunStart start;

@@ -15,8 +15,8 @@ void DatasetOptions::validate() const {
   }
   check_at_least("--limit", limit, int64_t{0});  // 0: all
   // A shard is no flag (the progressive launcher sets it).
-  check_at_least("shard_count", shard_count, 1);
-  check_range("shard_index", shard_index, 0, shard_count - 1);
+  check_at_least("slice_count", slice_count, 1);
+  check_range("slice_index", slice_index, 0, slice_count - 1);
 }
 
 }  // namespace recycle

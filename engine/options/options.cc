@@ -7,13 +7,14 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
-#include <vector>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "base/range_check.h"
 #include "base/strings.h"
 #include "cache/codec.h"  // parse_codec(name, &codec)
+#include "cache/shard_rule.h"
 #include "engine/data/augment.h"
 #include "recycle/errors.h"
 
@@ -313,7 +314,7 @@ void BuildOptions::validate() const {
     throw InvalidArgument("--augment needs --views K (the views stored per sample)");
   }
   if (!augment.empty()) Augment::parse(augment);  // throws naming the op
-  check_shard(shard_index, shard_count, kMaxWorldSize);  // set by a sharded build, not a flag
+  check_shard(shard, kMaxWorldSize);              // set by a sharded build, not a flag
 }
 
 }  // namespace recycle

@@ -11,6 +11,7 @@
 #include "cache/activation_store.h"
 #include "cache/record.h"
 #include "cache/record_layout.h"
+#include "cache/shard_rule.h"
 #include "engine/options/writer_layout.h"
 #include "recycle/errors.h"
 #include "recycle/keyer.h"
@@ -56,9 +57,9 @@ RecordLayout writer_record_layout(const WriterOptions& o) {
 void WriterOptions::validate() const {
   if (cache_dir.empty()) throw InvalidArgument("a cache directory is required");
   if (samples < 1) throw InvalidArgument("a split needs at least one sample");
-  check_shard(shard_index, shard_count, kMaxWorldSize);
-  if (shard_count > 0 && split_samples < samples) {
-    throw InvalidArgument("the split's " + std::to_string(split_samples) +
+  check_shard(shard, kMaxWorldSize);
+  if (shard.sharded() && shard.split_samples < samples) {
+    throw InvalidArgument("the split's " + std::to_string(shard.split_samples) +
                           " samples cannot hold a shard of " + std::to_string(samples));
   }
   if (model.empty()) throw InvalidArgument("the model that computes the records must be named");

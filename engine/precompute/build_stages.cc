@@ -231,25 +231,23 @@ Manifest SplitBuild::reconciled(const Manifest& stored_manifest) {
 void SplitBuild::keep_shard() {
   const std::vector<Key>& keys = plan_.keys();
   split_samples_ = static_cast<int64_t>(keys.size());
-  std::vector<int64_t> keep = rows_of_shard(keys, options_.shard_index, options_.shard_count);
+  std::vector<int64_t> keep = rows_of_shard(keys, options_.shard);
   std::vector<Key> kept;
   for (int64_t i : keep) kept.push_back(keys[static_cast<size_t>(i)]);
   inputs_->keep_only(keep);
   report_.samples = static_cast<int64_t>(kept.size());
   report_.unique =
       static_cast<int64_t>(std::unordered_set<Key, KeyHash>(kept.begin(), kept.end()).size());
-  report_.shards = static_cast<int>(options_.shard_count);
-  report_.shard_index = static_cast<int>(options_.shard_index);
+  report_.shards = static_cast<int>(options_.shard.count);
+  report_.shard_index = static_cast<int>(options_.shard.index);
   plan_.set_keys(std::move(kept));
 }
 
-SplitShard SplitBuild::shard() const {
-  return split_shard(options_.shard_index, options_.shard_count, split_samples_);
-}
+SplitShard SplitBuild::shard() const { return split_shard(options_.shard, split_samples_); }
 
 void SplitBuild::open() {
   if (!plan_.keyed()) key_samples();
-  if (options_.shard_count > 0 && split_samples_ == 0) keep_shard();
+  if (options_.shard.sharded() && split_samples_ == 0) keep_shard();
   auto split = std::make_unique<WritableSplit>(WritableSplit::Options{
       options_.cache_dir, options_.data.split, options_.compression, options_.rebuild});
   if (const Manifest* stored = split->stored()) {

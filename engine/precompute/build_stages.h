@@ -165,10 +165,10 @@ class SplitBuild {
   void use_keys(std::vector<Key> keys);
   // BuildOptions::validate, the split's name; the thread count set.
   void check_options();
-  // A sharded build's rank (options.shard_count > 0): keeps the samples of its shard, before
+  // A sharded build's rank (options.shard.sharded()): keeps the samples of its shard, before
   // the split is planned.
   void keep_shard();
-  // The shard this build writes (SplitInfo::shard): none unless options.shard_count > 0.
+  // The shard this build writes (SplitInfo::shard): none unless options.shard.sharded().
   SplitShard shard() const;
   // The stored manifest checked against the requested one, as the build writes it on.
   Manifest reconciled(const Manifest& stored);

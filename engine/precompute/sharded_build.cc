@@ -66,8 +66,8 @@ void check_own_directories(const std::string& mine, const std::string& dir, Buil
 
 BuildReport build_shard(const BuildOptions& options, BuildGroup& g) {
   BuildOptions o = options;
-  o.shard_index = g.rank();
-  o.shard_count = g.world();
+  o.shard.index = g.rank();
+  o.shard.count = g.world();
   SplitBuild b(o);
   b.key_samples(g.rank(), g.world(), [&](SampleKeys own, int64_t samples) {
     return gathered_keys(std::move(own), samples, g);

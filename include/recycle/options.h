@@ -15,7 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "recycle/formats.h"  // Codec, Compression
+#include "recycle/formats.h"   // Codec, Compression
+#include "recycle/manifest.h"  // SplitShard
 
 namespace recycle {
 
@@ -151,12 +152,13 @@ struct DatasetOptions {
   std::string split = "train";  // fashion-mnist: train | test
   std::string classes;          // "" keeps all; "5-9" or "0,2,4": kept classes, relabelled 0..k-1
   int64_t limit = 0;            // keep the first N samples after the class filter; 0 keeps all
-  // A data-parallel rank's fixed shard, after the class filter and the limit (no flag sets it:
-  // recycle-train --freeze --nproc does, docs/progressive.md): of the first
-  // shard_count * floor(n / shard_count) samples (up to shard_count - 1 are left out, so every
-  // shard has the same size), those at positions i with i % shard_count == shard_index.
-  int shard_index = 0;
-  int shard_count = 1;  // 1 = the whole split
+  // A data-parallel rank's fixed slice of the split, after the class filter and the limit (no
+  // flag sets it: recycle-train --freeze --nproc does, docs/progressive.md): of the first
+  // slice_count * floor(n / slice_count) samples (up to slice_count - 1 are left out, so every
+  // slice has the same size), those at positions i with i % slice_count == slice_index. A
+  // slice is by position; a cache's shard (BuildOptions::shard, SplitShard) is by key.
+  int slice_index = 0;
+  int slice_count = 1;  // 1 = the whole split
   // imagefolder: how a file becomes the encoder's input (engine/data/image_transform.h);
   // "" = the default: the encoder's channels and (square) size as encoder_input fixes them,
   // else gray and the files' size; the built-in normalisation.
@@ -316,11 +318,10 @@ struct BuildOptions {
   // epoch. Images of uint8 pixels only. views 0 and "" (the default): no views.
   std::string augment;
   int64_t views = 0;
-  // One rank's part of a sharded build (run_build with DistOptions::sharded sets it to the
-  // rank and the world size): the cache holds only the samples of shard shard_index of
-  // shard_count (cache/shard_rule.h). shard_count 0: the whole split.
-  int64_t shard_index = 0;
-  int64_t shard_count = 0;
+  // One rank's part of a sharded build (run_build with DistOptions::sharded sets its index and
+  // count to the rank and the world size): the cache holds only the samples of that shard
+  // (cache/shard_rule.h). count 0: the whole split. The build fills its rule and split_samples.
+  SplitShard shard;
 
   // The model options, a batch of at least 1, a cache directory, views with an augmentation
   // (and neither without the other). Throws std::invalid_argument

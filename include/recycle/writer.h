@@ -61,14 +61,13 @@ struct WriterOptions {
   std::string data;
   int64_t samples = 0;  // samples the split (or the shard) will hold, >= 1
   // One shard of a sharded build (the Python package's recycle.build(..., sharded=True)), as
-  // recycle-build --sharded makes it: this cache holds shard `shard_index` of `shard_count`
-  // (0: the whole split). add_chunk then takes the whole split's chunks, in split order, and
-  // keeps the rows whose key the shard rule puts in this shard (shards_of_rows below);
-  // `samples` is the shard's count, `split_samples` the whole split's, and the split's manifest
-  // entry records the shard (SplitShard). A stored split of another shard is refused (stale).
-  int64_t shard_index = 0;
-  int64_t shard_count = 0;
-  int64_t split_samples = 0;
+  // recycle-build --sharded makes it: this cache holds shard `shard.index` of `shard.count`
+  // (count 0: the whole split). add_chunk then takes the whole split's chunks, in split order,
+  // and keeps the rows whose key the shard rule puts in this shard (shards_of_rows below);
+  // `samples` is the shard's count, `shard.split_samples` the whole split's, and the split's
+  // manifest entry records the shard (its rule the writer's). A stored split of another shard
+  // is refused (stale).
+  SplitShard shard;
   // label -> name. When given, a label outside them is refused; else the names grow with the
   // labels ("0".."K").
   std::vector<std::string> class_names;
@@ -180,7 +179,7 @@ class CacheWriter {
 std::string tensors_fingerprint(const std::vector<std::string>& names,
                                 const std::vector<at::Tensor>& tensors);
 
-// Where the rows of a chunk go in a sharded build (WriterOptions::shard_count): rows of
+// Where the rows of a chunk go in a sharded build (WriterOptions::shard): rows of
 // `inputs` (the batch as dimension 0) at split positions first, first + 1, ... keyed by
 // `keyer` (a spec) as a CacheWriter keys them; `shards` holds each row's shard of
 // `shard_count` (cache/shard_rule.h) and `keys` the rows' keys (Key::to_bytes, 16 bytes each)

@@ -235,7 +235,7 @@ class _Build:
         texts = isinstance(inputs, _inputs.Texts)
         return _native.CacheWriter(filled(
             _native.WriterOptions(), cache_dir=self.path, split=o["split"], data=self.description,
-            samples=samples, shard_index=index, shard_count=count, split_samples=split_samples,
+            samples=samples, shard=(index, count, split_samples),
             class_names=self.class_names, model=self.model, fingerprint=self.fingerprint,
             split_at="prefix", keyer=self.keyer_of(inputs), codec=o["codec"],
             input_shape=list(inputs.shape[1:]) if isinstance(inputs, torch.Tensor) else [],

@@ -17,6 +17,7 @@
 #include <torch/extension.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "recycle/build.h"
@@ -147,9 +148,16 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("split", &recycle::WriterOptions::split)
       .def_readwrite("data", &recycle::WriterOptions::data)
       .def_readwrite("samples", &recycle::WriterOptions::samples)
-      .def_readwrite("shard_index", &recycle::WriterOptions::shard_index)
-      .def_readwrite("shard_count", &recycle::WriterOptions::shard_count)
-      .def_readwrite("split_samples", &recycle::WriterOptions::split_samples)
+      .def_property(  // (index, count, the whole split's samples); count 0: the whole split
+          "shard",
+          [](const recycle::WriterOptions& o) {
+            return py::make_tuple(o.shard.index, o.shard.count, o.shard.split_samples);
+          },
+          [](recycle::WriterOptions& o, const std::tuple<int64_t, int64_t, int64_t>& s) {
+            o.shard.index = std::get<0>(s);
+            o.shard.count = std::get<1>(s);
+            o.shard.split_samples = std::get<2>(s);
+          })
       .def_readwrite("class_names", &recycle::WriterOptions::class_names)
       .def_readwrite("model", &recycle::WriterOptions::model)
       .def_readwrite("fingerprint", &recycle::WriterOptions::fingerprint)

@@ -25,7 +25,7 @@ TEST(ShardRule, RowsOfTheShardsPartitionTheKeysAsShardOfSays) {
   for (int64_t count = 1; count <= 8; ++count) {
     std::vector<int> seen(keys.size(), 0);
     for (int64_t index = 0; index < count; ++index) {
-      const std::vector<int64_t> rows = recycle::rows_of_shard(keys, index, count);
+      const std::vector<int64_t> rows = recycle::rows_of_shard(keys, {index, count, "", 0});
       EXPECT_FALSE(rows.empty()) << index << " of " << count;
       for (size_t j = 0; j < rows.size(); ++j) {
         if (j > 0) EXPECT_LT(rows[j - 1], rows[j]);
@@ -35,14 +35,16 @@ TEST(ShardRule, RowsOfTheShardsPartitionTheKeysAsShardOfSays) {
     }
     for (int s : seen) EXPECT_EQ(s, 1);
   }
+  EXPECT_EQ(recycle::rows_of_shard(keys_of(3), recycle::SplitShard{}),
+            (std::vector<int64_t>{0, 1, 2}));  // the whole split
 }
 
 TEST(ShardRule, SplitShardNamesTheRuleOrTheWholeSplit) {
-  const recycle::SplitShard whole = recycle::split_shard(0, 0, 100);
+  const recycle::SplitShard whole = recycle::split_shard({}, 100);
   EXPECT_FALSE(whole.sharded());
   EXPECT_EQ(whole, recycle::SplitShard{});
   EXPECT_EQ(recycle::shard_words(whole), "the whole split");
-  const recycle::SplitShard one = recycle::split_shard(1, 3, 100);
+  const recycle::SplitShard one = recycle::split_shard({1, 3, "", 0}, 100);
   EXPECT_TRUE(one.sharded());
   EXPECT_EQ(one.rule, recycle::kShardRule);
   EXPECT_EQ(one.split_samples, 100);

@@ -709,9 +709,10 @@ TEST(TsvReader, LargeIntegerClassIdIsRefused) {
   }
 }
 
-// A data-parallel rank's shard (DatasetOptions::shard_*): every shard_count-th sample from
-// shard_index, of the first shard_count * floor(n / shard_count), so every shard has the same
-// size; the shard is part of the description (and so of a cache's identity).
+// A data-parallel rank's slice (DatasetOptions::slice_*): every slice_count-th sample from
+// slice_index, of the first slice_count * floor(n / slice_count), so every slice has the same
+// size; the slice is part of the description (as "shard=R/W", the word caches made before the
+// rename hold, and so of a cache's identity).
 TEST(DatasetShards, EveryWorldthSampleFromTheRankOfEqualSizedShards) {
   recycle::testing::TempDir dir;
   const std::string path = dir.file("seven.tsv");
@@ -722,8 +723,8 @@ TEST(DatasetShards, EveryWorldthSampleFromTheRankOfEqualSizedShards) {
   ASSERT_EQ(all.size(), 7u);
   std::vector<std::string> seen;
   for (int r = 0; r < 3; ++r) {
-    o.shard_index = r;
-    o.shard_count = 3;
+    o.slice_index = r;
+    o.slice_count = 3;
     const recycle::Dataset d = recycle::load_dataset(o);
     ASSERT_EQ(d.size(), 2u) << r;  // the 7th sample is left out
     for (size_t i = 0; i < d.size(); ++i) {
@@ -737,6 +738,6 @@ TEST(DatasetShards, EveryWorldthSampleFromTheRankOfEqualSizedShards) {
   }
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
-  o.shard_index = 3;
+  o.slice_index = 3;
   EXPECT_THROW(recycle::load_dataset(o), std::invalid_argument);
 }

@@ -219,9 +219,9 @@ TEST(Options, EveryStructsBoundsSpeakInOneForm) {
   data.limit = -1;
   EXPECT_EQ(refusal([&] { data.validate(); }), "--limit must be at least 0, not -1");
   data.limit = 0;
-  data.shard_count = 2;
-  data.shard_index = 2;
-  EXPECT_EQ(refusal([&] { data.validate(); }), "shard_index must be in 0..1, not 2");
+  data.slice_count = 2;
+  data.slice_index = 2;
+  EXPECT_EQ(refusal([&] { data.validate(); }), "slice_index must be in 0..1, not 2");
 }
 
 // PredictOptions' bounds are the build's and training's (--batch, --threads) and --top-k's own.
@@ -409,14 +409,13 @@ TEST(Options, WriterOptionsValidateNamesTheOptionAndTouchesNoFile) {
   bad.engine_model = "resnet18:width=4";
   EXPECT_EQ(refused(bad), "an engine model needs the class names (its classifier's outputs)");
   bad = o;  // a shard of a sharded build
-  bad.shard_count = 2;
-  bad.shard_index = 2;
-  bad.split_samples = 5;
+  bad.shard = {2, 2, "", 5};
   EXPECT_EQ(refused(bad), "the shard index must be in 0..1, not 2");
-  bad.shard_index = 1;
-  bad.split_samples = 2;
+  bad.shard = {1, 2, "xxh3_64(key) % 7", 5};
+  EXPECT_EQ(refused(bad), "the shard rule must be 'xxh3_64(key) % count', not 'xxh3_64(key) % 7'");
+  bad.shard = {1, 2, "", 2};
   EXPECT_EQ(refused(bad), "the split's 2 samples cannot hold a shard of 3");
-  bad.shard_count = -1;
+  bad.shard.count = -1;
   EXPECT_EQ(refused(bad), "the shard count must be in 0..65536, not -1");
   EXPECT_FALSE(std::filesystem::exists(o.cache_dir));
 }
@@ -443,9 +442,7 @@ TEST(Options, CacheWriterOfAShardKeepsTheRowsOfItsShard) {
       if (first[i] == 1) want_first.push_back(static_cast<int64_t>(i));
     for (size_t i = 0; i < second.size(); ++i)
       if (second[i] == 1) want_second.push_back(static_cast<int64_t>(i));
-    o.shard_index = 1;
-    o.shard_count = 3;
-    o.split_samples = 40;
+    o.shard = {1, 3, "", 40};
     o.samples = static_cast<int64_t>(want_first.size() + want_second.size());
     ASSERT_GT(o.samples, 0);
     recycle::CacheWriter writer(o);
