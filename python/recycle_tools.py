@@ -90,5 +90,9 @@ def corpus():
     _run("recycle-corpus")
 
 
+def reshard():
+    _run("recycle-reshard")
+
+
 def bench():
     _run("recycle-bench")

@@ -23,7 +23,7 @@ VERSION = "0.1.0"
 # The engine's tools, installed in the package's bin/ and run by its console scripts
 # (recycle_tools.py, pyproject.toml's [project.scripts]).
 TOOLS = ["recycle-build", "recycle-train", "recycle-predict", "recycle-inspect", "recycle-corpus",
-         "recycle-bench"]
+         "recycle-reshard", "recycle-bench"]
 
 
 def version():

@@ -10,5 +10,6 @@ int train_main(int argc, char** argv);    // recycle-train
 int inspect_main(int argc, char** argv);  // recycle-inspect
 int corpus_main(int argc, char** argv);   // recycle-corpus
 int predict_main(int argc, char** argv);  // recycle-predict
+int reshard_main(int argc, char** argv);  // recycle-reshard
 
 }  // namespace recycle
