@@ -13,6 +13,8 @@
 //      index (the entries in the order of their old ranks, each rank's in its order) at the
 //      end, and the split marked complete.
 //   4. Rank 0 gathers every rank's report.
+// The store's keys: recycle/reshard/shard/R (rank R's description, JSON), recycle/reshard/head
+// (rank 0's head blob, for new caches) and recycle/reshard/report/R (rank R's report).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
