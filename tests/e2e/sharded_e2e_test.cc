@@ -13,7 +13,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,17 +51,18 @@ struct Job {
 };
 
 // Starts rank r of `tool args` in its own mount namespace, its directory at job.cache();
-// returns the tool's pid (the shell and unshare exec into it).
-pid_t spawn_rank(const Job& job, int r, const std::string& tool, const std::string& args,
-                 int port, int timeout_seconds = 60) {
+// returns the tool's pid (the shell and unshare exec into it). `paths`: the tool's path flags
+// ("" for --cache job.cache()).
+pid_t spawn_rank(const Job& job, int r, const std::string& tool, const std::string& args, int port,
+                 int timeout_seconds = 60, const std::string& paths = "") {
   const std::string cmd =
       "exec unshare --mount --propagation private sh -c 'mount --bind " + job.rank_dir(r) + " " +
       job.cache() + " && mount -t tmpfs none " + job.dir.file("ranks") + " && exec " +
-      recycle::testing::tool_path(tool) + " " + args + " --cache " + job.cache() + " --rank " +
-      std::to_string(r) + " --world-size " + std::to_string(job.world) +
-      " --master 127.0.0.1:" + std::to_string(port) + " --timeout " +
-      std::to_string(timeout_seconds) + " --threads 1 --json' >" +
-      job.out(r) + " 2>" + job.err(r) + " </dev/null";
+      recycle::testing::tool_path(tool) + " " + args + " " +
+      (paths.empty() ? "--cache " + job.cache() : paths) + " --rank " + std::to_string(r) +
+      " --world-size " + std::to_string(job.world) + " --master 127.0.0.1:" + std::to_string(port) +
+      " --timeout " + std::to_string(timeout_seconds) + " --threads 1 --json' >" + job.out(r) +
+      " 2>" + job.err(r) + " </dev/null";
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -76,11 +79,14 @@ struct RankRun {
 };
 
 // Runs every rank of `tool args` to its end (a job whose port was taken meanwhile runs again).
-std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std::string& args) {
+std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std::string& args,
+                             const std::string& paths = "") {
   for (int attempt = 0;; ++attempt) {
     const int port = recycle::testing::free_tcp_port();
     std::vector<pid_t> pids;
-    for (int r = 0; r < job.world; ++r) pids.push_back(spawn_rank(job, r, tool, args, port));
+    for (int r = 0; r < job.world; ++r) {
+      pids.push_back(spawn_rank(job, r, tool, args, port, 60, paths));
+    }
     std::vector<RankRun> runs(job.world);
     bool taken = false;
     for (int r = 0; r < job.world; ++r) {
@@ -100,8 +106,8 @@ std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std:
 std::string said(const std::vector<RankRun>& runs) {
   std::string s;
   for (size_t r = 0; r < runs.size(); ++r) {
-    s += "rank " + std::to_string(r) + ": exit " + std::to_string(runs[r].code) + "\n" +
-         runs[r].err;
+    s +=
+        "rank " + std::to_string(r) + ": exit " + std::to_string(runs[r].code) + "\n" + runs[r].err;
   }
   return s;
 }
@@ -192,8 +198,7 @@ TEST(ShardedTools, RanksInTheirOwnMountNamespacesBuildRebuildTrainAndEvaluate) {
   // Without --sharded the job needs one cache that every rank sees: here it fails.
   runs = run_job(job, "recycle-train", "--epochs 1");
   EXPECT_NE(runs[0].code, 0) << said(runs);
-  EXPECT_NE(said(runs).find("built with recycle-build --sharded"), std::string::npos)
-      << said(runs);
+  EXPECT_NE(said(runs).find("built with recycle-build --sharded"), std::string::npos) << said(runs);
   Job plain(2);
   runs = run_job(plain, "recycle-build",
                  "--data fashion-mnist --split train --classes 0-1 --limit 200 --model resnet18 "
@@ -326,4 +331,90 @@ TEST(ShardedTools, RanksGivenOneDirectoryAreRefusedInOneLine) {
   EXPECT_NE(r.err.find("were given one directory"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("in use"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("x/c")));
+}
+
+namespace {
+
+// Rank r's cache at SUB of its directory, where the test sees it: every split's (key, label)
+// entries and every record, verified.
+struct Held {
+  std::map<std::string, std::multiset<std::pair<recycle::Key, int64_t>>> entries;
+  std::map<recycle::Key, std::string> records;
+  std::map<std::string, recycle::SplitShard> shards;
+};
+Held held(const Job& job, int r, const std::string& sub) {
+  Held h;
+  std::unique_ptr<recycle::ActivationStore> store;
+  recycle::StoreOptions so;
+  so.read_only = true;
+  EXPECT_OK(recycle::ActivationStore::open(job.rank_dir(r) + "/" + sub, so, &store));
+  if (!store) return h;
+  recycle::Manifest m;
+  EXPECT_OK(store->read_manifest(&m));
+  for (const auto& [name, info] : m.splits) {
+    EXPECT_TRUE(info.complete) << sub << " of rank " << r;
+    h.shards[name] = info.shard;
+    std::vector<recycle::IndexEntry> index;
+    EXPECT_OK(store->read_index(name, &index));
+    for (const auto& e : index) h.entries[name].insert({e.key, e.label});
+  }
+  EXPECT_OK(store->for_each_record([&](const recycle::Key& k, std::string_view v) {
+    h.records[k] = std::string(v);
+    return true;
+  }));
+  EXPECT_OK(store->verify_files());
+  return h;
+}
+
+}  // namespace
+
+// A reshard 4 -> 2 -> 4, every rank in its own mount namespace: no rank sees another's
+// directories, so the records move over c10d alone; the two shards hold exactly what the four
+// held, and the four made again hold, each, exactly what it was built with.
+TEST(ShardedTools, AReshardAcrossMountNamespacesMovesRecordsOnlyOverC10d) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "mount namespaces need root";
+  const auto token = recycle::testing::test_job_token();
+  Job job(4);
+  const std::string c = job.cache();
+  for (const std::string split : {"train", "test"}) {
+    const auto runs = run_job(job, "recycle-build", build_args(split, 200), "--cache " + c + "/a");
+    for (int r = 0; r < 4; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  }
+  auto runs = run_job(job, "recycle-reshard", "--shards 2", "--cache " + c + "/a --to " + c + "/b");
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("computed", -1), 0);
+  EXPECT_GT(runs[2].last.value("bytes_sent", int64_t{0}), 0) << said(runs);
+  EXPECT_FALSE(fs::exists(job.rank_dir(2) + "/b")) << "rank 2 is not a shard of 2";
+  std::vector<Held> four;
+  Held all_four, both;
+  for (int r = 0; r < 4; ++r) {
+    four.push_back(held(job, r, "a"));
+    for (const auto& [name, e] : four.back().entries) {
+      all_four.entries[name].insert(e.begin(), e.end());
+    }
+    all_four.records.insert(four.back().records.begin(), four.back().records.end());
+  }
+  for (int r = 0; r < 2; ++r) {
+    const Held h = held(job, r, "b");
+    for (const auto& [name, shard] : h.shards) {
+      EXPECT_EQ(shard.index, r);
+      EXPECT_EQ(shard.count, 2);
+      for (const auto& e : h.entries.at(name)) EXPECT_EQ(recycle::shard_of(e.first, 2), r);
+    }
+    for (const auto& [name, e] : h.entries) both.entries[name].insert(e.begin(), e.end());
+    both.records.insert(h.records.begin(), h.records.end());
+  }
+  EXPECT_EQ(both.entries, all_four.entries);
+  EXPECT_TRUE(both.records == all_four.records);
+
+  runs = run_job(job, "recycle-reshard", "--shards 4", "--cache " + c + "/b --to " + c + "/c");
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  for (int r = 0; r < 4; ++r) {
+    const Held h = held(job, r, "c");
+    EXPECT_EQ(h.entries, four[static_cast<size_t>(r)].entries) << "rank " << r;
+    EXPECT_TRUE(h.records == four[static_cast<size_t>(r)].records) << "rank " << r;
+    EXPECT_EQ(h.shards, four[static_cast<size_t>(r)].shards) << "rank " << r;
+  }
+  EXPECT_TRUE(fs::is_empty(c)) << "a rank wrote outside its own directory";
 }
