@@ -387,6 +387,7 @@ ReshardReport report_of(const json& j) {
   r.bytes_sent = j.value("bytes_sent", int64_t{0});
   r.bytes_received = j.value("bytes_received", int64_t{0});
   r.seconds = j.value("seconds", 0.0);
+  r.move_seconds = j.value("move_seconds", 0.0);
   return r;
 }
 
@@ -454,7 +455,8 @@ std::string ReshardReport::to_json() const {
             {"bytes_sent", bytes_sent},
             {"bytes_received", bytes_received},
             {"computed", computed},
-            {"seconds", seconds}};
+            {"seconds", seconds},
+            {"move_seconds", move_seconds}};
   if (!per_rank.empty()) {
     j["per_rank"] = json::array();
     for (const ReshardReport& r : per_rank) j["per_rank"].push_back(json::parse(r.to_json()));
@@ -489,7 +491,10 @@ ReshardReport run_reshard(const ReshardOptions& o) {
   report.shards_to = static_cast<int>(o.shards);
   Manifest base;
   Manifest::from_json_string(ranks[0].manifest, &base).throw_if_error();
+  const auto moving = std::chrono::steady_clock::now();
   move_splits(ctx, o, old, ranks, std::move(base), &report);
+  report.move_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - moving).count();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string text = report.to_json();
   ctx.store().set("recycle/reshard/report/" + std::to_string(ctx.rank()),

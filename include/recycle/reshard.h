@@ -44,8 +44,9 @@ struct ReshardReport {
   int64_t records_received = 0;
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
-  int64_t computed = 0;  // always 0: a reshard runs no prefix
-  double seconds = 0;
+  int64_t computed = 0;     // always 0: a reshard runs no prefix
+  double seconds = 0;       // the whole run: joining the job, the checks, the moves
+  double move_seconds = 0;  // of them, the splits' moves: reads, exchange, writes, flushes
   std::vector<ReshardReport> per_rank;  // rank 0's: every rank's, in rank order
   std::string to_json() const;          // one line
 };
