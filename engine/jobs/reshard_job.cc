@@ -109,6 +109,11 @@ OldShard open_old(const std::string& dir, int64_t shards, RankShard* told) {
       throw std::runtime_error("cache " + dir + ": split " + name +
                                " is incomplete (its build did not finish): rerun the build first");
     }
+    if (told->count > 0 && (info.shard.count != told->count || info.shard.index != told->index)) {
+      throw std::runtime_error("cache " + dir + " holds " + shard_words(info.shard) + " of split " +
+                               name + " and shard " + std::to_string(told->index) + " of " +
+                               std::to_string(told->count) + " of another split");
+    }
     told->index = info.shard.index;
     told->count = info.shard.count;
     std::vector<IndexEntry>& entries = old.index[name];
@@ -262,6 +267,9 @@ class SplitExchange {
       }
       return;
     }
+    if (message[0] != 'R') {
+      throw std::runtime_error("a message of unknown kind from rank " + std::to_string(from));
+    }
     write_records(from, message);
   }
 
@@ -330,14 +338,21 @@ class SplitExchange {
 
   void write_records(int from, const std::string& message) {
     if (writer_ == nullptr) throw std::runtime_error("records for a rank with no new shard");
+    const auto malformed = [&] {
+      return std::runtime_error("a malformed message of records from rank " + std::to_string(from));
+    };
+    if (message.size() < 9) throw malformed();
     const uint64_t n = get_u64(message.data() + 1);
+    if (n > (message.size() - 9) / (Key::kBytes + 8)) throw malformed();
     const char* head = message.data() + 9;
     const char* body = head + n * (Key::kBytes + 8);
+    const char* end = message.data() + message.size();
     StagedWrite w = writer_->stage();
     for (uint64_t i = 0; i < n; ++i, head += Key::kBytes + 8) {
       Key key;
       Key::from_bytes(std::string_view(head, Key::kBytes), &key);
       const uint64_t size = get_u64(head + Key::kBytes);
+      if (size > static_cast<uint64_t>(end - body)) throw malformed();
       w.put_record(key, std::string_view(body, size));
       body += size;
       if (from == rank_) {
