@@ -7,7 +7,8 @@ socket on 127.0.0.1, 4 MiB a send) and a reshard of the shards to 3 (recycle-res
 --rebuild: ranks 0 and 1 send what shard 2 of 3 and their new shards need; every rank writes its
 new shard). The reshard's rate is the bytes of records that crossed between ranks over the
 slowest rank's move_seconds (the reads, the exchange and the writes and flushes of a whole new
-copy of every shard; joining the job and the checks are in whole_seconds). Prints a JSON object (medians, every run, the CPU) and writes it to --out.
+copy of every shard; joining the job and the checks are in whole_seconds). Prints a JSON object
+(medians, every run, the CPU) and writes it to --out.
 
     /usr/bin/python3 bench/reshard_rate.py --tools build [--limit 60000] [--runs 3] [--out F]
 """

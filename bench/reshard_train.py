@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import tempfile
 
 from reshard_rate import cpu_name, run_json
@@ -47,7 +46,8 @@ def main():
             r = run_json([tool("recycle-reshard"), "--cache", eight, "--to", shards[w],
                           "--shards", str(w), "--nproc", "8", "--json"])
             report["reshards"][str(w)] = {
-                "computed": r["computed"], "move_seconds": max(p["move_seconds"] for p in r["per_rank"]),
+                "computed": r["computed"],
+                "move_seconds": max(p["move_seconds"] for p in r["per_rank"]),
                 "bytes_moved": sum(p["bytes_sent"] for p in r["per_rank"])}
         for w in (8, 4, 2):
             for seed in a.seeds:
@@ -56,13 +56,12 @@ def main():
                 shared = run_json([tool("recycle-train"), "--cache", one] + train)
                 sharded = run_json([tool("recycle-train"), "--cache", shards[w], "--sharded"] +
                                    train)
-                report["runs"].append({"world": w, "seed": seed,
-                                       "shared_acc": shared["test_acc"],
-                                       "sharded_acc": sharded["test_acc"],
-                                       "shared_epoch_s": statistics.median(shared["epoch_seconds"]),
-                                       "sharded_epoch_s": statistics.median(sharded["epoch_seconds"]),
-                                       "shared_steps": shared["steps"],
-                                       "sharded_steps": sharded["steps"]})
+                report["runs"].append({
+                    "world": w, "seed": seed,
+                    "shared_acc": shared["test_acc"], "sharded_acc": sharded["test_acc"],
+                    "shared_epoch_s": statistics.median(shared["epoch_seconds"]),
+                    "sharded_epoch_s": statistics.median(sharded["epoch_seconds"]),
+                    "shared_steps": shared["steps"], "sharded_steps": sharded["steps"]})
     for w in (8, 4, 2):
         runs = [r for r in report["runs"] if r["world"] == w]
         shared = statistics.mean(r["shared_acc"] for r in runs)
