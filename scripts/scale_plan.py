@@ -99,6 +99,33 @@ def measured(path):
             "threads": j["options"]["threads"]}
 
 
+# recycle-reshard on this machine: bench/reshard_rate.py's run (docs/reshard-rate.json).
+RESHARD_MEASURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
+                                "reshard-rate.json")
+
+
+def reshard_measured(path=RESHARD_MEASURED):
+    """Bytes written a second a core by a reshard here: every record of the new shards (the
+    moved and the kept) over the slowest rank's move_seconds, per core of this machine."""
+    import json
+    with open(path) as fh:
+        j = json.load(fh)
+    runs = j["reshard"]
+    written = j["record_bytes"]  # every record of the split is written again, kept or moved
+    rate = median([written / r["seconds"] for r in runs])
+    return {"written_mb_per_s": rate / 1e6, "per_core_mb_per_s": rate / 1e6 / j["cores"],
+            "cores": j["cores"], "moved_mb_per_s": j["median_reshard_mb_s"],
+            "loopback_mb_per_s": j["median_loopback_mb_s"], "records": j["samples"],
+            "record_kb": j["record_bytes"] / j["samples"] / 1e3}
+
+
+def stay_fraction(w_from, w_to):
+    """The share of records whose shard index is the same under both counts (they stay on their
+    rank): residues x mod lcm(w_from, w_to) with x % w_from == x % w_to."""
+    lcm = w_from * w_to // math.gcd(w_from, w_to)
+    return sum(1 for x in range(lcm) if x % w_from == x % w_to) / lcm
+
+
 def median(v):
     v = sorted(v)
     return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2
@@ -399,6 +426,28 @@ def main():
         w("")
         w("Whole cache: " + "; ".join(f"{nm}: {f(nn_ * rc / 1e9, 1)} GB" for nm, nn_, rc, _, _ in names) + ".")
         w("")
+
+    R = reshard_measured()
+    w("## Changing the number of ranks: recycle-reshard")
+    w("")
+    w("A reshard from W to W' ranks sends a record to another rank unless its key's hash gives the same index "
+      "modulo both (docs/scale.md); every rank of the new count writes its whole new shard (the records it keeps "
+      "too). Measured here (docs/reshard-rate.json, `bench/reshard_rate.py`: "
+      f"{f(R['records'])} records of {f(R['record_kb'], 1)} KB, shards of 2 to 3 on {R['cores']} cores): {f(R['written_mb_per_s'])} MB/s of records written by the machine, that is "
+      f"{f(R['per_core_mb_per_s'])} MB/s a core, with the records crossing between ranks at {f(R['moved_mb_per_s'])} "
+      f"MB/s against the loopback's {f(R['loopback_mb_per_s'])}: the writes bound it, not the network. The time "
+      "below assumes one core a rank at that rate and a network faster than it (25 Gb/s Ethernet carries "
+      f"{f(25e9 / 8 / 1e6)} MB/s), so it is this machine's write path, not a cluster's:")
+    w("")
+    w("| records | W -> W' | records moved | GB received / new rank | GB written / new rank | minutes / new rank at the measured rate |")
+    w("| --- | --- | --- | --- | --- | --- |")
+    for name, n, rec, hr, pr in V:
+        for a, b in ((64, 32), (64, 128), (8, 64), (512, 64)):
+            moved = 1 - stay_fraction(a, b)
+            per_new = n * rec / b
+            w(f"| {name} | {a} -> {b} | {f(100 * moved)}% | {f(moved * per_new / 1e9, 2)} | "
+              f"{f(per_new / 1e9, 2)} | {f(per_new / 1e6 / R['per_core_mb_per_s'] / 60, 1)} |")
+    w("")
 
     w("## H200 (the device machine's GPU): placeholders")
     w("")
