@@ -14,7 +14,8 @@ namespace {
 // `from` come in.
 void exchange_round(c10d::ProcessGroup& group, int tag, int to, int from,
                     const std::function<bool(int, std::string*)>& next,
-                    const std::function<void(int, std::string)>& on) {
+                    const std::function<void(int, std::string)>& on,
+                    const std::function<void()>& own_step) {
   bool sent_all = false, got_all = false;
   while (!sent_all || !got_all) {
     std::string out;
@@ -25,12 +26,15 @@ void exchange_round(c10d::ProcessGroup& group, int tag, int to, int from,
       head_out = {torch::tensor({static_cast<int64_t>(out.size()), int64_t{more}}, torch::kLong)};
       sends.push_back(group.send(head_out, to, tag));
       if (more && !out.empty()) {
+        // A tensor of its own bytes: a send still in flight when this rank stops (a throw
+        // below) reads memory it owns, not a string already freed.
         bytes_out = {
-            torch::from_blob(out.data(), {static_cast<int64_t>(out.size())}, torch::kByte)};
+            torch::from_blob(out.data(), {static_cast<int64_t>(out.size())}, torch::kByte).clone()};
         sends.push_back(group.send(bytes_out, to, tag + 1));
       }
       sent_all = !more;
     }
+    own_step();  // while the peers' messages travel
     if (!got_all) {
       std::vector<torch::Tensor> head_in{torch::empty({2}, torch::kLong)};
       group.recv(head_in, from, tag)->wait();
@@ -58,11 +62,22 @@ void exchange_messages(const c10::intrusive_ptr<c10d::ProcessGroup>& group, int 
                        const std::function<void(int, std::string)>& on) {
   const int rank = group->getRank();
   const int world = group->getSize();
-  std::string message;
-  while (next(rank, &message)) on(rank, std::move(message));  // round 0: this rank's own
+  // This rank's own messages, one a step of the other rounds and the rest after them: a rank
+  // with much to hand itself keeps its peers waiting no longer than a message.
+  bool own_left = true;
+  const std::function<void()> own_step = [&] {
+    std::string message;
+    if (!own_left) return;
+    if (next(rank, &message)) {
+      on(rank, std::move(message));
+    } else {
+      own_left = false;
+    }
+  };
   for (int k = 1; k < world; ++k) {
-    exchange_round(*group, tag, (rank + k) % world, (rank - k + world) % world, next, on);
+    exchange_round(*group, tag, (rank + k) % world, (rank - k + world) % world, next, on, own_step);
   }
+  while (own_left) own_step();
 }
 
 }  // namespace recycle

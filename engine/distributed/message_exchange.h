@@ -5,9 +5,11 @@
 //
 // The ranks meet in rounds k = 0..world-1: in round k a rank sends to rank + k and receives from
 // rank - k (mod world), so every pair meets once in each direction and no rank waits on a rank
-// that waits on it (each posts its send before it waits for its receive). Round 0 hands a rank's
-// messages to itself without the network. A message is a header (its size, and whether another
-// follows) then its bytes; messages from one rank arrive in the order they were sent.
+// that waits on it (each posts its send before it waits for its receive). A rank's messages to
+// itself go without the network, one between each two steps of the other rounds (so that a rank
+// with much to hand itself keeps no peer waiting longer than a message) and the rest after them.
+// A message is a header (its size, and whether another follows) then its bytes; messages from
+// one rank arrive in the order they were sent.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>

@@ -14,7 +14,8 @@
 //      end, and the split marked complete.
 //   4. Rank 0 gathers every rank's report.
 // The store's keys: recycle/reshard/shard/R (rank R's description, JSON), recycle/reshard/head
-// (rank 0's head blob, for new caches) and recycle/reshard/report/R (rank R's report).
+// (rank 0's head blob, for new caches), recycle/reshard/report/R (rank R's report), and
+// recycle/reshard/final and .../ack/R (rank 0 leaves last).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <unordered_set>
 
 #include "cache/activation_store.h"
+#include "cache/cache_dir.h"  // cache_location
 #include "cache/open_existing.h"
 #include "cache/shard_rule.h"
 #include "cache/split_writer.h"
@@ -49,10 +51,12 @@ constexpr size_t kEntriesAMessage = size_t{1} << 20;
 constexpr size_t kIndexEntriesABatch = 65536;
 
 // What every rank tells the others: whether it has an old shard, its manifest and shard count,
-// and per split the samples and distinct samples each new shard gets from it.
+// per split the samples and distinct samples each new shard gets from it, and where its old and
+// new directories are (cache_location: equal for one directory of one machine).
 struct RankShard {
   bool present = false;
   int64_t index = 0, count = 0;
+  std::string from_location, to_location;
   std::string manifest;                                                // Manifest::to_json_string
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> to;  // split -> [t] = {n, unique}
 };
@@ -62,6 +66,8 @@ json to_json(const RankShard& s) {
             {"index", s.index},
             {"count", s.count},
             {"manifest", s.manifest},
+            {"from_location", s.from_location},
+            {"to_location", s.to_location},
             {"to", json::object()}};
   for (const auto& [split, counts] : s.to) j["to"][split] = counts;
   return j;
@@ -73,6 +79,8 @@ RankShard from_json(const json& j) {
   s.index = j.at("index").get<int64_t>();
   s.count = j.at("count").get<int64_t>();
   s.manifest = j.at("manifest").get<std::string>();
+  s.from_location = j.at("from_location").get<std::string>();
+  s.to_location = j.at("to_location").get<std::string>();
   for (const auto& [split, counts] : j.at("to").items()) {
     s.to[split] = counts.get<std::vector<std::pair<int64_t, int64_t>>>();
   }
@@ -175,6 +183,28 @@ std::string shards_problem(const std::vector<RankShard>& ranks, int64_t shards,
   return "";
 }
 
+// Every new shard in a directory of its own, none of them an old shard's or inside one (a path
+// that names the old one another way: a link, "x/../c"). "" when so.
+std::string directories_problem(const std::vector<RankShard>& ranks, int64_t shards,
+                                const std::string& to) {
+  for (size_t a = 0; a < ranks.size() && static_cast<int64_t>(a) < shards; ++a) {
+    const std::string& mine = ranks[a].to_location;
+    for (size_t b = 0; b < ranks.size(); ++b) {
+      const std::string& old = ranks[b].from_location;
+      if (ranks[b].present && mine.compare(0, old.size(), old) == 0) {
+        return "rank " + std::to_string(a) + "'s --to (" + path_for_rank(to, static_cast<int>(a)) +
+               ") is rank " + std::to_string(b) + "'s old shard or inside it: give another --to";
+      }
+      if (b > a && static_cast<int64_t>(b) < shards && mine == ranks[b].to_location) {
+        return "ranks " + std::to_string(a) + " and " + std::to_string(b) +
+               " were given one --to directory: every rank writes its own new shard (put {rank} "
+               "in --to on a machine of several ranks)";
+      }
+    }
+  }
+  return "";
+}
+
 // This rank's new path checked: nothing there, or (rebuild) a cache to replace. "" when fine.
 std::string new_path_problem(const std::string& dir, bool rebuild) {
   if (!holds_files(dir)) return "";
@@ -182,13 +212,9 @@ std::string new_path_problem(const std::string& dir, bool rebuild) {
     return dir +
            " holds files already: give another --to, or --rebuild to replace "
            "the cache there";
-  try {
-    Manifest m;
-    open_cache_for_read(dir, &m);
-  } catch (const std::exception& e) {
-    return dir + " is not a cache (" + std::string(e.what()) + "); not deleting it";
-  }
-  return "";
+  // What --rebuild's delete will check, checked before every rank agrees.
+  const Status may_delete = ActivationStore::check_destroy(dir);
+  return may_delete.ok() ? "" : may_delete.to_string();
 }
 
 std::vector<RankShard> tell_each_other(DistContext& ctx, const RankShard& mine) {
@@ -495,8 +521,11 @@ ReshardReport run_reshard(const ReshardOptions& o) {
     problem = e.what();
     mine = RankShard();
   }
+  mine.from_location = cache_location(path_for_rank(o.cache_dir, ctx.rank()));
+  mine.to_location = cache_location(path_for_rank(o.to, ctx.rank()));
   const std::vector<RankShard> ranks = tell_each_other(ctx, mine);
   if (problem.empty()) problem = shards_problem(ranks, o.shards, o.cache_dir);
+  if (problem.empty()) problem = directories_problem(ranks, o.shards, o.to);
   if (problem.empty() && ctx.rank() < o.shards) {
     problem = new_path_problem(path_for_rank(o.to, ctx.rank()), o.rebuild);
   }
@@ -514,13 +543,20 @@ ReshardReport run_reshard(const ReshardOptions& o) {
   const std::string text = report.to_json();
   ctx.store().set("recycle/reshard/report/" + std::to_string(ctx.rank()),
                   std::vector<uint8_t>(text.begin(), text.end()));
-  if (ctx.rank() == 0) {
-    for (int r = 0; r < ctx.world(); ++r) {
-      const std::vector<uint8_t> v = ctx.store().get("recycle/reshard/report/" + std::to_string(r));
-      report.per_rank.push_back(report_of(json::parse(std::string(v.begin(), v.end()))));
-    }
+  // Rank 0 (whose process may host the store) leaves last: every other rank acknowledges that
+  // it has seen rank 0's word before rank 0 returns.
+  const std::vector<uint8_t> done = {'1'};
+  if (ctx.rank() != 0) {
+    ctx.store().get("recycle/reshard/final");
+    ctx.store().set("recycle/reshard/ack/" + std::to_string(ctx.rank()), done);
+    return report;
   }
-  ctx.barrier("reshard done");
+  for (int r = 0; r < ctx.world(); ++r) {
+    const std::vector<uint8_t> v = ctx.store().get("recycle/reshard/report/" + std::to_string(r));
+    report.per_rank.push_back(report_of(json::parse(std::string(v.begin(), v.end()))));
+  }
+  ctx.store().set("recycle/reshard/final", done);
+  for (int r = 1; r < ctx.world(); ++r) ctx.store().get("recycle/reshard/ack/" + std::to_string(r));
   return report;
 }
 

@@ -115,6 +115,13 @@ TEST(ReshardTools, ShardsOfTwoMoveToThreeTrainAndComeBackByteForByte) {
   EXPECT_FALSE(fs::exists(rank_path(three, 0)));
   EXPECT_TRUE(fs::exists(rank_path(three, 2) + "/notes.txt"));
   fs::remove_all(rank_path(three, 2));
+  // A --to inside the old shards (another name for them) is refused, --rebuild or not.
+  r = run_tool(dir, "recycle-reshard",
+               "--cache " + two + " --to " + two + "/../" + fs::path(two).filename().string() +
+                   " --shards 3 --nproc 3 --rebuild");
+  EXPECT_EQ(r.code, 1) << recycle::testing::describe(r);
+  EXPECT_NE(r.err.find("old shard or inside it"), std::string::npos) << r.err;
+  EXPECT_TRUE(read_shard(rank_path(two, 0)).records == old[0].records);
 
   r = run_tool(dir, "recycle-reshard",
                "--cache " + two + " --to " + three + " --shards 3 --nproc 3 --json");
