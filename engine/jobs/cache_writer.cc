@@ -3,8 +3,9 @@
 // incomplete in its first write, each chunk's records, index entries and the manifest's counts
 // in one batch without the write-ahead log, the split marked complete and the memtables flushed
 // at the end.
-// The cache is opened as recycle-build opens it (cache/writable_split.h) and planned by the same
-// KeyPlan (engine/precompute/key_plan.h). What differs: the samples arrive in order, a chunk at a
+// The cache is opened, checked, begun, staged into and finished by the same SplitTransaction as
+// recycle-build's (engine/precompute/split_transaction.h) and planned by the same KeyPlan
+// (engine/precompute/key_plan.h). What differs: the samples arrive in order, a chunk at a
 // time, so the plan is made chunk by chunk (KeyPlan::add_chunk) against the stored index instead
 // of for the whole split first. What is its own: checking the caller's tensors.
 #include <torch/torch.h>
@@ -27,9 +28,9 @@
 #include "engine/models/model_setup.h"
 #include "engine/models/weights_io.h"
 #include "engine/options/writer_layout.h"
-#include "engine/precompute/chunk_write.h"
 #include "engine/precompute/key_plan.h"
 #include "engine/precompute/prefix_identity.h"
+#include "engine/precompute/split_transaction.h"
 #include "engine/train/batch_sources.h"  // torch_dtype
 #include "engine/util/parallel_loop.h"
 #include "recycle/content_hasher.h"
@@ -122,9 +123,9 @@ struct CacheWriter::Impl {
   Codec codec = Codec::kFp16;
   std::unique_ptr<Keyer> keyer;
   RecordLayout layout;
-  // The cache opened for the split (its manifest: the stored one, or the requested one for a
-  // new cache, with this run's counts), and the plan, fed chunk by chunk (KeyPlan::add_chunk).
-  std::unique_ptr<WritableSplit> split;
+  // The split's write (its cache's manifest: the stored one, or the requested one for a new
+  // cache, with this run's counts), and the plan, fed chunk by chunk (KeyPlan::add_chunk).
+  std::unique_ptr<SplitTransaction> write;
   KeyPlan plan;
   std::unordered_set<Key, KeyHash> seen;  // distinct keys of the split so far
   bool stored_complete = false;           // the stored split was complete, same data and size
@@ -142,8 +143,6 @@ struct CacheWriter::Impl {
   int64_t next = 0;                     // samples added (a shard's: kept)
   int64_t next_in_split = 0;            // a shard's: the whole split's samples seen
 
-  BuildReport report;
-
   // engine_model / engine_weights: the engine's model, whose prefix the records must match.
   std::unique_ptr<PreparedModel> engine;
   bool engine_checked = false;
@@ -154,46 +153,45 @@ struct CacheWriter::Impl {
     codec = o.codec;
     keyer = std::move(parsed.keyer);
     layout = std::move(parsed.layout);
-    const Manifest wanted = requested_manifest(o, *keyer, layout, &engine);
-    split = std::make_unique<WritableSplit>(
-        WritableSplit::Options{o.cache_dir, o.split, o.compression, o.rebuild});
-    const bool new_cache = split->stored() == nullptr;
-    if (new_cache) {
-      // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
-      split->start(wanted, engine ? module_to_bytes(*engine->split.head) : "");
-    } else {
-      split->start(reconciled(*split->stored(), wanted), "");
-    }
-    split->writer().set_flush_seconds(o.flush_seconds);
-    stored_complete = split->complete_for(o.data, o.samples);
-    plan.set_damaged(split->damaged());
-    plan.plan(split->take_index(), {}, false, split->had_records());
-    report.cache_dir = o.cache_dir;
-    report.split = o.split;
+    SplitRequest r;
+    r.where = {o.cache_dir, o.split, o.compression, o.rebuild};
+    r.wanted = requested_manifest(o, *keyer, layout, &engine);
+    // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
+    if (engine) r.head = module_to_bytes(*engine->split.head);
+    r.shard = split_shard(o.shard, o.shard.split_samples);
+    r.start_over = "pass rebuild=True to start over";
+    r.elsewhere = "use another path, or rebuild=True to start over";
+    write = std::make_unique<SplitTransaction>(std::move(r), stored_checks(), start);
+    const bool new_cache = split().stored() == nullptr;
+    split().writer().set_flush_seconds(o.flush_seconds);
+    stored_complete = split().complete_for(o.data, o.samples);
+    plan.set_damaged(split().damaged());
+    plan.plan(split().take_index(), {}, false, split().had_records());
     // A new cache gets its manifest (the split marked incomplete) at once, as recycle-build's
     // does before its first chunk: a build that fails before its first write leaves a cache
     // that inspect reads and a rerun resumes, not database files without a manifest.
     if (new_cache) begin();
   }
 
-  // The stored manifest checked against the requested one, as the writer goes on with it.
-  Manifest reconciled(Manifest stored, const Manifest& wanted) const {
-    refuse_other_identity(stored, wanted, o.cache_dir, "pass rebuild=True to start over");
-    refuse_other_shard(stored, o.split, shard(), o.cache_dir,
-                       "use another path, or rebuild=True to start over");
-    if (!o.class_names.empty() && !stored.class_names.empty() &&
-        stored.class_names != o.class_names) {
-      throw InvalidArgument(
-          "cache " + o.cache_dir + " has " + std::to_string(stored.class_names.size()) +
-          " classes named otherwise than this build's " + std::to_string(o.class_names.size()));
-    }
-    if (stored.class_names.empty()) stored.class_names = o.class_names;
-    if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
-    return stored;
-  }
-
+  WritableSplit& split() { return write->split(); }
   // The shard this writer fills (SplitInfo::shard): none for the whole split.
-  SplitShard shard() const { return split_shard(o.shard, o.shard.split_samples); }
+  const SplitShard& shard() const { return write->request().shard; }
+
+  // The writer's own checks of a stored manifest (the transaction makes the common ones): the
+  // class names named must be the cache's; a cache with none gets them.
+  StoredChecks stored_checks() const {
+    StoredChecks c;
+    c.after = [this](Manifest* stored) {
+      if (!o.class_names.empty() && !stored->class_names.empty() &&
+          stored->class_names != o.class_names) {
+        throw InvalidArgument(
+            "cache " + o.cache_dir + " has " + std::to_string(stored->class_names.size()) +
+            " classes named otherwise than this build's " + std::to_string(o.class_names.size()));
+      }
+      if (stored->class_names.empty()) stored->class_names = o.class_names;
+    };
+    return c;
+  }
 
   // The split's first write: its manifest entry (incomplete) and a shorter index cut.
   void begin() {
@@ -201,8 +199,7 @@ struct CacheWriter::Impl {
     info.data = o.data;
     info.samples = o.samples;
     info.unique = static_cast<int64_t>(seen.size());
-    info.shard = shard();
-    split->begin(info);
+    write->begin(info);
   }
 
   // The split position of the next chunk of n samples (the whole split's, for a shard),
@@ -226,7 +223,7 @@ struct CacheWriter::Impl {
       throw InvalidArgument("label " + std::to_string(label) + " is outside the " +
                             std::to_string(o.class_names.size()) + " classes named");
     }
-    std::vector<std::string>& names = split->manifest().class_names;
+    std::vector<std::string>& names = split().manifest().class_names;
     while (static_cast<int64_t>(names.size()) <= label) {
       names.push_back(std::to_string(names.size()));
       classes_changed = true;
@@ -291,20 +288,14 @@ std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
   const bool sharded = o.shard.sharded();
   if (sharded) {  // the shard's rows only, from here on
     kept_rows = rows_of_shard(chunk_keys, o.shard);
-    std::vector<Key> kept_keys;
-    std::vector<int64_t> kept_labels;
-    for (int64_t i : kept_rows) {
-      kept_keys.push_back(chunk_keys[static_cast<size_t>(i)]);
-      kept_labels.push_back(lp[i]);
-    }
     next_in_split += n;
     if (next + static_cast<int64_t>(kept_rows.size()) > o.samples) {
       throw InvalidArgument("more samples of " + shard_words(shard()) + " than the " +
                             std::to_string(o.samples) + " it was opened for");
     }
     if (inputs.defined()) inputs = inputs.index_select(0, torch::tensor(kept_rows, torch::kInt64));
-    chunk_keys = std::move(kept_keys);
-    chunk_labels = std::move(kept_labels);
+    chunk_keys = rows_at(chunk_keys, kept_rows);
+    chunk_labels = rows_at(chunk_labels, kept_rows);
   }
   chunk_inputs = inputs;
   chunk_begin = next;
@@ -313,7 +304,7 @@ std::vector<int64_t> CacheWriter::Impl::add_keyed(std::vector<Key> keys,
   if (todo_end > todo_begin) matched_so_far = false;
   std::vector<int64_t> pos, view_of;
   std::vector<Key> missing;
-  plan.find_missing(todo_begin, todo_end, split->store(), &pos, &missing, &view_of);
+  plan.find_missing(todo_begin, todo_end, split().store(), &pos, &missing, &view_of);
   compute.clear();
   for (int64_t p : pos) compute.push_back(p - chunk_begin);
   next += static_cast<int64_t>(chunk_keys.size());
@@ -502,24 +493,21 @@ void CacheWriter::write_chunk(const std::vector<at::Tensor>& outputs,
   if (m > 0) out = checked_outputs(outputs, s.layout, m);
   check_lengths(s.layout, out, lengths, m);
   if (s.engine && !s.engine_checked && m > 0) {
-    check_against_engine(*s.engine, s.chunk_inputs, s.compute, out, s.layout, s.split->manifest());
+    check_against_engine(*s.engine, s.chunk_inputs, s.compute, out, s.layout, s.split().manifest());
     s.engine_checked = true;
   }
   s.chunk_inputs = torch::Tensor();
   if (s.todo_end == s.todo_begin) return;  // every entry of the chunk is stored already
-  SplitWriter& writer = s.split->writer();
+  SplitWriter& writer = s.split().writer();
   if (!writer.begun()) s.begin();
   std::vector<std::string> records = s.encode(out, lengths);
-  std::vector<Key> record_keys;
-  for (int64_t r = 0; r < m; ++r) record_keys.push_back(s.chunk_keys[s.compute[r]]);
-  s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-  StagedWrite w = stage_chunk(
-      writer, s.plan, s.todo_begin, s.todo_end, record_keys, &records,
-      [&s](int64_t pos) {
+  const std::vector<Key> record_keys = rows_at(s.chunk_keys, s.compute);
+  s.write->set_unique(static_cast<int64_t>(s.seen.size()));
+  StagedWrite w =
+      s.write->stage(s.plan, s.todo_begin, s.todo_end, record_keys, &records, [&s](int64_t pos) {
         const size_t i = static_cast<size_t>(pos - s.chunk_begin);
         return IndexEntry{s.chunk_keys[i], s.chunk_labels[i]};
-      },
-      &s.report);
+      });
   writer.write(&w);  // flushed every flush_seconds: what was written so far survives a kill
 }
 
@@ -537,23 +525,18 @@ BuildReport CacheWriter::finish() {
     throw InvalidArgument("the split was opened for " + std::to_string(s.o.samples) + " samples, " +
                           std::to_string(s.next) + " came");
   }
-  SplitWriter& writer = s.split->writer();
+  SplitWriter& writer = s.split().writer();
   if (!unchanged_so_far() || writer.writes() > 0) {
     if (!writer.begun()) s.begin();
-    s.split->manifest().splits[s.o.split].unique = static_cast<int64_t>(s.seen.size());
-    s.split->finish(s.plan.recomputed());
+    s.write->set_unique(static_cast<int64_t>(s.seen.size()));
+    s.write->finish(s.plan.recomputed());
   }
-  BuildReport r = s.report;
-  r.samples = s.o.samples;
-  r.unique = static_cast<int64_t>(s.seen.size());
-  r.records = r.unique;
-  r.cache_records = s.split->manifest().records;
-  r.skipped = r.samples - r.computed;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
-  r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0.0;
-  r.shards = static_cast<int>(shard.count);
-  r.shard_index = static_cast<int>(shard.index);
-  return r;
+  BuildReport counts;
+  counts.cache_dir = s.o.cache_dir;
+  counts.split = s.o.split;
+  counts.samples = s.o.samples;
+  counts.unique = static_cast<int64_t>(s.seen.size());
+  return s.write->report(counts);
 }
 
 std::string tensors_fingerprint(const std::vector<std::string>& names,

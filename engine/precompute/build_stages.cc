@@ -11,23 +11,14 @@
 #include "engine/models/model_setup.h"  // with_encoder_input
 #include "engine/precompute/cache_input.h"
 #include "engine/precompute/chunk_encoder.h"
-#include "engine/precompute/chunk_write.h"
 #include "engine/precompute/prefix_runner.h"
 #include "engine/precompute/split_inputs.h"
 #include "engine/util/parallel_loop.h"
 #include "engine/util/progress.h"
+#include "recycle/build.h"  // sharded_key_positions
 #include "recycle/errors.h"
 
 namespace recycle {
-
-namespace {
-
-// "no views", or "K views of 'SPEC'": how a refused views mismatch names each side.
-std::string views_words(int64_t k, const std::string& spec) {
-  return k == 0 ? std::string("no views") : std::to_string(k) + " views of '" + spec + "'";
-}
-
-}  // namespace
 
 ChunkWriter::~ChunkWriter() {
   if (pending_.valid()) pending_.wait();
@@ -101,8 +92,8 @@ void SplitBuild::check_options() {
 size_t SplitBuild::chunk_size() const { return inputs_->chunk_size(options_.batch); }
 
 WritableSplit& SplitBuild::split() {
-  if (!split_) throw std::logic_error("SplitBuild::split: the cache is not open");
-  return *split_;
+  if (!write_) throw std::logic_error("SplitBuild::split: the cache is not open");
+  return write_->split();
 }
 
 void SplitBuild::compute(BuildChunk* chunk) { encoder_->compute(chunk); }
@@ -114,9 +105,6 @@ std::string SplitBuild::staging_dir() { return split().staging_dir(); }
 int64_t SplitBuild::writes() { return split().writer().writes(); }
 
 namespace {
-
-// Samples of the other ranks' parts that a sharded build's rank keys too (key_samples(part, ...)).
-constexpr int64_t kSpotChecks = 64;
 
 // The spot checks' keys (`spot`: samples of other parts keyed here) against the keys their ranks
 // sent (`whole`): std::runtime_error naming the first sample whose content differs. A file
@@ -147,15 +135,10 @@ void SplitBuild::key_samples() { use_keys(inputs_->key_all()); }
 void SplitBuild::key_samples(int part, int parts,
                              const std::function<SampleKeys(SampleKeys, int64_t)>& gather) {
   const int64_t samples = static_cast<int64_t>(inputs_->data().size());
-  // This part's samples, and up to kSpotChecks of the others' spread over the split: keyed here
-  // too, and compared with the keys their ranks send, so that ranks whose files differ are
-  // refused (a difference in a file no spot check reads is not seen).
-  const int64_t step = std::max<int64_t>(1, samples / kSpotChecks);
-  std::vector<int64_t> read;
-  for (int64_t p = 0; p < samples; ++p) {
-    if (p % parts == part || (p % step == 0 && p / step < kSpotChecks)) read.push_back(p);
-  }
-  SampleKeys keyed = inputs_->key_positions(std::move(read));
+  // This part's samples, and spot checks of the others': keyed here too, and compared with the
+  // keys their ranks send, so that ranks whose files differ are refused (a difference in a file
+  // no spot check reads is not seen).
+  SampleKeys keyed = inputs_->key_positions(sharded_key_positions(samples, part, parts));
   SampleKeys own, spot;
   for (size_t i = 0; i < keyed.positions.size(); ++i) {
     SampleKeys& to = keyed.positions[i] % parts == part ? own : spot;
@@ -181,65 +164,53 @@ void SplitBuild::use_keys(std::vector<Key> keys) {
   plan_.set_keys(std::move(keys));
 }
 
-Manifest SplitBuild::reconciled(const Manifest& stored_manifest) {
-  const std::string& dir = options_.cache_dir;
-  const Manifest& wanted = encoder_->requested();
-  Manifest stored = stored_manifest;
-  if (stored.fingerprint != wanted.fingerprint && !stored.weights_file.empty() &&
-      options_.model.weights.empty() && !inputs_->from_cache() &&
-      !stored.identity().identity_differences(wanted.identity()).empty()) {
-    // A missing option, not another setup: --rebuild would replace the records with those of a
-    // prefix initialised at random.
-    throw StaleCacheError("cache " + dir + " was built from --weights " + stored.weights_file +
-                          ", and this run gives no --weights (its prefix would be initialised "
-                          "at random): give --weights FILE");
-  }
-  refuse_other_identity(stored, wanted, dir, "use --rebuild to start over");
-  if (stored.class_names != wanted.class_names) {
-    // The cache's classes are the first split's (build the training split first); a split may
-    // hold fewer (a test split with no example of one): its labels take the cache's ids.
-    inputs_->adopt_class_names(stored.class_names, options_.data.split, "cache " + dir);
-  }
-  // Caches made before the input shape was stored are checked by their record shapes.
-  if (stored.record_shapes != wanted.record_shapes) {
-    throw std::runtime_error("cache " + dir + " stores records of shape " +
-                             (stored.record_shapes.size() == 1
-                                  ? shape_string(stored.record_shapes[0])
-                                  : std::to_string(stored.record_shapes.size()) + " tensors") +
-                             ", this prefix makes " + shape_string(wanted.record_shapes.at(0)) +
-                             " from inputs of " + shape_string(wanted.input_shape) +
-                             " (use --rebuild to start over)");
-  }
-  if (stored.input_shape.empty()) stored.input_shape = wanted.input_shape;
-  if (!wanted.weights_file.empty()) stored.weights_file = wanted.weights_file;  // same fingerprint
-  const auto split = stored.splits.find(options_.data.split);
-  const std::string augment = inputs_->augment().spec();
-  if (split != stored.splits.end() &&
-      (split->second.views != inputs_->views() || split->second.augment != augment)) {
-    throw StaleCacheError(
-        mismatch_message(dir,
-                         {"split " + options_.data.split + ": the cache has " +
-                          views_words(split->second.views, split->second.augment) +
-                          ", this run asks for " + views_words(inputs_->views(), augment)},
-                         "use another --cache, or --rebuild to start over"));
-  }
-  refuse_other_shard(stored, options_.data.split, shard(), dir,
-                     "use another --cache, or --rebuild to start over");
-  return stored;
+StoredChecks SplitBuild::stored_checks() {
+  StoredChecks c;
+  c.before = [this](const Manifest& stored) {
+    const std::string& dir = options_.cache_dir;
+    const Manifest& wanted = encoder_->requested();
+    if (stored.fingerprint != wanted.fingerprint && !stored.weights_file.empty() &&
+        options_.model.weights.empty() && !inputs_->from_cache() &&
+        !stored.identity().identity_differences(wanted.identity()).empty()) {
+      // A missing option, not another setup: --rebuild would replace the records with those of
+      // a prefix initialised at random.
+      throw StaleCacheError("cache " + dir + " was built from --weights " + stored.weights_file +
+                            ", and this run gives no --weights (its prefix would be initialised "
+                            "at random): give --weights FILE");
+    }
+  };
+  c.after = [this](Manifest* stored) {
+    const std::string& dir = options_.cache_dir;
+    const Manifest& wanted = encoder_->requested();
+    if (stored->class_names != wanted.class_names) {
+      // The cache's classes are the first split's (build the training split first); a split may
+      // hold fewer (a test split with no example of one): its labels take the cache's ids.
+      inputs_->adopt_class_names(stored->class_names, options_.data.split, "cache " + dir);
+    }
+    // Caches made before the input shape was stored are checked by their record shapes.
+    if (stored->record_shapes != wanted.record_shapes) {
+      const auto& shapes = stored->record_shapes;
+      throw std::runtime_error("cache " + dir + " stores records of shape " +
+                               (shapes.size() == 1 ? shape_string(shapes[0])
+                                                   : std::to_string(shapes.size()) + " tensors") +
+                               ", this prefix makes " + shape_string(wanted.record_shapes.at(0)) +
+                               " from inputs of " + shape_string(wanted.input_shape) +
+                               " (use --rebuild to start over)");
+    }
+    if (!wanted.weights_file.empty()) stored->weights_file = wanted.weights_file;  // same print
+  };
+  return c;
 }
 
 void SplitBuild::keep_shard() {
   const std::vector<Key>& keys = plan_.keys();
   split_samples_ = static_cast<int64_t>(keys.size());
   std::vector<int64_t> keep = rows_of_shard(keys, options_.shard);
-  std::vector<Key> kept;
-  for (int64_t i : keep) kept.push_back(keys[static_cast<size_t>(i)]);
+  std::vector<Key> kept = rows_at(keys, keep);
   inputs_->keep_only(keep);
   report_.samples = static_cast<int64_t>(kept.size());
   report_.unique =
       static_cast<int64_t>(std::unordered_set<Key, KeyHash>(kept.begin(), kept.end()).size());
-  report_.shards = static_cast<int>(options_.shard.count);
-  report_.shard_index = static_cast<int>(options_.shard.index);
   plan_.set_keys(std::move(kept));
 }
 
@@ -248,19 +219,23 @@ SplitShard SplitBuild::shard() const { return split_shard(options_.shard, split_
 void SplitBuild::open() {
   if (!plan_.keyed()) key_samples();
   if (options_.shard.sharded() && split_samples_ == 0) keep_shard();
-  auto split = std::make_unique<WritableSplit>(WritableSplit::Options{
-      options_.cache_dir, options_.data.split, options_.compression, options_.rebuild});
-  if (const Manifest* stored = split->stored()) {
-    split->start(reconciled(*stored), "");
-  } else {
-    split->start(encoder_->requested(), encoder_->prefix().head_bytes());
-  }
-  encoder_->set_record_shape(split->manifest().record_shapes.at(0));
+  SplitRequest r;
+  r.where = {options_.cache_dir, options_.data.split, options_.compression, options_.rebuild};
+  r.wanted = encoder_->requested();
+  r.head = encoder_->prefix().head_bytes();
+  r.shard = shard();
+  r.augment = inputs_->augment().spec();
+  r.views = inputs_->views();
+  r.start_over = "use --rebuild to start over";
+  r.elsewhere = "use another --cache, or --rebuild to start over";
+  auto write = std::make_unique<SplitTransaction>(std::move(r), stored_checks(), start_);
+  WritableSplit& split = write->split();
+  encoder_->set_record_shape(split.manifest().record_shapes.at(0));
   const Dataset& data = inputs_->data();
-  plan_.set_damaged(split->damaged());
-  plan_.plan(split->take_index(), data.labels,
-             split->complete_for(data.description, report_.samples), split->had_records());
-  split_ = std::move(split);
+  plan_.set_damaged(split.damaged());
+  plan_.plan(split.take_index(), data.labels, split.complete_for(data.description, report_.samples),
+             split.had_records());
+  write_ = std::move(write);
 }
 
 void SplitBuild::begin() {
@@ -269,10 +244,7 @@ void SplitBuild::begin() {
   info.classes = inputs_->data().classes;
   info.samples = report_.samples;
   info.unique = report_.unique;
-  info.augment = inputs_->augment().spec();
-  info.views = inputs_->views();
-  info.shard = shard();
-  split().begin(info);
+  write_->begin(info);
   progress_ = std::make_unique<Progress>(progress_label_, static_cast<int64_t>(plan_.todo().size()),
                                          options_.progress);
 }
@@ -287,12 +259,10 @@ bool SplitBuild::next_chunk(BuildChunk* chunk) {
 
 StagedWrite SplitBuild::stage_write(BuildChunk* chunk) {
   const std::vector<int64_t>& labels = inputs_->data().labels;
-  return stage_chunk(
-      split().writer(), plan_, chunk->begin, chunk->end, chunk->compute_keys, &chunk->records,
-      [&](int64_t pos) {
-        return IndexEntry{plan_.keys()[pos], labels[pos]};
-      },
-      &report_);
+  return write_->stage(plan_, chunk->begin, chunk->end, chunk->compute_keys, &chunk->records,
+                       [&](int64_t pos) {
+                         return IndexEntry{plan_.keys()[pos], labels[pos]};
+                       });
 }
 
 void SplitBuild::write_chunk(BuildChunk* chunk) {
@@ -303,20 +273,14 @@ void SplitBuild::write_chunk(BuildChunk* chunk) {
 
 void SplitBuild::finish() {
   if (progress_) progress_->finish();
-  split().finish(plan_.recomputed());
+  write_->finish(plan_.recomputed());
 }
 
 BuildReport SplitBuild::report() const {
-  BuildReport report = report_;
-  report.cache_records = split_ ? split_->manifest().records : 0;
-  report.views = inputs_->views();
-  report.records = report.unique * std::max<int64_t>(1, report.views);
-  report.prefix_seconds = encoder_->prefix_seconds();
-  report.prefix_share = encoder_->prefix_share();
-  report.skipped = report.samples * std::max<int64_t>(1, report.views) - report.computed;
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  report.samples_per_s = report.seconds > 0 ? report.samples / report.seconds : 0.0;
-  return report;
+  BuildReport r = report_;
+  r.prefix_seconds = encoder_->prefix_seconds();
+  r.prefix_share = encoder_->prefix_share();
+  return write_ ? write_->report(std::move(r)) : finished_report(std::move(r), views(), 0, start_);
 }
 
 BuildReport SplitBuild::run() {
@@ -364,8 +328,7 @@ std::vector<std::vector<int64_t>> SplitBuild::plan_batches() {
 void SplitBuild::ingest_and_index(const std::vector<std::string>& files, int64_t computed,
                                   int64_t bytes) {
   split().ingest_records(files);
-  report_.computed = computed;
-  report_.bytes = bytes;
+  write_->add_ingested(computed, bytes);
   BuildChunk chunk;  // no records: index entries and counts only
   while (plan_.next_chunk(chunk_size(), &chunk.begin, &chunk.end)) write_chunk(&chunk);
 }

@@ -1,8 +1,9 @@
 // The build of a cache split. Three pieces, each in its own file:
 //   SplitInputs   (split_inputs.h)   the split's dataset (images streamed), keyer, views, keys
 //   ChunkEncoder  (chunk_encoder.h)  the prefix over a chunk's samples -> its records (LibTorch)
-//   SplitBuild    (here)             the coordinator: the cache opened (cache/writable_split.h),
-//                                    the plan (key_plan.h), the chunk loop, the report
+//   SplitBuild    (here)             the coordinator: the split's write (split_transaction.h:
+//                                    the one every writer of a cache makes), the plan
+//                                    (key_plan.h), the chunk loop
 // SplitBuild's methods are the build's named stages, so tests can run them one by one.
 // run_build (build_pipeline.h) is SplitBuild(options).run(), and run is these calls in order:
 //
@@ -27,8 +28,9 @@
 //   }
 //   return report();
 //
-// write_chunk(&c) makes the same write on the calling thread. The writes themselves are a
-// SplitWriter's (cache/split_writer.h), as every writer's of a cache are. A distributed build
+// write_chunk(&c) makes the same write on the calling thread. The cache is opened, checked,
+// begun, staged into and finished by a SplitTransaction (split_transaction.h), as the library's
+// CacheWriter's is. A distributed build
 // (distributed_build.cc) runs the same stages, with plan_batches, the ranks' encoders on the
 // batches and ingest_and_index in place of the chunk loop. Batches reach the store in chunk
 // order, so what a crash leaves is what the serial loop leaves. Chunks are written without the
@@ -61,6 +63,7 @@
 #include "engine/precompute/build_chunk.h"
 #include "engine/precompute/build_pipeline.h"
 #include "engine/precompute/key_plan.h"
+#include "engine/precompute/split_transaction.h"
 
 namespace recycle {
 
@@ -170,8 +173,9 @@ class SplitBuild {
   void keep_shard();
   // The shard this build writes (SplitInfo::shard): none unless options.shard.sharded().
   SplitShard shard() const;
-  // The stored manifest checked against the requested one, as the build writes it on.
-  Manifest reconciled(const Manifest& stored);
+  // The build's own checks of a stored manifest (the transaction makes the common ones): a
+  // missing --weights before the identity; the class names adopted and the record shapes after.
+  StoredChecks stored_checks();
   // The chunk's write batch (records, index entries, the manifest's counts): the report's
   // counters advanced as if it were written.
   StagedWrite stage_write(BuildChunk* chunk);
@@ -181,7 +185,7 @@ class SplitBuild {
   std::chrono::steady_clock::time_point start_;  // construction: run_build's wall time
   std::unique_ptr<SplitInputs> inputs_;
   std::unique_ptr<ChunkEncoder> encoder_;  // reads *inputs_: declared after it
-  std::unique_ptr<WritableSplit> split_;   // open
+  std::unique_ptr<SplitTransaction> write_;  // open
   KeyPlan plan_;
   std::unique_ptr<Progress> progress_;  // begin
   std::string progress_label_;

@@ -252,6 +252,19 @@ BuildReport merged_reports(std::vector<BuildReport> shards, int own) {
   return job;
 }
 
+std::vector<int64_t> sharded_key_positions(int64_t samples, int part, int parts) {
+  if (part < 0 || part >= parts) {
+    throw std::invalid_argument("part " + std::to_string(part) + " of " + std::to_string(parts));
+  }
+  constexpr int64_t kSpotChecks = 64;  // samples of the other parts a rank keys too
+  const int64_t step = std::max<int64_t>(1, samples / kSpotChecks);
+  std::vector<int64_t> read;
+  for (int64_t p = 0; p < samples; ++p) {
+    if (p % parts == part || (p % step == 0 && p / step < kSpotChecks)) read.push_back(p);
+  }
+  return read;
+}
+
 std::string merged_shard_reports(const std::vector<std::string>& reports, int own) {
   std::vector<BuildReport> shards;
   for (size_t r = 0; r < reports.size(); ++r) {

@@ -71,4 +71,17 @@ BuildReport run_build(const BuildOptions& options, const DistOptions& dist);
 // `own` outside the reports.
 std::string merged_shard_reports(const std::vector<std::string>& reports, int own);
 
+// The samples rank `part` of a sharded build of `parts` ranks keys in its key pass, ascending:
+// its part (the positions p < samples with p % parts == part) and up to 64 of the other parts',
+// spread over the split, whose keys it compares with those their ranks send (ranks given
+// different data are refused). What recycle-build --sharded and recycle.build(..., sharded=True)
+// key. std::invalid_argument unless 0 <= part < parts.
+std::vector<int64_t> sharded_key_positions(int64_t samples, int part, int parts);
+
+// Where the cache directory `dir` is, as a text equal for two paths of one directory on one
+// machine and different otherwise (the host's name, the device and inode of the directory or of
+// its nearest existing ancestor, the rest of the path below it): how the ranks of a sharded build
+// tell that two of them were given one directory (cache/cache_dir.h's, for the Python package).
+std::string cache_location(const std::string& dir);
+
 }  // namespace recycle

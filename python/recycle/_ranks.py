@@ -3,7 +3,6 @@ building its own shard (sharded=True), with errors sent so that every rank stops
 one."""
 import json
 import os
-import socket
 
 import torch
 
@@ -142,14 +141,8 @@ def exchanged(own, world):
 
 def location_of(path):
     """Where the cache directory `path` is, as a text equal for two paths of one directory on one
-    machine (the host, the device and inode of the directory or its nearest existing ancestor,
-    and the rest of the path below it), as the engine's cache_location tells it."""
-    real, rest = os.path.realpath(os.fspath(path)), []
-    while not os.path.exists(real) and os.path.dirname(real) != real:
-        rest.insert(0, os.path.basename(real))
-        real = os.path.dirname(real)
-    st = os.stat(real)
-    return f"{socket.gethostname()} {st.st_dev}:{st.st_ino} {'/'.join(rest)}"
+    machine: the engine's cache_location."""
+    return _native.cache_location(os.fspath(path))
 
 
 def _rows_keyed(batch, seen, kinds, keyer_of, world):
@@ -222,26 +215,14 @@ def shard_of_split(loader, keyer_of, rank, world, facts, check=None, where=None)
     return seen, counts[rank], None
 
 
-SPOT_CHECKS = 64  # samples of the other ranks' parts each rank keys too, as recycle-build's
-
-
-def _part_and_spots(n, rank, world):
-    """What a rank keys in shard_of_parts, ascending: its part (the samples p with p % world ==
-    rank) and up to SPOT_CHECKS of the others', spread over the split (recycle-build --sharded's
-    choice, build_stages.cc)."""
-    step = max(1, n // SPOT_CHECKS)
-    spots = set(range(0, n, step)[:SPOT_CHECKS])
-    return [p for p in range(n) if p % world == rank or p in spots]
-
-
 def shard_of_parts(loader_at, n, keyer_of, rank, world, facts, check=None, where=None):
     """The key pass of a sharded build that reads 1/world of the split: this rank keys its part
-    (the samples p with p % world == rank, read by loader_at(positions)) and up to SPOT_CHECKS
-    of the other parts'; the ranks exchange their parts' keys, labels and shards, and each
+    (the samples p with p % world == rank, read by loader_at(positions)) and the engine's spot
+    checks of the other parts' (_native.sharded_key_positions); the ranks exchange their parts' keys, labels and shards, and each
     checks its spot checks against the keys their owners sent (ranks given different data are
     refused, unless no spot check falls on a difference). Returns (n, this rank's shard's
     samples, their positions, ascending); errors, check and where as shard_of_split's."""
-    read = _part_and_spots(n, rank, world)
+    read = _native.sharded_key_positions(n, rank, world)
     kinds, keys, labels, shards, spots = {}, [], [], [], {}
     try:
         if check is not None:

@@ -374,6 +374,13 @@ PYBIND11_MODULE(_native, m) {
         py::arg("own"),
         "a sharded build's report (JSON) from its shards' in rank order, shard own's with every "
         "shard's counts added up, as recycle-build --sharded reports it");
+  m.def("sharded_key_positions", &recycle::sharded_key_positions, py::arg("samples"),
+        py::arg("part"), py::arg("parts"),
+        "the positions a rank of a sharded build keys, ascending: its part (p % parts == part) "
+        "and up to 64 spot checks of the other parts', as recycle-build --sharded's ranks");
+  m.def("cache_location", &recycle::cache_location, py::arg("dir"),
+        "where a cache directory is, as a text equal for two paths of one directory on one "
+        "machine (host, device and inode of it or its nearest existing ancestor, the rest)");
 
   // The engine's rules, so that the package checks what the tools check, in their words.
   m.attr("MAX_CLASS_ID") = recycle::kMaxClassId;

@@ -5,6 +5,7 @@
 // tests/e2e/distributed_build_e2e_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -21,11 +22,11 @@
 #include "cache/activation_store.h"
 #include "cache/cache_dir.h"
 #include "cache/shard_rule.h"
-#include "engine/precompute/rank_board.h"  // report_from_json
-#include "engine/precompute/build_group.h"
-#include "engine/precompute/build_pipeline.h"
 #include "engine/models/encoder_registry.h"
 #include "engine/models/weights_io.h"
+#include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"
+#include "engine/precompute/rank_board.h"  // report_from_json
 #include "tests/precompute/cache_contents.h"
 #include "tests/precompute/pattern_images.h"
 #include "tests/tool_runner.h"
@@ -483,6 +484,32 @@ TEST(ShardedBuild, RanksKeyAPartOfAFolderEachAndShareTheFilesLeftOut) {
   }
   EXPECT_EQ(results[0].report.samples, 29);
   EXPECT_NE(err.find("c3/00003.png"), std::string::npos) << err;
+}
+
+// What a rank keys (recycle-build --sharded's and recycle.build's, through _native): its part
+// whole, and at most 64 of the others' spread over the split; every rank's together are every
+// sample, and a split of many samples is read about 1/parts a rank.
+TEST(ShardedBuild, ARankKeysItsPartAndAtMost64SpotChecksOfTheOthers) {
+  for (const int64_t samples : {0, 1, 5, 63, 64, 65, 1000, 100003}) {
+    for (const int parts : {1, 2, 3, 8}) {
+      std::vector<int> seen(static_cast<size_t>(samples), 0);
+      for (int part = 0; part < parts; ++part) {
+        const std::vector<int64_t> read = recycle::sharded_key_positions(samples, part, parts);
+        ASSERT_TRUE(std::is_sorted(read.begin(), read.end()));
+        int64_t own = 0;
+        for (int64_t p : read) {
+          ASSERT_GE(p, 0);
+          ASSERT_LT(p, samples);
+          ++seen[static_cast<size_t>(p)];
+          if (p % parts == part) ++own;
+        }
+        EXPECT_EQ(own, (samples + parts - 1 - part) / parts) << samples << " " << part;
+        EXPECT_LE(static_cast<int64_t>(read.size()) - own, 64) << samples << " " << part;
+      }
+      for (int64_t p = 0; p < samples; ++p) ASSERT_GE(seen[static_cast<size_t>(p)], 1);
+    }
+  }
+  EXPECT_THROW(recycle::sharded_key_positions(10, 2, 2), std::invalid_argument);
 }
 
 TEST(ShardedBuild, RanksWhoseFilesOrCountsDifferAreRefusedBeforeAnyCacheIsOpened) {
