@@ -24,19 +24,19 @@ Sampler::Sampler(int64_t size, bool shuffle, uint64_t seed, int rank, int world)
 }
 
 int64_t Sampler::samples_per_rank() const {
-  return padded_ > 0 ? padded_ : (size_ + world_ - 1) / world_;
+  return epoch_samples_ > 0 ? epoch_samples_ : (size_ + world_ - 1) / world_;
 }
 
-void Sampler::pad_to(int64_t samples) {
+void Sampler::set_epoch_samples(int64_t samples) {
   if (world_ != 1) {
     throw std::invalid_argument("a share of " + std::to_string(world_) +
-                                " ranks cannot be padded: pad_to pads a rank's own shard");
+                                " ranks has its samples an epoch: epoch_samples is a rank's own "
+                                "shard's");
   }
-  if (samples < size_) {
-    throw std::invalid_argument("pad_to " + std::to_string(samples) + " is below the split's " +
-                                std::to_string(size_) + " samples");
+  if (samples < 1) {
+    throw std::invalid_argument("epoch_samples must be at least 1, not " + std::to_string(samples));
   }
-  padded_ = samples;
+  epoch_samples_ = samples;
 }
 
 std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
@@ -49,7 +49,11 @@ std::vector<int64_t> Sampler::epoch_order(int64_t epoch) const {
   std::vector<int64_t> mine;
   if (world_ == 1) {
     mine = std::move(global);
-    for (int64_t i = size_; i < padded_; ++i) mine.push_back(mine[static_cast<size_t>(i % size_)]);
+    if (epoch_samples_ > 0 && epoch_samples_ < size_)
+      mine.resize(static_cast<size_t>(epoch_samples_));
+    for (int64_t i = size_; i < epoch_samples_; ++i) {
+      mine.push_back(mine[static_cast<size_t>(i % size_)]);
+    }
   } else {
     const int64_t per_rank = samples_per_rank();
     mine.reserve(static_cast<size_t>(per_rank));

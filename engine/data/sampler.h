@@ -29,12 +29,14 @@ class Sampler {
   void set_draws(int64_t draws);
   int64_t draws() const { return draws_; }
   // A rank that trains on its own shard of the split (a sharded job: a sampler of world 1 over
-  // the shard) takes `samples` indices an epoch, the largest shard's size, so that every rank
-  // takes the same number of steps: its shuffled shard, then the first of that order again
-  // until there are `samples` (as DistributedSampler pads). Throws std::invalid_argument for
-  // samples below the size or a sampler of world above 1. Not thread safe with epoch_order.
-  void pad_to(int64_t samples);
-  // Samples per epoch on this rank: ceil(size / world), or pad_to's.
+  // the shard) takes `samples` indices an epoch, as many on every rank, so that every rank takes
+  // the same number of steps: the first `samples` of its shuffled shard when that is fewer than
+  // the shard (the rest wait for a later epoch, whose order is another), else the whole order
+  // and then the first of it again until there are `samples` (as DistributedSampler pads).
+  // Throws std::invalid_argument for samples below 1 or a sampler of world above 1. Not thread
+  // safe with epoch_order.
+  void set_epoch_samples(int64_t samples);
+  // Samples per epoch on this rank: ceil(size / world), or set_epoch_samples'.
   int64_t samples_per_rank() const;
   int64_t size() const { return size_; }
   int rank() const { return rank_; }
@@ -47,7 +49,7 @@ class Sampler {
   int rank_;
   int world_;
   int64_t draws_ = 0;
-  int64_t padded_ = 0;  // pad_to's samples; 0: none
+  int64_t epoch_samples_ = 0;  // set_epoch_samples'; 0: none
 };
 
 // An epoch's order (a rank's, as epoch_order gives it) grouped by length, as transformers'

@@ -183,7 +183,7 @@ struct CacheLoader::Impl {
     // A split of K augmented views: each epoch reads one view of every sample, as recycle-train
     // does (Sampler::set_draws; K epochs give each view once).
     sampler.set_draws(open.manifest.splits.at(options.reader.split).views);
-    if (o.pad_to > 0) sampler.pad_to(o.pad_to);  // refuses one below the split's size
+    if (o.epoch_samples > 0) sampler.set_epoch_samples(o.epoch_samples);
     if (o.group_by_length) {
       lengths = record_lengths(open, options.reader.cache_dir, options.reader.split);
     }

@@ -1,10 +1,9 @@
 #include "engine/jobs/checkpoint.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -15,7 +14,6 @@
 #include "engine/models/tensor_file.h"
 #include "engine/models/torch_compat.h"
 #include "engine/train/trainer.h"
-#include "recycle/content_hasher.h"
 #include "recycle/options.h"
 #include "recycle/train.h"
 
@@ -142,30 +140,18 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
   });
 }
 
-std::string checkpoint_digest(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return kNoCheckpoint;
-  try {
-    return hash128(read_regular_file(path)).to_hex();
-  } catch (const std::runtime_error& e) {
-    // Every rank compares digests before any loads the file: a rank that cannot read it shows
-    // as a difference there, and the load names the reason.
-    return std::string("unreadable (") + e.what() + ")";
-  }
-}
-
-EpochPosition load_checkpoint(const std::string& path, const std::string& job,
-                              const Manifest& cache, BlockStack& head,
-                              torch::optim::Optimizer& optimizer) {
+EpochPosition load_checkpoint_bytes(const std::string& bytes, const std::string& path,
+                                    const std::string& job, const Manifest& cache, BlockStack& head,
+                                    torch::optim::Optimizer& optimizer) {
   const std::string where = "--checkpoint " + path;
-  if (is_torch_archive(read_regular_file(path))) {
+  if (is_torch_archive(bytes)) {
     throw std::runtime_error(where + " is in the format of an older recycle (a TorchScript "
                              "archive, whose loading runs any code it holds), which this version "
                              "does not load: move it away, and the run starts over");
   }
   std::unique_ptr<HeadFile> read;
   try {
-    read = std::make_unique<HeadFile>(path);
+    read = std::make_unique<HeadFile>(HeadFile::of_bytes(bytes, path));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(where + " is not a checkpoint recycle-train can read (" + e.what() +
                              ")");
@@ -214,14 +200,71 @@ EpochPosition load_checkpoint(const std::string& path, const std::string& job,
   return at;
 }
 
+namespace {
+
+constexpr char kCheckpointKey[] = "recycle/checkpoint/";  // the job's store: rank 0's file
+constexpr size_t kStorePart = size_t{8} << 20;            // bytes a store value holds at most
+
+std::vector<uint8_t> as_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string as_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// Rank 0's checkpoint file on every rank of `dist`, through the job's store (in parts of
+// kStorePart bytes): only rank 0 writes the checkpoint, so its file is the job's, and no other
+// rank needs to see rank 0's disk (the ranks of a sharded job, each on a machine of its own).
+// Null when rank 0 has no file. A rank 0 that cannot read its file sends why, and every rank
+// throws it (std::runtime_error); a rank 0 that never sends ends the wait at the store's timeout.
+std::unique_ptr<std::string> rank0_checkpoint(const std::string& path, DistContext& dist) {
+  c10d::Store& store = dist.store();
+  if (dist.rank() == 0) {
+    std::string state = "none";
+    std::unique_ptr<std::string> bytes;
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+      try {
+        bytes = std::make_unique<std::string>(read_regular_file(path));
+        const size_t parts = (bytes->size() + kStorePart - 1) / kStorePart;
+        for (size_t i = 0; i < parts; ++i) {
+          store.set(kCheckpointKey + std::to_string(i),
+                    as_bytes(bytes->substr(i * kStorePart, kStorePart)));
+        }
+        state = "parts " + std::to_string(parts);
+      } catch (const std::runtime_error& e) {
+        state = std::string("error rank 0 cannot read --checkpoint ") + path + ": " + e.what();
+      }
+    }
+    store.set(std::string(kCheckpointKey) + "state", as_bytes(state));
+    if (state.rfind("error ", 0) == 0) throw std::runtime_error(state.substr(6));
+    return bytes;
+  }
+  std::string state;
+  try {
+    state = as_string(store.get(std::string(kCheckpointKey) + "state"));  // waits
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(dist.explain_failure(e.what_without_backtrace()));
+  }
+  if (state == "none") return nullptr;
+  if (state.rfind("error ", 0) == 0) throw std::runtime_error(state.substr(6));
+  auto bytes = std::make_unique<std::string>();
+  const size_t parts = std::stoull(state.substr(6));
+  for (size_t i = 0; i < parts; ++i)
+    *bytes += as_string(store.get(kCheckpointKey + std::to_string(i)));
+  return bytes;
+}
+
+}  // namespace
+
 EpochPosition resume_from_checkpoint(const CheckpointPlan& checkpoint, DistContext* dist,
                                      BlockStack& head, Trainer& trainer, TrainReport* report) {
   EpochPosition from;
-  const std::string digest = checkpoint_digest(checkpoint.path);
-  if (dist) dist->check_same("--checkpoint file (xxh3)", digest);
-  if (digest != kNoCheckpoint) {
-    from = load_checkpoint(checkpoint.path, checkpoint.job, *checkpoint.cache, head,
-                           trainer.optimizer());
+  std::unique_ptr<std::string> bytes;
+  if (dist) {
+    bytes = rank0_checkpoint(checkpoint.path, *dist);
+  } else if (std::error_code ec; std::filesystem::exists(checkpoint.path, ec)) {
+    bytes = std::make_unique<std::string>(read_regular_file(checkpoint.path));
+  }
+  if (bytes) {
+    from = load_checkpoint_bytes(*bytes, checkpoint.path, checkpoint.job, *checkpoint.cache, head,
+                                 trainer.optimizer());
   }
   report->resumed_epochs = from.epoch;
   report->resumed_batches = from.batches;

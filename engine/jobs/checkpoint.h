@@ -10,7 +10,8 @@
 // A resumed run trains the steps a whole run would have trained after it, in the same orders,
 // at the same learning rates, from the same parameters and optimizer state: alone, it ends
 // with the head a run that was never stopped ends with. (Data-parallel: every rank reads
-// the same file, compared by digest; the state of --grad-compression topk's residues starts
+// rank 0's file, which rank 0 alone writes and sends to the others through the job's store: no
+// rank needs to see another's disk; the state of --grad-compression topk's residues starts
 // over. Under --sync async rank 0 writes the servers' parameters as it sees each epoch
 // complete; their optimizer state lives in shards on the servers' ranks and starts over.)
 #pragma once
@@ -43,19 +44,14 @@ void save_checkpoint(const std::string& path, BlockStack& head, const HeadIdenti
                      const torch::optim::Optimizer& optimizer, const std::string& job,
                      const EpochPosition& at);
 
-// The xxh3 of the file's bytes, kNoCheckpoint when there is no file at `path`, or
-// "unreadable (why)": what the ranks of a data-parallel job compare before they resume.
-inline constexpr char kNoCheckpoint[] = "none";
-std::string checkpoint_digest(const std::string& path);
-
-// Reads the checkpoint at `path` into `head` and `optimizer` and returns where it stood (a
-// checkpoint of an epoch's end: its batches 0). Throws std::runtime_error with one line naming
-// the file when it is not a checkpoint, was written by another job ("--lr: 0.05 in the
-// checkpoint, 0.1 in this run") or for another cache (head_differences), or does not fit the
-// head.
-EpochPosition load_checkpoint(const std::string& path, const std::string& job,
-                              const Manifest& cache, BlockStack& head,
-                              torch::optim::Optimizer& optimizer);
+// Reads the checkpoint in `bytes` (the file at `path`, read by this process or by rank 0) into
+// `head` and `optimizer` and returns where it stood (a checkpoint of an epoch's end: its batches
+// 0). Throws std::runtime_error with one line naming the file when it is not a checkpoint, was
+// written by another job ("--lr: 0.05 in the checkpoint, 0.1 in this run") or for another cache
+// (head_differences), or does not fit the head.
+EpochPosition load_checkpoint_bytes(const std::string& bytes, const std::string& path,
+                                    const std::string& job, const Manifest& cache, BlockStack& head,
+                                    torch::optim::Optimizer& optimizer);
 
 // recycle-train's --checkpoint: where, the job it belongs to, and the cache the head trains from.
 struct CheckpointPlan {
@@ -66,7 +62,8 @@ struct CheckpointPlan {
 
 // Where the checkpoint the trainer resumes from stood, its weights and optimizer state loaded
 // into `head` and `trainer` (the start where there is none yet); every rank of `dist` (when
-// given) must give the same file. Sets report->resumed_epochs and resumed_batches.
+// given) loads rank 0's file, sent through the job's store. Sets report->resumed_epochs and
+// resumed_batches.
 EpochPosition resume_from_checkpoint(const CheckpointPlan& checkpoint, DistContext* dist,
                                      BlockStack& head, Trainer& trainer, TrainReport* report);
 

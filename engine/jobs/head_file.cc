@@ -116,13 +116,25 @@ HeadFile::HeadFile(const std::string& path) : path_(path) {
     throw std::runtime_error("head file " + path + " does not exist");
   }
   require_regular_file(path);
-  file_ = load_tensor_file(path, "head file " + path);
+  parse(read_regular_file(path));
+}
+
+HeadFile HeadFile::of_bytes(const std::string& bytes, const std::string& path) {
+  HeadFile h;
+  h.path_ = path;
+  h.parse(bytes);
+  return h;
+}
+
+void HeadFile::parse(const std::string& bytes) {
+  file_ = from_safetensors(bytes, "head file " + path_);
   const auto entry = file_.metadata.find(kHeadEntry);
   if (entry == file_.metadata.end()) {
-    throw std::runtime_error(path + " is not a head file with an identity (save it again with "
+    throw std::runtime_error(path_ +
+                             " is not a head file with an identity (save it again with "
                              "recycle-train --save-head)");
   }
-  identity_ = head_identity_from_json(entry->second, path);
+  identity_ = head_identity_from_json(entry->second, path_);
 }
 
 void HeadFile::load_into(BlockStack& head) {

@@ -63,6 +63,9 @@ class HeadFile {
   // a version before heads carried their identity; an older version's archive is refused with
   // how to convert it).
   explicit HeadFile(const std::string& path);
+  // The head file whose bytes were read elsewhere (a data-parallel job's checkpoint, read by
+  // rank 0 and sent to every rank), `path` naming it in errors; the same checks.
+  static HeadFile of_bytes(const std::string& bytes, const std::string& path);
   const HeadIdentity& identity() const { return identity_; }
   // Loads the parameters and buffers into `head`, which must have the trained head's
   // architecture (made from identity().identity.model split at its prefix_blocks). Throws
@@ -73,6 +76,10 @@ class HeadFile {
   const std::string& path() const { return path_; }
 
  private:
+  HeadFile() = default;
+  // file_ parsed from `bytes`, and its identity entry read.
+  void parse(const std::string& bytes);
+
   std::string path_;
   HeadIdentity identity_;
   TensorFile file_;

@@ -159,14 +159,14 @@ void evaluate_snapshots(BlockStack& head, const std::vector<std::vector<torch::T
 }
 
 // The order of each epoch on this rank: alone, the rank's share of the split, a shard (every
-// rank's as many samples as the largest's), or the one-process order (async workers take
-// chunks of it as they are dealt).
+// rank's even_share of its shard's order: a shared cache's steps), or the one-process order (async
+// workers take chunks of it as they are dealt).
 Sampler epoch_sampler(const BatchSource& train, const TrainOptions& o, DistContext* dist,
                       bool async, int64_t draws) {
   const bool shared = dist && !async && !o.dist.sharded;
   Sampler sampler(train.size(), /*shuffle=*/true, o.hyper.seed, shared ? dist->rank() : 0,
                   shared ? dist->world() : 1);
-  if (dist && o.dist.sharded) sampler.pad_to(largest_shard(*dist, train.size()));
+  if (dist && o.dist.sharded) sampler.set_epoch_samples(even_share(*dist, train.size()));
   sampler.set_draws(draws);
   return sampler;
 }
@@ -177,7 +177,7 @@ Sampler epoch_sampler(const BatchSource& train, const TrainOptions& o, DistConte
 // `draws`: the views each sample is drawn from (Sampler::set_draws; 0: none).
 // `evaluate`, when given (rank 0 with --eval-every-epoch), gives the test accuracy after each
 // epoch but the last (report->epoch_test_acc; the caller adds the last).
-// `checkpoint`, when given: every rank resumes from its file when there is one, and rank 0
+// `checkpoint`, when given: every rank resumes from rank 0's file when there is one, and rank 0
 // writes it after every epoch (under async, when it sees the epoch complete: the servers'
 // parameters, whose optimizer state starts over in a resumed run), and with
 // --checkpoint-every N after every N-th step (but an epoch's last: the epoch's end writes).

@@ -57,8 +57,10 @@ void fill_async_report(TrainReport* report, const DistContext& dist, const Train
 // where the job has rank r of W. `dist` null: a job of one process.
 void check_split_shard(const TrainOptions& o, const DistContext* dist, const Manifest& m,
                        const std::string& split);
-// The samples every rank's epoch takes: the largest of the ranks' shards (an allreduce).
-int64_t largest_shard(DistContext& dist, int64_t samples);
+// The samples every rank's epoch takes when each trains on its own shard (`samples` its size):
+// ceil(the shards' samples / the ranks), the share of a rank of a shared cache (an allreduce),
+// so that an epoch has the shared cache's steps whatever the shards' sizes.
+int64_t even_share(DistContext& dist, int64_t samples);
 // Every rank's evaluation of its own shard, summed: the accuracy and loss of them all, and
 // their samples (an allreduce; every rank gets the same).
 EvalResult evaluation_of_every_shard(DistContext& dist, const EvalResult& own);

@@ -42,12 +42,11 @@ void check_split_shard(const TrainOptions& o, const DistContext* dist, const Man
   }
 }
 
-int64_t largest_shard(DistContext& dist, int64_t samples) {
+int64_t even_share(DistContext& dist, int64_t samples) {
   std::vector<torch::Tensor> t{torch::tensor({samples}, torch::kInt64)};
-  c10d::AllreduceOptions largest;
-  largest.reduceOp = c10d::ReduceOp::MAX;
-  dist.group()->allreduce(t, largest)->wait();
-  return t[0].item<int64_t>();
+  dist.group()->allreduce(t)->wait();  // a sum
+  const int64_t world = dist.world();
+  return (t[0].item<int64_t>() + world - 1) / world;
 }
 
 EvalResult evaluation_of_every_shard(DistContext& dist, const EvalResult& own) {

@@ -20,10 +20,12 @@ void LoaderOptions::validate() const {
   check_at_least("prefetch", prefetch, int64_t{0});  // 0: read on the calling thread
   check_at_least("world_size", world_size, 1);
   check_range("rank", rank, 0, world_size - 1);
-  check_at_least("pad_to", pad_to, int64_t{0});
-  if (pad_to > 0 && world_size != 1) {
-    throw InvalidArgument("pad_to pads a rank's own shard (world_size 1), not a share of a split "
-                          "of " + std::to_string(world_size) + " ranks");
+  check_at_least("epoch_samples", epoch_samples, int64_t{0});
+  if (epoch_samples > 0 && world_size != 1) {
+    throw InvalidArgument(
+        "epoch_samples is a rank's own shard's (world_size 1), not a share of a "
+        "split of " +
+        std::to_string(world_size) + " ranks");
   }
   usable_device_name(device, "device");
 }

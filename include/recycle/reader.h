@@ -83,10 +83,11 @@ struct LoaderOptions {
   int world_size = 1;   // from rank (padded with the first samples to a multiple of world_size)
   bool drop_last = false;  // drop the rank's last batch when it is short
   // A rank reading its own shard of a sharded cache (recycle-build --sharded; rank 0 and
-  // world_size 1 here): each epoch takes this many samples, the largest shard's, its shuffled
-  // shard and then the first of that order again (Sampler::pad_to), so that every rank takes
-  // as many batches. 0: no padding. At least the split's size.
-  int64_t pad_to = 0;
+  // world_size 1 here): each epoch takes this many samples, so that every rank takes as many
+  // batches (recycle.CachedLoader gives ceil(the shards' samples / the ranks): a shared cache's
+  // share): the first of its shuffled shard when fewer than the shard (the rest wait for a later
+  // epoch's order), else the shard and then the first of that order again. 0: the shard once.
+  int64_t epoch_samples = 0;
   // Batches decoded ahead on a background thread (engine/train/prefetch.h); 0: each batch is
   // read on the calling thread when it is asked for.
   int64_t prefetch = 2;

@@ -42,8 +42,8 @@ class CachedDataset(torch.utils.data.Dataset):
     A shard of a cache built with recycle-build --sharded holds a part of the split: it is
     refused unless sharded=True, which reads that shard as a dataset of its own ("{rank}" in
     path replaced by torch.distributed's rank, 0 when it is not initialised). Each rank then
-    reads its own shard whole: no DistributedSampler (CachedLoader(..., sharded=True) also pads
-    every rank's epoch to the largest shard).
+    reads its own shard whole: no DistributedSampler (CachedLoader(..., sharded=True) also gives
+    every rank's epoch a shared cache's share of samples).
     """
 
     def __init__(self, path, split="train", allow_partial=False, block_cache_mb=32,

@@ -31,10 +31,11 @@ def _device(device):
     return torch.device(_native.usable_device_name(device, "device"))
 
 
-def _largest_shard(path, split, shard, rank, world_size, size):
-    """The samples every rank's epoch takes when each reads its own shard: the largest shard's
-    size (an all_reduce MAX over torch.distributed). ValueError for a split that is not shard
-    `rank` of `world_size`."""
+def _even_share(path, split, shard, rank, world_size, size):
+    """The samples every rank's epoch takes when each reads its own shard: ceil(the shards'
+    samples / world_size), a rank's share of a shared cache (an all_reduce over
+    torch.distributed), as recycle-train --sharded takes. ValueError for a split that is not
+    shard `rank` of `world_size`."""
     if shard is None:
         raise ValueError(f"cache {path} holds the whole split {split}, not a shard: sharded=True "
                          f"reads the shards of recycle-build --sharded")
@@ -46,12 +47,12 @@ def _largest_shard(path, split, shard, rank, world_size, size):
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError("sharded=True with world_size > 1 needs torch.distributed initialised: "
-                         "the ranks agree on the largest shard, which every epoch is padded to")
+                         "the ranks agree on the samples every rank's epoch takes")
     # NCCL reduces only CUDA tensors; Gloo (and the rest) CPU ones.
     on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-    largest = torch.tensor([size], dtype=torch.int64, device=on)
-    dist.all_reduce(largest, op=dist.ReduceOp.MAX)
-    return int(largest.item())
+    total = torch.tensor([size], dtype=torch.int64, device=on)
+    dist.all_reduce(total)
+    return -(-int(total.item()) // world_size)
 
 
 class CachedLoader:
@@ -85,10 +86,10 @@ class CachedLoader:
 
     sharded=True reads this rank's own shard of a cache built with recycle-build --sharded
     (docs/scale.md): "{rank}" in path is replaced by the rank, the split must be shard `rank` of
-    `world_size`, each epoch shuffles within the shard, and every rank takes as many samples
-    as the largest shard holds (its own first samples again, as DistributedSampler pads: the
-    largest is agreed on with an all_reduce, so torch.distributed must be initialised when
-    world_size > 1). A shard read with sharded=False is refused: it holds a part of the split.
+    `world_size`, each epoch shuffles within the shard, and every rank takes ceil(the split's
+    samples / world_size) of it, as a rank of a shared cache does (the first of its order, or
+    its own first samples again, as DistributedSampler pads: the count is agreed on with an
+    all_reduce, so torch.distributed must be initialised when world_size > 1). A shard read with sharded=False is refused: it holds a part of the split.
 
     state_dict() and load_state_dict() resume an epoch where a killed job left it, as torchdata's
     StatefulDataLoader does: a loader given the state of another over the same split and
@@ -121,14 +122,14 @@ class CachedLoader:
             batch_size=batch_size, shuffle=bool(shuffle), seed=seed, rank=rank,
             world_size=world_size, drop_last=bool(drop_last), prefetch=prefetch,
             device=str(self.device) if cuda else "cpu", group_by_length=bool(group_by_length))
-        if sharded:  # the shard read whole by this rank, padded to the largest
+        if sharded:  # the shard read by this rank alone, its epoch an even share
             self._options.update(rank=0, world_size=1)
         self._native = self._open()
         self.manifest = json.loads(self._native.manifest_json())
         shard = self.manifest["splits"].get(split, {}).get("shard")
         if sharded:
-            self._options["pad_to"] = _largest_shard(self.path, split, shard, rank, world_size,
-                                                     self._native.size())
+            self._options["epoch_samples"] = _even_share(self.path, split, shard, rank,
+                                                         world_size, self._native.size())
             self._native = self._open()
         elif shard is not None:
             raise ValueError(f"cache {self.path} holds shard {shard['index']} of {shard['count']} "

@@ -128,7 +128,7 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("batch_size", &recycle::LoaderOptions::batch_size)
       .def_readwrite("shuffle", &recycle::LoaderOptions::shuffle)
       .def_readwrite("seed", &recycle::LoaderOptions::seed)
-      .def_readwrite("pad_to", &recycle::LoaderOptions::pad_to)
+      .def_readwrite("epoch_samples", &recycle::LoaderOptions::epoch_samples)
       .def_readwrite("rank", &recycle::LoaderOptions::rank)
       .def_readwrite("world_size", &recycle::LoaderOptions::world_size)
       .def_readwrite("drop_last", &recycle::LoaderOptions::drop_last)

@@ -215,7 +215,7 @@ def test_two_ranks_build_their_own_shards_with_recycle_build(tmp_path):
         assert first["shard"] == rank and [s["samples"] for s in first["per_shard"]] == sizes
         assert again["computed"] == 0 and again["index_written"] == 0
         assert res["prefix_rows"] == sizes[rank] + 1  # its own samples, and the layout's probe
-        assert res["seen"] == max(sizes)  # padded to the largest shard
+        assert res["seen"] == -(-257 // 2)  # a shared cache's share: ceil(257 / 2)
         # Sample 100 is in rank 0's part and one of rank 1's spot checks (every 4th of 257).
         assert res["refused"] == ("sample 100 of data is not the same on rank 0 as on rank 1 "
                                   "(its content key differs): every rank must call build with "

@@ -1,13 +1,14 @@
 // The sampler: one seeded global permutation per epoch, shared out by rank.
+#include "engine/data/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <vector>
-
-#include "engine/data/sampler.h"
 
 using recycle::grouped_by_length;
 using recycle::Sampler;
@@ -81,9 +82,9 @@ TEST(Sampler, RefusesABadRankOrATooSmallSplit) {
   EXPECT_THROW(Sampler(1, true, 0, 0, 2), std::invalid_argument);
 }
 
-TEST(Sampler, AShardPadsItsEpochToTheLargestShardsWithItsOwnSamples) {
+TEST(Sampler, AShardsEpochTakesTheSamplesAskedPaddedWithItsOwnOrCut) {
   recycle::Sampler s(5, /*shuffle=*/true, 7);
-  s.pad_to(8);
+  s.set_epoch_samples(8);
   EXPECT_EQ(s.samples_per_rank(), 8);
   for (int64_t epoch : {0, 1}) {
     const std::vector<int64_t> order = s.epoch_order(epoch);
@@ -96,11 +97,27 @@ TEST(Sampler, AShardPadsItsEpochToTheLargestShardsWithItsOwnSamples) {
     EXPECT_EQ(std::vector<int64_t>(order.begin() + 5, order.end()),
               std::vector<int64_t>(first.begin(), first.begin() + 3));
   }
-  s.pad_to(5);  // the largest shard: nothing added
+  s.set_epoch_samples(5);  // the shard: nothing added
   EXPECT_EQ(s.epoch_order(0).size(), 5u);
-  EXPECT_THROW(s.pad_to(4), std::invalid_argument);
+  // Fewer than the shard: the first of each epoch's order, another subset each epoch, and
+  // every sample within a few epochs.
+  s.set_epoch_samples(3);
+  std::set<int64_t> seen;
+  std::set<std::vector<int64_t>> subsets;
+  for (int64_t epoch = 0; epoch < 8; ++epoch) {
+    const std::vector<int64_t> order = s.epoch_order(epoch);
+    ASSERT_EQ(order.size(), 3u);
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), 3u) << "a sample twice";
+    seen.insert(order.begin(), order.end());
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    subsets.insert(sorted);
+  }
+  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_GT(subsets.size(), 1u);
+  EXPECT_THROW(s.set_epoch_samples(0), std::invalid_argument);
   recycle::Sampler shared(10, true, 7, 1, 2);
-  EXPECT_THROW(shared.pad_to(10), std::invalid_argument);
+  EXPECT_THROW(shared.set_epoch_samples(10), std::invalid_argument);
 }
 
 TEST(GroupedByLength, SortsEachMegabatchLongestFirstAndKeepsTheSamples) {

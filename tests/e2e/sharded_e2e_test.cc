@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -52,17 +53,18 @@ struct Job {
 
 // Starts rank r of `tool args` in its own mount namespace, its directory at job.cache();
 // returns the tool's pid (the shell and unshare exec into it). `paths`: the tool's path flags
-// ("" for --cache job.cache()).
+// ("" for --cache job.cache()); `world`: the job's ranks (0: job.world).
 pid_t spawn_rank(const Job& job, int r, const std::string& tool, const std::string& args, int port,
-                 int timeout_seconds = 60, const std::string& paths = "") {
-  const std::string cmd =
-      "exec unshare --mount --propagation private sh -c 'mount --bind " + job.rank_dir(r) + " " +
-      job.cache() + " && mount -t tmpfs none " + job.dir.file("ranks") + " && exec " +
-      recycle::testing::tool_path(tool) + " " + args + " " +
-      (paths.empty() ? "--cache " + job.cache() : paths) + " --rank " + std::to_string(r) +
-      " --world-size " + std::to_string(job.world) + " --master 127.0.0.1:" + std::to_string(port) +
-      " --timeout " + std::to_string(timeout_seconds) + " --threads 1 --json' >" + job.out(r) +
-      " 2>" + job.err(r) + " </dev/null";
+                 int timeout_seconds = 60, const std::string& paths = "", int world = 0) {
+  const std::string cmd = "exec unshare --mount --propagation private sh -c 'mount --bind " +
+                          job.rank_dir(r) + " " + job.cache() + " && mount -t tmpfs none " +
+                          job.dir.file("ranks") + " && exec " + recycle::testing::tool_path(tool) +
+                          " " + args + " " + (paths.empty() ? "--cache " + job.cache() : paths) +
+                          " --rank " + std::to_string(r) + " --world-size " +
+                          std::to_string(world > 0 ? world : job.world) +
+                          " --master 127.0.0.1:" + std::to_string(port) + " --timeout " +
+                          std::to_string(timeout_seconds) + " --threads 1 --json' >" + job.out(r) +
+                          " 2>" + job.err(r) + " </dev/null";
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -78,27 +80,36 @@ struct RankRun {
   nlohmann::json last;
 };
 
+// Waits for the ranks `pids` (rank r's pid at r) to end: each one's exit code, stderr and last
+// JSON line; *taken when a rank found its port taken.
+std::vector<RankRun> finish_job(const Job& job, const std::vector<pid_t>& pids,
+                                bool* taken = nullptr) {
+  std::vector<RankRun> runs(pids.size());
+  for (size_t r = 0; r < pids.size(); ++r) {
+    runs[r].code = recycle::testing::wait_tool(pids[r]);
+    runs[r].err = read_file(job.err(static_cast<int>(r)));
+    const std::string out = read_file(job.out(static_cast<int>(r)));
+    const size_t end = out.find_last_not_of('\n');
+    const size_t begin = end == std::string::npos ? 0 : out.rfind('\n', end) + 1;
+    runs[r].last = nlohmann::json::parse(
+        end == std::string::npos ? "" : out.substr(begin, end + 1 - begin), nullptr, false);
+    if (taken) *taken = *taken || runs[r].err.find("already in use") != std::string::npos;
+  }
+  return runs;
+}
+
 // Runs every rank of `tool args` to its end (a job whose port was taken meanwhile runs again).
+// `world`: the job's first ranks only (0: every one).
 std::vector<RankRun> run_job(const Job& job, const std::string& tool, const std::string& args,
-                             const std::string& paths = "") {
+                             const std::string& paths = "", int world = 0) {
   for (int attempt = 0;; ++attempt) {
     const int port = recycle::testing::free_tcp_port();
     std::vector<pid_t> pids;
-    for (int r = 0; r < job.world; ++r) {
-      pids.push_back(spawn_rank(job, r, tool, args, port, 60, paths));
+    for (int r = 0; r < (world > 0 ? world : job.world); ++r) {
+      pids.push_back(spawn_rank(job, r, tool, args, port, 60, paths, world));
     }
-    std::vector<RankRun> runs(job.world);
     bool taken = false;
-    for (int r = 0; r < job.world; ++r) {
-      runs[r].code = recycle::testing::wait_tool(pids[r]);
-      runs[r].err = read_file(job.err(r));
-      const std::string out = read_file(job.out(r));
-      const size_t end = out.find_last_not_of('\n');
-      const size_t begin = end == std::string::npos ? 0 : out.rfind('\n', end) + 1;
-      runs[r].last = nlohmann::json::parse(
-          end == std::string::npos ? "" : out.substr(begin, end + 1 - begin), nullptr, false);
-      taken = taken || runs[r].err.find("already in use") != std::string::npos;
-    }
+    std::vector<RankRun> runs = finish_job(job, pids, &taken);
     if (!taken || attempt == 2) return runs;
   }
 }
@@ -417,4 +428,86 @@ TEST(ShardedTools, AReshardAcrossMountNamespacesMovesRecordsOnlyOverC10d) {
     EXPECT_EQ(h.shards, four[static_cast<size_t>(r)].shards) << "rank " << r;
   }
   EXPECT_TRUE(fs::is_empty(c)) << "a rank wrote outside its own directory";
+}
+
+// Eight ranks, each in its own mount namespace (no rank sees another's directories): a sharded
+// build of 8, training on the 8 shards, a reshard 8 -> 4 that 4 ranks train on with nothing
+// computed, a reshard 4 -> 8 that gives each rank back its shard byte for byte, and a training
+// in which one rank is killed (SIGKILL) mid-run: the rerun resumes from rank 0's checkpoint,
+// which rank 0 alone can see and sends to the others, and ends as the run that was not killed.
+TEST(ShardedTools, EightRanksBuildTrainReshardAndResumeAfterARankIsKilled) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "mount namespaces need root";
+  const auto token = recycle::testing::test_job_token();
+  Job job(8);
+  const std::string c = job.cache();
+  for (const auto& [split, samples] : {std::pair<std::string, int>{"train", 400}, {"test", 200}}) {
+    const auto runs =
+        run_job(job, "recycle-build", build_args(split, samples), "--cache " + c + "/a");
+    for (int r = 0; r < 8; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  }
+  const std::string train = "--sharded --epochs 30 --batch 8 --seed 5 --checkpoint-every 3";
+  const auto whole =
+      run_job(job, "recycle-train", train, "--cache " + c + "/a --checkpoint " + c + "/whole.ckpt");
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(whole[r].code, 0) << said(whole);
+  EXPECT_EQ(whole[0].last.value("train_samples", -1), 400) << said(whole);
+  EXPECT_EQ(whole[0].last.value("test_samples", -1), 200) << said(whole);
+  EXPECT_GT(whole[0].last.value("test_acc", 0.0), 0.8) << said(whole);  // two distinct classes
+
+  auto runs = run_job(job, "recycle-reshard", "--shards 4", "--cache " + c + "/a --to " + c + "/b");
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("computed", -1), 0) << said(runs);
+  runs = run_job(job, "recycle-train", "--sharded --epochs 2 --batch 16", "--cache " + c + "/b",
+                 /*world=*/4);
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  EXPECT_EQ(runs[0].last.value("train_samples", -1), 400) << said(runs);
+  EXPECT_EQ(runs[0].last.value("test_samples", -1), 200) << said(runs);
+  runs = run_job(job, "recycle-reshard", "--shards 8", "--cache " + c + "/b --to " + c + "/c");
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(runs[r].code, 0) << said(runs);
+  for (int r = 0; r < 8; ++r) {
+    const Held was = held(job, r, "a"), is = held(job, r, "c");
+    EXPECT_EQ(is.entries, was.entries) << "rank " << r;
+    EXPECT_TRUE(is.records == was.records) << "rank " << r;
+    EXPECT_EQ(is.shards, was.shards) << "rank " << r;
+  }
+
+  // Rank 5 killed once rank 0 has written its first checkpoint; the others end within their
+  // --timeout (10 s) naming it; the rerun resumes.
+  const std::string killed_paths = "--cache " + c + "/c --checkpoint " + c + "/k.ckpt";
+  const int port = recycle::testing::free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 8; ++r) {
+    pids.push_back(spawn_rank(job, r, "recycle-train", train, port, 10, killed_paths));
+  }
+  const std::string first = job.rank_dir(0) + "/k.ckpt";
+  int status = 0;
+  while (!fs::exists(first) && waitpid(pids[0], &status, WNOHANG) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(fs::exists(first)) << read_file(job.err(0));
+  kill(pids[5], SIGKILL);
+  const auto killed = finish_job(job, pids);
+  EXPECT_EQ(killed[5].code, -SIGKILL);
+  EXPECT_NE(killed[0].code, 0) << "the kill came after the run: this test checks nothing\n"
+                               << said(killed);
+  EXPECT_FALSE(fs::exists(job.rank_dir(5) + "/k.ckpt")) << "only rank 0 writes the checkpoint";
+  const auto resumed = run_job(job, "recycle-train", train, killed_paths);
+  for (int r = 0; r < 8; ++r) ASSERT_EQ(resumed[r].code, 0) << said(resumed);
+  const int64_t epochs = resumed[0].last.value("resumed_epochs", int64_t{-1});
+  const int64_t batches = resumed[0].last.value("resumed_batches", int64_t{-1});
+  std::cout << "killed rank 5; resumed in epoch " << epochs + 1 << " after its batch " << batches
+            << "\n";
+  EXPECT_GT(epochs * 1000 + batches, 0) << said(resumed);
+  EXPECT_EQ(epochs + resumed[0].last.value("epochs", int64_t{0}), 30) << said(resumed);
+  // The same steps from there: the last epoch's loss and the test accuracy (Gloo's sums over
+  // eight ranks on one machine come out the same; across machines the claim is "within noise").
+  const std::vector<double> all = whole[0].last["epoch_loss"];
+  const std::vector<double> tail = resumed[0].last["epoch_loss"];
+  ASSERT_FALSE(tail.empty()) << said(resumed);
+  std::cout << "last epoch's loss " << tail.back() << " (unkilled " << all.back() << "), test "
+            << resumed[0].last.value("test_acc", 0.0) << " (unkilled "
+            << whole[0].last.value("test_acc", 0.0) << ")\n";
+  EXPECT_NEAR(tail.back(), all.back(), 1e-6 + 1e-3 * std::abs(all.back())) << said(resumed);
+  EXPECT_NEAR(resumed[0].last.value("test_acc", 0.0), whole[0].last.value("test_acc", 1.0), 0.01)
+      << said(resumed);
 }

@@ -277,12 +277,12 @@ TEST(Options, ReaderAndLoaderOptionsValidateNeedNoFile) {
   l.rank = 2;
   EXPECT_EQ(refusal([&] { l.validate(); }), "rank must be in 0..1, not 2");
   l.rank = 1;
-  l.pad_to = 100;
-  EXPECT_NE(refusal([&] { l.validate(); }).find("pad_to pads a rank's own shard"),
+  l.epoch_samples = 100;
+  EXPECT_NE(refusal([&] { l.validate(); }).find("epoch_samples is a rank's own shard's"),
             std::string::npos);
-  l.pad_to = -1;
-  EXPECT_EQ(refusal([&] { l.validate(); }), "pad_to must be at least 0, not -1");
-  l.pad_to = 0;
+  l.epoch_samples = -1;
+  EXPECT_EQ(refusal([&] { l.validate(); }), "epoch_samples must be at least 0, not -1");
+  l.epoch_samples = 0;
   l.device = "cpu:0";
   EXPECT_NE(refusal([&] { l.validate(); }).find("device cpu:0"), std::string::npos);
   l.device = "cpu";
