@@ -236,19 +236,19 @@ std::unique_ptr<std::string> rank0_checkpoint(const std::string& path, DistConte
     if (state.rfind("error ", 0) == 0) throw std::runtime_error(state.substr(6));
     return bytes;
   }
-  std::string state;
   try {
-    state = as_string(store.get(std::string(kCheckpointKey) + "state"));  // waits
-  } catch (const c10::Error& e) {
+    const std::string state = as_string(store.get(std::string(kCheckpointKey) + "state"));
+    if (state == "none") return nullptr;
+    if (state.rfind("error ", 0) == 0) throw std::runtime_error(state.substr(6));
+    auto bytes = std::make_unique<std::string>();
+    const size_t parts = std::stoull(state.substr(6));  // "parts N"
+    for (size_t i = 0; i < parts; ++i) {
+      *bytes += as_string(store.get(kCheckpointKey + std::to_string(i)));
+    }
+    return bytes;
+  } catch (const c10::Error& e) {  // the store's timeout: rank 0 never sent it
     throw std::runtime_error(dist.explain_failure(e.what_without_backtrace()));
   }
-  if (state == "none") return nullptr;
-  if (state.rfind("error ", 0) == 0) throw std::runtime_error(state.substr(6));
-  auto bytes = std::make_unique<std::string>();
-  const size_t parts = std::stoull(state.substr(6));
-  for (size_t i = 0; i < parts; ++i)
-    *bytes += as_string(store.get(kCheckpointKey + std::to_string(i)));
-  return bytes;
 }
 
 }  // namespace
