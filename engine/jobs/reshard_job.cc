@@ -61,31 +61,8 @@ struct RankShard {
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> to;  // split -> [t] = {n, unique}
 };
 
-json to_json(const RankShard& s) {
-  json j = {{"present", s.present},
-            {"index", s.index},
-            {"count", s.count},
-            {"manifest", s.manifest},
-            {"from_location", s.from_location},
-            {"to_location", s.to_location},
-            {"to", json::object()}};
-  for (const auto& [split, counts] : s.to) j["to"][split] = counts;
-  return j;
-}
-
-RankShard from_json(const json& j) {
-  RankShard s;
-  s.present = j.at("present").get<bool>();
-  s.index = j.at("index").get<int64_t>();
-  s.count = j.at("count").get<int64_t>();
-  s.manifest = j.at("manifest").get<std::string>();
-  s.from_location = j.at("from_location").get<std::string>();
-  s.to_location = j.at("to_location").get<std::string>();
-  for (const auto& [split, counts] : j.at("to").items()) {
-    s.to[split] = counts.get<std::vector<std::pair<int64_t, int64_t>>>();
-  }
-  return s;
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankShard, present, index, count, from_location, to_location,
+                                   manifest, to)
 
 // A rank's old shard, open for reading (none for a rank at or above the old count).
 struct OldShard {
@@ -218,13 +195,13 @@ std::string new_path_problem(const std::string& dir, bool rebuild) {
 }
 
 std::vector<RankShard> tell_each_other(DistContext& ctx, const RankShard& mine) {
-  const std::string text = to_json(mine).dump();
+  const std::string text = json(mine).dump();
   ctx.store().set("recycle/reshard/shard/" + std::to_string(ctx.rank()),
                   std::vector<uint8_t>(text.begin(), text.end()));
   std::vector<RankShard> all;
   for (int r = 0; r < ctx.world(); ++r) {
     const std::vector<uint8_t> v = ctx.store().get("recycle/reshard/shard/" + std::to_string(r));
-    all.push_back(from_json(json::parse(std::string(v.begin(), v.end()))));
+    all.push_back(json::parse(std::string(v.begin(), v.end())).get<RankShard>());
   }
   return all;
 }
