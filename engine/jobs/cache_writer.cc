@@ -157,7 +157,7 @@ struct CacheWriter::Impl {
     r.where = {o.cache_dir, o.split, o.compression, o.rebuild};
     r.wanted = requested_manifest(o, *keyer, layout, &engine);
     // A new cache of an engine model gets its head's initial weights, as recycle-build's does.
-    if (engine) r.head = module_to_bytes(*engine->split.head);
+    if (engine) r.head = [this] { return module_to_bytes(*engine->split.head); };
     r.shard = split_shard(o.shard, o.shard.split_samples);
     r.start_over = "pass rebuild=True to start over";
     r.elsewhere = "use another path, or rebuild=True to start over";

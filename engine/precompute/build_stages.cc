@@ -222,7 +222,7 @@ void SplitBuild::open() {
   SplitRequest r;
   r.where = {options_.cache_dir, options_.data.split, options_.compression, options_.rebuild};
   r.wanted = encoder_->requested();
-  r.head = encoder_->prefix().head_bytes();
+  r.head = [this] { return encoder_->prefix().head_bytes(); };
   r.shard = shard();
   r.augment = inputs_->augment().spec();
   r.views = inputs_->views();

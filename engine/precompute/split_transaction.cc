@@ -47,7 +47,7 @@ SplitTransaction::SplitTransaction(SplitRequest request, const StoredChecks& own
   if (const Manifest* stored = split->stored()) {
     split->start(reconciled(*stored, request_, own_checks), "");
   } else {
-    split->start(request_.wanted, request_.head);
+    split->start(request_.wanted, request_.head ? request_.head() : std::string());
   }
   split_ = std::move(split);
 }

@@ -39,7 +39,9 @@ namespace recycle {
 struct SplitRequest {
   WritableSplit::Options where;  // the cache directory, the split, compression, rebuild
   Manifest wanted;               // what the records are: a new cache's manifest
-  std::string head;              // the blob a new cache gets with its first write ("": none)
+  // The blob a new cache gets with its first write (empty function or "": none): called for a
+  // new cache only, so that a rerun does not serialise the head for nothing.
+  std::function<std::string()> head;
   SplitShard shard;              // the manifest's (split_shard): SplitShard{} for the whole split
   std::string augment;           // canonical spec, "" with views 0
   int64_t views = 0;
