@@ -89,7 +89,8 @@ class CachedLoader:
     `world_size`, each epoch shuffles within the shard, and every rank takes ceil(the split's
     samples / world_size) of it, as a rank of a shared cache does (the first of its order, or
     its own first samples again, as DistributedSampler pads: the count is agreed on with an
-    all_reduce, so torch.distributed must be initialised when world_size > 1). A shard read with sharded=False is refused: it holds a part of the split.
+    all_reduce, so torch.distributed must be initialised when world_size > 1). A shard read
+    with sharded=False is refused: it holds a part of the split.
 
     state_dict() and load_state_dict() resume an epoch where a killed job left it, as torchdata's
     StatefulDataLoader does: a loader given the state of another over the same split and
