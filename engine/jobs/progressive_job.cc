@@ -24,10 +24,12 @@
 #include "engine/jobs/head_file.h"
 #include "engine/jobs/train_job_parts.h"
 #include "engine/models/encoder_registry.h"
+#include "engine/models/inference_prefix.h"
 #include "engine/models/model_setup.h"
 #include "engine/models/split_model.h"
 #include "engine/models/weights_io.h"
 #include "engine/train/batch_sources.h"
+#include "engine/train/cache_levels.h"
 #include "engine/train/epoch_profiler.h"
 #include "engine/train/prefetch.h"
 #include "engine/train/progressive.h"
@@ -152,10 +154,9 @@ void start_from_data(const TrainOptions& o, const DatasetOptions& shard,
 }
 
 // The freezer's options: its rule, where its levels go, and how it makes them (the first from
-// the raw `shard`, each later one derived from the one before).
+// the raw `shard`, each later one derived from the one before: the training split alone).
 ProgressiveOptions progressive_options(const TrainOptions& o, const FreezeRule& rule,
                                        const std::string& levels_dir, const DatasetOptions& shard,
-                                       const std::string& eval_split,
                                        const torch::Device& device) {
   ProgressiveOptions po;
   po.rule = rule.spec();
@@ -164,8 +165,8 @@ ProgressiveOptions progressive_options(const TrainOptions& o, const FreezeRule& 
   po.derive.batch = std::max<int64_t>(o.hyper.batch, 256);
   po.derive.progress = o.progress;
   po.derive.device = device;
+  po.derive.splits = {o.data.split};
   po.raw.data = shard;
-  po.raw.eval_split = eval_split;
   po.raw.codec = o.level_codec;
   po.raw.batch = po.derive.batch;
   po.raw.threads = o.threads;
@@ -215,28 +216,59 @@ void fill_freeze_report(const ProgressiveFreezer& freezer, const BlockModel& mod
   report->recycle = static_cast<double>(freezer.frozen()) / model.num_blocks();
 }
 
-// The trained head's accuracy on the evaluation split: read from raw data while nothing is
-// frozen, else from the last level; data-parallel, over every rank's shard.
+// Another source's batches passed through blocks that train no more, folded and in inference
+// mode (InferencePrefix, as a build runs a prefix): how the evaluation reaches the trained head
+// without a level of its split.
+class ThroughFrozenBlocks final : public BatchSource {
+ public:
+  ThroughFrozenBlocks(BatchSource& inner, const InferencePrefix& blocks)
+      : inner_(inner), blocks_(blocks) {}
+  int64_t size() const override { return inner_.size(); }
+  void plan(const std::vector<int64_t>& order, int64_t batch) override {
+    inner_.plan(order, batch);
+  }
+  void load(const int64_t* indices, int64_t n, Batch* out) override {
+    inner_.load(indices, n, out);
+    torch::Tensor x = blocks_.forward(out->features());
+    out->set(out->inputs.front().first, std::move(x));
+  }
+
+ private:
+  BatchSource& inner_;
+  const InferencePrefix& blocks_;
+};
+
+// `head` on `eval`, the blocks between the run's start and its last freeze folded in front.
+EvalResult evaluate_frozen_then_head(const BlockModel& model, int64_t from, int64_t to,
+                                     BatchSource& eval, int64_t batch) {
+  BlockStack head = split_block_model(model, to).head;
+  if (to == from) return evaluate_module(head, eval, batch);
+  const InferencePrefix frozen(block_range(model, from, to), to - from);
+  ThroughFrozenBlocks through(eval, frozen);
+  return evaluate_module(head, through, batch);
+}
+
+// The trained model's accuracy on the evaluation split, read where the run started (raw data,
+// or the start level's split) and passed through the blocks frozen since (folded) and the
+// trained head: levels hold the training split alone, so no level derives records that only
+// this one pass reads. Data-parallel, over every rank's shard.
 EvalResult evaluate_progressive(const TrainOptions& o, const torch::Device& device,
                                 DistContext* dist, const DatasetOptions& shard,
-                                const RunStart& start, const ProgressiveFreezer& freezer,
-                                BlockStack& head) {
+                                const RunStart& start, int64_t frozen) {
   const std::string& eval_split = start.eval_split;
   const int64_t batch = o.hyper.eval_batch();
   EvalResult r;
-  if (freezer.frozen() == 0) {
+  if (start.level) {
+    CachedBatches eval(*start.level->store, start.level->manifest, eval_split, device);
+    r = evaluate_frozen_then_head(*start.model, start.frozen, frozen, eval, batch);
+  } else {
     DatasetOptions eo = shard;
     eo.split = eval_split;
     eo.limit = 0;
     Dataset eval_data = load_dataset(eo);
     adopt_class_names(&eval_data, start.data->class_names, eval_split, "split " + o.data.split);
     RawBatches eval(eval_data, start.pm->split.prefix, device);
-    r = evaluate_module(head, eval, batch);
-  } else {
-    Manifest m;
-    const std::unique_ptr<ActivationStore> store = open_level_read_only(freezer.level_dir(), &m);
-    CachedBatches eval(*store, m, eval_split, device);
-    r = evaluate_module(head, eval, batch);
+    r = evaluate_frozen_then_head(*start.model, start.frozen, frozen, eval, batch);
   }
   if (dist) {
     try {
@@ -291,7 +323,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
   report.train_samples = start.source->size();
   SwappableBatches source(start.prefetched ? start.prefetched.get() : start.source.get());
 
-  ProgressiveOptions po = progressive_options(o, rule, levels_dir, shard, start.eval_split, device);
+  ProgressiveOptions po = progressive_options(o, rule, levels_dir, shard, device);
   FreezeSchedule schedule = make_freeze_schedule(rule, o.hyper.epochs, start.model->num_blocks());
   if (dist) {
     schedule = decided_on_rank0(std::move(schedule), *dist);
@@ -309,7 +341,7 @@ TrainReport train_progressive(const TrainOptions& o, const torch::Device& device
 
   BlockStack head = trainer.module();
   if (start.eval_split != kNoEvalSplit) {
-    const EvalResult r = evaluate_progressive(o, device, dist, shard, start, freezer, head);
+    const EvalResult r = evaluate_progressive(o, device, dist, shard, start, freezer.frozen());
     report.test_acc = r.accuracy;
     report.test_samples = r.samples;
   }

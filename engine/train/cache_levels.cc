@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -31,19 +32,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Blocks [begin, end) of `model` as a model of their own (modules shared), for an
-// InferencePrefix over them and for their fingerprint.
-BlockModel block_range(const BlockModel& model, int64_t begin, int64_t end) {
-  BlockModel part;
-  part.spec = model.spec;
-  for (int64_t i = begin; i < end; ++i) {
-    part.block_names.push_back(model.block_names[i]);
-    part.blocks.push_back(model.blocks[i]);
-  }
-  part.classifier = model.classifier;
-  return part;
 }
 
 // The fingerprint of blocks [begin, end) of `model` alone (the classifier left out).
@@ -79,6 +67,11 @@ bool complete_level(const std::string& dir, const CacheIdentity& want) {
     if (!info.complete) return false;
   }
   return true;
+}
+
+// True when `name` is one of `splits`, or `splits` is empty (every split).
+bool wanted(const std::vector<std::string>& splits, const std::string& name) {
+  return splits.empty() || std::find(splits.begin(), splits.end(), name) != splits.end();
 }
 
 int64_t total_samples(const std::string& dir) {
@@ -117,6 +110,17 @@ class LevelSplitInput final : public CacheInput {
 };
 
 }  // namespace
+
+BlockModel block_range(const BlockModel& model, int64_t begin, int64_t end) {
+  BlockModel part;
+  part.spec = model.spec;
+  for (int64_t i = begin; i < end; ++i) {
+    part.block_names.push_back(model.block_names[i]);
+    part.blocks.push_back(model.blocks[i]);
+  }
+  part.classifier = model.classifier;
+  return part;
+}
 
 std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Manifest* manifest) {
   return open_cache_for_read(dir, manifest);
@@ -196,6 +200,13 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
     throw std::runtime_error("cannot derive a level at " + std::to_string(to_blocks) +
                              " blocks from " + from_dir + ", which is at " + std::to_string(k));
   }
+  for (const std::string& name : o.splits) {
+    const auto it = from_m.splits.find(name);
+    if (it == from_m.splits.end() || !it->second.complete) {
+      throw std::runtime_error("level " + from_dir + " has no complete split '" + name +
+                               "' to derive a level from");
+    }
+  }
   const SplitModel split = freeze_prefix(model, to_blocks);
   const BlockModel added = block_range(model, k, to_blocks);
   const InferencePrefix blocks(added, to_blocks - k);
@@ -217,11 +228,11 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
   std::filesystem::create_directories(levels_dir);
   if (std::filesystem::exists(level.dir)) ActivationStore::destroy(level.dir).throw_if_error();
 
-  // One build per complete split of the base, through the build's stages.
+  // One build per split, through the build's stages.
   const std::string head = module_to_bytes(*split.head);
   torch::NoGradGuard no_grad;
   for (const auto& [name, info] : from_m.splits) {
-    if (!info.complete) continue;
+    if (!info.complete || !wanted(o.splits, name)) continue;
     BuildOptions bo;
     bo.cache_dir = level.dir;
     bo.compression = o.compression;
@@ -282,34 +293,20 @@ LevelInfo build_level_from_raw(BlockModel& model, int64_t to_blocks, const std::
   bo.split_at = split.split_at;
   bo.keyer = default_keyer_spec(/*text_data=*/false);
   bo.rebuild = false;
-  std::vector<DatasetOptions> splits = {o.data};
-  if (!o.eval_split.empty() && o.eval_split != kNoEvalSplit) {
-    DatasetOptions eval = o.data;
-    eval.split = o.eval_split;
-    eval.limit = 0;
-    splits.push_back(eval);
-  }
-  bool reused = true;
-  for (const DatasetOptions& d : splits) {
-    bo.data = d;
-    // The level's directory is named by the identity the encoder asks for (input shape and
-    // record layout included), so it is known only once the first split is loaded.
-    auto inputs = std::make_unique<SplitInputs>(with_encoder_input(bo.data, bo.model), bo.keyer,
-                                                bo.augment, bo.views);
-    auto encoder = std::make_unique<ChunkEncoder>(*inputs, bo);
-    if (level.dir.empty()) {
-      level.dir = level_dir(levels_dir, encoder->requested().identity());
-      level.fingerprint = encoder->requested().fingerprint;
-    }
-    bo.cache_dir = level.dir;
-    SplitBuild b(bo, std::move(inputs), std::move(encoder));
-    const BuildReport r = b.run();
-    reused = reused && r.computed == 0 && r.index_written == 0;
-    level.computed += r.computed;
-    level.samples += r.samples;
-    level.bytes += r.bytes;
-  }
-  level.reused = reused;
+  // The level's directory is named by the identity the encoder asks for (input shape and
+  // record layout included), so it is known only once the split is loaded.
+  auto inputs = std::make_unique<SplitInputs>(with_encoder_input(bo.data, bo.model), bo.keyer,
+                                              bo.augment, bo.views);
+  auto encoder = std::make_unique<ChunkEncoder>(*inputs, bo);
+  level.dir = level_dir(levels_dir, encoder->requested().identity());
+  level.fingerprint = encoder->requested().fingerprint;
+  bo.cache_dir = level.dir;
+  SplitBuild b(bo, std::move(inputs), std::move(encoder));
+  const BuildReport r = b.run();
+  level.reused = r.computed == 0 && r.index_written == 0;
+  level.computed = r.computed;
+  level.samples = r.samples;
+  level.bytes = r.bytes;
   level.seconds = seconds_since(start);
   return level;
 }

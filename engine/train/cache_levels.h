@@ -54,6 +54,10 @@ namespace recycle {
 // std::runtime_error with one line (no cache there, no manifest, a storage error).
 std::unique_ptr<ActivationStore> open_level_read_only(const std::string& dir, Manifest* manifest);
 
+// Blocks [begin, end) of `model` as a model of their own (modules shared, the classifier too),
+// for an InferencePrefix over them and for their fingerprint.
+BlockModel block_range(const BlockModel& model, int64_t begin, int64_t end);
+
 // The subdirectory of `levels_dir` for the level of identity `id`: named by its prefix blocks,
 // split block and the first 16 hex digits of id.digest() (input shape and record layout
 // included since this version: levels made before are in directories of other names, so a
@@ -75,9 +79,14 @@ struct DeriveOptions {
   Compression compression = Compression::kNone;  // as BuildOptions::compression
   bool progress = false;        // a progress bar per split on stderr
   torch::Device device = torch::kCPU;
+  // The base's splits to derive (each must be complete there); empty: every complete one. A
+  // progressive run derives its training split alone: it evaluates once, at its end, through
+  // the frozen blocks (engine/jobs/progressive_job.cc), so no level needs the evaluation split.
+  std::vector<std::string> splits;
 };
 
-// Derives the level at `to_blocks` from the level in `from_dir`, every complete split of it, with
+// Derives the level at `to_blocks` from the level in `from_dir`, the splits options.splits
+// names (every complete one when it names none), with
 // `model`'s blocks [from's prefix_blocks, to_blocks) as they are now (put in eval mode, their
 // parameters no longer requiring grad: they are frozen from now on). The head blob is the
 // model's head after to_blocks. Each split is a build (SplitBuild from CacheBuildInputs,
@@ -90,15 +99,14 @@ LevelInfo derive_level(const std::string& from_dir, BlockModel& model, int64_t t
                        const std::string& levels_dir, const DeriveOptions& options);
 
 // The build options of the run (data: the training split as the run reads it; codec,
-// compression, batch, threads, progress, device), plus the evaluation split. The model, split
-// point, keyer and cache directory are build_level_from_raw's to set.
+// compression, batch, threads, progress, device). The model, split point, keyer and cache
+// directory are build_level_from_raw's to set.
 struct RawLevelOptions : BuildOptions {
   RawLevelOptions() { progress = false; }
-  std::string eval_split;  // also built (all of it, as the run evaluates it); "" = none
 };
 
 // The first level of a run that started on raw data: recycle-build's stages (SplitInputs and
-// ChunkEncoder, then SplitBuild::run) over the training split and the evaluation split, with
+// ChunkEncoder, then SplitBuild::run) over the training split (options.data) alone, with
 // `model` as it is now split after `to_blocks` (its weights go to a temporary file in levels_dir,
 // removed afterwards). The level's directory is named from the identity the encoder asks for. A
 // rerun with the same weights finds the level complete (level.reused).

@@ -68,7 +68,7 @@ TEST(ProgressiveTools, RawStartFreezesLinearlyReportsFreezesAndRerunReusesLevels
   EXPECT_EQ(freezes[0]["from_blocks"], 0);
   EXPECT_EQ(freezes[0]["to_blocks"], 1);
   EXPECT_EQ(freezes[0]["level"]["source"], "raw");
-  EXPECT_EQ(freezes[0]["level"]["samples"], 192 + 96);  // train and test splits
+  EXPECT_EQ(freezes[0]["level"]["samples"], 192);  // the training split alone
   EXPECT_EQ(freezes[1]["epoch"], 3);
   EXPECT_EQ(freezes[1]["to_blocks"], 2);
   EXPECT_EQ(freezes[1]["level"]["source"], freezes[0]["level"]["dir"]);
@@ -117,7 +117,7 @@ TEST(ProgressiveTools, StartsFromACacheAndDerivesFromIt) {
   EXPECT_EQ(freezes[0]["from_blocks"], 2);
   EXPECT_EQ(freezes[0]["to_blocks"], 3);
   EXPECT_EQ(freezes[0]["level"]["source"], cache);
-  EXPECT_EQ(freezes[0]["level"]["computed"], 128 + 64);
+  EXPECT_EQ(freezes[0]["level"]["computed"], 128);  // the training split alone
   EXPECT_EQ(r.last["test_samples"], 64);
 }
 
@@ -149,8 +149,16 @@ TEST(ProgressiveTools, ALevelIsServedWithTheModelAndHeadTheRunSaved) {
   EXPECT_NE(p.err.find("(--save-model FILE)"), std::string::npos) << p.err;
   p = run(dir, "recycle-predict", predict + " --weights " + model);
   ASSERT_EQ(p.code, 0) << describe(p);
-  EXPECT_EQ(p.last["hits"], 64);
+  // The level holds the training split alone: the test split's records come from the weights
+  // given, the model the run evaluated at its end.
+  EXPECT_EQ(p.last["hits"], 0);
   EXPECT_DOUBLE_EQ(p.last["accuracy"].get<double>(), r.last["test_acc"].get<double>());
+  ToolRun served =
+      run(dir, "recycle-predict",
+          "--cache " + level + " --head " + head + " " + data + " --split train --out " +
+              dir.file("t.csv") + " --weights " + model + " --json");
+  ASSERT_EQ(served.code, 0) << describe(served);
+  EXPECT_EQ(served.last["hits"], 128);
   // Other weights make another prefix: refused as another setup.
   const std::string other = dir.file("other.pt");
   ASSERT_EQ(run(dir, "recycle-train", data + " --width 4 --recycle 0 --epochs 1 --threads 1 "
@@ -190,9 +198,9 @@ TEST(ProgressiveTools, DataParallelFreezesAtTheSameEpochsAndSendsLessAfterEachFr
     EXPECT_EQ(f2[i]["to_blocks"], f1[i]["to_blocks"]);
     EXPECT_EQ(f2[i]["trainable_after"], f1[i]["trainable_after"]);
   }
-  // Rank 0's levels hold its shard: half of each split.
+  // Rank 0's levels hold its shard: half of the training split.
   EXPECT_EQ(f2[0]["level"]["source"], "raw");
-  EXPECT_EQ(f2[0]["level"]["samples"], 96 + 48);
+  EXPECT_EQ(f2[0]["level"]["samples"], 96);
   EXPECT_EQ(f2[1]["level"]["source"], f2[0]["level"]["dir"]);
   EXPECT_NE(f2[1]["level"]["dir"].get<std::string>().find(dir.file("two") + "/shard-0-of-2/"),
             std::string::npos);
@@ -297,7 +305,7 @@ TEST(ProgressiveTools, AScriptedModelFreezesAndNoWeightsFileIsLeft) {
   ASSERT_EQ(r.code, 0) << describe(r);
   ASSERT_EQ(r.last["freezes"].size(), 1u) << r.out;
   EXPECT_EQ(r.last["freezes"][0]["level"]["source"], "raw");
-  EXPECT_EQ(r.last["freezes"][0]["level"]["samples"], 64 + 32);
+  EXPECT_EQ(r.last["freezes"][0]["level"]["samples"], 64);
   for (const auto& e : std::filesystem::directory_iterator(levels)) {
     EXPECT_NE(e.path().filename().string().rfind(".weights-", 0), 0u) << e.path();
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,6 +145,42 @@ TEST(CacheLevels, RerunReusesAMatchingLevelAndOtherWeightsMakeAnother) {
   EXPECT_NE(other.fingerprint, first.fingerprint);
   // Not deeper than the base: refused.
   EXPECT_THROW(recycle::derive_level(level2.dir, pm.model, 2, levels, {}), std::runtime_error);
+}
+
+// A progressive run derives its training split alone (it evaluates through the frozen blocks at
+// its end): DeriveOptions::splits picks the base's splits, and one the base lacks is refused
+// before anything is written.
+TEST(CacheLevels, DerivesTheSplitsItIsAskedFor) {
+  TempDir dir;
+  DatasetOptions d = pattern_data(dir, 10, 2);  // 12 samples
+  for (const char* file : {"images-idx3-ubyte.gz", "labels-idx1-ubyte.gz"}) {
+    std::filesystem::copy_file(dir.file(std::string("train-") + file),
+                               dir.file(std::string("t10k-") + file));
+  }
+  const recycle::Dataset data = recycle::load_dataset(d);
+  recycle::PreparedModel pm = pattern_model(data, 7);
+  const std::string levels = dir.file("levels");
+  const LevelInfo base = recycle::build_level_from_raw(pm.model, 2, levels, raw_options(d));
+  EXPECT_EQ(base.samples, 12);  // the training split alone
+  d.split = "test";
+  ASSERT_EQ(recycle::build_level_from_raw(pm.model, 2, levels, raw_options(d)).dir, base.dir);
+  ASSERT_EQ(read_cache(base.dir).manifest.splits.size(), 2u);
+
+  recycle::DeriveOptions o;
+  o.splits = {"validation"};
+  EXPECT_THROW(recycle::derive_level(base.dir, pm.model, 4, levels, o), std::runtime_error);
+  const auto entries = [&levels] {
+    return std::distance(std::filesystem::directory_iterator(levels), {});
+  };
+  EXPECT_EQ(entries(), 1);  // the base alone
+  o.splits = {"train"};
+  const LevelInfo train_only = recycle::derive_level(base.dir, pm.model, 4, levels, o);
+  EXPECT_EQ(train_only.samples, 12);
+  const auto m = read_cache(train_only.dir).manifest;
+  ASSERT_EQ(m.splits.size(), 1u);
+  EXPECT_TRUE(m.splits.at("train").complete);
+  o.splits.clear();  // every complete split
+  EXPECT_EQ(recycle::derive_level(base.dir, pm.model, 5, levels, o).samples, 24);
 }
 
 // Deriving a level is a build: the bytes it reports are the record bytes it wrote, as a build
