@@ -46,6 +46,20 @@ struct Row {
 
 std::string bytes(double b) { return bytes_text(b); }
 
+// linear:START:LEVEL: true and its two numbers; any other rule: false (recycle-train checks the
+// rule itself).
+bool linear_rule(const std::string& rule, double* start, double* level) {
+  const size_t a = rule.find(':'), b = rule.find(':', a + 1);
+  if (rule.rfind("linear:", 0) != 0 || b == std::string::npos) return false;
+  try {
+    *start = std::stod(rule.substr(a + 1, b - a - 1));
+    *level = std::stod(rule.substr(b + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 class ProgressiveBench {
  public:
   explicit ProgressiveBench(ProgressiveBenchOptions o) : o_(std::move(o)), c_(o_.common) {
@@ -57,6 +71,7 @@ class ProgressiveBench {
 
   void run() {
     ensure_encoder(&c_);
+    if (!o_.composer_python.empty()) return beside_composer();
     std::vector<Row> rows;
     rows.push_back(full());
     rows.push_back(fixed());
@@ -151,17 +166,88 @@ class ProgressiveBench {
     Row r;
     r.kind = "rule";
     r.rule = rule;
-    run_seeds(&r, r.label(o_.fixed_ratio), [&](int64_t seed, const std::string& run) {
-      // A fresh levels directory: every level of the run is made inside it (timed).
-      const std::string levels = work_ + "/progressive-levels/" + rule + "-" + run;
-      fs::remove_all(levels);
-      std::vector<std::string> argv = {c_.tool("recycle-train")};
-      append(&argv, raw_data());
-      append(&argv, {"--freeze", rule, "--levels", levels, "--level-codec", codec_name(c_.codec)});
-      append(&argv, common(seed));
-      return argv;
-    });
+    // A fresh levels directory: every level of the run is made inside it (timed).
+    run_seeds(&r, r.label(o_.fixed_ratio),
+              [&](int64_t seed, const std::string& run) { return rule_argv(rule, seed, run); });
     return r;
+  }
+
+  // The engine's run of `rule` with `seed` in a fresh levels directory.
+  std::vector<std::string> rule_argv(const std::string& rule, int64_t seed,
+                                     const std::string& run) const {
+    const std::string levels = work_ + "/progressive-levels/" + rule + "-" + run;
+    fs::remove_all(levels);
+    std::vector<std::string> argv = {c_.tool("recycle-train")};
+    append(&argv, raw_data());
+    append(&argv, {"--freeze", rule, "--levels", levels, "--level-codec", codec_name(c_.codec)});
+    append(&argv, common(seed));
+    return argv;
+  }
+
+  // Each linear rule beside Composer's LayerFreezing with the same schedule, seeds alternating.
+  void beside_composer() {
+    Table table({"rule", "engine acc (median)", "Composer acc (median)", "engine s (median)",
+                 "Composer s (median, command)", "Composer s (median, after imports)",
+                 "speed-up (commands)", "speed-up (after imports)", "target"});
+    json j;
+    j["options"] = c_.to_json();
+    j["options"].update({{"batch", c_.batch},
+                         {"threads", c_.threads},
+                         {"codec", codec_name(c_.codec)},
+                         {"composer_python", o_.composer_python}});
+    for (const std::string& rule : o_.rules) {
+      double start = 0, level = 0;
+      if (!linear_rule(rule, &start, &level)) {
+        note(rule + ": not linear, Composer has no such rule: left out");
+        continue;
+      }
+      std::vector<double> acc, secs, peer_acc, peer_secs, peer_own;
+      for (int64_t seed = 0; seed < c_.seeds; ++seed) {
+        note("progressive " + rule + ", seed " + std::to_string(seed));
+        const ChildRun e = run_child(rule_argv(rule, seed, "c" + std::to_string(seed)), work_);
+        acc.push_back(e.result.at("test_acc").get<double>());
+        secs.push_back(e.seconds);
+        note("Composer LayerFreezing(" + fmt(start, 2) + ", " + fmt(level, 2) + "), seed " +
+             std::to_string(seed));
+        const ChildRun p =
+            run_child({o_.composer_python, o_.composer_script, "--weights", c_.weights, "--limit",
+                       std::to_string(c_.samples), "--epochs", std::to_string(c_.epochs), "--batch",
+                       std::to_string(c_.batch), "--threads", std::to_string(c_.threads_or_cores()),
+                       "--seed", std::to_string(seed), "--freeze-start", csv_number(start),
+                       "--freeze-level", csv_number(level)},
+                      work_);
+        peer_acc.push_back(p.result.at("test_acc").get<double>());
+        peer_secs.push_back(p.seconds);
+        peer_own.push_back(p.result.at("seconds").get<double>());
+      }
+      const double speedup = median(peer_secs) / median(secs);
+      const double speedup_own = median(peer_own) / median(secs);
+      // End to end: each command's wall time, start to test accuracy (Composer's imports are a
+      // part of a Composer run; the speed-up after them is printed beside).
+      const bool met = speedup >= 1.5 && median(acc) >= median(peer_acc) - 0.005;
+      table.add_row({rule, fmt(median(acc), 4), fmt(median(peer_acc), 4), fmt(median(secs), 1),
+                     fmt(median(peer_secs), 1), fmt(median(peer_own), 1), fmt(speedup, 2) + "x",
+                     fmt(speedup_own, 2) + "x", met ? "met" : "not met"});
+      j["rows"].push_back({{"rule", rule},
+                           {"accuracy", acc},
+                           {"seconds", secs},
+                           {"composer_accuracy", peer_acc},
+                           {"composer_seconds", peer_secs},
+                           {"composer_seconds_after_imports", peer_own},
+                           {"speedup", speedup},
+                           {"speedup_after_imports", speedup_own},
+                           {"target_met", met}});
+    }
+    std::ostringstream md;
+    md << "Progressive recycling beside Composer's LayerFreezing on Fashion-MNIST classes 5-9: "
+       << c_.samples << " samples, " << c_.epochs << " epochs, batch " << c_.batch << ", "
+       << c_.threads_or_cores() << " threads, " << c_.seeds << " seeds (alternating).\n\n"
+       << table.markdown()
+       << "\nTarget (issue 70): the engine's command >= 1.5x faster than Composer's, end to end "
+          "(medians of the commands' wall times), at a median accuracy >= Composer's - 0.005.\n";
+    write_json(work_ + "/composer.json", j);
+    write_text(work_ + "/composer.md", md.str());
+    std::cout << md.str() << "\nwrote " << work_ << "/composer.json, composer.md" << std::endl;
   }
 
   void report(const std::vector<Row>& rows) {
@@ -260,6 +346,16 @@ CLI::Option* add_progressive_flags(CLI::App* app, ProgressiveBenchOptions* o) {
       ->capture_default_str();
   app->add_option("--fixed-ratio", o->fixed_ratio, "with --progressive: the fixed row's recycle ratio")
       ->check(CLI::Range(0.125, 1.0))
+      ->needs(progressive)
+      ->capture_default_str();
+  app->add_option("--composer-python", o->composer_python,
+                  "with --progressive: instead of its table, each linear rule beside MosaicML "
+                  "Composer's LayerFreezing (the same schedule) run by this interpreter "
+                  "(bench/peers/composer_venv.sh makes one); writes composer.json, composer.md")
+      ->check(CLI::ExistingFile)
+      ->needs(progressive);
+  app->add_option("--composer-script", o->composer_script, "with --composer-python: the peer")
+      ->check(CLI::ExistingFile)
       ->needs(progressive)
       ->capture_default_str();
   return progressive;

@@ -11,7 +11,14 @@
 // (and, for a rule, per phase as blocks freeze). A row's total time is the wall time of its
 // commands, builds included: full and rules, the median run; fixed, its build plus its median
 // run. Prints a Markdown table with the target line beside it and writes progressive.json and
-// progressive.md in the output directory. No LibTorch here.
+// progressive.md in the output directory.
+//
+// With --composer-python PY, instead: for each rule linear:START:LEVEL, recycle-train --freeze
+// and Composer's LayerFreezing(START, LEVEL) (bench/peers/composer_peer.py under PY), the same
+// encoder, data, epochs, batch and threads, seeds alternating; each command's wall time, the
+// Composer script's own time (after its imports), accuracy, and the speed-ups (target 1.5x at
+// accuracy >= Composer's - 0.005: issue 70). Writes composer.json and composer.md. No LibTorch
+// here.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -34,6 +41,11 @@ struct ProgressiveBenchOptions {
   // Their --timeout: a rank waits in the next collective while the other makes its shard of a
   // level, which on a loaded machine can take longer than training's default 60 s.
   int timeout_seconds = 300;
+  // --composer-python: instead of the table above, each linear rule beside MosaicML Composer's
+  // LayerFreezing with the same schedule (bench/peers/composer_peer.py under this interpreter,
+  // made by bench/peers/composer_venv.sh), seeds alternating engine / Composer.
+  std::string composer_python;
+  std::string composer_script = std::string(RECYCLE_SOURCE_DIR) + "/bench/peers/composer_peer.py";
 };
 
 // Registers --progressive, --freeze-rules and --fixed-ratio on `app`; returns --progressive

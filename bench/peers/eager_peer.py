@@ -42,6 +42,9 @@ PIXEL_STD = 0.3530
 RATIO = 0.5
 PREFIX_BATCH = 256
 WIDTH = 16
+# The class names recycle writes into its weights files (engine/data/dataset.cc).
+FASHION_MNIST_NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                       "Sneaker", "Bag", "Ankle boot"]
 
 
 class PeerError(Exception):
@@ -93,12 +96,13 @@ def parse_classes(text):
     return sorted(out)
 
 
-def load_train_split(data_dir, classes, limit):
-    """The train split filtered to `classes` (relabelled by rank), then the first `limit`
-    (0 = all). Returns (images uint8 numpy [n, 28, 28], labels int64 numpy [n])."""
+def load_train_split(data_dir, classes, limit, files="train"):
+    """The train split (files "train"; the test split: "t10k") filtered to `classes`
+    (relabelled by rank), then the first `limit` (0 = all). Returns (images uint8 numpy
+    [n, 28, 28], labels int64 numpy [n])."""
     import numpy as np
-    idims, images = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), 3)
-    ldims, labels = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), 1)
+    idims, images = read_idx(os.path.join(data_dir, files + "-images-idx3-ubyte.gz"), 3)
+    ldims, labels = read_idx(os.path.join(data_dir, files + "-labels-idx1-ubyte.gz"), 1)
     if idims[0] != ldims[0]:
         raise PeerError("%s: %d images but %d labels" % (data_dir, idims[0], ldims[0]))
     if labels.size and int(labels.max()) > 9:
