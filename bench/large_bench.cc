@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "base/stats.h"
 #include "bench/bench_util.h"
@@ -104,6 +108,30 @@ double write_file_rate(const std::string& path, uint64_t bytes) {
   return written / seconds / 1e6;
 }
 
+// What one core does to bytes with nothing else, MB/s: memcpy and XXH3-64 (the record's own
+// check) over a buffer of 256 MB (far beyond the caches, as a warm epoch's records are), the
+// median of 5 passes each. The warm epoch's rate per core is set beside them.
+struct OneCore {
+  double memcpy_mb_per_s = 0, xxh3_mb_per_s = 0;
+};
+OneCore one_core_rates() {
+  constexpr size_t kBytes = size_t{256} << 20;
+  std::vector<char> from(kBytes), to(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) from[i] = static_cast<char>(i * 2654435761u >> 13);
+  std::vector<double> copies, hashes;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    auto start = std::chrono::steady_clock::now();
+    std::memcpy(to.data(), from.data(), kBytes);
+    copies.push_back(kBytes / since(start) / 1e6);
+    start = std::chrono::steady_clock::now();
+    sink += XXH3_64bits(from.data(), kBytes);
+    hashes.push_back(kBytes / since(start) / 1e6);
+  }
+  if (sink == 42 && to[1] == 3) std::cerr << "";  // keeps both from being optimised away
+  return {median(copies), median(hashes)};
+}
+
 // The largest size `dir` reached while `run` ran, polled every 200 ms.
 template <typename Run>
 uint64_t peak_bytes_while(const std::string& dir, Run run) {
@@ -139,6 +167,7 @@ struct Round {
   Epoch one_reader;  // cold, each batch read by one MultiGet (RECYCLE_READ_THREADS=1)
   Epoch warm_verified;  // warm, RocksDB's checksums verified too (RECYCLE_VERIFY_READS=1)
   Epoch loader, loader_one_reader;  // recycle.CachedLoader's, cold (when --python has recycle)
+  OneCore core;                     // memcpy and XXH3 on one core, right after the warm epoch
 };
 
 std::string spread(const std::vector<double>& v, int digits) {
@@ -184,6 +213,7 @@ class LargeBench {
       round.disk_mb_per_s = read_files_rate(cache);
       round.cold = epoch(cache, true);
       round.warm = epoch(cache, false);
+      round.core = one_core_rates();
       round.one_reader = epoch(cache, true, "1");
       round.warm_verified = epoch(cache, false, "", "1");
       if (python_loader_) {
@@ -298,6 +328,7 @@ class LargeBench {
     std::vector<double> disk, cold, warm, cold_s, warm_s, ratio, rss, over, one, gain;
     std::vector<double> verified, one_checksum;
     std::vector<double> loader, loader_one, loader_ratio, loader_rss;
+    std::vector<double> warm_core, vs_memcpy, vs_xxh3;
     for (const Round& r : rounds) {
       disk.push_back(r.disk_mb_per_s);
       cold.push_back(r.cold.mb_per_s);
@@ -311,6 +342,10 @@ class LargeBench {
       gain.push_back(r.cold.mb_per_s / r.one_reader.mb_per_s);
       verified.push_back(r.warm_verified.mb_per_s);
       one_checksum.push_back(r.warm.mb_per_s / r.warm_verified.mb_per_s);
+      const double per_core = r.warm.mb_per_s / c_.threads_or_cores();
+      warm_core.push_back(per_core);
+      vs_memcpy.push_back(per_core / r.core.memcpy_mb_per_s);
+      vs_xxh3.push_back(per_core / r.core.xxh3_mb_per_s);
       if (python_loader_) {
         loader.push_back(r.loader.mb_per_s);
         loader_one.push_back(r.loader_one_reader.mb_per_s);
@@ -341,6 +376,11 @@ class LargeBench {
     reads.add_row({"warm epoch, RocksDB's checksums verified too (RECYCLE_VERIFY_READS=1), MB/s",
                    spread(verified, 0)});
     reads.add_row({"warm epoch: the record's checksum alone / both", spread(one_checksum, 2)});
+    const std::string cores = std::to_string(c_.threads_or_cores());
+    reads.add_row({"warm epoch: records read per core (over " + cores + " threads), MB/s",
+                   spread(warm_core, 0)});
+    reads.add_row({"warm epoch per core / memcpy on one core", spread(vs_memcpy, 3)});
+    reads.add_row({"warm epoch per core / XXH3-64 on one core", spread(vs_xxh3, 3)});
     reads.add_row({"cold epoch's peak RSS, MB", spread(rss, 0)});
     if (python_loader_) {
       reads.add_row({"recycle.CachedLoader, cold epoch, MB/s", spread(loader, 0)});
@@ -390,6 +430,8 @@ class LargeBench {
                              {"warm_epoch_seconds", r.warm.seconds},
                              {"warm_mb_per_s", r.warm.mb_per_s},
                              {"warm_verified_mb_per_s", r.warm_verified.mb_per_s},
+                             {"memcpy_one_core_mb_per_s", r.core.memcpy_mb_per_s},
+                             {"xxh3_one_core_mb_per_s", r.core.xxh3_mb_per_s},
                              {"one_reader_cold_mb_per_s", r.one_reader.mb_per_s},
                              {"loader_cold_mb_per_s", r.loader.mb_per_s},
                              {"loader_cold_peak_rss_mb", r.loader.peak_mb},

@@ -12,6 +12,8 @@
 //   - the same epoch again without dropping the page cache (warm), which tells the read's
 //     share of the cold epoch: what is left when the disk is out of the way is decoding and
 //     the step;
+//     per core (its rate over the threads) beside what one core copies (memcpy) and hashes
+//     (XXH3-64) of a 256 MB buffer, measured right after it;
 //   - the cold epoch again with each batch read by one MultiGet (RECYCLE_READ_THREADS=1: the
 //     read path before the store's read threads);
 //   - when --python imports recycle: one cold epoch of recycle.CachedLoader (shuffled, block
