@@ -202,11 +202,17 @@ class ProgressiveBench {
         continue;
       }
       std::vector<double> acc, secs, peer_acc, peer_secs, peer_own;
+      json engine_runs = json::array();  // where each engine run's time went (its --json)
       for (int64_t seed = 0; seed < c_.seeds; ++seed) {
         note("progressive " + rule + ", seed " + std::to_string(seed));
         const ChildRun e = run_child(rule_argv(rule, seed, "c" + std::to_string(seed)), work_);
         acc.push_back(e.result.at("test_acc").get<double>());
         secs.push_back(e.seconds);
+        engine_runs.push_back({{"wall_seconds", e.seconds},
+                               {"seconds", e.result.at("seconds")},
+                               {"epoch_seconds", e.result.at("epoch_seconds")},
+                               {"epoch_sources", e.result.at("epoch_sources")},
+                               {"level_seconds", e.result.at("level_seconds")}});
         note("Composer LayerFreezing(" + fmt(start, 2) + ", " + fmt(level, 2) + "), seed " +
              std::to_string(seed));
         const ChildRun p =
@@ -234,6 +240,7 @@ class ProgressiveBench {
                            {"composer_accuracy", peer_acc},
                            {"composer_seconds", peer_secs},
                            {"composer_seconds_after_imports", peer_own},
+                           {"engine_runs", engine_runs},
                            {"speedup", speedup},
                            {"speedup_after_imports", speedup_own},
                            {"target_met", met}});
