@@ -497,7 +497,7 @@ PredictReport run_predict(const PredictOptions& given) {
   std::unique_ptr<SplitWriter> back;
   if (o.write_back) back = std::make_unique<SplitWriter>(store.get(), &m, "");
   PredictRun run{o,    m,          *store, inputs, encoder, head, encoder.prefix().device(),
-                 rows, back.get(), report};
+                 rows, back.get(), report, {},     {},      {}};
   run.todo.resize(static_cast<size_t>(n));
   std::iota(run.todo.begin(), run.todo.end(), int64_t{0});
   const size_t chunk_size = static_cast<size_t>(bo.batch);

@@ -364,7 +364,7 @@ def test_labels_outside_the_named_classes_are_refused(tmp_path):
     data = make_data(n=40)  # labels 0..4
     with pytest.raises(ValueError, match="outside the 3 classes"):
         recycle.build(tmp_path / "c", data, prefix(), classes=["a", "b", "c"])
-    r = recycle.build(tmp_path / "d", data, prefix())
+    recycle.build(tmp_path / "d", data, prefix())
     assert recycle.inspect(tmp_path / "d")["classes"] == ["0", "1", "2", "3", "4"]
 
 
