@@ -144,7 +144,9 @@ def bench_task(a, name, data, model, work):
     disk = disk_write_rate(work, max(int(b["bytes"]), 64 << 20))
     train = ["--epochs", a.epochs, "--batch", a.batch, "--device", dev, "--json", "--eval-split", "none"]
     busy = GpuBusy(dev)
-    cached = run([f"{tools}/recycle-train", "--cache", cache, *train])
+    # A cache made from a program names it; the tools open the program only when given it.
+    program = ["--model", model] if model.startswith("torchscript:") else []
+    cached = run([f"{tools}/recycle-train", "--cache", cache, *program, *train])
     busy_share = busy.stop()
     full = run([f"{tools}/recycle-train", "--data", data, "--model", model, "--recycle", "0", *train])
     online = run([f"{tools}/recycle-train", "--data", data, "--model", model, "--recycle", "0.5",

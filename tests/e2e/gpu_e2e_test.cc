@@ -92,9 +92,12 @@ std::vector<std::string> csv_column(const std::string& text, size_t col) {
 TEST_F(Gpu, AModelTrainsOnTheGpuAndItsHeadTrainsAndPredictsOnEitherDeviceAlike) {
   // Full training from the data on the GPU gives the encoder; the cache is built on the GPU.
   const std::string encoder = dir_.file("encoder.pt"), cache = dir_.file("cache");
-  ToolRun r = run(dir_, "recycle-train", "--data fashion-mnist:" + dir_.path().string() +
-                                             " --device cuda --epochs 1 --eval-split none "
-                                             "--save-model " + encoder + " --json");
+  ToolRun r = run(dir_, "recycle-train",
+                  "--data fashion-mnist:" + dir_.path().string() +
+                      " --recycle 0 --device cuda --epochs 1 "
+                      "--eval-split none "
+                      "--save-model " +
+                      encoder + " --json");
   ASSERT_EQ(r.code, 0) << describe(r);
   r = run(dir_, "recycle-build",
           data_ + "--weights " + encoder + " --device cuda --cache " + cache);
@@ -114,9 +117,10 @@ TEST_F(Gpu, AModelTrainsOnTheGpuAndItsHeadTrainsAndPredictsOnEitherDeviceAlike) 
   std::vector<std::vector<std::string>> predicted;
   for (const std::string device : {"cpu", "cuda"}) {
     const std::string out = dir_.file("pred-" + device + ".csv");
-    r = run(dir_, "recycle-predict", "--cache " + cache + " --head " + dir_.file("head-cuda.pt") +
-                                         " --data fashion-mnist:" + dir_.path().string() +
-                                         " --split train --device " + device + " --out " + out);
+    r = run(dir_, "recycle-predict",
+            "--cache " + cache + " --head " + dir_.file("head-cuda.pt") + " --weights " + encoder +
+                " --data fashion-mnist:" + dir_.path().string() + " --split train --device " +
+                device + " --out " + out);
     ASSERT_EQ(r.code, 0) << describe(r);
     predicted.push_back(csv_column(recycle::testing::read_file(out), 3));  // pred
   }
