@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The device benchmark: where the cache stands on a device (GPU or CPU), with the engine's tools.
 
-    python3 bench/gpu_bench.py --tools DIR [--device cuda] [--quick] [--out DIR]
+    python3 bench/gpu_bench.py --tools DIR [--device cuda] [--quick] [--builds-only] [--out DIR]
 
 Two prefixes, each at half of its blocks (r = 0.5), random weights:
   image  torchvision's ResNet-50 (examples/export_torchvision.py: a scripted nn.Sequential,
@@ -18,6 +18,8 @@ For each, side by side on the device:
              fine-tuning (--recycle 0 from the data) and the frozen prefix run online
              (--recycle 0.5 --no-cache); the head's speedups over each; on a GPU, its busy share
              during the cached run (nvidia-smi's utilization.gpu, sampled every 100 ms).
+--builds-only stops after the builds (their JSON reports keep stage_seconds: where each build's
+time went).
 Prints one markdown table (and writes it, with every report, to --out). --quick: sizes for a
 CPU check of the script (a few minutes on 2 cores), not for figures.
 """
@@ -142,6 +144,8 @@ def bench_task(a, name, data, model, work):
                              "--recycle", "0.5", "--batch", a.build_batch])
     b = builds["train"]
     disk = disk_write_rate(work, max(int(b["bytes"]), 64 << 20))
+    if a.builds_only:
+        return build_row(name, b, disk, builds)
     train = ["--epochs", a.epochs, "--batch", a.batch, "--device", dev, "--json", "--eval-split", "none"]
     busy = GpuBusy(dev)
     # A cache made from a program names it; the tools open the program only when given it.
@@ -151,6 +155,21 @@ def bench_task(a, name, data, model, work):
     full = run([f"{tools}/recycle-train", "--data", data, "--model", model, "--recycle", "0", *train])
     online = run([f"{tools}/recycle-train", "--data", data, "--model", model, "--recycle", "0.5",
                   "--no-cache", *train])
+    row = build_row(name, b, disk, builds)
+    row.update({
+        "epoch_cached_s": later(cached["epoch_seconds"]),
+        "epoch_full_s": later(full["epoch_seconds"]),
+        "epoch_online_s": later(online["epoch_seconds"]),
+        "gpu_busy_pct": busy_share,
+        "reports": {"build": builds, "cached": cached, "full": full, "online": online},
+    })
+    row["vs_full"] = row["epoch_full_s"] / row["epoch_cached_s"]
+    row["vs_online"] = row["epoch_online_s"] / row["epoch_cached_s"]
+    return row
+
+
+def build_row(name, b, disk, builds):
+    """The build's columns of a task's row (the training columns None: --builds-only)."""
     row = {
         "task": name, "samples": b["computed"],
         "build_per_s": b["computed"] / b["seconds"],
@@ -158,16 +177,14 @@ def bench_task(a, name, data, model, work):
         "build_mb_per_s": b["bytes"] / b["seconds"] / 1e6,
         "disk_mb_per_s": disk / 1e6,
         "record_bytes": b["bytes"] / max(b["records"], 1),
-        "epoch_cached_s": later(cached["epoch_seconds"]),
-        "epoch_full_s": later(full["epoch_seconds"]),
-        "epoch_online_s": later(online["epoch_seconds"]),
-        "gpu_busy_pct": busy_share,
-        "reports": {"build": builds, "cached": cached, "full": full, "online": online},
+        "epoch_cached_s": None, "epoch_full_s": None, "epoch_online_s": None,
+        "vs_full": None, "vs_online": None, "gpu_busy_pct": None,
+        "reports": {"build": builds},
+        # Where the training split's build spent its seconds (recycle-build --json).
+        "stage_seconds": b.get("stage_seconds"),
     }
     row["build_vs_prefix"] = row["build_per_s"] / row["prefix_per_s"] if row["prefix_per_s"] else None
     row["build_vs_disk"] = row["build_mb_per_s"] / row["disk_mb_per_s"]
-    row["vs_full"] = row["epoch_full_s"] / row["epoch_cached_s"]
-    row["vs_online"] = row["epoch_online_s"] / row["epoch_cached_s"]
     return row
 
 
@@ -184,16 +201,17 @@ def device_name(device):
 
 def table(rows, device, a):
     f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+    x = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
     lines = [f"{device_name(device)} ({device}); {a.epochs} epochs, batch {a.batch}, fp16 records, r = 0.5", "",
              "| task | samples | build /s | prefix in build /s | build vs prefix | build MB/s | disk MB/s | build vs disk "
              "| record KB | head epoch s (cache) | full s | online s | vs full | vs online | GPU busy % |",
              "| --- " * 15 + "|"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['samples']} | {f(r['build_per_s'], 0)} | {f(r['prefix_per_s'], 0)} | "
-                     f"{f(r['build_vs_prefix'])}x | {f(r['build_mb_per_s'], 0)} | {f(r['disk_mb_per_s'], 0)} | "
-                     f"{f(r['build_vs_disk'])}x | {f(r['record_bytes'] / 1e3, 1)} | {f(r['epoch_cached_s'], 3)} | "
-                     f"{f(r['epoch_full_s'], 3)} | {f(r['epoch_online_s'], 3)} | {f(r['vs_full'])}x | "
-                     f"{f(r['vs_online'])}x | {f(r['gpu_busy_pct'], 0)} |")
+                     f"{x(r['build_vs_prefix'])} | {f(r['build_mb_per_s'], 0)} | {f(r['disk_mb_per_s'], 0)} | "
+                     f"{x(r['build_vs_disk'])} | {f(r['record_bytes'] / 1e3, 1)} | {f(r['epoch_cached_s'], 3)} | "
+                     f"{f(r['epoch_full_s'], 3)} | {f(r['epoch_online_s'], 3)} | {x(r['vs_full'])} | "
+                     f"{x(r['vs_online'])} | {f(r['gpu_busy_pct'], 0)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -208,6 +226,7 @@ def main():
     p.add_argument("--images", type=int, help="training images (default 2048; --quick 32)")
     p.add_argument("--texts", type=int, help="training mails (default 4096; --quick 64)")
     p.add_argument("--epochs", type=int, help="epochs of each training run (default 3; --quick 2)")
+    p.add_argument("--builds-only", action="store_true", help="the builds' columns alone, no training")
     a = p.parse_args()
     images, texts, a.image_size = (32, 64, 64) if a.quick else (2048, 4096, 224)
     epochs, a.batch, a.build_batch = (2, 16, 32) if a.quick else (3, 128, 256)

@@ -39,9 +39,16 @@ std::string index_value(const IndexEntry& e) {
 
 }  // namespace
 
-ActivationStore::Batch::Batch(const ActivationStore& store)
-    : store_(store), batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+ActivationStore::Batch::Batch(const ActivationStore& store, size_t reserve)
+    : store_(store), batch_(std::make_unique<rocksdb::WriteBatch>(reserve)) {}
 ActivationStore::Batch::~Batch() = default;
+
+size_t ActivationStore::Batch::capacity() const { return batch_->Data().capacity(); }
+
+void ActivationStore::Batch::clear() {
+  batch_->Clear();
+  record_bytes_ = 0;
+}
 
 void ActivationStore::Batch::put_record(const Key& key, std::string_view record) {
   char k[Key::kBytes];

@@ -71,10 +71,13 @@ class ActivationStore {
   // store_sealed_test checks that these mutators are out of reach.
   class Batch {
    public:
-    explicit Batch(const ActivationStore& store);
+    // reserve: the bytes the batch will hold, when known (it grows by copying otherwise).
+    explicit Batch(const ActivationStore& store, size_t reserve = 0);
     ~Batch();
     size_t count() const;
     size_t record_bytes() const { return record_bytes_; }
+    size_t capacity() const;  // bytes it holds without growing
+    void clear();             // empty again, its memory kept
 
    private:
     friend class ActivationStore;

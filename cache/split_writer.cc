@@ -78,9 +78,13 @@ void SplitWriter::begin(const SplitInfo& info, int64_t stored_entries, std::stri
   begun_ = true;
 }
 
-StagedWrite SplitWriter::stage() const {
+StagedWrite SplitWriter::stage(size_t reserve) const {
   StagedWrite w;
-  w.batch_ = std::make_unique<ActivationStore::Batch>(*store_);
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (spare_ && spare_->capacity() >= reserve) w.batch_ = std::move(spare_);
+  }
+  if (!w.batch_) w.batch_ = std::make_unique<ActivationStore::Batch>(*store_, reserve);
   w.split = split_;
   return w;
 }
@@ -96,9 +100,16 @@ void SplitWriter::seal(StagedWrite* w) {
 
 void SplitWriter::write(StagedWrite* w) {
   if (!w->sealed) throw std::logic_error("SplitWriter::write: the staged write is not sealed");
+  if (!w->batch_) throw std::logic_error("SplitWriter::write: the staged write was written");
   check_free_space(store_->dir(), w->record_bytes());
   store_->write_unlogged(w->batch_.get()).throw_if_error();
   ++writes_;
+  w->written_bytes_ = w->batch_->record_bytes();
+  w->batch_->clear();
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    spare_ = std::move(w->batch_);
+  }
   if (flush_seconds_ < 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (std::chrono::duration<double>(now - flushed_).count() >= flush_seconds_) {

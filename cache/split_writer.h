@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -60,7 +61,8 @@ class StagedWrite {
   // Removes a stored record of `bytes` bytes (recycle-inspect --compact): the counts go down.
   void delete_record(const Key& key, int64_t bytes);
   void put_index(int64_t position, const IndexEntry& entry);  // not for a writer of no split
-  uint64_t record_bytes() const { return batch_ ? batch_->record_bytes() : 0; }
+  // Bytes of the records put (kept after the write, which takes the batch back).
+  uint64_t record_bytes() const { return batch_ ? batch_->record_bytes() : written_bytes_; }
 
  private:
   friend class SplitWriter;
@@ -70,6 +72,7 @@ class StagedWrite {
   void require_open(const char* what) const;
 
   std::unique_ptr<ActivationStore::Batch> batch_;
+  uint64_t written_bytes_ = 0;
 };
 
 class SplitWriter {
@@ -91,14 +94,16 @@ class SplitWriter {
   void begin(const SplitInfo& info, int64_t stored_entries, std::string_view head = {});
   bool begun() const { return begun_; }
 
-  // A new batch for a chunk of the split.
-  StagedWrite stage() const;
+  // A new batch for a chunk of the split (reserve: the bytes it will hold, when known).
+  StagedWrite stage(size_t reserve = 0) const;
   // Adds the chunk's records and bytes to the manifest's counts and puts the manifest into the
   // batch. Once per staged write; nothing may be put after it.
   void seal(StagedWrite* w);
   // Writes a sealed batch without the write-ahead log, after the free-space check (throws
   // std::runtime_error below the reserve: what was written is kept). Flushes per
-  // set_flush_seconds.
+  // set_flush_seconds. The written batch is emptied and kept for the next stage() (its memory
+  // reused, not faulted in again: a chunk's batch holds hundreds of MB); w keeps its counts
+  // (records, entries, record_bytes), not its batch.
   void write(StagedWrite* w);
   // Marks the split complete (unlogged) and flushes the memtables; a writer of no split only
   // flushes them.
@@ -120,6 +125,10 @@ class SplitWriter {
   std::atomic<int64_t> writes_{0};
   double flush_seconds_ = -1;
   std::chrono::steady_clock::time_point flushed_ = std::chrono::steady_clock::now();
+  // The last written batch, emptied: stage() (the chunk loop's thread) takes what write() (the
+  // writer's thread) leaves.
+  mutable std::mutex spare_mutex_;
+  mutable std::unique_ptr<ActivationStore::Batch> spare_;
 };
 
 // Throws std::runtime_error (what was written is kept; rerun to resume) when the file system

@@ -23,6 +23,10 @@ std::string BuildReport::to_json() const {
                       {"samples_per_s", samples_per_s},
                       {"ranks", ranks}};
   if (views > 0) j["views"] = views;
+  if (stage_seconds.measured()) {
+    nlohmann::json& s = j["stage_seconds"];
+    for (const auto& [name, field] : stage_second_fields()) s[name] = stage_seconds.*field;
+  }
   if (shards > 0) {
     j["shards"] = shards;
     j["shard"] = shard_index;
@@ -38,6 +42,16 @@ std::string BuildReport::to_json() const {
     j["expected_speedup_vs_online"] = expected_speedup_vs_online();
   }
   return j.dump();
+}
+
+const std::vector<std::pair<const char*, double BuildStageSeconds::*>>& stage_second_fields() {
+  using S = BuildStageSeconds;
+  static const std::vector<std::pair<const char*, double S::*>> fields = {
+      {"open", &S::open},   {"lookup", &S::lookup},         {"read", &S::read},
+      {"start", &S::start}, {"outputs", &S::outputs},       {"encode", &S::encode},
+      {"stage", &S::stage}, {"write_wait", &S::write_wait}, {"finish", &S::finish},
+      {"write", &S::write}};
+  return fields;
 }
 
 double BuildReport::expected_speedup_vs_full() const {

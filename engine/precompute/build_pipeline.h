@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/data/dataset.h"
 #include "engine/models/model_options.h"
@@ -14,6 +16,9 @@
 namespace recycle {
 
 class BuildGroup;  // engine/precompute/build_group.h
+
+// BuildStageSeconds' fields by their names in --json's "stage_seconds".
+const std::vector<std::pair<const char*, double BuildStageSeconds::*>>& stage_second_fields();
 
 // One rank's part of a distributed build (group.world() processes, each calling this with the
 // same options; see distributed_build.cc for who reads, computes and writes what). Every rank

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "base/seconds.h"
 #include "base/strings.h"
 #include "cache/shard_rule.h"
 #include "engine/models/model_setup.h"  // with_encoder_input
@@ -28,7 +29,9 @@ void ChunkWriter::submit(StagedWrite w) {
   finish();
   current_ = std::move(w);
   pending_ = std::async(std::launch::async, [this] {
+    const auto start = std::chrono::steady_clock::now();
     writer_.write(&current_);
+    write_seconds_ += seconds_since(start);
     if (progress_) progress_->advance(current_.entries);
   });
 }
@@ -280,31 +283,37 @@ BuildReport SplitBuild::report() const {
   BuildReport r = report_;
   r.prefix_seconds = encoder_->prefix_seconds();
   r.prefix_share = encoder_->prefix_share();
+  r.stage_seconds = stages_;
   return write_ ? write_->report(std::move(r)) : finished_report(std::move(r), views(), 0, start_);
 }
 
 BuildReport SplitBuild::run() {
-  open();
+  BuildStageSeconds& s = stages_;
+  timed(&s.open, [&] { open(); });
   if (plan_.unchanged()) return report();
   begin();
   BuildChunk chunk, next;
   ChunkReader reader(*inputs_, plan_.todo(), plan_.next(), chunk_size());
   ChunkWriter writer(split().writer(), progress_.get());
   auto prepare = [&](BuildChunk* c) {
-    if (!next_chunk(c)) return false;
-    reader.read(c);
-    encoder_->start(c);
+    if (!timed(&s.lookup, [&] { return next_chunk(c); })) return false;
+    timed(&s.read, [&] { reader.read(c); });
+    timed(&s.start, [&] { encoder_->start(c); });
     return true;
   };
   // Each chunk's prefix starts before the chunk before it is encoded: on a GPU the device
   // computes it while the outputs before it come back, are encoded and are written.
   for (bool more = prepare(&chunk); more; chunk = std::move(next)) {
     more = prepare(&next);
-    encoder_->finish(&chunk);
-    writer.submit(stage_write(&chunk));
+    timed(&s.outputs, [&] { encoder_->finish(&chunk); });
+    StagedWrite w = timed(&s.stage, [&] { return stage_write(&chunk); });
+    timed(&s.write_wait, [&] { writer.submit(std::move(w)); });
   }
-  writer.finish();
-  finish();
+  timed(&s.write_wait, [&] { writer.finish(); });
+  s.encode = encoder_->encode_seconds();  // inside finish: taken out of outputs
+  s.outputs -= s.encode;
+  s.write = writer.write_seconds();
+  timed(&s.finish, [&] { finish(); });
   return report();
 }
 

@@ -190,6 +190,7 @@ class SplitBuild {
   std::unique_ptr<Progress> progress_;  // begin
   std::string progress_label_;
   BuildReport report_;  // counters filled along the way, the rest by report()
+  BuildStageSeconds stages_;   // run()'s stages
   int64_t split_samples_ = 0;  // the whole split's samples (a sharded build keeps fewer)
 };
 
@@ -205,12 +206,14 @@ class ChunkWriter {
   ChunkWriter& operator=(const ChunkWriter&) = delete;
   void submit(StagedWrite w);
   void finish();
+  double write_seconds() const { return write_seconds_; }  // on its thread, the writes finished
 
  private:
   SplitWriter& writer_;
   Progress* progress_;
   StagedWrite current_;
   std::future<void> pending_;
+  double write_seconds_ = 0;
 };
 
 // What every record of a text cache holds: "hidden" float32 [length, d_model] (the prefix's

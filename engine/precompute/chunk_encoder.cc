@@ -5,6 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "base/seconds.h"
 #include "base/strings.h"
 #include "cache/record.h"
 #include "engine/data/byte_tokenizer.h"
@@ -192,7 +193,9 @@ void ChunkEncoder::finish(BuildChunk* chunk) {
   const torch::Tensor outputs = checked(
       prefix_->finish(), static_cast<int64_t>(chunk->compute_pos.size()), chunk->input_length);
   if (share_chunks_ < 2 && prefix_->has_model()) measure_prefix_share(outputs);
+  const auto encoding = std::chrono::steady_clock::now();
   encode(outputs, chunk);
+  encode_seconds_ += seconds_since(encoding);
 }
 
 void ChunkEncoder::measure_prefix_share(const torch::Tensor& outputs) {

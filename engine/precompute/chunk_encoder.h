@@ -77,6 +77,7 @@ class ChunkEncoder {
 
   // Seconds of the prefix's forwards so far (PrefixRunner::last_seconds, summed).
   double prefix_seconds() const { return prefix_seconds_; }
+  double encode_seconds() const { return encode_seconds_; }  // of finish, in encode
   // The prefix's share of a sample's forward through the whole model, measured on the first
   // chunks computed; negative when not measured (no model's head, or nothing computed).
   double prefix_share() const { return prefix_share_; }
@@ -98,6 +99,7 @@ class ChunkEncoder {
   std::vector<int64_t> record_shape_;
   Codec codec_ = Codec::kFp16;
   double prefix_seconds_ = 0;
+  double encode_seconds_ = 0;
   double prefix_share_ = -1;
   int share_chunks_ = 0;  // chunks measure_prefix_share measured
 };

@@ -6,18 +6,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/seconds.h"
 #include "engine/models/device_streams.h"
 #include "engine/models/weights_io.h"
 
 namespace recycle {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 void PrefixRunner::use_model(PreparedModel model, bool fold) {
   prepared_.emplace(std::move(model));

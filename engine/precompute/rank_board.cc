@@ -11,6 +11,7 @@
 #include "cache/shard_rule.h"
 #include "engine/data/dataset.h"
 #include "engine/precompute/build_group.h"
+#include "engine/precompute/build_pipeline.h"  // stage_second_fields
 #include "engine/precompute/build_stages.h"
 #include "engine/precompute/split_inputs.h"
 #include "recycle/build.h"
@@ -218,6 +219,10 @@ BuildReport report_from_json(const std::string& text, const std::string& whose) 
   r.prefix_share = j.value("prefix_share", -1.0);
   r.shards = j.value("shards", 0);
   r.shard_index = j.value("shard", 0);
+  if (j.contains("stage_seconds") && j["stage_seconds"].is_object()) {
+    for (const auto& [name, field] : stage_second_fields())
+      r.stage_seconds.*field = j["stage_seconds"].value(name, 0.0);
+  }
   if (j.contains("per_shard") && j["per_shard"].is_array()) {
     for (const json& s : j["per_shard"]) r.per_shard.push_back(report_from_json(s.dump(), whose));
   }
@@ -233,6 +238,7 @@ BuildReport merged_reports(std::vector<BuildReport> shards, int own) {
   job.samples = job.unique = job.computed = job.skipped = job.index_written = 0;
   job.files_left_out = job.bytes = job.records = job.cache_records = 0;
   job.seconds = job.prefix_seconds = 0;
+  job.stage_seconds = BuildStageSeconds();  // each process's own, in per_shard
   for (const BuildReport& s : shards) {
     job.samples += s.samples;
     job.unique += s.unique;

@@ -71,7 +71,11 @@ StagedWrite SplitTransaction::stage(const KeyPlan& plan, size_t begin, size_t en
     throw std::logic_error("SplitTransaction::stage: one key per record");
   }
   SplitWriter& writer = split_->writer();
-  StagedWrite w = writer.stage();
+  // The records' bytes and room for their keys, the index entries and the manifest: the batch
+  // is filled without growing (growing copies what it holds, chunks of hundreds of MB).
+  size_t reserve = 64 * 1024 + 64 * (records->size() + (end - begin));
+  for (const std::string& record : *records) reserve += record.size();
+  StagedWrite w = writer.stage(reserve);
   for (size_t r = 0; r < records->size(); ++r) w.put_record(record_keys[r], (*records)[r]);
   records->clear();
   for (size_t t = begin; t < end; ++t) {

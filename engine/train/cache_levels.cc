@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "base/seconds.h"
 #include "cache/activation_store.h"
 #include "cache/open_existing.h"
 #include "engine/models/encoder_spec.h"
@@ -29,10 +30,6 @@
 namespace recycle {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // The fingerprint of blocks [begin, end) of `model` alone (the classifier left out).
 std::string range_fingerprint(const BlockModel& model, int64_t begin, int64_t end) {

@@ -12,6 +12,26 @@
 
 namespace recycle {
 
+// Where a process's build went, in seconds: run_build's chunk loop (one process, or each rank of
+// a sharded build: per_shard has each rank's; zeros in a distributed build and in the sharded
+// job's own counts). On the chunk loop's thread, one stage after another:
+struct BuildStageSeconds {
+  double open = 0;     // every sample keyed, the cache opened and checked, the plan made
+  double lookup = 0;   // each chunk's MultiGet of its keys (which have no record yet)
+  double read = 0;     // waiting for a chunk's inputs (read a chunk ahead on a thread of their own)
+  double start = 0;    // the inputs made into the prefix's batch, its forward started (on a CPU:
+                       // the whole forward; on a GPU: queued, with the copies to the device)
+  double outputs = 0;  // waiting for the forward's outputs (a GPU's, copied back), and the
+                       // prefix's share measured on the first chunks
+  double encode = 0;   // the outputs encoded into records
+  double stage = 0;    // the records and index entries put into the chunk's write batch
+  double write_wait = 0;  // waiting for the write of the chunk before
+  double finish = 0;      // the split marked complete, the memtables flushed
+  // Beside the loop, on the writer's thread: the chunks' write batches applied to the store.
+  double write = 0;
+  bool measured() const { return open > 0 || write > 0; }
+};
+
 struct BuildReport {
   std::string cache_dir;
   std::string split;
@@ -39,6 +59,7 @@ struct BuildReport {
   double prefix_share = -1;
   double expected_speedup_vs_full() const;
   double expected_speedup_vs_online() const;
+  BuildStageSeconds stage_seconds;  // where seconds went (one process: the chunk loop's stages)
   int ranks = 1;                // processes that computed records (1 unless distributed)
   // A sharded build (DistOptions::sharded): the shard count, and each rank's own report in
   // rank order (its cache, its shard's samples, what it computed). Every rank returns its own

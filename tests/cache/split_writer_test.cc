@@ -184,4 +184,37 @@ TEST(SplitWriter, FlushesEveryWriteWithFlushSecondsZero) {
   EXPECT_EQ(stored_manifest(*view).records, 1);
 }
 
+// A written batch is kept, emptied, for the next chunk: its memory is reused (no chunk of
+// hundreds of MB faulted in again), it holds nothing of the chunk before, and a staged write is
+// written once.
+TEST(SplitWriter, ReusesAWrittenBatchEmptiedForTheNextChunk) {
+  TempDir dir;
+  auto store = open_store(dir.file("cache"));
+  Manifest m = manifest_for_test();
+  SplitWriter w(store.get(), &m, "train");
+  w.begin(info_of(2), 0);
+  const std::string big(1 << 20, 'x');
+  StagedWrite first = w.stage(2 << 20);
+  first.put_record(key_of(0), big);
+  first.put_index(0, IndexEntry{key_of(0), 1});
+  w.seal(&first);
+  w.write(&first);
+  EXPECT_EQ(first.records, 1);                      // its counts kept
+  EXPECT_THROW(w.write(&first), std::logic_error);  // written once
+  StagedWrite second = w.stage(1 << 20);  // the first's batch: no record of it in this one
+  second.put_record(key_of(1), "r1");
+  second.put_index(1, IndexEntry{key_of(1), 0});
+  w.seal(&second);
+  EXPECT_EQ(second.record_bytes(), 2u);
+  w.write(&second);
+  w.finish();
+  std::string record;
+  ASSERT_TRUE(store->get_record(key_of(0), &record).ok());
+  EXPECT_EQ(record, big);
+  ASSERT_TRUE(store->get_record(key_of(1), &record).ok());
+  EXPECT_EQ(record, "r1");
+  EXPECT_EQ(stored_index(*store, "train").size(), 2u);
+  EXPECT_EQ(stored_manifest(*store).records, 2);
+}
+
 }  // namespace

@@ -344,6 +344,20 @@ TEST(BuildStages, OverlappedWritesLeaveTheCacheTheSerialLoopLeaves) {
   EXPECT_TRUE(b.manifest.splits.at("train").complete);
   // The report's JSON carries the prefix's share.
   EXPECT_NE(overlapped.to_json().find("\"prefix_seconds\""), std::string::npos);
+  // And where the seconds went: the loop's stages, one after another, within the run's time;
+  // the writes on their own thread.
+  const recycle::BuildStageSeconds& t = overlapped.stage_seconds;
+  for (double v : {t.open, t.lookup, t.read, t.start, t.outputs, t.encode, t.stage, t.write_wait,
+                   t.finish, t.write}) {
+    EXPECT_GE(v, 0.0);
+  }
+  EXPECT_GT(t.open, 0.0);
+  EXPECT_GT(t.start, 0.0);
+  EXPECT_GT(t.write, 0.0);
+  EXPECT_LE(t.open + t.lookup + t.read + t.start + t.outputs + t.encode + t.stage + t.write_wait +
+                t.finish,
+            overlapped.seconds);
+  EXPECT_NE(overlapped.to_json().find("\"stage_seconds\""), std::string::npos);
 }
 
 // A ChunkWriter hands a write's error to the next submit (or finish), and stops nothing else.
