@@ -12,9 +12,9 @@
 
 namespace recycle {
 
-// Where a process's build went, in seconds: run_build's chunk loop (one process, or each rank of
-// a sharded build: per_shard has each rank's; zeros in a distributed build and in the sharded
-// job's own counts). On the chunk loop's thread, one stage after another:
+// Where a process's build time went, in seconds: run_build's chunk loop (one process, or each
+// rank of a sharded build: per_shard has each rank's; zeros in a distributed build and in the
+// sharded job's own counts). On the chunk loop's thread, one stage after another:
 struct BuildStageSeconds {
   double open = 0;     // every sample keyed, the cache opened and checked, the plan made
   double lookup = 0;   // each chunk's MultiGet of its keys (which have no record yet)
