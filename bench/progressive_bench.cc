@@ -14,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "bench/report_table.h"
 #include "bench/transfer_task.h"
+#include "recycle/options.h"  // parse_freeze_rule
 
 namespace recycle::bench {
 
@@ -46,18 +47,13 @@ struct Row {
 
 std::string bytes(double b) { return bytes_text(b); }
 
-// linear:START:LEVEL: true and its two numbers; any other rule: false (recycle-train checks the
-// rule itself).
-bool linear_rule(const std::string& rule, double* start, double* level) {
-  const size_t a = rule.find(':'), b = rule.find(':', a + 1);
-  if (rule.rfind("linear:", 0) != 0 || b == std::string::npos) return false;
+// `rule` as recycle-train parses --freeze; kNone for one it refuses.
+FreezeRule freeze_rule(const std::string& rule) {
   try {
-    *start = std::stod(rule.substr(a + 1, b - a - 1));
-    *level = std::stod(rule.substr(b + 1));
-  } catch (const std::exception&) {
-    return false;
+    return parse_freeze_rule(rule);
+  } catch (const std::invalid_argument&) {
+    return FreezeRule();
   }
-  return true;
 }
 
 class ProgressiveBench {
@@ -196,11 +192,12 @@ class ProgressiveBench {
                          {"codec", codec_name(c_.codec)},
                          {"composer_python", o_.composer_python}});
     for (const std::string& rule : o_.rules) {
-      double start = 0, level = 0;
-      if (!linear_rule(rule, &start, &level)) {
+      const FreezeRule parsed = freeze_rule(rule);
+      if (parsed.kind != FreezeRule::Kind::kLinear) {
         note(rule + ": not linear, Composer has no such rule: left out");
         continue;
       }
+      const double start = parsed.start, level = parsed.level;
       std::vector<double> acc, secs, peer_acc, peer_secs, peer_own;
       json engine_runs = json::array();  // where each engine run's time went (its --json)
       for (int64_t seed = 0; seed < c_.seeds; ++seed) {
